@@ -1,0 +1,468 @@
+/* module.c: the dftracer._core module and its `dftracer` logger type
+ * (exposed as dftracer.python.dftracer, compatible with pydftracer). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "clock.h"
+#include "core.h"
+#include "json.h"
+#include "pyargs.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+/* ---- GIL hooks for the core's waits ------------------------------------ */
+
+static void *release_gil(void)
+{
+    if (!Py_IsInitialized() || !PyGILState_Check())
+        return NULL;
+    return PyEval_SaveThread();
+}
+
+static void restore_gil(void *h)
+{
+    if (h)
+        PyEval_RestoreThread((PyThreadState *)h);
+}
+
+/* ---- the logger type --------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+} LoggerObject;
+
+static PyObject *logger_singleton; /* strong reference, created at module init */
+
+static PyObject *logger_get_instance(PyObject *cls, PyObject *unused)
+{
+    (void)cls;
+    (void)unused;
+    return Py_NewRef(logger_singleton);
+}
+
+/* Exports the trace settings so spawned children (multiprocessing spawn,
+ * DataLoader workers) trace into their own files under the same stem. */
+static int export_env(void)
+{
+    PyObject *os = PyImport_ImportModule("os");
+    if (!os)
+        return -1;
+    PyObject *environ = PyObject_GetAttrString(os, "environ");
+    Py_DECREF(os);
+    if (!environ)
+        return -1;
+    int rc = 0;
+    struct {
+        const char *key;
+        const char *value;
+    } items[] = {
+        {"DFTRACER_ENABLE", "1"},
+        {"DFTRACER_LOG_FILE", dft_g.cfg.log_file},
+        {"DFTRACER_DATA_DIR", dft_g.cfg.data_dir},
+    };
+    for (size_t i = 0; i < sizeof items / sizeof *items && rc == 0; i++) {
+        if (!items[i].value)
+            continue;
+        PyObject *v = PyUnicode_DecodeFSDefault(items[i].value);
+        if (!v || PyMapping_SetItemString(environ, items[i].key, v) < 0)
+            rc = -1;
+        Py_XDECREF(v);
+    }
+    Py_DECREF(environ);
+    return rc;
+}
+
+static PyObject *fs_path_or_none(PyObject *obj, const char *argname, PyObject **holder)
+{
+    *holder = NULL;
+    if (obj == NULL || obj == Py_None)
+        return Py_None;
+    if (!PyUnicode_Check(obj) && !PyBytes_Check(obj) &&
+        !PyObject_HasAttrString(obj, "__fspath__")) {
+        PyErr_Format(PyExc_TypeError, "%s must be a str or path-like, not %.100s", argname,
+                     Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    if (!PyUnicode_FSConverter(obj, holder))
+        return NULL;
+    return *holder;
+}
+
+/* A directory that is missing or not writable is reported at initialisation. */
+static int check_log_dir(const char *stem)
+{
+    char dir[4096];
+    const char *slash = strrchr(stem, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == stem)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - stem), stem);
+    if (access(dir, W_OK | X_OK) != 0) {
+        int e = errno;
+        PyObject *p = PyUnicode_DecodeFSDefault(dir);
+        if (p) {
+            PyObject *exc = PyObject_CallFunction(
+                PyExc_OSError, "isO", e,
+                e == ENOENT ? "log directory is missing" : "log directory is not writable", p);
+            if (exc) {
+                PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+                Py_DECREF(exc);
+            }
+            Py_DECREF(p);
+        }
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *logger_initialize_log(PyObject *unused, PyObject *args, PyObject *kwargs)
+{
+    (void)unused;
+    static char *kwlist[] = {"logfile", "data_dir", "process_id", NULL};
+    PyObject *logfile = Py_None, *data_dir = Py_None, *pid_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOO:initialize_log", kwlist, &logfile,
+                                     &data_dir, &pid_obj))
+        return NULL;
+    long long process_id = -1;
+    if (pid_obj && pid_obj != Py_None) {
+        if (!PyLong_Check(pid_obj) || PyBool_Check(pid_obj)) {
+            PyErr_Format(PyExc_TypeError, "process_id must be an int, not %.100s",
+                         Py_TYPE(pid_obj)->tp_name);
+            return NULL;
+        }
+        process_id = PyLong_AsLongLong(pid_obj);
+        if (process_id == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    PyObject *lf_holder, *dd_holder;
+    PyObject *lf = fs_path_or_none(logfile, "logfile", &lf_holder);
+    if (!lf)
+        return NULL;
+    PyObject *dd = fs_path_or_none(data_dir, "data_dir", &dd_holder);
+    if (!dd) {
+        Py_XDECREF(lf_holder);
+        return NULL;
+    }
+    const char *lf_s = lf_holder ? PyBytes_AS_STRING(lf_holder) : NULL;
+    const char *dd_s = dd_holder ? PyBytes_AS_STRING(dd_holder) : NULL;
+    int was_active = atomic_load(&dft_g.state) == DFT_STATE_ACTIVE && dft_g.explicit_init;
+    if (was_active && lf_s) {
+        char *stem = dft_config_stem(lf_s);
+        if (stem && dft_g.cfg.log_file && strcmp(stem, dft_g.cfg.log_file) != 0 &&
+            PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                             "dftracer is already tracing to %s; initialize_log(%s) ignored "
+                             "(call finalize() first)",
+                             dft_g.path, lf_s) < 0) {
+            free(stem);
+            Py_XDECREF(lf_holder);
+            Py_XDECREF(dd_holder);
+            return NULL;
+        }
+        free(stem);
+    }
+    if (!was_active && dft_is_enabled_env() && lf_s) {
+        char *stem = dft_config_stem(lf_s);
+        int bad = stem ? check_log_dir(stem) : 0;
+        free(stem);
+        if (bad) {
+            Py_XDECREF(lf_holder);
+            Py_XDECREF(dd_holder);
+            return NULL;
+        }
+    }
+    char err[1024] = "";
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = dft_start(lf_s, dd_s, process_id, 1, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    Py_XDECREF(lf_holder);
+    Py_XDECREF(dd_holder);
+    if (rc < 0) {
+        int e = errno;
+        PyObject *exc = PyObject_CallFunction(PyExc_OSError, "isz", e, err,
+                                              dft_g.path ? dft_g.path : NULL);
+        if (exc) {
+            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+            Py_DECREF(exc);
+        }
+        return NULL;
+    }
+    if (rc == 0 && export_env() < 0)
+        return NULL;
+    return Py_NewRef(logger_singleton);
+}
+
+static PyObject *logger_get_time(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyLong_FromLongLong(dft_clock_us());
+}
+
+static PyObject *logger_enter_event(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    dft_enter_scope();
+    Py_RETURN_NONE;
+}
+
+static PyObject *logger_exit_event(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    dft_exit_scope();
+    Py_RETURN_NONE;
+}
+
+/* log_event(name, cat, start_time, duration, int_args=None, float_args=None,
+ *           string_args=None): the hot path from Python. */
+static PyObject *logger_log_event(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
+{
+    (void)self;
+    static const char *const names[] = {"name",     "cat",         "start_time", "duration",
+                                        "int_args", "float_args",  "string_args"};
+    PyObject *v[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    if (dft_pyargs_parse("log_event", args, nargs, kwnames, names, 7, 4, v) < 0)
+        return NULL;
+    if (!atomic_load_explicit(&dft_g.active, memory_order_relaxed) && dft_lazy_start() != 0) {
+        /* Inactive: still reject what would be rejected when active. */
+        if (!PyUnicode_Check(v[0]) || !PyUnicode_Check(v[1]))
+            return dft_pyargs_type_error(!PyUnicode_Check(v[0]) ? "name" : "cat", "str",
+                                         !PyUnicode_Check(v[0]) ? v[0] : v[1]);
+        Py_RETURN_NONE;
+    }
+    dft_pyevent pe;
+    if (dft_pyevent_init(&pe, v[0], v[1]) < 0)
+        return NULL;
+    if (dft_pyargs_int64(v[2], "start_time", &pe.ev.ts) < 0 ||
+        dft_pyargs_int64(v[3], "duration", &pe.ev.dur) < 0) {
+        dft_pyevent_clear(&pe);
+        return NULL;
+    }
+    pe.ev.ph = DFT_PH_COMPLETE;
+    if (dft_pyevent_add_dict(&pe, v[4], "int_args", DFT_ARG_INT) < 0 ||
+        dft_pyevent_add_dict(&pe, v[5], "float_args", DFT_ARG_FLOAT) < 0 ||
+        dft_pyevent_add_dict(&pe, v[6], "string_args", DFT_ARG_STR) < 0) {
+        dft_pyevent_clear(&pe);
+        return NULL;
+    }
+    dft_emit_record(&pe.ev, 0);
+    dft_pyevent_clear(&pe);
+    Py_RETURN_NONE;
+}
+
+static PyObject *logger_log_metadata_event(PyObject *self, PyObject *const *args,
+                                           Py_ssize_t nargs, PyObject *kwnames)
+{
+    (void)self;
+    static const char *const names[] = {"key", "value"};
+    PyObject *v[2] = {NULL, NULL};
+    if (dft_pyargs_parse("log_metadata_event", args, nargs, kwnames, names, 2, 2, v) < 0)
+        return NULL;
+    Py_ssize_t kl, vl;
+    if (!PyUnicode_Check(v[0]))
+        return dft_pyargs_type_error("key", "str", v[0]);
+    if (!PyUnicode_Check(v[1]))
+        return dft_pyargs_type_error("value", "str", v[1]);
+    if (!atomic_load_explicit(&dft_g.active, memory_order_relaxed) && dft_lazy_start() != 0)
+        Py_RETURN_NONE;
+    PyObject *kb = NULL, *vb = NULL;
+    const char *k = dft_pyargs_utf8(v[0], &kl, &kb);
+    const char *s = k ? dft_pyargs_utf8(v[1], &vl, &vb) : NULL;
+    if (k && s)
+        dft_emit_metadata("CM", k, (size_t)kl, s, (size_t)vl);
+    Py_XDECREF(kb);
+    Py_XDECREF(vb);
+    if (!k || !s)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *logger_finalize(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    Py_BEGIN_ALLOW_THREADS
+    dft_finalize();
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *logger_flush(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    Py_BEGIN_ALLOW_THREADS
+    dft_flush();
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *logger_is_active(PyObject *self, void *closure)
+{
+    (void)self;
+    (void)closure;
+    return PyBool_FromLong(dft_active());
+}
+
+static PyObject *logger_trace_path(PyObject *self, void *closure)
+{
+    (void)self;
+    (void)closure;
+    if (atomic_load(&dft_g.state) == DFT_STATE_UNINIT || !dft_g.path ||
+        atomic_load(&dft_g.state) == DFT_STATE_DISABLED)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeFSDefault(dft_g.path);
+}
+
+static PyMethodDef logger_methods[] = {
+    {"get_instance", logger_get_instance, METH_NOARGS | METH_CLASS,
+     "get_instance() -> dftracer\n\nThe process-wide logger."},
+    {"initialize_log", (PyCFunction)(void (*)(void))logger_initialize_log,
+     METH_VARARGS | METH_KEYWORDS | METH_STATIC,
+     "initialize_log(logfile=None, data_dir=None, process_id=-1) -> dftracer\n\n"
+     "Starts tracing when DFTRACER_ENABLE is set; returns the logger."},
+    {"get_time", logger_get_time, METH_NOARGS,
+     "get_time() -> int\n\nMicroseconds since the Unix epoch on the tracer clock."},
+    {"enter_event", logger_enter_event, METH_NOARGS, "Opens a nesting scope on this thread."},
+    {"exit_event", logger_exit_event, METH_NOARGS, "Closes the innermost scope."},
+    {"log_event", (PyCFunction)(void (*)(void))logger_log_event, METH_FASTCALL | METH_KEYWORDS,
+     "log_event(name, cat, start_time, duration, int_args=None, float_args=None, "
+     "string_args=None)\n\nRecords a complete event (times in microseconds)."},
+    {"log_metadata_event", (PyCFunction)(void (*)(void))logger_log_metadata_event,
+     METH_FASTCALL | METH_KEYWORDS, "log_metadata_event(key, value)\n\nRecords a CM event."},
+    {"finalize", logger_finalize, METH_NOARGS,
+     "finalize()\n\nWrites everything buffered and the end event; later calls do nothing."},
+    {"flush", logger_flush, METH_NOARGS, "flush()\n\nWrites every buffered event now."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef logger_getset[] = {
+    {"active", logger_is_active, NULL, "True while events are being recorded.", NULL},
+    {"trace_path", logger_trace_path, NULL, "The trace file, or None.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject LoggerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dftracer._core.dftracer",
+    .tp_basicsize = sizeof(LoggerObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The process-wide trace logger (use dftracer.get_instance() or initialize_log()).",
+    .tp_methods = logger_methods,
+    .tp_getset = logger_getset,
+};
+
+/* ---- module functions -------------------------------------------------- */
+
+static PyObject *mod_get_time(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    return PyLong_FromLongLong(dft_clock_us());
+}
+
+static PyObject *mod_hash64(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint64_t h = dft_hash64(view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
+/* _json_string(bytes) -> str: the escaper, for tests. */
+static PyObject *mod_json_string(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    dft_sbuf b = {0};
+    dft_json_string(&b, view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    if (b.failed)
+        return PyErr_NoMemory();
+    PyObject *r = PyUnicode_DecodeUTF8(b.data, (Py_ssize_t)b.len, "strict");
+    dft_sbuf_free(&b);
+    return r;
+}
+
+static PyObject *mod_finalize(PyObject *m, PyObject *unused)
+{
+    return logger_finalize(m, unused);
+}
+
+static PyObject *mod_is_active(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    return PyBool_FromLong(dft_active());
+}
+
+static PyMethodDef module_methods[] = {
+    {"get_time", mod_get_time, METH_NOARGS, "Microseconds since the epoch (tracer clock)."},
+    {"finalize", mod_finalize, METH_NOARGS, "Finalizes the trace (used at exit)."},
+    {"is_active", mod_is_active, METH_NOARGS, "True while events are being recorded."},
+    {"_hash64", mod_hash64, METH_O, "XXH64 (seed 0) of a bytes-like object."},
+    {"_json_string", mod_json_string, METH_O, "The JSON string dftracer writes for bytes."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* A C audit hook: a process about to exec() loses its buffers, so write them. */
+static int audit_hook(const char *event, PyObject *args, void *data)
+{
+    (void)args;
+    (void)data;
+    if (event[0] == 'o' && strcmp(event, "os.exec") == 0 && dft_active()) {
+        Py_BEGIN_ALLOW_THREADS
+        dft_flush();
+        Py_END_ALLOW_THREADS
+    }
+    return 0;
+}
+
+static struct PyModuleDef core_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "dftracer._core",
+    .m_doc = "dftracer's native core: clock, buffers, writers and the logger.",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC PyInit__core(void)
+{
+    if (PyType_Ready(&LoggerType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&core_module);
+    if (!m)
+        return NULL;
+    if (!logger_singleton) {
+        logger_singleton = PyType_GenericAlloc(&LoggerType, 0);
+        if (!logger_singleton)
+            goto fail;
+    }
+    dft_clock_init();
+    dft_g.before_wait = release_gil;
+    dft_g.after_wait = restore_gil;
+    if (PyModule_AddObjectRef(m, "dftracer", (PyObject *)&LoggerType) < 0 ||
+        PyModule_AddObjectRef(m, "logger", logger_singleton) < 0 ||
+        PyModule_AddStringConstant(m, "__version__", DFT_VERSION) < 0)
+        goto fail;
+    static int hooked;
+    if (!hooked) {
+        hooked = 1;
+        if (PySys_AddAuditHook(audit_hook, NULL) < 0)
+            PyErr_Clear(); /* only costs the flush before exec */
+    }
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}
