@@ -6,6 +6,7 @@
 #include "clock.h"
 #include "core.h"
 #include "json.h"
+#include "integrations.h"
 #include "pyargs.h"
 
 #include <errno.h>
@@ -455,6 +456,9 @@ PyMODINIT_FUNC PyInit__core(void)
         PyModule_AddObjectRef(m, "logger", logger_singleton) < 0 ||
         PyModule_AddStringConstant(m, "__version__", DFT_VERSION) < 0)
         goto fail;
+    for (size_t i = 0; i < sizeof dft_integrations / sizeof *dft_integrations; i++)
+        if (dft_integrations[i] && dft_integrations[i](m) < 0)
+            goto fail;
     static int hooked;
     if (!hooked) {
         hooked = 1;
