@@ -1,0 +1,133 @@
+"""Reading and checking trace files against docs/trace-format.md (test helper)."""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+HASH_RE = re.compile(r"^[0-9a-f]{16}$")
+EVENT_KEYS_X = ["id", "name", "cat", "pid", "tid", "ts", "dur", "ph"]
+EVENT_KEYS_M = ["id", "name", "cat", "pid", "tid", "ph"]
+META_NAMES = {"HH", "FH", "SH", "CM", "thread_name", "process_name"}
+
+
+@dataclass
+class Trace:
+    path: str
+    events: List[Dict[str, Any]] = field(default_factory=list)
+
+    def of(self, ph: str = "X", cat: Optional[str] = None, name: Optional[str] = None):
+        return [
+            e
+            for e in self.events
+            if e["ph"] == ph
+            and (cat is None or e["cat"] == cat)
+            and (name is None or e["name"] == name)
+        ]
+
+    def user_events(self):
+        """Complete events other than the tracer's own start/end."""
+        return [e for e in self.events if e["ph"] == "X" and e["cat"] != "dftracer"]
+
+    def hashes(self, kind: str) -> Dict[str, str]:
+        return {e["args"]["value"]: e["args"]["name"] for e in self.of("M", name=kind)}
+
+
+def read_lines(path: str) -> List[str]:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
+        return f.read().split("\n")
+
+
+def read_trace(path: str, check: bool = True, require_end: bool = True) -> Trace:
+    """Decodes every member, parses every line and checks the format."""
+    lines = read_lines(path)
+    assert lines[0] == "[", f"{path}: first line is {lines[0]!r}, not '['"
+    assert lines[-1] == "", f"{path}: last line is not newline-terminated"
+    trace = Trace(path)
+    for i, line in enumerate(lines[1:-1], start=2):
+        if line == "[":  # a later session appended to the same file
+            continue
+        ev = json.loads(line)
+        trace.events.append(ev)
+        if check:
+            check_event(ev, f"{path}:{i}")
+    if check:
+        check_trace(trace, require_end)
+    return trace
+
+
+def check_event(ev: Dict[str, Any], where: str) -> None:
+    ph = ev.get("ph")
+    assert ph in ("X", "i", "C", "M"), f"{where}: bad ph {ph!r}"
+    keys = list(ev.keys())
+    expect = EVENT_KEYS_M if ph == "M" else EVENT_KEYS_X if ph == "X" else EVENT_KEYS_X[:6] + ["ph"]
+    assert keys[: len(expect)] == expect, f"{where}: keys {keys} do not start with {expect}"
+    assert isinstance(ev["id"], int) and ev["id"] >= 1, where
+    assert isinstance(ev["name"], str) and isinstance(ev["cat"], str), where
+    assert isinstance(ev["pid"], int) and isinstance(ev["tid"], int), where
+    if ph != "M":
+        assert isinstance(ev["ts"], int) and ev["ts"] > 1_500_000_000_000_000, where
+    if ph == "X":
+        assert isinstance(ev["dur"], int) and ev["dur"] >= 0, where
+    if ph == "i":
+        assert ev.get("s") == "t", where
+    if ph == "M":
+        assert ev["cat"] == "dftracer" and ev["name"] in META_NAMES, where
+        assert set(ev["args"]) >= {"name", "value"}, where
+    args = ev.get("args")
+    if args is not None:
+        assert isinstance(args, dict), where
+        if "hhash" in args:
+            assert HASH_RE.match(args["hhash"]), where
+        if ph in ("X", "i") and "hhash" in args and "level" in args:
+            assert isinstance(args["level"], int) and args["level"] >= 1, where
+            assert isinstance(args["p_idx"], int), where
+
+
+def check_trace(trace: Trace, require_end: bool = True) -> None:
+    ids = [e["id"] for e in trace.events]
+    assert len(ids) == len(set(ids)), f"{trace.path}: duplicate ids"
+    hh = trace.of("M", name="HH")
+    assert len(hh) == 1, f"{trace.path}: {len(hh)} HH events"
+    assert HASH_RE.match(hh[0]["args"]["value"])
+    starts = trace.of("X", cat="dftracer", name="start")
+    assert len(starts) == 1, f"{trace.path}: {len(starts)} start events"
+    defined = {e["args"]["value"] for e in trace.events if e["ph"] == "M" and e["name"] in ("HH", "FH", "SH")}
+    for kind in ("FH", "SH"):
+        values = [e["args"]["value"] for e in trace.of("M", name=kind)]
+        assert len(values) == len(set(values)), f"{trace.path}: {kind} defined twice"
+    for e in trace.events:
+        args = e.get("args") or {}
+        for key in ("hhash", "fhash", "cmd_hash", "exec_hash", "cwd"):
+            if key in args and isinstance(args[key], str) and HASH_RE.match(args[key]):
+                assert args[key] in defined, f"{trace.path}: {key} {args[key]} undefined"
+    if require_end:
+        ends = trace.of("X", cat="dftracer", name="end")
+        assert len(ends) == 1, f"{trace.path}: {len(ends)} end events"
+        assert trace.events[-1] is ends[0], f"{trace.path}: end is not the last line"
+        assert ends[0]["args"]["num_events"] == len(trace.events) - 1
+
+
+def find_traces(directory: str, stem: str = "trace") -> List[str]:
+    return sorted(glob.glob(os.path.join(directory, f"{stem}-*-app.pfw*")))
+
+
+def run_python(code: str, env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
+               check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Runs code in a fresh interpreter with DFTRACER_* taken only from env."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    full.update(env or {})
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc
