@@ -1,35 +1,36 @@
 """Process lifecycle glue that needs Python APIs: exit and forked workers.
 
-The core already flushes before fork() and finalizes from a C ``atexit``
-handler.  Two exits bypass both: ``os._exit`` in a forked multiprocessing
-child (DataLoader workers), and interpreter teardown ordering.  This module
+The core flushes before fork() and finalizes from a C ``atexit`` handler.  Two
+exits bypass both: ``os._exit`` at the end of a forked multiprocessing child
+(Pool and DataLoader workers), and interpreter teardown ordering.  This module
 closes those gaps.
 """
 
 from __future__ import annotations
 
 import atexit
-import os
 
 from dftracer import _core
 
 _installed = False
 
 
-def _finalize_in_worker() -> None:
-    _core.finalize()
+class _ForkToken:
+    """multiprocessing keeps after-fork callbacks in a weak registry keyed by
+    an object; this one lives as long as the module."""
 
 
-def _after_fork_in_child() -> None:
-    # multiprocessing's fork start method ends children with os._exit() after
-    # running its own finalizers; register one so the child's trace is complete.
-    if not _core.is_active():
-        return
-    try:
+_token = _ForkToken()
+
+
+def _in_forked_worker(_: object) -> None:
+    # multiprocessing clears its finalizer registry at the start of a forked
+    # child, then runs the after-fork callbacks: register the finalizer here so
+    # it runs in util._exit_function() before the child's os._exit().
+    if _core.is_active():
         from multiprocessing import util
-    except ImportError:  # pragma: no cover - multiprocessing is always present
-        return
-    util.Finalize(None, _finalize_in_worker, exitpriority=-100)
+
+        util.Finalize(None, _core.finalize, exitpriority=-100)
 
 
 def install() -> None:
@@ -39,5 +40,6 @@ def install() -> None:
         return
     _installed = True
     atexit.register(_core.finalize)
-    if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_after_fork_in_child)
+    from multiprocessing import util
+
+    util.register_after_fork(_token, _in_forked_worker)

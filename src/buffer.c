@@ -192,7 +192,7 @@ size_t dft_record_size(const dft_event *ev)
     unsigned nargs = ev->nargs > DFT_ARGS_MAX ? DFT_ARGS_MAX : ev->nargs;
     for (unsigned i = 0; i < nargs; i++) {
         const dft_arg *a = &ev->args[i];
-        n += 2 + clamp_len(strlen(a->key), DFT_KEY_MAX);
+        n += 2 + clamp_len(a->key_len ? a->key_len : strlen(a->key), DFT_KEY_MAX);
         if (a->type == DFT_ARG_STR) {
             size_t l = clamp_len(a->v.s.len, budget);
             budget -= l;
@@ -240,7 +240,7 @@ static void encode(char *dst, const dft_event *ev, size_t size, int64_t id, int3
     size_t budget = DFT_STR_BUDGET;
     for (unsigned i = 0; i < nargs; i++) {
         const dft_arg *a = &ev->args[i];
-        size_t kl = clamp_len(strlen(a->key), DFT_KEY_MAX);
+        size_t kl = clamp_len(a->key_len ? a->key_len : strlen(a->key), DFT_KEY_MAX);
         *p++ = (char)a->type;
         *p++ = (char)kl;
         memcpy(p, a->key, kl);
@@ -256,8 +256,9 @@ static void encode(char *dst, const dft_event *ev, size_t size, int64_t id, int3
             p += 8;
         }
     }
-    /* Zero the padding so the chunk is fully initialised. */
-    memset(p, 0, (size_t)(dst + size - p));
+    /* Zero the padding (< 8 bytes) so the chunk is fully initialised. */
+    while (p < dst + size)
+        *p++ = 0;
 }
 
 static void announce_thread(dft_tstate *ts);

@@ -2,6 +2,10 @@
  * Runs at initialisation, on the initialising thread. */
 #include "config.h"
 
+#include <stdint.h>
+
+#include "dftracer.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -35,9 +39,20 @@ void dft_log(int level, const char *fmt, ...)
     (void)w;
 }
 
-/* Warnings about the environment are always printed, whatever the log level. */
+/* Warnings about the environment are always printed, whatever the log level,
+ * once per variable and value per process. */
 static void warn_env(const char *var, const char *value, const char *why, const char *used)
 {
+    static uint64_t warned[32];
+    static int nwarned;
+    char key[512];
+    snprintf(key, sizeof key, "%s=%s", var, value);
+    uint64_t h = dft_hash64(key, strlen(key));
+    for (int i = 0; i < nwarned; i++)
+        if (warned[i] == h)
+            return;
+    if (nwarned < 32)
+        warned[nwarned++] = h;
     int saved = dft_log_level;
     dft_log_level = DFT_LOG_WARN;
     dft_log(DFT_LOG_WARN, "%s='%s' %s; using %s", var, value, why, used);

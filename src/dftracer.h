@@ -25,8 +25,9 @@ typedef enum dft_arg_type {
 } dft_arg_type;
 
 typedef struct dft_arg {
-    const char *key; /* NUL-terminated, at most 255 bytes used */
+    const char *key; /* at most 255 bytes used */
     dft_arg_type type;
+    size_t key_len;  /* 0: key is NUL-terminated */
     union {
         int64_t i;
         double f;

@@ -1,7 +1,10 @@
 /* pyargs.c: Python call arguments -> dft_event.  Needs the GIL. */
 #include "pyargs.h"
 
+#include <limits.h>
 #include <string.h>
+
+_Static_assert(sizeof(long) == 8, "dftracer needs an LP64 platform");
 
 int dft_pyargs_parse(const char *fname, PyObject *const *args, Py_ssize_t nargs,
                      PyObject *kwnames, const char *const *names, int n, int nrequired,
@@ -56,7 +59,9 @@ PyObject *dft_pyargs_type_error(const char *arg, const char *expected, PyObject 
 int dft_pyargs_int64(PyObject *obj, const char *arg, int64_t *out)
 {
     if (PyLong_Check(obj)) {
-        long long v = PyLong_AsLongLong(obj);
+        /* PyLong_AsLong walks the digits directly; AsLongLong goes through a
+         * byte-array conversion (long is 64-bit on the LP64 targets we build for). */
+        long v = PyLong_AsLong(obj);
         if (v == -1 && PyErr_Occurred())
             return -1;
         *out = v;
@@ -135,6 +140,7 @@ int dft_pyevent_add_int(dft_pyevent *pe, const char *key, int64_t v)
         return 0;
     dft_arg *a = &pe->args[pe->ev.nargs++];
     a->key = key;
+    a->key_len = 0;
     a->type = DFT_ARG_INT;
     a->v.i = v;
     return 0;
@@ -175,9 +181,10 @@ int dft_pyevent_add_dict(dft_pyevent *pe, PyObject *dict, const char *arg, dft_a
         a->key = hold_utf8(pe, key, &klen);
         if (!a->key)
             return -1;
+        a->key_len = klen;
         a->type = type;
         if (type == DFT_ARG_INT && PyLong_Check(value)) {
-            long long v = PyLong_AsLongLong(value);
+            long v = PyLong_AsLong(value);
             if (v == -1 && PyErr_Occurred())
                 return -1;
             a->v.i = v;
