@@ -17,6 +17,8 @@ int dft_pyargs_parse(const char *fname, PyObject *const *args, Py_ssize_t nargs,
     }
     for (Py_ssize_t i = 0; i < nargs; i++)
         out[i] = args[i];
+    if (!kwnames && nargs >= nrequired)
+        return 0;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     for (Py_ssize_t k = 0; k < nkw; k++) {
         PyObject *kw = PyTuple_GET_ITEM(kwnames, k);
@@ -56,8 +58,37 @@ PyObject *dft_pyargs_type_error(const char *arg, const char *expected, PyObject 
     return NULL;
 }
 
+/* Reads small ints straight from their digits; NULL-safe fallback otherwise.
+ * Timestamps in microseconds need two 30-bit digits. */
+static inline int long_fast(PyObject *obj, int64_t *out)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyUnstable_Long_IsCompact((PyLongObject *)obj)) {
+        *out = (int64_t)PyUnstable_Long_CompactValue((PyLongObject *)obj);
+        return 1;
+    }
+#elif PY_VERSION_HEX >= 0x030900A0 && PYLONG_BITS_IN_DIGIT == 30
+    Py_ssize_t size = Py_SIZE(obj);
+    const digit *d = ((PyLongObject *)obj)->ob_digit;
+    switch (size) {
+    case 0: *out = 0; return 1;
+    case 1: *out = (int64_t)d[0]; return 1;
+    case -1: *out = -(int64_t)d[0]; return 1;
+    case 2: *out = (int64_t)d[0] | ((int64_t)d[1] << 30); return 1;
+    case -2: *out = -((int64_t)d[0] | ((int64_t)d[1] << 30)); return 1;
+    default: break;
+    }
+#else
+    (void)obj;
+    (void)out;
+#endif
+    return 0;
+}
+
 int dft_pyargs_int64(PyObject *obj, const char *arg, int64_t *out)
 {
+    if (PyLong_CheckExact(obj) && long_fast(obj, out))
+        return 0;
     if (PyLong_Check(obj)) {
         /* PyLong_AsLong walks the digits directly; AsLongLong goes through a
          * byte-array conversion (long is 64-bit on the LP64 targets we build for). */
@@ -83,6 +114,10 @@ int dft_pyargs_int64(PyObject *obj, const char *arg, int64_t *out)
 const char *dft_pyargs_utf8(PyObject *s, Py_ssize_t *len, PyObject **holder)
 {
     *holder = NULL;
+    if (PyUnicode_IS_COMPACT_ASCII(s)) { /* the common case: no conversion at all */
+        *len = PyUnicode_GET_LENGTH(s);
+        return (const char *)PyUnicode_DATA(s);
+    }
     const char *p = PyUnicode_AsUTF8AndSize(s, len);
     if (p)
         return p;
@@ -112,7 +147,11 @@ static const char *hold_utf8(dft_pyevent *pe, PyObject *s, size_t *len)
 
 int dft_pyevent_init(dft_pyevent *pe, PyObject *name, PyObject *cat)
 {
-    memset(&pe->ev, 0, sizeof pe->ev);
+    pe->ev.ts = pe->ev.dur = 0;
+    pe->ev.ph = DFT_PH_COMPLETE;
+    pe->ev.flags = 0;
+    pe->ev.tid = pe->ev.pid = 0;
+    pe->ev.nargs = 0;
     pe->nholders = 0;
     pe->ev.args = pe->args;
     if (!PyUnicode_Check(name)) {
