@@ -31,7 +31,7 @@
 #define DFT_GOT_UNSUPPORTED 1
 #endif
 
-#define MAX_HOOKS 96
+#define MAX_HOOKS 128
 
 static pthread_mutex_t got_lock = PTHREAD_MUTEX_INITIALIZER;
 static dft_io_hook hooks[MAX_HOOKS];
@@ -54,6 +54,7 @@ static size_t seen_len, seen_cap;
 static unsigned long long seen_subs;
 
 static void *(*real_dlopen)(const char *, int);
+static void *(*real_dlsym)(void *, const char *);
 
 /* ---- small tables -------------------------------------------------------- */
 
@@ -419,6 +420,27 @@ static void *got_dlopen(const char *file, int flags)
     return h;
 }
 
+/* The dlsym wrapper: code that looks a hooked function up at run time
+ * (ctypes, libffi users, plugin loaders) gets the wrapper, as a GOT would.
+ * Only when the lookup finds the very definition we forward to. */
+static void *got_dlsym(void *handle, const char *name)
+{
+    if (handle == RTLD_NEXT) /* relative to the caller: cannot be emulated here */
+        return real_dlsym(handle, name);
+    void *f = real_dlsym(handle, name);
+    if (f && name && atomic_load_explicit(&installed, memory_order_acquire)) {
+        int e = errno;
+        pthread_mutex_lock(&got_lock);
+        const dft_io_hook *h = atomic_load(&installed) ? hook_find(name) : NULL;
+        if (h && h->real && *h->real == f && h->wrapper != (void *)got_dlopen &&
+            h->wrapper != (void *)got_dlsym)
+            f = h->wrapper;
+        pthread_mutex_unlock(&got_lock);
+        errno = e;
+    }
+    return f;
+}
+
 /* ---- public ---------------------------------------------------------------- */
 
 int dft_got_install(const dft_io_hook *list, size_t n)
@@ -435,7 +457,7 @@ int dft_got_install(const dft_io_hook *list, size_t n)
         return 0;
     }
     nhooks = 0;
-    for (size_t i = 0; i < n && nhooks < MAX_HOOKS - 1; i++) {
+    for (size_t i = 0; i < n && nhooks < MAX_HOOKS - 2; i++) {
         *list[i].real = dlsym(RTLD_DEFAULT, list[i].name);
         if (*list[i].real)
             hooks[nhooks++] = list[i];
@@ -443,6 +465,9 @@ int dft_got_install(const dft_io_hook *list, size_t n)
     real_dlopen = (void *(*)(const char *, int))dlsym(RTLD_DEFAULT, "dlopen");
     if (real_dlopen)
         hooks[nhooks++] = (dft_io_hook){"dlopen", (void *)got_dlopen, (void **)&real_dlopen};
+    real_dlsym = (void *(*)(void *, const char *))dlsym(RTLD_DEFAULT, "dlsym");
+    if (real_dlsym && nhooks < MAX_HOOKS)
+        hooks[nhooks++] = (dft_io_hook){"dlsym", (void *)got_dlsym, (void **)&real_dlsym};
     seen_len = 0;
     seen_subs = 0;
     int rc = patch_all();

@@ -237,6 +237,46 @@ static int w_dup3(int fd, int fd2, int flags)
     return dup_end(&ev_, slot_, fd, r_, e_);
 }
 
+/* fcntl(F_DUPFD*) is how CPython duplicates descriptors (os.dup, numpy's
+ * tofile/fromfile); every fcntl on a traced descriptor is recorded.  The
+ * third argument is forwarded as a pointer, as glibc reads it. */
+static int (*real_fcntl)(int, int, ...);
+static int (*real_fcntl64)(int, int, ...);
+
+static int fcntl_common(const char *name, int (*real)(int, int, ...), int fd, int cmd, void *arg)
+{
+    int dups = cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC;
+    FD_BEGIN(name, fd, dups ? fresh_fd(real(fd, cmd, arg)) : real(fd, cmd, arg));
+    CALL(int, real(fd, cmd, arg));
+    uint64_t h = dft_io_fd_hash(slot_, fd);
+    if (dups && r_ >= 0)
+        dft_io_fd_track(r_, h);
+    dft_io_hash(&ev_, "fhash", h);
+    dft_io_int(&ev_, "fd", fd);
+    dft_io_int(&ev_, "cmd", cmd);
+    dft_io_int(&ev_, "ret", r_);
+    dft_io_finish(&ev_, r_ < 0, e_);
+    return r_;
+}
+
+static int w_fcntl(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    return fcntl_common("fcntl", real_fcntl, fd, cmd, arg);
+}
+
+static int w_fcntl64(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    return fcntl_common("fcntl64", real_fcntl64, fd, cmd, arg);
+}
+
 /* ---- read / write ---------------------------------------------------------- */
 
 static ssize_t (*real_read)(int, void *, size_t);
@@ -616,6 +656,7 @@ static int w_closedir(DIR *d)
 const dft_io_hook dft_io_posix_hooks[] = {
     HOOK(open),      HOOK(open64),      HOOK(openat),     HOOK(openat64),   HOOK(creat),
     HOOK(creat64),   HOOK(close),       HOOK(dup),        HOOK(dup2),       HOOK(dup3),
+    HOOK(fcntl),     HOOK(fcntl64),
     HOOK(read),      HOOK(write),       HOOK(pread),      HOOK(pread64),    HOOK(pwrite),
     HOOK(pwrite64),  HOOK(readv),       HOOK(writev),     HOOK(lseek),      HOOK(lseek64),
     HOOK(fsync),     HOOK(fdatasync),   HOOK(ftruncate),  HOOK(ftruncate64), HOOK(stat),
