@@ -352,7 +352,9 @@ def test_forked_child_traces_inherited_and_new_files(tmp_path, dirs):
     """
     traces, _ = run_traced(tmp_path, code, data)
     assert len(traces) == 2
-    parent, child = traces[min(traces)], traces[max(traces)]
+    (child,) = [t for t in traces.values()
+                if t.of(cat="dftracer", name="start")[0]["args"]["ppid"] in traces]
+    (parent,) = [t for t in traces.values() if t is not child]
     pr = [e for e in io_events(child) if base_name(e["name"]) == "pread"]
     assert len(pr) == 1 and pr[0]["args"]["fhash"] == fhash_of(child, data / "in.txt")
     assert fhash_of(child, data / "new.txt") and not fhash_of(parent, data / "new.txt")
