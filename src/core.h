@@ -102,6 +102,11 @@ typedef struct dft_globals {
     /* Hooks set by the Python module to release the GIL while waiting. */
     void *(*before_wait)(void);
     void (*after_wait)(void *);
+    /* Hooks set by the I/O integration (io_module.c), called under life_lock:
+     * io_start once a trace file is open (start), io_stop before finalize
+     * writes the end event.  NULL when not registered. */
+    void (*io_start)(void);
+    void (*io_stop)(void);
 } dft_globals;
 
 extern dft_globals dft_g;

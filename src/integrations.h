@@ -12,7 +12,10 @@ typedef int (*dft_integration_fn)(PyObject *module);
 
 /* Add one declaration and one table entry per integration. */
 
+int dft_io_register(PyObject *module); /* io_module.c: POSIX/stdio tracing */
+
 static const dft_integration_fn dft_integrations[] = {
+    dft_io_register,
     NULL, /* keeps the table non-empty */
 };
 

@@ -342,6 +342,8 @@ int dft_start(const char *log_file, const char *data_dir, int64_t process_id, in
     if (dft_g.cfg.bind_signals)
         install_signals();
     emit_header();
+    if (dft_g.io_start)
+        dft_g.io_start();
     pthread_mutex_unlock(&dft_g.life_lock);
     dft_log(DFT_LOG_INFO, "tracing to %s", dft_g.path);
     return 0;
@@ -380,6 +382,8 @@ static void finalize_locked(void)
 {
     if (atomic_load(&dft_g.state) != DFT_STATE_ACTIVE)
         return;
+    if (dft_g.io_stop)
+        dft_g.io_stop(); /* restores the GOT before the end event */
     /* Emits after this point are dropped; the end event must be the last line. */
     atomic_store(&dft_g.active, 0);
     dft_flush_all_threads(1);
@@ -445,6 +449,8 @@ static void fork_child(void)
                 dft_g.path ? dft_g.path : "trace", strerror(errno));
         atomic_store(&dft_g.active, 0);
         atomic_store(&dft_g.state, DFT_STATE_DISABLED);
+        if (dft_g.io_stop)
+            dft_g.io_stop();
         return;
     }
     emit_header();
