@@ -195,7 +195,7 @@ static void read_cmdline(char *buf, size_t cap, size_t *len, char *exec_name, si
 }
 
 /* Writes HH, process_name and the start event on the calling thread. */
-static void emit_header(void)
+static void emit_header(void) /* under life_lock, no GIL */
 {
     emit_meta("HH", 0, 0, dft_g.hostname, strlen(dft_g.hostname), NULL, 0, 1, dft_g.hhash);
     intern_insert(dft_g.hhash);
@@ -279,6 +279,9 @@ static void finalize_locked(void);
 static void install_process_hooks(void);
 static void install_signals(void);
 
+/* Starts tracing (explicit_init: from initialize_log; else lazily from the
+ * environment).  Returns 0 when tracing, 1 when disabled, -1 with err set.
+ * Any thread, no GIL (initialize_log releases it). */
 int dft_start(const char *log_file, const char *data_dir, int64_t process_id, int explicit_init,
               char *err, size_t errlen)
 {
@@ -378,6 +381,7 @@ int dft_is_enabled_env(void)
 
 /* ---- finalize ---------------------------------------------------------- */
 
+/* Caller holds life_lock; no GIL. */
 static void finalize_locked(void)
 {
     if (atomic_load(&dft_g.state) != DFT_STATE_ACTIVE)
@@ -399,6 +403,7 @@ static void finalize_locked(void)
     dft_log(DFT_LOG_INFO, "finalized %s", dft_g.path ? dft_g.path : "trace");
 }
 
+/* Any thread, no GIL. */
 void dft_finalize(void)
 {
     pthread_mutex_lock(&dft_g.life_lock);
@@ -406,12 +411,14 @@ void dft_finalize(void)
     pthread_mutex_unlock(&dft_g.life_lock);
 }
 
+/* C atexit: after Python's own atexit handlers (which finalize first), no GIL. */
 static void at_exit(void) { dft_finalize(); }
 
 /* ---- fork -------------------------------------------------------------- */
 
 /* Before fork(): write out everything buffered so the child cannot inherit it
  * (the parent writes it), then hold the locks so the child gets them consistent. */
+/* pthread_atfork prepare: runs in the forking thread, GIL held but never released here. */
 static void fork_prepare(void)
 {
     pthread_mutex_lock(&dft_g.life_lock);
@@ -423,6 +430,7 @@ static void fork_prepare(void)
     dft_writer_atfork_prepare();
 }
 
+/* pthread_atfork parent handler; no GIL needed. */
 static void fork_parent(void)
 {
     dft_writer_atfork_parent();
@@ -430,7 +438,8 @@ static void fork_parent(void)
     pthread_mutex_unlock(&dft_g.life_lock);
 }
 
-/* In the child: a new file under the same stem, never the parent's events. */
+/* In the child: a new file under the same stem, never the parent's events.
+ * Single-threaded at this point; no GIL needed. */
 static void fork_child(void)
 {
     dft_writer_atfork_child();
@@ -491,6 +500,7 @@ static void emergency_flush(void)
     pthread_mutex_unlock(&dft_g.registry_lock);
 }
 
+/* Signal handler: async-signal context, no GIL, no blocking locks. */
 static void on_signal(int sig, siginfo_t *info, void *uctx)
 {
     int saved_errno = errno;
