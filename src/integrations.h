@@ -11,9 +11,11 @@
 typedef int (*dft_integration_fn)(PyObject *module);
 
 /* Add one declaration and one table entry per integration. */
+int dft_profile_register(PyObject *module); /* profile.c: dft_fn, decorators */
 
 static const dft_integration_fn dft_integrations[] = {
     NULL, /* keeps the table non-empty */
+    dft_profile_register,
 };
 
 #endif
