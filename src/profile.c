@@ -795,9 +795,19 @@ static PyObject *val_obj(const dft_val *v)
     Py_RETURN_NONE;
 }
 
-static PyObject *get_sa(PyObject *self, void *c)
+/* A dict, not four attributes: ai nodes have children named step and epoch. */
+static PyObject *get_values(PyObject *self, void *c)
 {
-    return val_obj(&((ProfileObject *)self)->base.v[(intptr_t)c]);
+    (void)c;
+    ProfileObject *p = (ProfileObject *)self;
+    PyObject *d = PyDict_New();
+    for (int k = 0; d && k < DFT_SA_N; k++) {
+        PyObject *v = val_obj(&p->base.v[k]);
+        if (!v || PyDict_SetItem(d, dft_sa_names[k], v) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(v);
+    }
+    return d;
 }
 
 static PyObject *get_args(PyObject *self, void *c)
@@ -816,12 +826,8 @@ static PyGetSetDef profile_getset[] = {
     {"_enable", get_enable, set_enable, "pydftracer spelling of enabled.", NULL},
     {"_parent", get_parent, set_parent,
      "A dft_fn whose values (and enabled flag) this one inherits.", NULL},
-    {"epoch", get_sa, NULL, "epoch written with every event, or None.", (void *)DFT_SA_EPOCH},
-    {"step", get_sa, NULL, "step written with every event, or None.", (void *)DFT_SA_STEP},
-    {"image_idx", get_sa, NULL, "image_idx written with every event, or None.",
-     (void *)DFT_SA_IMAGE_IDX},
-    {"image_size", get_sa, NULL, "image_size written with every event, or None.",
-     (void *)DFT_SA_IMAGE_SIZE},
+    {"_values", get_values, NULL,
+     "epoch/step/image_idx/image_size as set by the constructor and update().", NULL},
     {"args", get_args, NULL, "A copy of the extra event args set by update(args=...).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

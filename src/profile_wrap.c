@@ -83,8 +83,10 @@ static void collect(WrapperObject *w, PyObject *const *args, Py_ssize_t nargs, P
         }
         if (!v && w->param[k] >= 0 && w->param[k] < nargs)
             v = args[w->param[k]];
-        if (v && dft_val_from(v, as_int, &sa->v[k]))
+        if (v) { /* passed: its value, or nothing when it is not a number */
+            dft_val_from(v, as_int, &sa->v[k]);
             continue;
+        }
         if (w->self_first && nargs > 0) {
             PyObject *a = NULL;
             if (lookup_attr(args[0], dft_sa_names[k], &a) < 0)
