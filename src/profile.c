@@ -21,11 +21,10 @@ static PyObject *str_loop, *str_step, *str_dot_iter, *str_dot_yield;
 
 /* ---- scopes ------------------------------------------------------------ */
 
+/* Callers have checked that tracing is active. */
 void dft_scope_open(dft_scope_tok *t)
 {
     t->ts = NULL;
-    if (!dft_active())
-        return;
     dft_tstate *ts = dft_tstate_get();
     if (!ts)
         return;
@@ -149,11 +148,78 @@ static int add_item(dft_pyevent *pe, PyObject *key, PyObject *value)
     return 0;
 }
 
+/* UTF-8 of a str without a call for the usual ASCII case. */
+static inline const char *utf8_of(PyObject *s, Py_ssize_t *len)
+{
+    if (PyUnicode_IS_COMPACT_ASCII(s)) {
+        *len = PyUnicode_GET_LENGTH(s);
+        return (const char *)PyUnicode_DATA(s);
+    }
+    return PyUnicode_AsUTF8AndSize(s, len);
+}
+
+/* The common case on the stack: no args dicts and UTF-8 already cached in the
+ * str objects.  Returns 0 when written, 1 when the general path is needed. */
+static int emit_fast(ProfileObject *p, PyObject *name, int64_t ts, int64_t dur,
+                     const dft_stepargs *sa, PyObject *counter_key, int64_t counter,
+                     PyObject *exc_type)
+{
+    for (const ProfileObject *q = p; q; q = q->parent)
+        if (q->args && PyDict_GET_SIZE(q->args) > 0)
+            return 1;
+    Py_ssize_t nl, cl, kl = 0;
+    const char *n = utf8_of(name, &nl);
+    const char *c = n ? utf8_of(p->cat, &cl) : NULL;
+    const char *k = c && counter_key ? utf8_of(counter_key, &kl) : NULL;
+    if (!c || (counter_key && !k)) {
+        PyErr_Clear(); /* lone surrogates: the general path passes them through */
+        return 1;
+    }
+    dft_arg args[DFT_SA_N + 2];
+    unsigned na = 0;
+    for (int i = 0; i < DFT_SA_N; i++) {
+        const dft_val *v = sa && sa->v[i].type ? &sa->v[i] : NULL;
+        for (const ProfileObject *q = p; !v && q; q = q->parent)
+            if (q->base.v[i].type)
+                v = &q->base.v[i];
+        if (!v)
+            continue;
+        args[na].key = sa_keys[i];
+        if (v->type == 'i') {
+            args[na].type = DFT_ARG_INT;
+            args[na].v.i = v->i;
+        } else {
+            args[na].type = DFT_ARG_FLOAT;
+            args[na].v.f = v->f;
+        }
+        na++;
+    }
+    if (k) {
+        args[na].key = k;
+        args[na].type = DFT_ARG_INT;
+        args[na++].v.i = counter;
+    }
+    if (exc_type) {
+        const char *en = type_short_name(exc_type);
+        args[na].key = "error";
+        args[na].type = DFT_ARG_STR;
+        args[na].v.s.ptr = en;
+        args[na++].v.s.len = strlen(en);
+    }
+    dft_event ev = {.name = n, .name_len = (size_t)nl, .cat = c, .cat_len = (size_t)cl,
+                    .ts = ts, .dur = dur < 0 ? 0 : dur, .ph = DFT_PH_COMPLETE,
+                    .args = args, .nargs = na};
+    dft_emit_record(&ev, 0);
+    return 0;
+}
+
 void dft_profile_emit(ProfileObject *p, PyObject *name, int64_t ts, int64_t dur,
                       const dft_stepargs *sa, PyObject *counter_key, int64_t counter,
                       PyObject *exc_type)
 {
-    if (!dft_active())
+    if (!atomic_load_explicit(&dft_g.active, memory_order_relaxed))
+        return;
+    if (emit_fast(p, name, ts, dur, sa, counter_key, counter, exc_type) == 0)
         return;
     dft_pyevent pe;
     if (dft_pyevent_init(&pe, name, p->cat) < 0) {

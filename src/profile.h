@@ -51,6 +51,13 @@ typedef struct dft_scope_tok {
 void dft_scope_open(dft_scope_tok *t);
 void dft_scope_close(dft_scope_tok *t);
 
+/* dft_scope_close for a scope opened on this thread in the same C call. */
+static inline void dft_scope_close_here(dft_scope_tok *t)
+{
+    if (t->ts && t->ts->depth == t->depth)
+        dft_exit_scope();
+}
+
 /* True when p and its parents are enabled and tracing is (or lazily becomes)
  * active.  The cost of a disabled decorated call is this function. */
 static inline int dft_profile_on(const ProfileObject *p)
@@ -58,7 +65,23 @@ static inline int dft_profile_on(const ProfileObject *p)
     for (; p; p = p->parent)
         if (!p->enable)
             return 0;
-    return atomic_load_explicit(&dft_g.active, memory_order_relaxed) || dft_lazy_start() == 0;
+    if (atomic_load_explicit(&dft_g.active, memory_order_relaxed))
+        return 1;
+    /* Inline for the usual "off for good" states; the rest may start lazily. */
+    int st = atomic_load_explicit(&dft_g.state, memory_order_relaxed);
+    if (st == DFT_STATE_DISABLED || st == DFT_STATE_FINALIZED)
+        return 0;
+    return dft_lazy_start() == 0;
+}
+
+/* Calls f through its vectorcall function vc (looked up once by the caller,
+ * NULL when f has none), without the generic dispatch. */
+static inline PyObject *dft_call(PyObject *f, vectorcallfunc vc, PyObject *const *args,
+                                 size_t nargsf, PyObject *kwnames)
+{
+    if (vc)
+        return vc(f, args, nargsf, kwnames);
+    return PyObject_Vectorcall(f, args, nargsf, kwnames);
 }
 
 /* Converts v into a dft_val (int for ints; floats too unless as_int); returns

@@ -21,6 +21,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     ProfileObject *profile;
     PyObject *func;    /* what is called */
+    vectorcallfunc func_vc; /* func's vectorcall, looked up once */
     PyObject *wrapped; /* __wrapped__: func, unwrapped from staticmethod/classmethod */
     PyObject *name;    /* event name */
     PyObject *dict;
@@ -30,6 +31,7 @@ typedef struct {
     int argcount;                   /* positional parameters */
     signed char param[DFT_SA_N];    /* positional index of epoch/..., or -1 */
     signed char kwparam[DFT_SA_N];  /* 1: a parameter with that name exists */
+    int wants_args;                 /* self_first or any kwparam: collect() has work */
 } WrapperObject;
 
 static PyTypeObject WrapFunctionType, WrapStaticType, WrapClassType;
@@ -71,8 +73,11 @@ static PyObject *param_default(WrapperObject *w, int k)
 static void collect(WrapperObject *w, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                     dft_stepargs *sa)
 {
-    memset(sa, 0, sizeof *sa);
+    for (int k = 0; k < DFT_SA_N; k++)
+        sa->v[k].type = 0;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (!w->wants_args && nkw == 0)
+        return;
     for (int k = 0; k < DFT_SA_N; k++) {
         int as_int = k != DFT_SA_IMAGE_SIZE;
         PyObject *v = NULL;
@@ -335,13 +340,13 @@ static PyObject *wrap_traced_call(WrapperObject *w, PyObject *const *args, size_
     dft_scope_tok tok;
     dft_scope_open(&tok);
     int64_t t0 = dft_clock_us();
-    PyObject *r = PyObject_Vectorcall(w->func, args, nargsf, kwnames);
+    PyObject *r = dft_call(w->func, w->func_vc, args, nargsf, kwnames);
     int64_t dur = dft_clock_us() - t0;
     if (r)
         dft_profile_emit(w->profile, w->name, t0, dur, &sa, NULL, 0, NULL);
     else
         dft_profile_emit_keep_error(w->profile, w->name, t0, dur, &sa, NULL, 0);
-    dft_scope_close(&tok);
+    dft_scope_close_here(&tok);
     return r;
 }
 
@@ -351,7 +356,7 @@ static PyObject *wrap_vectorcall(PyObject *self, PyObject *const *args, size_t n
 {
     WrapperObject *w = (WrapperObject *)self;
     if (!dft_profile_on(w->profile))
-        return PyObject_Vectorcall(w->func, args, nargsf, kwnames);
+        return dft_call(w->func, w->func_vc, args, nargsf, kwnames);
     return wrap_traced_call(w, args, nargsf, kwnames);
 }
 
@@ -392,6 +397,9 @@ static int read_params(WrapperObject *w)
         }
     }
     Py_DECREF(names);
+    w->wants_args = w->self_first;
+    for (int k = 0; k < DFT_SA_N; k++)
+        w->wants_args |= w->kwparam[k];
     return 0;
 }
 
@@ -440,12 +448,14 @@ PyObject *dft_wrap_new(ProfileObject *p, PyObject *func, PyObject *name, int for
     w->vectorcall = wrap_vectorcall;
     w->profile = (ProfileObject *)Py_NewRef(p);
     w->func = target;
+    w->func_vc = PyVectorcall_Function(target);
     w->wrapped = Py_NewRef(target);
     w->name = NULL;
     w->dict = NULL;
     w->weakreflist = NULL;
     w->kind = KIND_PLAIN;
     w->self_first = 0;
+    w->wants_args = 0;
     PyObject_GC_Track(w);
     if (read_params(w) < 0)
         goto fail;
