@@ -213,12 +213,23 @@ static int emit_fast(ProfileObject *p, PyObject *name, int64_t ts, int64_t dur,
     return 0;
 }
 
-void dft_profile_emit(ProfileObject *p, PyObject *name, int64_t ts, int64_t dur,
-                      const dft_stepargs *sa, PyObject *counter_key, int64_t counter,
-                      PyObject *exc_type)
+void dft_profile_emit(ProfileObject *p, const dft_scope_tok *own, PyObject *name, int64_t ts,
+                      int64_t dur, const dft_stepargs *sa, PyObject *counter_key,
+                      int64_t counter, PyObject *exc_type)
 {
     if (!atomic_load_explicit(&dft_g.active, memory_order_relaxed))
         return;
+    /* An event takes the id of the innermost unclaimed scope: unless that is
+     * the caller's own scope, give it one of its own so it cannot take another
+     * event's id (async calls, flush() regions, out-of-order stop()). */
+    if (!own || !own->ts || own->ts->depth != own->depth || own->ts != dft_tstate_get()) {
+        dft_scope_tok tmp;
+        dft_scope_open(&tmp);
+        if (tmp.ts)
+            dft_profile_emit(p, &tmp, name, ts, dur, sa, counter_key, counter, exc_type);
+        dft_scope_close_here(&tmp);
+        return;
+    }
     if (emit_fast(p, name, ts, dur, sa, counter_key, counter, exc_type) == 0)
         return;
     dft_pyevent pe;
@@ -279,21 +290,21 @@ fail:
     PyErr_WriteUnraisable((PyObject *)p);
 }
 
-void dft_profile_emit_keep_error(ProfileObject *p, PyObject *name, int64_t ts, int64_t dur,
-                                 const dft_stepargs *sa, PyObject *counter_key,
-                                 int64_t counter)
+void dft_profile_emit_keep_error(ProfileObject *p, const dft_scope_tok *own, PyObject *name,
+                                 int64_t ts, int64_t dur, const dft_stepargs *sa,
+                                 PyObject *counter_key, int64_t counter)
 {
     /* StopIteration is how generators finish, not an error. */
     int mark = PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_StopIteration);
 #if PY_VERSION_HEX >= 0x030C0000
     PyObject *exc = PyErr_GetRaisedException();
-    dft_profile_emit(p, name, ts, dur, sa, counter_key, counter,
+    dft_profile_emit(p, own, name, ts, dur, sa, counter_key, counter,
                      exc && mark ? (PyObject *)Py_TYPE(exc) : NULL);
     PyErr_SetRaisedException(exc);
 #else
     PyObject *t, *v, *tb;
     PyErr_Fetch(&t, &v, &tb);
-    dft_profile_emit(p, name, ts, dur, sa, counter_key, counter, mark ? t : NULL);
+    dft_profile_emit(p, own, name, ts, dur, sa, counter_key, counter, mark ? t : NULL);
     PyErr_Restore(t, v, tb);
 #endif
 }
@@ -304,7 +315,8 @@ typedef struct cm_frame {
     ProfileObject *p; /* strong reference */
     int64_t t0;
     dft_scope_tok tok;
-    int done; /* flush() already wrote it */
+    int done;      /* flush() already wrote it */
+    int64_t t_end; /* stopped while others were open above it; 0: open */
 } cm_frame;
 
 /* Heap-allocated: the module's static TLS block is small.  A thread's stack
@@ -329,30 +341,48 @@ static int cm_push(ProfileObject *p)
     cm_frame *f = &cm_stack[cm_depth++];
     f->p = (ProfileObject *)Py_NewRef(p);
     f->done = 0;
+    f->t_end = 0;
     dft_scope_open(&f->tok);
     f->t0 = dft_clock_us();
     return 0;
 }
 
-/* The innermost frame of p on this thread, or -1. */
+/* The innermost frame of p on this thread not already stopped, or -1. */
 static int cm_find(ProfileObject *p)
 {
     for (int i = cm_depth - 1; i >= 0; i--)
-        if (cm_stack[i].p == p)
+        if (cm_stack[i].p == p && !cm_stack[i].t_end)
             return i;
     return -1;
 }
 
-static void cm_finish(int i, PyObject *exc_type)
+/* Writes and removes the innermost frame, ending at t. */
+static void cm_pop(int64_t t, PyObject *exc_type)
 {
-    cm_frame f = cm_stack[i];
-    int64_t t = dft_clock_us();
-    memmove(&cm_stack[i], &cm_stack[i + 1], (size_t)(cm_depth - i - 1) * sizeof *cm_stack);
-    cm_depth--;
+    cm_frame f = cm_stack[--cm_depth];
     if (!f.done)
-        dft_profile_emit(f.p, f.p->name, f.t0, t - f.t0, NULL, NULL, 0, exc_type);
+        dft_profile_emit(f.p, &f.tok, f.p->name, f.t0, t - f.t0, NULL, NULL, 0, exc_type);
     dft_scope_close(&f.tok);
-    Py_DECREF(f.p);
+    Py_DECREF(f.p); /* may run arbitrary code: f is a copy */
+}
+
+/* Closes p's innermost frame.  A frame with others still open above it (an
+ * out-of-order stop()) only records its end: it is written when it becomes
+ * the innermost one again, so every scope is closed in order and events keep
+ * their own ids. */
+static void cm_close(ProfileObject *p, PyObject *exc_type)
+{
+    int i = cm_find(p);
+    if (i < 0)
+        return;
+    int64_t t = dft_clock_us();
+    if (i != cm_depth - 1) {
+        cm_stack[i].t_end = t;
+        return;
+    }
+    cm_pop(t, exc_type);
+    while (cm_depth > 0 && cm_stack[cm_depth - 1].t_end)
+        cm_pop(cm_stack[cm_depth - 1].t_end, NULL);
 }
 
 static PyObject *profile_enter(PyObject *self, PyObject *unused)
@@ -366,26 +396,20 @@ static PyObject *profile_enter(PyObject *self, PyObject *unused)
 
 static PyObject *profile_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    ProfileObject *p = (ProfileObject *)self;
     if (cm_overflow > 0 && cm_depth == cm_cap) {
         cm_overflow--;
         Py_RETURN_FALSE;
     }
-    if (cm_depth > 0 && cm_stack[cm_depth - 1].p == p) {
-        PyObject *et = nargs > 0 && args[0] != Py_None ? args[0] : NULL;
-        cm_finish(cm_depth - 1, et);
-    }
+    if (cm_depth > 0)
+        cm_close((ProfileObject *)self, nargs > 0 && args[0] != Py_None ? args[0] : NULL);
     Py_RETURN_FALSE;
 }
 
-/* stop(): closes the innermost start() of this object even when others were
- * left open above it (their scopes stay open until they are stopped). */
+/* stop(): closes the innermost start() of this object on this thread. */
 static PyObject *profile_stop_frame(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    int i = cm_find((ProfileObject *)self);
-    if (i >= 0)
-        cm_finish(i, NULL);
+    cm_close((ProfileObject *)self, NULL);
     Py_RETURN_NONE;
 }
 
@@ -690,14 +714,15 @@ static PyObject *profile_flush(PyObject *self, PyObject *unused)
     if (cm_depth > 0 && cm_stack[cm_depth - 1].p == p) {
         cm_frame *f = &cm_stack[cm_depth - 1];
         if (!f->done) {
-            dft_profile_emit(p, p->name, f->t0, dft_clock_us() - f->t0, NULL, NULL, 0, NULL);
+            dft_profile_emit(p, &f->tok, p->name, f->t0, dft_clock_us() - f->t0, NULL, NULL, 0,
+                             NULL);
             f->done = 1;
         }
         return Py_NewRef(self);
     }
     if (dft_profile_on(p)) {
         int64_t t = dft_clock_us();
-        dft_profile_emit(p, p->name, p->t1, t - p->t1, NULL, NULL, 0, NULL);
+        dft_profile_emit(p, NULL, p->name, p->t1, t - p->t1, NULL, NULL, 0, NULL);
     }
     p->flushed = 1;
     return Py_NewRef(self);

@@ -53,8 +53,8 @@ static void close_block(LoopObject *l)
     if (!l->block_open)
         return;
     l->block_open = 0;
-    dft_profile_emit(l->p, l->block_name, l->block_t0, dft_clock_us() - l->block_t0, NULL, l->key,
-                     l->count, NULL);
+    dft_profile_emit(l->p, &l->block_tok, l->block_name, l->block_t0,
+                     dft_clock_us() - l->block_t0, NULL, l->key, l->count, NULL);
     dft_scope_close(&l->block_tok);
 }
 
@@ -77,9 +77,9 @@ static PyObject *loop_next(PyObject *self)
     if (item) {
         l->count++;
         if (l->iter_name)
-            dft_profile_emit(l->p, l->iter_name, t0, dur, NULL, l->key, l->count, NULL);
+            dft_profile_emit(l->p, &tok, l->iter_name, t0, dur, NULL, l->key, l->count, NULL);
     } else if (PyErr_Occurred() && l->iter_name) {
-        dft_profile_emit_keep_error(l->p, l->iter_name, t0, dur, NULL, l->key, l->count + 1);
+        dft_profile_emit_keep_error(l->p, &tok, l->iter_name, t0, dur, NULL, l->key, l->count + 1);
     }
     dft_scope_close(&tok);
     if (item && l->block_name) {

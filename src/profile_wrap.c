@@ -162,18 +162,18 @@ static PySendResult traced_resume(TracedObject *g, PyObject *value, PyObject *th
     if (gen && on) {
         int64_t dur = dft_clock_us() - t0;
         if (st == PYGEN_ERROR)
-            dft_profile_emit_keep_error(p, g->w->name, t0, dur, &g->sa, NULL, 0);
+            dft_profile_emit_keep_error(p, &tok, g->w->name, t0, dur, &g->sa, NULL, 0);
         else
-            dft_profile_emit(p, g->w->name, t0, dur, &g->sa, NULL, 0, NULL);
+            dft_profile_emit(p, &tok, g->w->name, t0, dur, &g->sa, NULL, 0, NULL);
         dft_scope_close(&tok);
     } else if (!gen && st != PYGEN_NEXT && !g->done) {
         g->done = 1;
         if (g->t0) {
             int64_t dur = dft_clock_us() - g->t0;
             if (st == PYGEN_ERROR)
-                dft_profile_emit_keep_error(p, g->w->name, g->t0, dur, &g->sa, NULL, 0);
+                dft_profile_emit_keep_error(p, NULL, g->w->name, g->t0, dur, &g->sa, NULL, 0);
             else
-                dft_profile_emit(p, g->w->name, g->t0, dur, &g->sa, NULL, 0, NULL);
+                dft_profile_emit(p, NULL, g->w->name, g->t0, dur, &g->sa, NULL, 0, NULL);
         }
     }
     return st;
@@ -238,7 +238,7 @@ static PyObject *traced_close(PyObject *self, PyObject *unused)
     if (!Py_IS_TYPE(g, &TracedGenType) && g->started && !g->done) {
         g->done = 1;
         if (g->t0) /* closed before finishing: marked like an error */
-            dft_profile_emit(g->w->profile, g->w->name, g->t0, dft_clock_us() - g->t0, &g->sa,
+            dft_profile_emit(g->w->profile, NULL, g->w->name, g->t0, dft_clock_us() - g->t0, &g->sa,
                              NULL, 0, PyExc_GeneratorExit);
     }
     return PyObject_CallMethod(g->inner, "close", NULL);
@@ -343,9 +343,9 @@ static PyObject *wrap_traced_call(WrapperObject *w, PyObject *const *args, size_
     PyObject *r = dft_call(w->func, w->func_vc, args, nargsf, kwnames);
     int64_t dur = dft_clock_us() - t0;
     if (r)
-        dft_profile_emit(w->profile, w->name, t0, dur, &sa, NULL, 0, NULL);
+        dft_profile_emit(w->profile, &tok, w->name, t0, dur, &sa, NULL, 0, NULL);
     else
-        dft_profile_emit_keep_error(w->profile, w->name, t0, dur, &sa, NULL, 0);
+        dft_profile_emit_keep_error(w->profile, &tok, w->name, t0, dur, &sa, NULL, 0);
     dft_scope_close_here(&tok);
     return r;
 }

@@ -129,6 +129,36 @@ def test_nesting_level_and_p_idx(tmp_path):
         assert child["ts"] + child["dur"] <= parent["ts"] + parent["dur"]
 
 
+def test_scopeless_events_never_take_an_enclosing_id(tmp_path):
+    """Async calls, flush() regions and out-of-order stop() write events with
+    their own ids, nested under the block they happen in."""
+    trace, _ = traced(tmp_path, """
+        p = Profile("app")
+        @p.log
+        async def co(): pass
+        region = Profile("app", name="region")
+        with Profile("app", name="blk"):
+            asyncio.run(co())
+            region.flush()
+        a, b = Profile("app", name="a"), Profile("app", name="b")
+        with Profile("app", name="outer"):
+            a.__enter__(); b.__enter__()
+            a._stop()      # out of order: b is still open
+            b._stop()
+    """)
+    blk = named(trace, "blk")[0]
+    outer = named(trace, "outer")[0]
+    assert (blk["args"]["level"], blk["args"]["p_idx"]) == (1, -1)
+    for n in ("co", "region"):
+        e = named(trace, n)[0]
+        assert (e["args"]["level"], e["args"]["p_idx"]) == (2, blk["id"]), n
+    assert (outer["args"]["level"], outer["args"]["p_idx"]) == (1, -1)
+    a, b = named(trace, "a")[0], named(trace, "b")[0]
+    assert (a["args"]["level"], a["args"]["p_idx"]) == (2, outer["id"])
+    assert (b["args"]["level"], b["args"]["p_idx"]) == (3, a["id"])
+    assert a["ts"] + a["dur"] <= b["ts"] + b["dur"]  # a's own end time was kept
+
+
 # ---- epoch / step / image_idx / image_size -----------------------------------
 
 
