@@ -558,7 +558,8 @@ static int profile_init(PyObject *self, PyObject *args, PyObject *kwds)
 static int profile_traverse(PyObject *self, visitproc visit, void *arg)
 {
     ProfileObject *p = (ProfileObject *)self;
-    Py_VISIT(Py_TYPE(self));
+    /* Not Py_TYPE(self): the type is static, and subtype_traverse visits a
+     * Python subclass itself. */
     Py_VISIT(p->args);
     Py_VISIT(p->parent);
     return 0;
@@ -575,14 +576,12 @@ static int profile_clear(PyObject *self)
 static void profile_dealloc(PyObject *self)
 {
     ProfileObject *p = (ProfileObject *)self;
-    PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     profile_clear(self);
     Py_CLEAR(p->cat);
     Py_CLEAR(p->name);
-    tp->tp_free(self);
-    if (tp->tp_flags & Py_TPFLAGS_HEAPTYPE)
-        Py_DECREF(tp);
+    /* A Python subclass's subtype_dealloc releases its type, not this. */
+    Py_TYPE(self)->tp_free(self);
 }
 
 static PyObject *profile_update(PyObject *self, PyObject *const *args, Py_ssize_t nargs,

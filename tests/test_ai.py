@@ -317,3 +317,20 @@ def test_seed_000_non_torch_examples_run_unchanged(tmp_path):
     (combined,) = find_traces(str(tmp_path), "combined")
     c = read_trace(combined)
     assert [(e["name"], e["cat"]) for e in c.user_events()] == [("item", "data")] * 3
+
+
+def test_variants_are_freed_without_touching_the_class():
+    """Regression: freeing a node must not release its Python class twice."""
+    import gc
+
+    from dftracer.python import ai
+    from dftracer.python.ai import DFTracerAI
+
+    gc.collect()
+    before = sys.getrefcount(DFTracerAI)
+    for _ in range(2000):
+        with ai.compute.forward(args={"k": 1}):
+            pass
+        DFTracerAI("tmp")
+    gc.collect()
+    assert sys.getrefcount(DFTracerAI) == before
