@@ -102,6 +102,7 @@ static void add_val(dft_pyevent *pe, const char *key, const dft_val *v)
         return;
     dft_arg *a = &pe->args[pe->ev.nargs++];
     a->key = key;
+    a->key_len = 0;
     if (v->type == 'i') {
         a->type = DFT_ARG_INT;
         a->v.i = v->i;
@@ -124,6 +125,7 @@ static int add_str(dft_pyevent *pe, const char *key, PyObject *s)
         pe->holders[pe->nholders++] = holder;
     dft_arg *a = &pe->args[pe->ev.nargs++];
     a->key = key;
+    a->key_len = 0;
     a->type = DFT_ARG_STR;
     a->v.s.ptr = p;
     a->v.s.len = (size_t)n;
@@ -185,6 +187,7 @@ static int emit_fast(ProfileObject *p, PyObject *name, int64_t ts, int64_t dur,
         if (!v)
             continue;
         args[na].key = sa_keys[i];
+        args[na].key_len = 0;
         if (v->type == 'i') {
             args[na].type = DFT_ARG_INT;
             args[na].v.i = v->i;
@@ -196,12 +199,14 @@ static int emit_fast(ProfileObject *p, PyObject *name, int64_t ts, int64_t dur,
     }
     if (k) {
         args[na].key = k;
+        args[na].key_len = 0;
         args[na].type = DFT_ARG_INT;
         args[na++].v.i = counter;
     }
     if (exc_type) {
         const char *en = type_short_name(exc_type);
         args[na].key = "error";
+        args[na].key_len = 0;
         args[na].type = DFT_ARG_STR;
         args[na].v.s.ptr = en;
         args[na++].v.s.len = strlen(en);
@@ -278,6 +283,7 @@ void dft_profile_emit(ProfileObject *p, const dft_scope_tok *own, PyObject *name
         const char *en = type_short_name(exc_type);
         dft_arg *a = &pe.args[pe.ev.nargs++];
         a->key = "error";
+        a->key_len = 0;
         a->type = DFT_ARG_STR;
         a->v.s.ptr = en;
         a->v.s.len = strlen(en);
