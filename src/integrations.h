@@ -12,8 +12,11 @@ typedef int (*dft_integration_fn)(PyObject *module);
 
 /* Add one declaration and one table entry per integration. */
 
+int dft_tools_register(PyObject *module); /* src/reader_module.c */
+
 static const dft_integration_fn dft_integrations[] = {
     NULL, /* keeps the table non-empty */
+    dft_tools_register,
 };
 
 #endif
