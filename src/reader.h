@@ -96,6 +96,25 @@ int dft_line_parse(const char *s, size_t n, dft_parse_mode mode, dft_line *out,
 /* 1 for the lines that are not events: "[", "]", blank. */
 int dft_line_is_bracket(const char *s, size_t n);
 
+/* Lenient scanners for the rewriter: a string at *p (its body in *body) or
+ * any value; advance *p past it.  Return 0, or -1 when malformed. */
+int dft_json_scan_string(const char **p, const char *end, dft_sv *body);
+int dft_json_scan_value(const char **p, const char *end);
+
+/* ---- a set of uint64 keys with a pointer each (reader_set.c) ------------ */
+
+typedef struct dft_u64map {
+    uint64_t *keys; /* key + 1; 0 marks an empty slot */
+    void **vals;
+    size_t cap, used;
+} dft_u64map;
+
+/* Finds key; with create, inserts it (value NULL).  *slot gets its index.
+ * Returns 1 found, 0 inserted or absent, -1 out of memory. */
+int dft_u64map_get(dft_u64map *m, uint64_t key, int create, size_t *slot);
+/* Frees the map, and each value with free() when free_vals. */
+void dft_u64map_free(dft_u64map *m, int free_vals);
+
 /* A hash token (16 hex digits, or the older tools' decimal integer) as a
  * number; returns 0, or -1 when the token is neither. */
 int dft_hash_token(dft_sv t, uint64_t *out);

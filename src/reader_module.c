@@ -140,6 +140,10 @@ static PyMethodDef tools_methods[] = {
      "_summarize_file(path) -> dict\n\nAggregates one trace file (see dftracer.tools.summary)."},
     {"_validate_file", dft_tools_validate_file, METH_O,
      "_validate_file(path) -> dict\n\nChecks one trace file against docs/trace-format.md."},
+    {"_rewrite_file", (PyCFunction)(void (*)(void))dft_tools_rewrite_file,
+     METH_VARARGS | METH_KEYWORDS,
+     "_rewrite_file(path, part, fmt, old_pid, new_pid, nfiles, index) -> dict\n\n"
+     "Writes one trace's events, hashes resolved, into part (see dftracer.tools.merge)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -609,3 +609,21 @@ decimal:
     *out = v ^ 0x8000000000000000ull; /* keep decimal and hex forms apart */
     return 0;
 }
+
+int dft_json_scan_string(const char **p, const char *end, dft_sv *body)
+{
+    pstate s = {*p, end, DFT_PARSE_LENIENT, NULL};
+    if (s.p >= end || *s.p != '"' || string(&s, body) < 0)
+        return -1;
+    *p = s.p;
+    return 0;
+}
+
+int dft_json_scan_value(const char **p, const char *end)
+{
+    pstate s = {*p, end, DFT_PARSE_LENIENT, NULL};
+    if (skip_value(&s, 1) < 0)
+        return -1;
+    *p = s.p;
+    return 0;
+}

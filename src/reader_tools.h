@@ -16,6 +16,7 @@ int dft_hist_bin(int64_t v);
 
 PyObject *dft_tools_summarize_file(PyObject *module, PyObject *path);
 PyObject *dft_tools_validate_file(PyObject *module, PyObject *path);
+PyObject *dft_tools_rewrite_file(PyObject *module, PyObject *args, PyObject *kwargs);
 int dft_tools_register(PyObject *module);
 
 #endif

@@ -20,81 +20,8 @@
 #define MAX_PROBLEMS 20
 #define PAGE_BITS 16 /* ids per bitmap page: 65536 (8 KiB) */
 
-/* Open-addressing set of uint64 keys, each with a pointer payload. */
-typedef struct u64set {
-    uint64_t *keys; /* key + 1; 0 is empty */
-    void **vals;
-    size_t cap, used;
-} u64set;
-
-static size_t mix(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    return (size_t)k;
-}
-
-/* Finds key; with create, inserts it.  *slot gets its index.  Returns 1
- * found, 0 inserted/not found, -1 out of memory. */
-static int set_get(u64set *s, uint64_t key, int create, size_t *slot)
-{
-    if (create && (s->used + 1) * 2 > s->cap) {
-        size_t ncap = s->cap ? s->cap * 2 : 1024;
-        uint64_t *nk = calloc(ncap, sizeof *nk);
-        void **nv = calloc(ncap, sizeof *nv);
-        if (!nk || !nv) {
-            free(nk);
-            free(nv);
-            return -1;
-        }
-        for (size_t i = 0; i < s->cap; i++) {
-            if (!s->keys[i])
-                continue;
-            size_t j = mix(s->keys[i]) & (ncap - 1);
-            while (nk[j])
-                j = (j + 1) & (ncap - 1);
-            nk[j] = s->keys[i];
-            nv[j] = s->vals[i];
-        }
-        free(s->keys);
-        free(s->vals);
-        s->keys = nk;
-        s->vals = nv;
-        s->cap = ncap;
-    }
-    if (!s->cap)
-        return 0;
-    uint64_t k = key + 1;
-    if (k == 0)
-        k = 1; /* UINT64_MAX shares a slot value with 0: harmless here */
-    size_t j = mix(k) & (s->cap - 1);
-    while (s->keys[j]) {
-        if (s->keys[j] == k) {
-            *slot = j;
-            return 1;
-        }
-        j = (j + 1) & (s->cap - 1);
-    }
-    if (!create)
-        return 0;
-    s->keys[j] = k;
-    s->used++;
-    *slot = j;
-    return 0;
-}
-
-static void set_free(u64set *s, int free_vals)
-{
-    if (free_vals)
-        for (size_t i = 0; i < s->cap; i++)
-            free(s->vals[i]);
-    free(s->keys);
-    free(s->vals);
-}
-
 typedef struct vstate {
-    u64set id_pages, defined, used;
+    dft_u64map id_pages, defined, used;
     uint64_t lines, events, bad_lines, dup_ids, hh, process_name, start, end;
     uint64_t events_before_end, lines_after_end, undefined;
     int64_t num_events;
@@ -120,7 +47,7 @@ static int id_seen(vstate *v, int64_t id)
 {
     uint64_t u = (uint64_t)id;
     size_t slot;
-    int f = set_get(&v->id_pages, u >> PAGE_BITS, 1, &slot);
+    int f = dft_u64map_get(&v->id_pages, u >> PAGE_BITS, 1, &slot);
     if (f < 0)
         return -1;
     if (!f) {
@@ -194,7 +121,7 @@ static int validate(dft_rd *r, vstate *v)
                     problem(v, "line %llu: %.2s without a hash value and name",
                             (unsigned long long)v->lines, l.name.p);
                 } else {
-                    int f = set_get(&v->defined, h, 1, &slot);
+                    int f = dft_u64map_get(&v->defined, h, 1, &slot);
                     if (f < 0)
                         return -1;
                     if (f && !NAME_IS(l, "HH"))
@@ -218,7 +145,7 @@ static int validate(dft_rd *r, vstate *v)
         }
         for (unsigned i = 0; i < l.nrefs; i++) {
             uint64_t h;
-            if (dft_hash_token(l.refs[i], &h) == 0 && set_get(&v->used, h, 1, &slot) < 0)
+            if (dft_hash_token(l.refs[i], &h) == 0 && dft_u64map_get(&v->used, h, 1, &slot) < 0)
                 return -1;
         }
     }
@@ -279,7 +206,7 @@ PyObject *dft_tools_validate_file(PyObject *module, PyObject *arg)
                     (long long)v->num_events, (unsigned long long)v->events_before_end);
         for (size_t i = 0; i < v->used.cap; i++) {
             size_t slot;
-            if (v->used.keys[i] && set_get(&v->defined, v->used.keys[i] - 1, 0, &slot) != 1)
+            if (v->used.keys[i] && dft_u64map_get(&v->defined, v->used.keys[i] - 1, 0, &slot) != 1)
                 v->undefined++;
         }
         if (v->undefined)
@@ -308,9 +235,9 @@ PyObject *dft_tools_validate_file(PyObject *module, PyObject *arg)
                            "problem_count", (unsigned long long)v->problem_count, "problems",
                            problems);
 done:
-    set_free(&v->id_pages, 1);
-    set_free(&v->defined, 0);
-    set_free(&v->used, 0);
+    dft_u64map_free(&v->id_pages, 1);
+    dft_u64map_free(&v->defined, 0);
+    dft_u64map_free(&v->used, 0);
     free(v);
     dft_rd_close(&r);
     return result;
