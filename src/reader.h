@@ -38,6 +38,7 @@ typedef struct dft_rd {
     uint64_t members;   /* gzip members completed */
     uint64_t in_offset; /* compressed bytes consumed (for messages) */
     int eof;            /* no more input */
+    int zero_tail;      /* only zero bytes seen since the last member */
     int done;           /* no more output will come */
     dft_rd_status end;  /* why the stream ended */
     char err[256];

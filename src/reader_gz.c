@@ -127,7 +127,9 @@ static int rd_more(dft_rd *r)
             if (r->done)
                 return 0;
             if (got == 0) {
-                if (r->in_member)
+                if (r->zero_tail)
+                    rd_finish(r, DFT_RD_TRUNCATED, "zero bytes after the last gzip member");
+                else if (r->in_member)
                     rd_finish(r, DFT_RD_TRUNCATED, "the last gzip member ends early");
                 else
                     rd_finish(r, DFT_RD_EOF, NULL);
@@ -137,7 +139,21 @@ static int rd_more(dft_rd *r)
             r->zs.avail_in = (uInt)got;
         }
         if (!r->in_member) {
-            if (r->zs.next_in[0] != 0x1f) {
+            if (r->zs.next_in[0] == 0) {
+                /* A zero-filled tail (space allocated but never written before
+                 * a crash) ends the stream like a torn member; anything else
+                 * after it is corruption. */
+                while (r->zs.avail_in > 0 && r->zs.next_in[0] == 0) {
+                    r->zs.next_in++;
+                    r->zs.avail_in--;
+                    r->in_offset++;
+                }
+                if (r->zs.avail_in == 0) {
+                    r->zero_tail = 1;
+                    continue;
+                }
+            }
+            if (r->zs.next_in[0] != 0x1f || r->zero_tail) {
                 char msg[96];
                 snprintf(msg, sizeof msg, "bytes after the last gzip member at offset %llu",
                          (unsigned long long)r->in_offset);

@@ -93,8 +93,8 @@ static agg *lookup(summary *s, const dft_line *l)
         if (!a->hash)
             break;
         if (a->hash == h && a->pid == l->pid && a->tid == l->tid && a->cat_len == l->cat.n &&
-            a->name_len == l->name.n && memcmp(a->cat, l->cat.p, l->cat.n) == 0 &&
-            memcmp(a->name, l->name.p, l->name.n) == 0)
+            a->name_len == l->name.n && (!l->cat.n || memcmp(a->cat, l->cat.p, l->cat.n) == 0) &&
+            (!l->name.n || memcmp(a->name, l->name.p, l->name.n) == 0))
             return a;
     }
     agg *a = &s->slots[j];
@@ -108,8 +108,10 @@ static agg *lookup(summary *s, const dft_line *l)
         memset(a, 0, sizeof *a);
         return NULL;
     }
-    memcpy(a->cat, l->cat.p, l->cat.n);
-    memcpy(a->name, l->name.p, l->name.n);
+    if (l->cat.n)
+        memcpy(a->cat, l->cat.p, l->cat.n);
+    if (l->name.n)
+        memcpy(a->name, l->name.p, l->name.n);
     a->cat_len = l->cat.n;
     a->name_len = l->name.n;
     a->pid = l->pid;
@@ -136,7 +138,8 @@ static void summary_free(summary *s)
 static void copy_sv(char *dst, size_t cap, dft_sv v)
 {
     size_t n = v.n < cap - 1 ? v.n : cap - 1;
-    memcpy(dst, v.p, n);
+    if (n)
+        memcpy(dst, v.p, n);
     dst[n] = 0;
 }
 
@@ -365,8 +368,18 @@ PyObject *dft_tools_summarize_file(PyObject *module, PyObject *arg)
     PyObject *groups = groups_list(&s);
     if (!groups)
         goto done;
+    /* host and process names from the older tools may not be UTF-8 */
+    PyObject *host = PyUnicode_DecodeUTF8(s.host, (Py_ssize_t)strlen(s.host), "replace");
+    PyObject *pname =
+        PyUnicode_DecodeUTF8(s.process_name, (Py_ssize_t)strlen(s.process_name), "replace");
+    if (!host || !pname) {
+        Py_XDECREF(host);
+        Py_XDECREF(pname);
+        Py_DECREF(groups);
+        goto done;
+    }
     result = Py_BuildValue(
-        "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:z,s:K,s:s,s:s,s:L,s:L,s:O,s:L,s:L,"
+        "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:z,s:K,s:N,s:N,s:L,s:L,s:O,s:L,s:L,"
         "s:O,s:L,s:N}",
         "path", arg, "status", status_name(rc), "message", r.err, "members",
         (unsigned long long)r.members, "lines", (unsigned long long)s.lines, "events",
@@ -374,7 +387,7 @@ PyObject *dft_tools_summarize_file(PyObject *module, PyObject *arg)
         (unsigned long long)s.ph_x, "instant", (unsigned long long)s.ph_i, "counter",
         (unsigned long long)s.ph_c, "metadata", (unsigned long long)s.ph_m, "first_bad",
         s.bad_lines ? s.first_bad : NULL, "first_bad_line",
-        (unsigned long long)s.first_bad_line, "host", s.host, "process_name", s.process_name,
+        (unsigned long long)s.first_bad_line, "host", host, "process_name", pname,
         "pid", (long long)(s.have_pid ? s.pid : -1), "rank", (long long)s.rank, "has_ts",
         s.have_ts ? Py_True : Py_False, "ts_min", (long long)s.ts_min, "end_max",
         (long long)s.end_max, "finalized", s.finalized ? Py_True : Py_False, "num_events",

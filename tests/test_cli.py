@@ -451,3 +451,54 @@ def test_dask_cluster_gives_the_same_results(two_ranks, tmp_path):
         proc = cli("merge", str(d), "-o", str(out), "--dask", addr)
         assert proc.returncode == 0, proc.stderr
         assert len(read_lines(str(out))) > 200
+
+
+def test_zero_filled_tail_is_a_truncated_tail(two_ranks, tmp_path):
+    _, paths = two_ranks
+    p = tmp_path / "zeros-1-app.pfw.gz"
+    p.write_bytes(open(paths[0], "rb").read() + bytes(4096))
+    proc = cli("validate", str(p), "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    r = json.loads(proc.stdout)
+    assert r["verdict"] == "truncated" and "zero bytes" in r["message"]
+    assert r["events"] == len(read_trace(paths[0]).events)
+
+
+def test_garbage_after_the_last_member_is_corrupt(two_ranks, tmp_path):
+    _, paths = two_ranks
+    p = tmp_path / "junk-1-app.pfw.gz"
+    p.write_bytes(open(paths[0], "rb").read() + b"junk")
+    proc = cli("validate", str(p))
+    assert proc.returncode == 2 and "CORRUPT" in proc.stdout and str(p) in proc.stdout
+
+
+def test_empty_file_is_a_warning(tmp_path):
+    p = tmp_path / "empty-1-app.pfw.gz"
+    p.write_bytes(b"")
+    proc = cli("validate", str(p))
+    assert proc.returncode == 0 and "EMPTY" in proc.stdout
+    proc = cli("summary", str(p), "--json")
+    assert proc.returncode == 0 and "no events" in proc.stderr
+    assert json.loads(proc.stdout)["overview"]["events"] == 0
+
+
+def test_lines_longer_than_the_read_buffer(tmp_path):
+    name = "x" * (3 << 20)
+    lines = ["[",
+             '{"id":1,"name":"HH","cat":"dftracer","pid":5,"tid":5,"ph":"M","args":'
+             '{"name":"h","value":"00000000000000aa"}}',
+             '{"id":2,"name":"SH","cat":"dftracer","pid":5,"tid":5,"ph":"M","args":'
+             f'{{"name":"{name}","value":"00000000000000bb"}}}}']
+    lines += ['{"id":%d,"name":"step","cat":"app","pid":5,"tid":5,"ts":1700000000000000,'
+              '"dur":%d,"ph":"X","args":{"what":"00000000000000bb_hash","s_hash":'
+              '"00000000000000bb"}}' % (i + 3, i) for i in range(5)]
+    p = tmp_path / "long-5-app.pfw.gz"
+    with gzip.open(p, "wt") as f:
+        f.write("\n".join(lines) + "\n")
+    out = json.loads(cli("summary", str(p), "--json").stdout)
+    assert out["by_name"][0]["count"] == 5 and out["by_name"][0]["total_us"] == 10
+    merged = tmp_path / "m.pfw"
+    assert cli("merge", str(p), "-o", str(merged)).returncode == 0
+    events = [json.loads(line) for line in merged.read_text().splitlines()[1:]]
+    steps = [e for e in events if e["name"] == "step"]
+    assert len(steps) == 5 and all(e["args"]["s"] == name for e in steps)

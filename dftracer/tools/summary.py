@@ -224,6 +224,8 @@ def main(args: argparse.Namespace) -> int:
             common.err(f"{r['path']}: {why}")
             r["status"] = "error"
             status = common.EXIT_BAD_INPUT
+        elif r.get("status") == "ok" and r.get("events") == 0:
+            common.err(f"warning: {r['path']}: no events")
         elif r.get("bad_lines"):
             common.err(f"warning: {r['path']}: {r['bad_lines']} lines do not parse "
                        f"(first: line {r['first_bad_line']}: {r['first_bad']})")

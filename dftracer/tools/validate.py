@@ -13,8 +13,8 @@ EXAMPLE = """example:
   dftracer validate ./traces
   dftracer validate run1/trace-node17-4242-app.pfw.gz --json
 
-exit status: 0 every file is valid (a truncated tail or a missing end event
-are warnings), 1 some file breaks the format, 2 a file is missing, corrupt
+exit status: 0 every file is valid (a truncated tail, an empty file or a
+missing end event are warnings), 1 some file breaks the format, 2 a file is missing, corrupt
 or not a trace."""
 
 
@@ -40,6 +40,8 @@ def verdict(r: Dict[str, Any]) -> str:
         return "not-a-trace"
     if r.get("problem_count"):
         return "invalid"
+    if r.get("events", 0) == 0 and st == "ok":
+        return "empty"
     return "truncated" if st == "truncated" else "ok"
 
 
@@ -64,6 +66,8 @@ def main(args: argparse.Namespace) -> int:
             if not args.quiet:
                 end = "" if r["finalized"] else " (no end event: the process did not finalize)"
                 print(f"OK         {path}: {r['events']:,} events, {r['members']} gzip members{end}")
+        elif v == "empty":
+            print(f"EMPTY      {path}: no events (the process wrote nothing)")
         elif v == "truncated":
             print(f"TRUNCATED  {path}: {r['events']:,} readable events; {r['message']}")
         elif v == "not-a-trace":
