@@ -108,6 +108,8 @@ def test_summary_json_numbers_match_the_events(two_ranks):
 
     pids = sorted(t.events[0]["pid"] for t in traces)
     assert sorted(r["pid"] for r in out["by_pid"]) == pids
+    assert {r["host"] for r in out["by_pid"]} == {t.of("M", name="HH")[0]["args"]["name"]
+                                                  for t in traces}
     procs = out["processes"]
     assert [p["rank"] for p in procs] == [0, 1]
     assert sorted(p["pid"] for p in procs) == pids

@@ -19,10 +19,9 @@ EXAMPLE = """example:
 GROUPINGS = {
     "cat": ("cat",),
     "name": ("cat", "name"),
-    "pid": ("pid",),
-    "tid": ("pid", "tid"),
+    "pid": ("host", "pid"),  # pids repeat across hosts
+    "tid": ("host", "pid", "tid"),
 }
-_FIELDS = ("cat", "name", "pid", "tid")
 
 
 def add_parser(sub: Any) -> None:
@@ -120,7 +119,7 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str]) -> Dict[str, Any]:
         for cat, name, pid, tid, count, total, lo, hi, io, io_n, hist in r["groups"]:
             proc["busy_us"] += total
             proc["io_bytes"] += io
-            row = {"cat": cat, "name": name, "pid": pid, "tid": tid}
+            row = {"cat": cat, "name": name, "host": r["host"], "pid": pid, "tid": tid}
             for by in bys:
                 key = tuple(row[f] for f in GROUPINGS[by])
                 g = tables[by].get(key)
@@ -195,9 +194,10 @@ def render(summary: Dict[str, Any], bys: List[str], top: int) -> str:
             common.fmt_us(r["p50_us"]), common.fmt_us(r["p99_us"]), f"{100 * r['share']:.1f}%",
             common.fmt_bytes(r["io_bytes"])] for r in shown]
         more = f" (top {len(shown)} of {len(rows)})" if len(shown) < len(rows) else ""
+        right = [i for i, k in enumerate(keys) if k in ("pid", "tid")]
+        right += list(range(len(keys), len(keys) + 7))
         parts.append(f"\n{titles[by]}{more}\n" + common.table(
-            keys + ["count", "total", "mean", "p50", "p99", "share", "I/O"], body,
-            range(len(keys) - (by in ("pid", "tid")) * len(keys), len(keys) + 7)))
+            keys + ["count", "total", "mean", "p50", "p99", "share", "I/O"], body, right))
     procs = summary["processes"]
     shown_p = procs if top <= 0 else procs[:top]
     body = [[str(p["rank"]) if p["rank"] is not None else "-", p["host"], str(p["pid"]),
