@@ -155,6 +155,27 @@ static int number(pstate *s, int64_t *iv, int *is_int, dft_sv *text)
     return 0;
 }
 
+/* An integer of at most 18 digits (no fraction or exponent); -1 otherwise. */
+static int fast_int(pstate *s, int64_t *v)
+{
+    const char *q = s->p;
+    int neg = 0;
+    if (q < s->end && *q == '-') {
+        neg = 1;
+        q++;
+    }
+    const char *d = q;
+    const char *lim = s->end - q > 18 ? q + 18 : s->end; /* 18 digits never overflow */
+    uint64_t x = 0;
+    while (q < lim && (unsigned)(*q - '0') < 10)
+        x = x * 10 + (uint64_t)(*q++ - '0');
+    if (q == d || (q < s->end && ((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' || *q == 'E')))
+        return -1;
+    *v = neg ? -(int64_t)x : (int64_t)x;
+    s->p = q;
+    return 0;
+}
+
 static int skip_value(pstate *s, int depth);
 
 static int literal(pstate *s, const char *lit, size_t n)
@@ -233,8 +254,16 @@ static int token(pstate *s, dft_sv *out, int64_t *iv, int *is_int)
         *is_int = 0;
         return string(s, out);
     }
-    if (s->p < s->end && (*s->p == '-' || (*s->p >= '0' && *s->p <= '9')))
+    if (s->p < s->end && (*s->p == '-' || (*s->p >= '0' && *s->p <= '9'))) {
+        const char *b = s->p;
+        if (s->mode == DFT_PARSE_LENIENT && fast_int(s, iv) == 0) {
+            out->p = b;
+            out->n = (size_t)(s->p - b);
+            *is_int = 1;
+            return 0;
+        }
         return number(s, iv, is_int, out);
+    }
     *is_int = 0;
     out->p = NULL;
     out->n = 0;
@@ -324,6 +353,8 @@ static int args_object(pstate *s, dft_line *l)
     /* Bytes moved: for read/write calls what the call returned (else what was
      * asked), for other events a size argument. */
     int64_t bytes = -1;
+    if (size < 0 && image_size < 0 && ret < 0 && count < 0)
+        return 0;
     if (contains(l->name, "read") || contains(l->name, "write"))
         bytes = ret >= 0 ? ret : size >= 0 ? size : count;
     else
@@ -440,25 +471,6 @@ static int general(pstate *s, dft_line *l)
 /* Fast path helpers: a literal key token, then an integer or a string. */
 #define LIT(s, lit) ((size_t)((s)->end - (s)->p) >= sizeof(lit) - 1 && \
                      memcmp((s)->p, lit, sizeof(lit) - 1) == 0 && ((s)->p += sizeof(lit) - 1, 1))
-
-static int fast_int(pstate *s, int64_t *v)
-{
-    const char *q = s->p;
-    int neg = 0;
-    if (q < s->end && *q == '-') {
-        neg = 1;
-        q++;
-    }
-    const char *d = q;
-    uint64_t x = 0;
-    while (q < s->end && *q >= '0' && *q <= '9' && q - d < 18)
-        x = x * 10 + (uint64_t)(*q++ - '0');
-    if (q == d || (q < s->end && ((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' || *q == 'E')))
-        return -1;
-    *v = neg ? -(int64_t)x : (int64_t)x;
-    s->p = q;
-    return 0;
-}
 
 static int fast_str(pstate *s, dft_sv *out)
 {
