@@ -12,13 +12,13 @@ typedef int (*dft_integration_fn)(PyObject *module);
 
 /* Add one declaration and one table entry per integration. */
 int dft_profile_register(PyObject *module); /* profile.c: dft_fn, decorators */
-
-int dft_io_register(PyObject *module); /* io_module.c: POSIX/stdio tracing */
+int dft_io_register(PyObject *module);      /* io_module.c: POSIX/stdio tracing */
+int dft_tools_register(PyObject *module);   /* reader_module.c: trace readers for the CLI */
 
 static const dft_integration_fn dft_integrations[] = {
-    dft_io_register,
-    NULL, /* keeps the table non-empty */
     dft_profile_register,
+    dft_io_register,
+    dft_tools_register,
 };
 
 #endif
