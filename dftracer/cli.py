@@ -1,4 +1,4 @@
-"""The ``dftracer`` command line: summary, merge, convert, validate (docs/cli.md)."""
+"""The ``dftracer`` command line: summary, merge, convert, validate, run (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -23,10 +23,18 @@ def build_parser() -> argparse.ArgumentParser:
     summary.add_parser(sub)
     merge.add_parsers(sub)
     validate.add_parser(sub)
+    # `run` has its own parser (dftracer/run.py); listed here for --help.
+    sub.add_parser("run", add_help=False,
+                   help="run a command with tracing on in every Python process it starts")
     return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["run"]:
+        from dftracer import run
+
+        return run.main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
