@@ -12,7 +12,10 @@ typedef int (*dft_integration_fn)(PyObject *module);
 
 /* Add one declaration and one table entry per integration. */
 
+int dft_torch_profiler_register(PyObject *module); /* torch_profiler.c */
+
 static const dft_integration_fn dft_integrations[] = {
+    dft_torch_profiler_register,
     NULL, /* keeps the table non-empty */
 };
 
