@@ -80,8 +80,6 @@ enum {
     M_DEVTYPE,
     M_DEVINDEX,
     M_RESOURCE,
-    M_THREAD,
-    M_END_THREAD,
     M_ASYNC,
     M_CORR,
     M_LINKED,
@@ -95,7 +93,7 @@ enum {
 };
 static const char *const method_names[M_COUNT] = {
     "name",           "start_ns",           "end_ns",          "device_type",
-    "device_index",   "device_resource_id", "start_thread_id", "end_thread_id",
+    "device_index",   "device_resource_id",
     "is_async",       "correlation_id",     "linked_correlation_id",
     "flops",          "nbytes",             "is_hidden_event", "is_user_annotation",
     "shapes",         "dtypes",
@@ -302,8 +300,17 @@ static int is_gpu_mem_device(int32_t t)
 
 /* ---- reading the results (GIL held) ---------------------------------------- */
 
+/* What the profiler recorded, so that accessors with nothing to say are not
+ * called (each costs a pybind11 dispatch). */
+typedef struct pp_opts {
+    int cpu_only;      /* kineto_activities is {CPU}: no device records */
+    int record_shapes; /* shapes() is filled */
+    int with_flops;    /* flops() is filled */
+    int use_device;    /* device time shares are computed */
+} pp_opts;
+
 /* Reads one KinetoEvent into the staging arrays (or drops it as torch does). */
-static int read_event(PyObject *const *m, PyObject *ev, pp_vec *v, int record_shapes)
+static int read_event(PyObject *const *m, PyObject *ev, pp_vec *v, const pp_opts *o)
 {
     pp_event *e = vec_push(v);
     if (!e) {
@@ -321,8 +328,11 @@ static int read_event(PyObject *const *m, PyObject *ev, pp_vec *v, int record_sh
     e->utf8 = PyUnicode_AsUTF8AndSize(e->name, &e->len);
     if (!e->utf8)
         goto drop_err;
-    int64_t dt;
-    if (call_i64(m[M_START], ev, &e->start_ns) < 0 || call_i64(m[M_DEVTYPE], ev, &dt) < 0 ||
+    int64_t dt = DEV_CPU;
+    /* A CPU-only profile has device-type records only for memory. */
+    int need_type = !o->cpu_only || (e->len > 0 && e->utf8[0] == '[');
+    if (call_i64(m[M_START], ev, &e->start_ns) < 0 ||
+        (need_type && call_i64(m[M_DEVTYPE], ev, &dt) < 0) ||
         call_i64(m[M_RESOURCE], ev, &e->tid) < 0)
         goto drop_err;
     e->device_type = (int32_t)dt;
@@ -358,23 +368,31 @@ static int read_event(PyObject *const *m, PyObject *ev, pp_vec *v, int record_sh
         if (hidden)
             goto drop;
     }
-    int64_t idx, end_thread;
     uint8_t async;
-    if (call_i64(m[M_END], ev, &e->end_ns) < 0 || call_i64(m[M_DEVINDEX], ev, &idx) < 0 ||
-        call_i64(m[M_THREAD], ev, &e->thread) < 0 ||
-        call_i64(m[M_END_THREAD], ev, &end_thread) < 0 || call_bool(m[M_ASYNC], ev, &async) < 0 ||
-        call_i64(m[M_CORR], ev, &e->corr) < 0 || call_i64(m[M_LINKED], ev, &e->linked) < 0 ||
-        call_i64(m[M_FLOPS], ev, &e->flops) < 0)
+    if (call_i64(m[M_END], ev, &e->end_ns) < 0 || call_bool(m[M_ASYNC], ev, &async) < 0 ||
+        (o->with_flops && call_i64(m[M_FLOPS], ev, &e->flops) < 0))
         goto drop_err;
     if (e->end_ns < e->start_ns)
         e->end_ns = e->start_ns;
-    /* Kineto reports the thread id as a CPU event's device index. */
-    e->device_index = e->device_type == DEV_CPU ? 0 : (int32_t)idx;
-    e->is_async = async || e->thread != end_thread;
+    e->is_async = async;
+    /* Ops are grouped into trees per OS thread (torch uses its own thread
+     * numbers, which map one to one). */
+    e->thread = e->tid;
+    if (!o->cpu_only) {
+        int64_t idx;
+        if (call_i64(m[M_CORR], ev, &e->corr) < 0 || call_i64(m[M_LINKED], ev, &e->linked) < 0)
+            goto drop_err;
+        /* Kineto reports the thread id as a CPU event's device index. */
+        if (e->device_type != DEV_CPU) {
+            if (call_i64(m[M_DEVINDEX], ev, &idx) < 0)
+                goto drop_err;
+            e->device_index = (int32_t)idx;
+        }
+    }
     if (e->device_type != DEV_CPU && m[M_ANNOTATION] &&
         call_bool(m[M_ANNOTATION], ev, &e->is_annotation) < 0)
         goto drop_err;
-    if (record_shapes && input_size(m, ev, &e->input_size) < 0)
+    if (o->record_shapes && input_size(m, ev, &e->input_size) < 0)
         goto drop_err;
     e->kind = KIND_OP;
     return 0;
@@ -775,6 +793,33 @@ static int attr_true(PyObject *obj, const char *name)
     return t;
 }
 
+/* 1 when the profiler recorded CPU activity only. */
+static int cpu_only(PyObject *profiler)
+{
+    PyObject *acts = PyObject_GetAttrString(profiler, "kineto_activities");
+    if (!acts) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *it = PyObject_GetIter(acts);
+    Py_DECREF(acts);
+    if (!it) {
+        PyErr_Clear();
+        return 0;
+    }
+    int only = 1;
+    PyObject *a;
+    while (only && (a = PyIter_Next(it)) != NULL) {
+        int64_t v = -1;
+        if (as_i64(a, &v) < 0 || v != 0) /* ProfilerActivity.CPU is 0 */
+            only = 0;
+        Py_DECREF(a);
+    }
+    Py_DECREF(it);
+    PyErr_Clear();
+    return only;
+}
+
 static int resolve_methods(PyObject *ev, PyObject **m)
 {
     PyObject *type = (PyObject *)Py_TYPE(ev);
@@ -832,13 +877,17 @@ static PyObject *torch_trace_handler(PyObject *mod, PyObject *prof)
     Py_ssize_t n = PyList_GET_SIZE(events);
     if (n > 0 && resolve_methods(PyList_GET_ITEM(events, 0), m) < 0)
         goto done;
-    int record_shapes = attr_true(profiler, "record_shapes");
-    int use_device = attr_true(profiler, "use_device");
+    pp_opts o = {
+        .cpu_only = cpu_only(profiler),
+        .record_shapes = attr_true(profiler, "record_shapes"),
+        .with_flops = attr_true(profiler, "with_flops"),
+        .use_device = attr_true(profiler, "use_device"),
+    };
     for (Py_ssize_t i = 0; i < n; i++)
-        if (read_event(m, PyList_GET_ITEM(events, i), &v, record_shapes) < 0)
+        if (read_event(m, PyList_GET_ITEM(events, i), &v, &o) < 0)
             goto done;
     Py_CLEAR(events); /* frees the KinetoEvent wrappers before writing */
-    if (attribute_memory(&v) < 0 || compute_shares(&v, use_device) < 0) {
+    if (attribute_memory(&v) < 0 || compute_shares(&v, o.use_device) < 0) {
         PyErr_NoMemory();
         goto done;
     }
