@@ -108,6 +108,7 @@ static struct {
     int64_t pid, tid;
 } named_lanes[LANES_MAX];
 static size_t nnamed_lanes;
+static pthread_mutex_t lanes_lock = PTHREAD_MUTEX_INITIALIZER; /* handlers run without the GIL */
 
 /* The results object handled last, so that a second call for the same cycle
  * (a handler chained twice) writes nothing. */
@@ -670,9 +671,12 @@ static int64_t device_lane_pid(int32_t index)
 /* Names a device lane once per trace file.  Any thread, no GIL. */
 static void name_lane(const pp_event *e, int64_t pid, uint64_t gen)
 {
+    pthread_mutex_lock(&lanes_lock);
     for (size_t i = 0; i < nnamed_lanes; i++)
-        if (named_lanes[i].gen == gen && named_lanes[i].pid == pid && named_lanes[i].tid == e->tid)
+        if (named_lanes[i].gen == gen && named_lanes[i].pid == pid && named_lanes[i].tid == e->tid) {
+            pthread_mutex_unlock(&lanes_lock);
             return;
+        }
     int new_pid = 1;
     for (size_t i = 0; i < nnamed_lanes; i++)
         if (named_lanes[i].gen == gen && named_lanes[i].pid == pid)
@@ -683,6 +687,7 @@ static void name_lane(const pp_event *e, int64_t pid, uint64_t gen)
     named_lanes[nnamed_lanes].pid = pid;
     named_lanes[nnamed_lanes].tid = e->tid;
     nnamed_lanes++;
+    pthread_mutex_unlock(&lanes_lock);
     char buf[96];
     if (new_pid) {
         int len = snprintf(buf, sizeof buf, "%s:%d (pid %lld)", device_label(e->device_type),

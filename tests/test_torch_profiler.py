@@ -438,3 +438,97 @@ log.finalize()
     assert "RuntimeError: trace_handler: the profiler has no results yet" in proc.stdout
     trace = read_trace(find_traces(str(tmp_path), "early")[0])
     assert any(e["name"] == "aten::linear" for e in pp_events(trace))
+
+
+# CPU-only torch records no kernels; a stand-in for Kineto's results exercises
+# the device path (lanes, kernel attribution, device memory) the C loop takes.
+FAKE_CUDA = """
+import json, threading
+from torch.profiler import ProfilerActivity
+from dftracer.python import dftracer
+from dftracer.python.torch import trace_handler
+
+T0 = 1_700_000_000_000_000_000  # epoch ns
+TID = threading.get_native_id()
+
+class Ev:
+    def __init__(self, name, start_us, dur_us, dev=0, index=-1, res=TID, corr=0, linked=0,
+                 nbytes=0, shapes=(), annotation=False):
+        self.v = dict(name=name, start=T0 + start_us * 1000, end=T0 + (start_us + dur_us) * 1000,
+                      dev=dev, index=index, res=res, corr=corr, linked=linked, nbytes=nbytes,
+                      shapes=[list(s) for s in shapes], annotation=annotation)
+    def name(self): return self.v["name"]
+    def start_ns(self): return self.v["start"]
+    def end_ns(self): return self.v["end"]
+    def device_type(self): return self.v["dev"]
+    def device_index(self): return self.v["index"]
+    def device_resource_id(self): return self.v["res"]
+    def is_async(self): return False
+    def correlation_id(self): return self.v["corr"]
+    def linked_correlation_id(self): return self.v["linked"]
+    def flops(self): return 0
+    def nbytes(self): return self.v["nbytes"]
+    def is_hidden_event(self): return False
+    def is_user_annotation(self): return self.v["annotation"]
+    def shapes(self): return self.v["shapes"]
+    def dtypes(self): return ["float"] * len(self.v["shapes"])
+
+class Results:
+    def __init__(self, events): self._events = events
+    def trace_start_ns(self): return T0
+    def events(self): return self._events
+
+class AutogradProfile:
+    kineto_activities = {ProfilerActivity.CPU, ProfilerActivity.CUDA}
+    use_device = "cuda"
+    record_shapes = True
+    with_flops = False
+
+class Prof:
+    def __init__(self, events):
+        self.profiler = AutogradProfile()
+        self.profiler.kineto_results = Results(events)
+
+events = [
+    Ev("aten::mm", 0, 100, corr=5, shapes=[(4, 8), (8, 2)]),
+    Ev("[memory]", 10, 0, dev=1, index=0, nbytes=4096),       # CUDA alloc inside aten::mm
+    Ev("cudaLaunchKernel", 20, 10, corr=6, linked=5),
+    Ev("gemm_kernel", 40, 30, dev=1, index=0, res=7, linked=5),
+    Ev("Memcpy HtoD", 200, 10, dev=1, index=0, res=8, linked=9),
+    Ev("gemm_kernel", 300, 60, dev=1, index=1, res=7, linked=11),
+    Ev("forward", 250, 5, dev=1, index=0, res=7, annotation=True),
+]
+log = dftracer.initialize_log("fake.pfw", None, -1)
+trace_handler(Prof(events))
+log.finalize()
+print(json.dumps({"pid": __import__("os").getpid(), "tid": TID}))
+"""
+
+
+def test_device_events_on_their_own_lanes(tmp_path):
+    proc = run_python(FAKE_CUDA, env=ENABLED, cwd=str(tmp_path))
+    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    trace = read_trace(find_traces(str(tmp_path), "fake")[0])
+    pp = {(e["name"], e["args"]["device_index"]): e for e in pp_events(trace)}
+    assert len(pp_events(trace)) == 6  # the memory record is attributed to aten::mm
+    mm = pp[("aten::mm", 0)]
+    assert (mm["pid"], mm["tid"], mm["dur"]) == (info["pid"], info["tid"], 100)
+    assert mm["args"]["device_memory_usage"] == 4096 and mm["args"]["cpu_memory"] == 0
+    assert mm["args"]["input_size"] == 4 * 8 + 8 * 2
+    # kernel time: 30 (its own) + 10 (memcpy) + 60 (other GPU); annotations excluded
+    assert mm["args"]["total_device_percent"] == 30.0
+    assert mm["args"]["total_cpu_percent"] == 100.0
+    base = 0x10000000 + (info["pid"] & 0x3FFFFF) * 16
+    k0, cp, k1 = pp[("gemm_kernel", 0)], pp[("Memcpy HtoD", 0)], pp[("gemm_kernel", 1)]
+    assert (k0["pid"], k0["tid"], k0["args"]["device"]) == (base, 7, 1)
+    assert (cp["pid"], cp["tid"]) == (base, 8)
+    assert (k1["pid"], k1["tid"]) == (base + 1, 7)
+    assert k1["args"]["total_device_percent"] == 60.0
+    assert k0["ts"] - mm["ts"] == 40 and k0["dur"] == 30  # same clock shift for all lanes
+    lanes = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace.of("M", name="thread_name")}
+    assert lanes[(base, 7)] == "cuda:0 stream 7" and lanes[(base + 1, 7)] == "cuda:1 stream 7"
+    procs = {e["pid"]: e["args"]["name"] for e in trace.of("M", name="process_name")}
+    assert procs[base] == f"cuda:0 (pid {info['pid']})"
+    assert procs[base + 1] == f"cuda:1 (pid {info['pid']})"
+    assert len(trace.of("M", name="thread_name")) == len(set(
+        (e["pid"], e["tid"]) for e in trace.of("M", name="thread_name")))
