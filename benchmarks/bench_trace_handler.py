@@ -65,7 +65,7 @@ def python_handler(prof: Any, log: Any) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=120)
+    ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--min-events", type=int, default=50_000)
     opts = ap.parse_args()
 

@@ -613,6 +613,13 @@ static int compute_shares(pp_vec *v, int use_device)
                 self_dev += (double)(v->ev[kidx[lo]].end_ns - v->ev[kidx[lo]].start_ns) / 1000.0;
             e->dev_pct = pct(self_dev, dev_total_us);
         }
+        /* torch hands a folded op's kernels to its parent (replacing the
+         * parent's own), in list order. */
+        for (size_t j = 0; j < k; j++) {
+            const pp_event *e = &v->ev[idx[j]];
+            if (e->folded)
+                v->ev[e->parent].dev_pct = e->dev_pct;
+        }
         for (size_t i = 0; i < n; i++) {
             pp_event *e = &v->ev[i];
             if (e->kind == KIND_OP && e->device_type != DEV_CPU && !e->is_async)
@@ -862,6 +869,7 @@ static PyObject *torch_trace_handler(PyObject *mod, PyObject *prof)
     PyObject *events = NULL;
     pp_vec v = {0};
     PyObject *ret = NULL;
+    int gc_was_enabled = 0;
     PyObject *start = PyObject_CallMethod(results, "trace_start_ns", NULL);
     int64_t trace_start = 0;
     if (!start || as_i64(start, &trace_start) < 0)
@@ -871,6 +879,9 @@ static PyObject *torch_trace_handler(PyObject *mod, PyObject *prof)
         ret = PyLong_FromLong(0); /* this cycle was written already */
         goto done;
     }
+    /* Tens of thousands of short-lived, acyclic wrappers and names would
+     * trigger several full collections of torch's large heap. */
+    gc_was_enabled = PyGC_Disable();
     events = PyObject_CallMethod(results, "events", NULL);
     if (!events)
         goto done;
@@ -892,6 +903,10 @@ static PyObject *torch_trace_handler(PyObject *mod, PyObject *prof)
         if (read_event(m, PyList_GET_ITEM(events, i), &v, &o) < 0)
             goto done;
     Py_CLEAR(events); /* frees the KinetoEvent wrappers before writing */
+    if (gc_was_enabled == 1) {
+        PyGC_Enable();
+        gc_was_enabled = 0;
+    }
     if (attribute_memory(&v) < 0 || compute_shares(&v, o.use_device) < 0) {
         PyErr_NoMemory();
         goto done;
@@ -905,6 +920,8 @@ static PyObject *torch_trace_handler(PyObject *mod, PyObject *prof)
     last_gen = gen;
     ret = PyLong_FromSsize_t(written);
 done:
+    if (gc_was_enabled == 1)
+        PyGC_Enable();
     for (int i = 0; i < M_COUNT; i++)
         Py_XDECREF(m[i]);
     vec_free(&v);
