@@ -8,6 +8,11 @@ is handled, inside its on_trace_ready callback, three ways in turn:
    FunctionEvent of prof.events();
 3. prof.export_chrome_trace("x.json.gz").
 
+Times are wall seconds (what the training loop waits for inside p.step(); the
+targets are judged on these) and process CPU seconds (all threads, so the
+writer threads' formatting and compression count; dftracer overlaps them with
+its loop, which is why its CPU time can exceed its wall time).
+
 Fairness: (1) never calls prof.events(), so (2) pays torch's FunctionEvent
 parsing (the first events() call builds and caches the list) exactly as the
 pydftracer handler does; (3) uses Kineto's own writer, which does not use that
@@ -83,27 +88,25 @@ def main() -> int:
         log.flush()
         return os.path.getsize(path)
 
+    def timed(fn: Any) -> Dict[str, float]:
+        """Wall and CPU seconds (all threads: the writers' compression counts)."""
+        w, c = time.perf_counter(), time.process_time()
+        fn()
+        return {"wall": time.perf_counter() - w, "cpu": time.process_time() - c}
+
     def on_ready(prof: Any) -> None:
         results["kineto_events"] = len(prof.profiler.kineto_results.events())
         before = size_now()
-        t0 = time.perf_counter()
-        trace_handler(prof)
-        results["ours_handler_s"] = time.perf_counter() - t0
-        results["ours_s"] = (size_now(), time.perf_counter() - t0)[1]
+        results["ours"] = timed(lambda: (trace_handler(prof), size_now()))
         mid = os.path.getsize(path)
         results["ours_bytes"] = mid - before
 
-        t0 = time.perf_counter()
-        python_handler(prof, log)
-        end = size_now()
-        results["python_s"] = time.perf_counter() - t0
-        results["python_bytes"] = end - mid
+        results["python"] = timed(lambda: (python_handler(prof, log), size_now()))
+        results["python_bytes"] = os.path.getsize(path) - mid
         results["profiler_events"] = len(prof.events())
 
         out = os.path.join(_tmp, "x.json.gz")
-        t0 = time.perf_counter()
-        prof.export_chrome_trace(out)
-        results["export_s"] = time.perf_counter() - t0
+        results["export"] = timed(lambda: prof.export_chrome_trace(out))
         results["export_bytes"] = os.path.getsize(out)
 
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True,
@@ -120,17 +123,19 @@ def main() -> int:
           f"{r['profiler_events']:.0f} profiler events (prof.events())")
     if r["profiler_events"] < opts.min_events:
         print(f"WARNING: fewer than {opts.min_events} events; raise --steps")
-    print(f"{'':34s}{'seconds':>10s}{'bytes':>14s}")
-    print(f"{'dftracer trace_handler (C)':34s}{r['ours_s']:10.3f}{r['ours_bytes']:14,d}"
-          f"   (handler alone {r['ours_handler_s']:.3f} s, before the flush)")
-    print(f"{'pure-Python pydftracer handler':34s}{r['python_s']:10.3f}{r['python_bytes']:14,d}")
-    print(f"{'prof.export_chrome_trace(.json.gz)':34s}{r['export_s']:10.3f}{r['export_bytes']:14,d}")
-    print(f"speed-up vs pure Python:        {r['python_s'] / r['ours_s']:6.1f}x  (target >= 10x)")
-    print(f"speed-up vs export_chrome_trace: {r['export_s'] / r['ours_s']:6.1f}x  (target > 1x)")
-    print(f"size vs export_chrome_trace:     {r['ours_bytes'] / r['export_bytes']:6.2f}   (target < 1)")
-    ok = (r["python_s"] >= 10 * r["ours_s"] and r["export_s"] > r["ours_s"]
+    print(f"{'':36s}{'wall s':>9s}{'CPU s':>9s}{'bytes':>12s}")
+    rows = [("dftracer trace_handler (C)", "ours"), ("pure-Python pydftracer handler", "python"),
+            ("prof.export_chrome_trace(.json.gz)", "export")]
+    for label, key in rows:
+        print(f"{label:36s}{r[key]['wall']:9.3f}{r[key]['cpu']:9.3f}{r[key + '_bytes']:12,d}")
+    for clock in ("wall", "cpu"):
+        print(f"{clock:>4s}: {r['python'][clock] / r['ours'][clock]:5.1f}x faster than pure Python "
+              f"(target >= 10x), {r['export'][clock] / r['ours'][clock]:5.1f}x faster than "
+              "export_chrome_trace (target > 1x)")
+    print(f"size: {r['ours_bytes'] / r['export_bytes']:.2f} of export_chrome_trace's (target < 1)")
+    ok = (r["python"]["wall"] >= 10 * r["ours"]["wall"] and r["export"]["wall"] > r["ours"]["wall"]
           and r["ours_bytes"] < r["export_bytes"] and r["profiler_events"] >= opts.min_events)
-    print("targets met" if ok else "TARGETS NOT MET")
+    print("targets met (wall time)" if ok else "TARGETS NOT MET (wall time)")
     return 0 if ok else 1
 
 
