@@ -636,7 +636,8 @@ static int compute_shares(pp_vec *v, int use_device)
 
 /* Kineto's clock is the wall clock (epoch ns); ours is the wall clock read at
  * start-up advanced by CLOCK_MONOTONIC.  Their difference is what NTP moved
- * the wall clock since start-up; sample it with the tightest pair of reads. */
+ * the wall clock since start-up; sample it with the tightest pair of reads.
+ * Any thread, no GIL. */
 static int64_t kineto_to_tracer_ns(void)
 {
     int64_t best_gap = INT64_MAX, offset = 0;
