@@ -14,11 +14,13 @@ typedef int (*dft_integration_fn)(PyObject *module);
 int dft_profile_register(PyObject *module); /* profile.c: dft_fn, decorators */
 int dft_io_register(PyObject *module);      /* io_module.c: POSIX/stdio tracing */
 int dft_tools_register(PyObject *module);   /* reader_module.c: trace readers for the CLI */
+int dft_torch_profiler_register(PyObject *module); /* torch_profiler.c: trace_handler */
 
 static const dft_integration_fn dft_integrations[] = {
     dft_profile_register,
     dft_io_register,
     dft_tools_register,
+    dft_torch_profiler_register,
 };
 
 #endif

@@ -1,0 +1,29 @@
+"""PyTorch integrations (``from dftracer.python.torch import trace_handler``).
+
+Importing this module does not import torch; the handler only touches the
+profiler object it is given.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dftracer import _core
+
+__all__ = ["trace_handler"]
+
+
+def trace_handler(prof: Any) -> None:
+    """``on_trace_ready`` callback for :class:`torch.profiler.profile`.
+
+    Writes every event of the cycle that just finished as a ``PP`` complete
+    event on the tracer's clock (see docs/torch-profiler.md).  Returns at once
+    when tracing is disabled.  Raises RuntimeError when the trace was finalized
+    before the cycle ended or the profiler results cannot be read.
+    """
+    try:
+        _core._torch_trace_handler(prof)
+    except (TypeError, RuntimeError, MemoryError):
+        raise
+    except Exception as exc:  # an accessor of torch's results failed
+        raise RuntimeError(f"trace_handler: reading the profiler results failed: {exc}") from exc
