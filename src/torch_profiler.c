@@ -725,6 +725,7 @@ static Py_ssize_t emit_all(const pp_vec *v, int64_t offset_ns)
                                         "total_cpu_percent", "total_device_percent", "flops"};
     for (int i = 0; i < 9; i++) {
         args[i].key = keys[i];
+        args[i].key_len = 0;
         args[i].type = i == 6 || i == 7 ? DFT_ARG_FLOAT : DFT_ARG_INT;
     }
     for (size_t i = 0; i < v->n; i++) {
