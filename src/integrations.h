@@ -11,8 +11,10 @@
 typedef int (*dft_integration_fn)(PyObject *module);
 
 /* Add one declaration and one table entry per integration. */
+int dft_register_cupti(PyObject *module); /* cupti_module.c: GPU activity */
 
 static const dft_integration_fn dft_integrations[] = {
+    dft_register_cupti,
     NULL, /* keeps the table non-empty */
 };
 
