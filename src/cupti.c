@@ -191,10 +191,21 @@ static void *open_in_dir(const char *dir, char *tried, size_t cap)
     return h;
 }
 
-/* Finds libcupti: a copy already loaded (torch's), CUDA_HOME/CUDA_PATH,
- * /usr/local/cuda, site-packages (nvidia/cuda_cupti), then the loader's path. */
+/* Finds libcupti: a copy already loaded (torch's), torch's bundled copy in
+ * site-packages (nvidia/cuda_cupti: the one torch will load, so that the
+ * process never holds two CUPTIs), CUDA_HOME/CUDA_PATH, /usr/local/cuda, then
+ * the loader's path.  DFTRACER_CUPTI_LIBRARY names the one file to use. */
 static void *find_library(char *tried, size_t cap)
 {
+    const char *forced = getenv("DFTRACER_CUPTI_LIBRARY"); /* this file and no other */
+    if (forced && *forced) {
+        void *h = dlopen(forced, RTLD_NOW | RTLD_LOCAL);
+        if (h)
+            snprintf(cu.lib_path, sizeof cu.lib_path, "%s", forced);
+        else
+            append(tried, cap, forced);
+        return h;
+    }
     static const char *const sonames[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so.11.8",
                                           "libcupti.so"};
     for (size_t i = 0; i < sizeof sonames / sizeof *sonames; i++) {
@@ -203,6 +214,11 @@ static void *find_library(char *tried, size_t cap)
             snprintf(cu.lib_path, sizeof cu.lib_path, "%s (already loaded)", sonames[i]);
             return h;
         }
+    }
+    for (int i = 0; i < cu.nsearch; i++) {
+        void *h = open_in_dir(cu.search[i], tried, cap);
+        if (h)
+            return h;
     }
     const char *roots[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
     static const char *const subs[] = {"lib64", "extras/CUPTI/lib64", "lib"};
@@ -217,11 +233,6 @@ static void *find_library(char *tried, size_t cap)
             if (h)
                 return h;
         }
-    }
-    for (int i = 0; i < cu.nsearch; i++) {
-        void *h = open_in_dir(cu.search[i], tried, cap);
-        if (h)
-            return h;
     }
     append(tried, cap, "the system library path");
     for (size_t i = 0; i < sizeof sonames / sizeof *sonames; i++) {

@@ -78,6 +78,24 @@ def test_env_enable_without_gpu_reports_once_and_traces(tmp_path):
     assert [e["name"] for e in trace.user_events()] == ["work"]
 
 
+def test_reason_lists_where_libcupti_was_looked_for(tmp_path):
+    missing = str(tmp_path / "no" / "libcupti.so")
+    proc = run_python(
+        """
+        from dftracer.python import cupti
+        print(cupti.available())
+        try:
+            cupti.enable()
+        except RuntimeError as e:
+            print(e)
+        """,
+        env={"DFTRACER_CUPTI_LIBRARY": missing},
+    )
+    available, message = proc.stdout.strip().splitlines()
+    assert available == "False"
+    assert "no libcupti found; looked in: " + missing in message
+
+
 def test_disable_and_resume_without_gpu_are_harmless():
     cupti.disable()
     assert _core._cupti_pause() is False
