@@ -365,11 +365,32 @@ static void find_demangler(void)
     memcpy(&cxa_demangle, &sym, sizeof sym);
 }
 
+/* Demangled names by the mangled name's address (CUPTI keeps one string per
+ * function), so a launch-heavy loop demangles each kernel once. */
+#define DEMANGLE_SLOTS 512
+static struct {
+    pthread_mutex_t lock;
+    struct {
+        const char *key;
+        char *mangled, *demangled; /* owned */
+    } slot[DEMANGLE_SLOTS];
+} dcache = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
 /* Any thread, no GIL. */
 static const char *demangle(const char *name, char *buf, size_t cap)
 {
     if (!cxa_demangle || strncmp(name, "_Z", 2) != 0)
         return NULL;
+    size_t i = ((uintptr_t)name >> 4) % DEMANGLE_SLOTS;
+    const char *hit = NULL;
+    pthread_mutex_lock(&dcache.lock);
+    if (dcache.slot[i].key == name && !strcmp(dcache.slot[i].mangled, name)) {
+        snprintf(buf, cap, "%s", dcache.slot[i].demangled);
+        hit = buf;
+    }
+    pthread_mutex_unlock(&dcache.lock);
+    if (hit)
+        return hit;
     int status = -1;
     char *out = cxa_demangle(name, NULL, NULL, &status);
     if (!out || status != 0) {
@@ -377,6 +398,17 @@ static const char *demangle(const char *name, char *buf, size_t cap)
         return NULL;
     }
     snprintf(buf, cap, "%s", out);
+    char *mangled = strdup(name);
+    pthread_mutex_lock(&dcache.lock);
+    if (mangled) { /* else: not cached, still shown */
+        free(dcache.slot[i].mangled);
+        free(dcache.slot[i].demangled);
+        dcache.slot[i].key = name;
+        dcache.slot[i].mangled = mangled;
+        dcache.slot[i].demangled = out;
+        out = NULL;
+    }
+    pthread_mutex_unlock(&dcache.lock);
     free(out);
     return buf;
 }

@@ -248,13 +248,16 @@ static int convert_api(const dft_cupti_api *a, const dft_cupti_ctx *ctx, dft_cup
 /* Any thread, no GIL. */
 int dft_cupti_convert(const CUpti_Activity *rec, const dft_cupti_ctx *ctx, dft_cupti_out *out)
 {
-    memset(out, 0, sizeof *out);
+    /* Not a memset of the whole struct: this runs once per GPU record. */
+    out->ev = (dft_event){.cat = DFT_CUPTI_CAT,
+                          .cat_len = sizeof DFT_CUPTI_CAT - 1,
+                          .ph = DFT_PH_COMPLETE,
+                          .flags = DFT_EV_NO_NESTING, /* recorded on CUPTI's thread */
+                          .args = out->args};
+    out->device_lane = 0;
     out->device = -1;
-    out->ev.cat = DFT_CUPTI_CAT;
-    out->ev.cat_len = sizeof DFT_CUPTI_CAT - 1;
-    out->ev.ph = DFT_PH_COMPLETE;
-    out->ev.flags = DFT_EV_NO_NESTING; /* recorded on CUPTI's thread, not nested */
-    out->ev.args = out->args;
+    out->stream = 0;
+    out->name[0] = out->lane_name[0] = '\0';
     switch (rec->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
