@@ -11,6 +11,11 @@
 #ifndef DFT_HAVE_CUPTI
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core.h"
 
 static const char no_headers[] =
     "dftracer was built without CUPTI support (cupti.h and cuda.h were not found under "
@@ -34,7 +39,17 @@ int dft_cupti_running(void) { return 0; }
 int dft_cupti_pause(void) { return 0; }
 int dft_cupti_resume(void) { return 0; }
 void dft_cupti_add_search_dir(const char *dir) { (void)dir; }
-void dft_cupti_install(void) {}
+
+/* DFTRACER_ENABLE_CUPTI still says why nothing GPU-side is traced. */
+static void lifecycle(dft_hook_event ev)
+{
+    const char *v = getenv("DFTRACER_ENABLE_CUPTI");
+    if (ev == DFT_HOOK_STARTED && v && (!strcmp(v, "1") || !strcasecmp(v, "true") ||
+                                        !strcasecmp(v, "yes") || !strcasecmp(v, "on")))
+        dft_log(DFT_LOG_ERROR, "GPU activity not traced: %s", no_headers);
+}
+
+void dft_cupti_install(void) { dft_add_lifecycle_hook(lifecycle); }
 
 int64_t dft_cupti_calibrate(int (*gpu_now)(uint64_t *ns, void *arg), void *arg)
 {
