@@ -15,12 +15,14 @@ int dft_profile_register(PyObject *module); /* profile.c: dft_fn, decorators */
 int dft_io_register(PyObject *module);      /* io_module.c: POSIX/stdio tracing */
 int dft_tools_register(PyObject *module);   /* reader_module.c: trace readers for the CLI */
 int dft_torch_profiler_register(PyObject *module); /* torch_profiler.c: trace_handler */
+int dft_register_cupti(PyObject *module);   /* cupti_module.c: GPU activity */
 
 static const dft_integration_fn dft_integrations[] = {
     dft_profile_register,
     dft_io_register,
     dft_tools_register,
     dft_torch_profiler_register,
+    dft_register_cupti,
 };
 
 #endif

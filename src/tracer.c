@@ -80,6 +80,30 @@ static int intern_insert(uint64_t h)
     return fresh;
 }
 
+/* ---- lifecycle hooks ---------------------------------------------------- */
+
+#define DFT_HOOKS_MAX 8
+static _Atomic(dft_lifecycle_hook) hooks[DFT_HOOKS_MAX];
+
+int dft_add_lifecycle_hook(dft_lifecycle_hook fn)
+{
+    for (int i = 0; i < DFT_HOOKS_MAX; i++) {
+        dft_lifecycle_hook none = NULL;
+        if (atomic_load(&hooks[i]) == fn || atomic_compare_exchange_strong(&hooks[i], &none, fn))
+            return 0;
+    }
+    return -1;
+}
+
+static void run_hooks(dft_hook_event ev)
+{
+    for (int i = 0; i < DFT_HOOKS_MAX; i++) {
+        dft_lifecycle_hook fn = atomic_load(&hooks[i]);
+        if (fn)
+            fn(ev);
+    }
+}
+
 /* ---- public C API ------------------------------------------------------ */
 
 /* Any thread, no GIL. */
@@ -145,8 +169,10 @@ uint64_t dft_intern(dft_intern_kind kind, const char *s, size_t len)
 /* Takes locks; not for signal handlers. */
 void dft_flush(void)
 {
-    if (atomic_load(&dft_g.active))
+    if (atomic_load(&dft_g.active)) {
+        run_hooks(DFT_HOOK_FLUSH);
         dft_flush_all_threads(1);
+    }
 }
 
 /* ---- start ------------------------------------------------------------- */
@@ -349,6 +375,7 @@ int dft_start(const char *log_file, const char *data_dir, int64_t process_id, in
         dft_g.io_start();
     pthread_mutex_unlock(&dft_g.life_lock);
     dft_log(DFT_LOG_INFO, "tracing to %s", dft_g.path);
+    run_hooks(DFT_HOOK_STARTED);
     return 0;
 }
 
@@ -388,6 +415,7 @@ static void finalize_locked(void)
         return;
     if (dft_g.io_stop)
         dft_g.io_stop(); /* restores the GOT before the end event */
+    run_hooks(DFT_HOOK_FINALIZING);
     /* Emits after this point are dropped; the end event must be the last line. */
     atomic_store(&dft_g.active, 0);
     dft_flush_all_threads(1);
