@@ -12,7 +12,11 @@ typedef int (*dft_integration_fn)(PyObject *module);
 
 /* Add one declaration and one table entry per integration. */
 
+/* torch.compile backend timers and the PEP 523 frame hook (dynamo_timing.c) */
+int dft_dynamo_register(PyObject *module);
+
 static const dft_integration_fn dft_integrations[] = {
+    dft_dynamo_register,
     NULL, /* keeps the table non-empty */
 };
 
