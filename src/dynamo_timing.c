@@ -293,7 +293,8 @@ static PyObject *dyn_setup(PyObject *self, PyObject *fn)
         PyErr_Format(PyExc_TypeError, "grad_fn must be callable, not %.100s", Py_TYPE(fn)->tp_name);
         return NULL;
     }
-    Py_XSETREF(grad_fn, Py_NewRef(fn));
+    Py_INCREF(fn);
+    Py_XSETREF(grad_fn, fn);
     Py_RETURN_NONE;
 }
 

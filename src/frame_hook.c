@@ -261,7 +261,8 @@ static PyObject *hook_add(PyObject *self, PyObject *const *args, Py_ssize_t narg
     if (!name)
         return PyErr_NoMemory();
     memcpy(name, u, (size_t)nlen + 1);
-    codes[k] = (traced_code){.code = Py_NewRef(args[0]), .name = name,
+    Py_INCREF(args[0]); /* not Py_NewRef: kept buildable on 3.9 */
+    codes[k] = (traced_code){.code = args[0], .name = name,
                              .name_len = (size_t)nlen, .ctx = (int32_t)ctx};
     ncodes_live++;
     if (rehash() < 0) {

@@ -479,3 +479,29 @@ def test_import_does_not_pull_torch():
         print("torch" in sys.modules)
     """))
     assert proc.stdout.strip() == "False"
+
+
+def test_frame_hook_times_any_registered_code_including_raising_calls(tmp_path):
+    """The hook on its own: one span per evaluation of a registered code
+    object (returning or raising), none after it is removed."""
+    run_python(f"""
+        from dftracer import _core
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log({str(tmp_path / 'trace')!r}, None, -1)
+        def f(x):
+            return x + 1
+        _core._frame_hook_add(f.__code__, "plain.f", -1)
+        for i in range(3):
+            f(i)
+        try:
+            f("a")
+        except TypeError:
+            pass
+        _core._frame_hook_remove(f.__code__)
+        assert _core._frame_hook_state() == (False, 0, 0)
+        f(1)
+        log.finalize()
+    """, ENABLED)
+    spans = only_trace(tmp_path).of("X", cat="dynamo", name="plain.f")
+    assert len(spans) == 4
+    assert all(s["args"]["mode"] == "cached" and s["args"]["graphs"] == 0 for s in spans)
