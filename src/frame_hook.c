@@ -169,8 +169,9 @@ static PyObject *frame_hook(PyThreadState *ts, eval_frame_t *f, int throwflag)
     traced_code *tc = throwflag ? NULL : lookup(frame_code(f));
     if (!tc)
         return evaluate(ts, f, throwflag);
-    /* tc may move if a code is registered during the call: keep its index */
+    /* codes may move if one is registered during the call: keep the index */
     Py_ssize_t k = tc - codes;
+    PyObject *code = tc->code;
     dft_dyn_counters *c = dft_dyn_counters_get();
     dft_dyn_counters before = *c;
     dft_enter_scope(); /* starts tracing from the environment if need be */
@@ -178,7 +179,7 @@ static PyObject *frame_hook(PyThreadState *ts, eval_frame_t *f, int throwflag)
     int64_t t0 = dft_now_us();
     PyObject *r = evaluate(ts, f, throwflag);
     int64_t t1 = dft_now_us();
-    if (scoped && k < codes_cap && codes[k].code) {
+    if (scoped && k < codes_cap && codes[k].code == code) {
         tc = &codes[k];
         int compiled = c->compiles != before.compiles || c->graphs_compiled != before.graphs_compiled;
         int mode = compiled ? (tc->compiled_calls ? 2 : 1) : 0;
@@ -191,6 +192,10 @@ static PyObject *frame_hook(PyThreadState *ts, eval_frame_t *f, int throwflag)
     return r;
 }
 
+/* `installed` means ours is in the chain: on top, or below a hook that saved
+ * ours and will put it back.  Ours goes on top of another hook only the first
+ * time; afterwards only over the default evaluator (a hook that saved ours
+ * would otherwise call ours, which would call it back: a loop). */
 static void install(void)
 {
     PyInterpreterState *interp = PyInterpreterState_Get();
@@ -199,6 +204,8 @@ static void install(void)
         installed = 1;
         return;
     }
+    if (installed && cur != _PyEval_EvalFrameDefault)
+        return;
     previous_hook = cur == _PyEval_EvalFrameDefault ? NULL : cur;
     _PyInterpreterState_SetEvalFrameFunc(interp, frame_hook);
     installed = 1;
@@ -303,7 +310,7 @@ static PyObject *hook_ensure(PyObject *self, PyObject *unused)
     if (ncodes_live > 0) {
         PyInterpreterState *interp = PyInterpreterState_Get();
         _PyFrameEvalFunction cur = _PyInterpreterState_GetEvalFrameFunc(interp);
-        if (cur != frame_hook && cur == _PyEval_EvalFrameDefault)
+        if (cur == _PyEval_EvalFrameDefault)
             install();
     }
     Py_RETURN_NONE;
