@@ -505,3 +505,31 @@ def test_frame_hook_times_any_registered_code_including_raising_calls(tmp_path):
     spans = only_trace(tmp_path).of("X", cat="dynamo", name="plain.f")
     assert len(spans) == 4
     assert all(s["args"]["mode"] == "cached" and s["args"]["graphs"] == 0 for s in spans)
+
+
+def test_threads_get_their_own_spans_and_nesting(traced):
+    import threading
+
+    from dftracer.python import dynamo
+
+    f = dynamo.compile(lambda x: torch.tanh(x) * 2)
+    f(torch.ones(3))  # compile once, on this thread
+
+    def worker():
+        for _ in range(3):
+            f(torch.ones(3))
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    tr = traced()
+    spans = frames(tr)
+    assert len(spans) == 7
+    workers = [s for s in spans if s["args"]["mode"] == "cached"]
+    assert len(workers) == 6 and len({s["tid"] for s in workers}) == 2
+    for s in spans:
+        kids = children_of(tr, s)
+        assert [k["name"] for k in kids] == ["function.tanh.default", "function.mul.Tensor"]
+        assert all(k["tid"] == s["tid"] for k in kids)
