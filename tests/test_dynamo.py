@@ -260,9 +260,8 @@ def test_seed_training_loop_has_forward_and_backward_phases(tmp_path):
 
 
 def test_seed_example_disabled_writes_nothing(tmp_path):
-    proc = run_python(SEED_SIMPLE_MODEL + "\nprint(_core_state())" .replace(
-        "_core_state()", "__import__('dftracer')._core._frame_hook_state()"), {},
-        cwd=str(tmp_path))
+    state = "\nprint(__import__('dftracer')._core._frame_hook_state())\n"
+    proc = run_python(SEED_SIMPLE_MODEL + state, {}, cwd=str(tmp_path))
     assert find_traces(str(tmp_path), "dynamo_trace") == []
     assert proc.stdout.strip() == "(False, 0, 0)"
 

@@ -82,6 +82,7 @@ def _instrument(gm: Any, graph_id: int, phase: str, ctx: int) -> None:
     gm.recompile()
 
 
+@functools.lru_cache(maxsize=None)
 def _aot_has_inference_compiler() -> bool:
     from torch._functorch.aot_autograd import aot_module_simplified
 
