@@ -3,7 +3,12 @@
 ``from dftracer.python import dftracer`` (the logger), ``dft_fn`` (imported as
 ``Profile`` in most code: decorators, loops, context managers) and ``ai`` (the
 AI/ML event tree), plus pydftracer's aliases for the ``ai`` categories.
+``dynamo``, ``Dynamo`` and ``dftracer_dynamo_backend`` (the torch.compile
+integration) are imported on first use, so importing this package does not
+import torch.
 """
+
+from typing import Any
 
 from dftracer._core import dft_fn, dftracer
 from dftracer.python.ai import (
@@ -32,4 +37,18 @@ __all__ = [
     "device",
     "checkpoint",
     "pipeline",
+    "dynamo",
+    "Dynamo",
+    "dftracer_dynamo_backend",
 ]
+
+_DYNAMO_NAMES = ("Dynamo", "dftracer_dynamo_backend")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "dynamo" or name in _DYNAMO_NAMES:
+        import importlib
+
+        module = importlib.import_module("dftracer.python.dynamo")
+        return module if name == "dynamo" else getattr(module, name)
+    raise AttributeError(f"module 'dftracer.python' has no attribute {name!r}")
