@@ -36,16 +36,25 @@ def _env_int(name: str) -> Optional[int]:
     return number if number >= 0 else None
 
 
-def resolve_rank() -> Tuple[int, int]:
-    """(rank, world_size): torch.distributed when initialised, else RANK or
-    LOCAL_RANK (with WORLD_SIZE), else (0, 1)."""
+def _distributed() -> Optional[Dict[str, Any]]:
+    """{backend, rank, world_size} when torch.distributed is initialised."""
     try:
         import torch.distributed as dist
 
         if dist.is_available() and dist.is_initialized():
-            return dist.get_rank(), dist.get_world_size()
+            return {"backend": str(dist.get_backend()), "rank": dist.get_rank(),
+                    "world_size": dist.get_world_size()}
     except Exception:  # a broken distributed build must not stop the export
         pass
+    return None
+
+
+def resolve_rank() -> Tuple[int, int]:
+    """(rank, world_size): torch.distributed when initialised, else RANK or
+    LOCAL_RANK (with WORLD_SIZE), else (0, 1)."""
+    info = _distributed()
+    if info is not None:
+        return info["rank"], info["world_size"]
     rank = _env_int("RANK")
     if rank is None:
         rank = _env_int("LOCAL_RANK")
@@ -74,7 +83,8 @@ def _metadata(prof: Any, rank: int, world_size: int) -> Dict[str, str]:
     added when torch did not add it (it does only when torch.distributed was
     initialised as the cycle started)."""
     metadata = dict(getattr(prof, "_trace_metadata", None) or {})
-    metadata.setdefault("distributedInfo", json.dumps({"rank": rank, "world_size": world_size}))
+    info = _distributed() or {"rank": rank, "world_size": world_size}
+    metadata.setdefault("distributedInfo", json.dumps(info))
     return metadata
 
 

@@ -67,15 +67,23 @@ def _writable_dir(path: Union[str, os.PathLike]) -> Path:
     """Creates the directory when missing; OSError naming it when it cannot
     be created or written."""
     directory = Path(path).expanduser()
+    if directory.exists() and not directory.is_dir():
+        raise NotADirectoryError(f"output_dir {str(directory)!r} is not a directory")
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OSError(exc.errno, f"output_dir {str(directory)!r} cannot be created: {exc.strerror}") from exc
-    if not directory.is_dir():
-        raise OSError(f"output_dir {str(directory)!r} is not a directory")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise OSError(f"output_dir {str(directory)!r} is not writable")
     return directory
+
+
+def _quietly(action: Callable[[], None]) -> None:
+    with warnings.catch_warnings():
+        # Each cycle is written to its own file, so torch clearing the events
+        # between cycles is what we want; its warning would only confuse.
+        warnings.filterwarnings("ignore", message=".*Profiler clears events")
+        action()
 
 
 class _Options:
@@ -272,11 +280,7 @@ class ProfilerContext:
             if self._whole_block:
                 self._switch_to_schedule()
             else:
-                with warnings.catch_warnings():
-                    # Each cycle is written on its own, so events being cleared
-                    # between cycles is what we want.
-                    warnings.filterwarnings("ignore", message="Profiler clears events")
-                    self._prof.step()
+                _quietly(self._prof.step)
         self._nvtx_step()
 
     # -- schedule ---------------------------------------------------------
@@ -369,7 +373,7 @@ class ProfilerContext:
             # still gives a trace.
             self._whole_block = not self._recording(0)
             self._prof = self._profile(None if self._whole_block else 0)
-            self._prof.start()
+            _quietly(self._prof.start)
         self._nvtx_step()
 
     def _switch_to_schedule(self) -> None:
@@ -383,7 +387,7 @@ class ProfilerContext:
             self._discarding = False
         self._whole_block = False
         self._prof = self._profile(self._step)
-        self._prof.start()
+        _quietly(self._prof.start)
 
     def _stop(self) -> None:
         try:
