@@ -596,14 +596,22 @@ def test_pp_events_for_the_profiled_steps(tmp_path):
 # ---------------------------------------------------------------- seed usage patterns
 
 
-def run_seed(code: str, cwd: Path, args=()) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], cwd=cwd, env=_env({}),
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return proc
+@pytest.fixture
+def run_seed(monkeypatch, capfd):
+    """Runs a seed's code unchanged as __main__ in `cwd` with `args` as argv;
+    returns what it printed (.out, .err)."""
+
+    def run(code: str, cwd: Path, args=()):
+        monkeypatch.chdir(cwd)
+        monkeypatch.setattr(sys, "argv", ["seed.py", *args])
+        capfd.readouterr()
+        exec(compile(textwrap.dedent(code), "seed.py", "exec"), {"__name__": "__main__"})
+        return capfd.readouterr()
+
+    return run
 
 
-def test_seed_002_basic_usage(tmp_path):
+def test_seed_002_basic_usage(tmp_path, run_seed):
     run_seed(
         """
         import torch
@@ -632,7 +640,7 @@ def test_seed_002_basic_usage(tmp_path):
     assert step_numbers(data) == [3, 4, 5]
 
 
-def test_seed_002_composed_with_other_decorator(tmp_path):
+def test_seed_002_composed_with_other_decorator(tmp_path, run_seed):
     proc = run_seed(
         """
         import functools
@@ -664,10 +672,10 @@ def test_seed_002_composed_with_other_decorator(tmp_path):
     )
     assert (tmp_path / "profiles" / "distributed_train-rank0.trace.json.gz").exists()
     if not CUDA:
-        assert "nsight_enabled needs CUDA" in proc.stderr
+        assert "nsight_enabled needs CUDA" in proc.err
 
 
-def test_seed_003_basic_usage_and_direct_api(tmp_path):
+def test_seed_003_basic_usage_and_direct_api(tmp_path, run_seed):
     proc = run_seed(
         """
         import argparse, torch
@@ -721,7 +729,7 @@ def test_seed_003_basic_usage_and_direct_api(tmp_path):
         tmp_path,
         args=["--profile", "--profile-dir", "profiles", "--profile-activities", "CPU", "GPU", "MEM"],
     )
-    assert "Profiler traces saved to: profiles/flux_inference-rank0.trace.json.gz" in proc.stdout
+    assert "Profiler traces saved to: profiles/flux_inference-rank0.trace.json.gz" in proc.out
     data = load(tmp_path / "profiles" / "flux_inference-rank0.trace.json.gz")
     assert collections.Counter(e["name"] for e in data["traceEvents"])["aten::addmm"] == 4
     assert (tmp_path / "profiles" / "my_inference-rank0.trace.json.gz").exists()
@@ -773,13 +781,13 @@ prof.key_averages(group_by_stack_n=5)
 """
 
 
-def test_seed_004_cpu_patterns(tmp_path):
+def test_seed_004_cpu_patterns(tmp_path, run_seed):
     proc = run_seed(SEED_004_CPU, tmp_path)
-    assert "model_inference" in proc.stdout and "Self CPU Mem" in proc.stdout
+    assert "model_inference" in proc.out and "Self CPU Mem" in proc.out
     assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
 
 
-def test_seed_004_training_loop_with_profiler_context(tmp_path):
+def test_seed_004_training_loop_with_profiler_context(tmp_path, run_seed):
     """Exercise 2's schedule (wait 1, warmup 1, active 3, repeat 2, memory,
     stacks, TensorBoard) through ProfilerContext on CPU."""
     c = ctx(tmp_path, wait=1, warmup=1, active=3, repeat=2, profile_memory=True, with_stack=True,
@@ -790,7 +798,7 @@ def test_seed_004_training_loop_with_profiler_context(tmp_path):
 
 
 @pytest.mark.skipif(not CUDA, reason=NEEDS_CUDA + " (seed 004 exercises 2-3 move data to .cuda())")
-def test_seed_004_cuda_patterns(tmp_path):
+def test_seed_004_cuda_patterns(tmp_path, run_seed):
     run_seed(
         """
         import torch
