@@ -291,6 +291,28 @@ def test_mem_and_nsight_say_they_need_cuda(tmp_path, capfd):
     assert c.memory_paths == [] and os.listdir(tmp_path) == ["p-rank0.trace.json.gz"]
 
 
+def test_mem_only_on_cpu_profiles_nothing(tmp_path, capfd):
+    if CUDA:
+        pytest.skip("this machine has CUDA; the CPU message is not printed")
+    c = run_steps(ctx(tmp_path, activities=["mem"], warmup=0, active=1), 1)
+    assert c.trace_paths == [] and os.listdir(tmp_path) == []
+    assert "MEM activity needs CUDA" in capfd.readouterr().err
+
+
+def test_torch_profiler_already_running(tmp_path, capfd):
+    """A user's own torch.profiler holds Kineto: ours says so and the block runs."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as theirs:
+        with ctx(tmp_path, warmup=0, active=2) as c:
+            for _ in range(2):
+                train_step()
+                c.step()
+    assert any(e.name == "aten::addmm" for e in theirs.events())
+    assert "profiling is off" in capfd.readouterr().err
+    assert c.trace_paths == []
+
+
 @pytest.mark.skipif(not CUDA, reason=NEEDS_CUDA)
 def test_mem_on_cuda_writes_snapshot_and_summary(tmp_path):
     model = torch.nn.Linear(64, 64).cuda()

@@ -372,9 +372,25 @@ class ProfilerContext:
             # first step() shows the caller steps, so a block that never steps
             # still gives a trace.
             self._whole_block = not self._recording(0)
-            self._prof = self._profile(None if self._whole_block else 0)
-            _quietly(self._prof.start)
+            self._start_profile(None if self._whole_block else 0)
         self._nvtx_step()
+
+    def _start_profile(self, first_step: Optional[int]) -> None:
+        """Starts torch's profiler; when torch refuses (another torch profiler
+        runs, a broken Kineto) the block runs unprofiled and one line says why."""
+        try:
+            # Starting a second session would silently take Kineto from the
+            # caller's own torch.profiler (seen only while it records).
+            import torch
+
+            recording = getattr(torch._C._autograd, "_profiler_enabled", lambda: False)
+            if recording():
+                raise RuntimeError("another torch.profiler is recording")
+            self._prof = self._profile(first_step)
+            _quietly(self._prof.start)
+        except Exception as exc:
+            self._prof = None
+            note(f"{self.profile_name}: torch.profiler did not start ({exc}); profiling is off")
 
     def _switch_to_schedule(self) -> None:
         """First step() of a block that started unscheduled: drop what was
@@ -383,11 +399,12 @@ class ProfilerContext:
         self._discarding = True
         try:
             self._prof.stop()
+        except Exception as exc:
+            note(f"{self.profile_name}: stopping torch.profiler failed: {exc}")
         finally:
             self._discarding = False
         self._whole_block = False
-        self._prof = self._profile(self._step)
-        _quietly(self._prof.start)
+        self._start_profile(self._step)
 
     def _stop(self) -> None:
         try:
@@ -397,6 +414,8 @@ class ProfilerContext:
 
                     torch.cuda.synchronize()
                 self._prof.stop()
+        except Exception as exc:
+            note(f"{self.profile_name}: stopping torch.profiler failed: {exc}")
         finally:
             self._running = False
             self._prof_done()
