@@ -209,14 +209,15 @@ def test_fallback_for_torch_without_streaming_export(tmp_path, monkeypatch):
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("WORLD_SIZE", "4")
     before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-    c = run_steps(ctx(tmp_path, warmup=0, active=2), 2)
+    c = run_steps(ctx(tmp_path, warmup=0, active=2, tensorboard=True), 2)
     assert c.trace_path.name == "p-rank3.trace.json.gz"
     data = load(c.trace_path)
     assert data["distributedInfo"] == {"rank": 3, "world_size": 4}
     assert step_numbers(data) == [0, 1]
+    assert load(c.tensorboard_paths[0]) == data
     after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     assert not {n for n in after - before if n.startswith("dftracer-prof-")}
-    assert os.listdir(tmp_path) == ["p-rank3.trace.json.gz"]
+    assert sorted(os.listdir(tmp_path)) == sorted(["p-rank3.trace.json.gz", c.tensorboard_paths[0].name])
 
 
 def test_rank_from_environment(tmp_path, monkeypatch):

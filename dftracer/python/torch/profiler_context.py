@@ -11,6 +11,7 @@ import argparse
 import functools
 import inspect
 import os
+import shutil
 import threading
 import time
 import warnings
@@ -479,17 +480,24 @@ class ProfilerContext:
                 self._trace_handler(prof)
             except Exception as exc:
                 note(f"trace_handler failed: {exc}")
+        written: Optional[Path] = None
         if o.export_chrome:
             path = _outputs.trace_file(self.output_dir, self.profile_name, rank, cycle)
             try:
                 _outputs.export_chrome(prof, path, rank, world)
                 self.trace_paths.append(path)
+                written = path
             except Exception as exc:
                 note(f"writing {path} failed: {exc}")
         if o.tensorboard:
             path = _outputs.tensorboard_file(self.output_dir, self.profile_name, rank)
             try:
-                _outputs.export_chrome(prof, path, rank, world)
+                # Same content: copy the compressed file (Kineto's writer can
+                # save a result only once, and this is cheaper anyway).
+                if written is not None:
+                    shutil.copyfile(written, path)
+                else:
+                    _outputs.export_chrome(prof, path, rank, world)
                 self.tensorboard_paths.append(path)
             except Exception as exc:
                 note(f"writing {path} failed: {exc}")
