@@ -34,7 +34,7 @@ setup-test: setup
 # The main job: a small traced workload, then where its trace is and a summary.
 demo: setup
 	rm -rf $(TRACE_DIR)
-	DFTRACER_ENABLE=1 $(PY) examples/quickstart.py --out $(TRACE_DIR)/quickstart
+	DFTRACER_ENABLE=1 DFTRACER_DATA_DIR=all $(PY) examples/quickstart.py --out $(TRACE_DIR)/quickstart
 	$(VENV)/bin/dftracer summary $(TRACE_DIR)
 
 test: setup-test

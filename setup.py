@@ -4,6 +4,22 @@ import glob
 import os
 
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+
+PTH = "dftracer-preload.pth"
+
+
+class build_py_with_pth(build_py):
+    """Also puts the start-up hook at the root of the wheel, i.e. into
+    site-packages, where the interpreter reads .pth files (`dftracer run`)."""
+
+    def run(self):
+        super().run()
+        here = os.path.dirname(os.path.abspath(__file__))
+        self.copy_file(os.path.join(here, PTH), os.path.join(self.build_lib, PTH))
+
+    def get_outputs(self, include_bytecode=1):
+        return super().get_outputs(include_bytecode) + [os.path.join(self.build_lib, PTH)]
 
 
 def _cupti_include():
@@ -34,6 +50,7 @@ if os.environ.get("DFTRACER_SANITIZE"):
     extra_link_args += ["-fsanitize=address,undefined"]
 
 setup(
+    cmdclass={"build_py": build_py_with_pth},
     ext_modules=[
         Extension(
             "dftracer._core",

@@ -9,6 +9,7 @@ closes those gaps.
 from __future__ import annotations
 
 import atexit
+import os
 
 from dftracer import _core
 
@@ -43,3 +44,9 @@ def install() -> None:
     from multiprocessing import util
 
     util.register_after_fork(_token, _in_forked_worker)
+    if os.environ.get("DFTRACER_ENABLE_CUPTI", "").lower() in ("1", "true", "yes", "on"):
+        # GPU activity starts with the trace (in C); torch.profiler must still
+        # find CUPTI free while it runs.
+        from dftracer.python import cupti
+
+        cupti._install_profiler_guard()

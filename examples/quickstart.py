@@ -1,8 +1,11 @@
 """A small traced workload: the README's main job.
 
-Run with tracing on:  DFTRACER_ENABLE=1 python examples/quickstart.py --out traces/quickstart
-It "trains" a tiny model for a few epochs, reading its samples from files, and
-prints where its trace is.  `dftracer summary traces/` then summarises it.
+    DFTRACER_ENABLE=1 DFTRACER_DATA_DIR=all python examples/quickstart.py --out traces/quickstart
+
+It "trains" a tiny model for a few epochs: a loader reads samples from files
+(traced as POSIX/STDIO I/O), `@ai.compute.forward` times the model, a
+background thread writes checkpoints, and `ai.pipeline.epoch` spans each epoch.
+It prints where its trace is; `dftracer summary traces/` then summarises it.
 """
 
 from __future__ import annotations
@@ -13,10 +16,14 @@ import os
 import tempfile
 import threading
 
-from dftracer.python import dftracer
+from dftracer.python import ai, dftracer
+from dftracer.python import dft_fn as Profile
+
+data_prof = Profile("data")
 
 
-def make_dataset(directory: str, n: int) -> list[str]:
+@data_prof.log
+def make_dataset(directory: str, n: int) -> list:
     paths = []
     for i in range(n):
         path = os.path.join(directory, f"sample_{i}.bin")
@@ -26,8 +33,25 @@ def make_dataset(directory: str, n: int) -> list[str]:
     return paths
 
 
+@ai.data.item
+def load_sample(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+@ai.compute.forward
+def forward(sample: bytes, epoch: int, step: int) -> float:
+    return sum(math.sin(b) for b in sample[:512])
+
+
+@ai.checkpoint.capture
+def save_checkpoint(directory: str, epoch: int) -> None:
+    with open(os.path.join(directory, f"ckpt_{epoch}.bin"), "wb") as f:
+        f.write(bytes(1 << 16))
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="traces/quickstart", help="trace file stem")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--samples", type=int, default=64)
@@ -38,33 +62,14 @@ def main() -> None:
     log.log_metadata_event("workload", "quickstart")
     with tempfile.TemporaryDirectory() as data:
         paths = make_dataset(data, args.samples)
-        for epoch in range(args.epochs):
-            log.enter_event()
-            t_epoch = log.get_time()
-            for step, path in enumerate(paths):
-                t0 = log.get_time()
-                with open(path, "rb") as f:
-                    sample = f.read()
-                log.log_event("read_sample", "data", t0, log.get_time() - t0,
-                              int_args={"step": step, "size": len(sample)})
-                t0 = log.get_time()
-                acc = sum(math.sin(b) for b in sample[:512])
-                log.log_event("forward", "compute", t0, log.get_time() - t0,
-                              int_args={"epoch": epoch, "step": step},
-                              float_args={"acc": acc})
-            # A checkpoint written by a background thread, as trainers do.
-            def checkpoint() -> None:
-                t = log.get_time()
-                with open(os.path.join(data, f"ckpt_{epoch}.bin"), "wb") as f:
-                    f.write(bytes(1 << 16))
-                log.log_event("save", "checkpoint", t, log.get_time() - t,
-                              int_args={"epoch": epoch})
-            saver = threading.Thread(target=checkpoint, name="checkpointer")
+        for epoch in ai.pipeline.epoch.iter(range(args.epochs)):
+            ai.update(epoch=epoch)
+            for step, path in enumerate(ai.dataloader.fetch.iter(paths)):
+                forward(load_sample(path), epoch=epoch, step=step)
+            # Checkpoints are written by a background thread, as trainers do.
+            saver = threading.Thread(target=save_checkpoint, args=(data, epoch), name="checkpointer")
             saver.start()
             saver.join()
-            log.log_event("epoch", "pipeline", t_epoch, log.get_time() - t_epoch,
-                          int_args={"epoch": epoch})
-            log.exit_event()
     path = log.trace_path
     log.finalize()
     if path:

@@ -1,5 +1,5 @@
 /* config.c: parsing DFTRACER_* environment variables (see docs/configuration.md).
- * Runs at initialisation, on the initialising thread. */
+ * Runs at initialisation, on the initialising thread, without the GIL. */
 #include "config.h"
 
 #include <stdint.h>

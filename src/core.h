@@ -102,6 +102,11 @@ typedef struct dft_globals {
     /* Hooks set by the Python module to release the GIL while waiting. */
     void *(*before_wait)(void);
     void (*after_wait)(void *);
+    /* Hooks set by the I/O integration (io_module.c), called under life_lock:
+     * io_start once a trace file is open (start), io_stop before finalize
+     * writes the end event.  NULL when not registered. */
+    void (*io_start)(void);
+    void (*io_stop)(void);
 } dft_globals;
 
 extern dft_globals dft_g;
@@ -147,6 +152,15 @@ int dft_start(const char *log_file, const char *data_dir, int64_t process_id, in
 int dft_lazy_start(void);
 void dft_finalize(void);
 int dft_is_enabled_env(void);
+
+/* Lifecycle hooks for integrations that keep their own buffers outside the
+ * core (CUPTI): STARTED after a trace file was opened, FLUSH before dft_flush()
+ * writes, FINALIZING before the end event, while events are still recorded
+ * (under the lifecycle lock: a hook must not start or finalize tracing).
+ * Hooks run on the thread doing the transition, without the GIL. */
+typedef enum { DFT_HOOK_STARTED = 0, DFT_HOOK_FLUSH, DFT_HOOK_FINALIZING } dft_hook_event;
+typedef void (*dft_lifecycle_hook)(dft_hook_event ev);
+int dft_add_lifecycle_hook(dft_lifecycle_hook fn); /* 0, or -1 when the table is full */
 
 /* Internal test hooks: records encoded size. */
 size_t dft_record_size(const dft_event *ev);

@@ -80,6 +80,30 @@ static int intern_insert(uint64_t h)
     return fresh;
 }
 
+/* ---- lifecycle hooks ---------------------------------------------------- */
+
+#define DFT_HOOKS_MAX 8
+static _Atomic(dft_lifecycle_hook) hooks[DFT_HOOKS_MAX];
+
+int dft_add_lifecycle_hook(dft_lifecycle_hook fn)
+{
+    for (int i = 0; i < DFT_HOOKS_MAX; i++) {
+        dft_lifecycle_hook none = NULL;
+        if (atomic_load(&hooks[i]) == fn || atomic_compare_exchange_strong(&hooks[i], &none, fn))
+            return 0;
+    }
+    return -1;
+}
+
+static void run_hooks(dft_hook_event ev)
+{
+    for (int i = 0; i < DFT_HOOKS_MAX; i++) {
+        dft_lifecycle_hook fn = atomic_load(&hooks[i]);
+        if (fn)
+            fn(ev);
+    }
+}
+
 /* ---- public C API ------------------------------------------------------ */
 
 /* Any thread, no GIL. */
@@ -145,8 +169,10 @@ uint64_t dft_intern(dft_intern_kind kind, const char *s, size_t len)
 /* Takes locks; not for signal handlers. */
 void dft_flush(void)
 {
-    if (atomic_load(&dft_g.active))
+    if (atomic_load(&dft_g.active)) {
+        run_hooks(DFT_HOOK_FLUSH);
         dft_flush_all_threads(1);
+    }
 }
 
 /* ---- start ------------------------------------------------------------- */
@@ -195,7 +221,7 @@ static void read_cmdline(char *buf, size_t cap, size_t *len, char *exec_name, si
 }
 
 /* Writes HH, process_name and the start event on the calling thread. */
-static void emit_header(void)
+static void emit_header(void) /* under life_lock, no GIL */
 {
     emit_meta("HH", 0, 0, dft_g.hostname, strlen(dft_g.hostname), NULL, 0, 1, dft_g.hhash);
     intern_insert(dft_g.hhash);
@@ -279,6 +305,9 @@ static void finalize_locked(void);
 static void install_process_hooks(void);
 static void install_signals(void);
 
+/* Starts tracing (explicit_init: from initialize_log; else lazily from the
+ * environment).  Returns 0 when tracing, 1 when disabled, -1 with err set.
+ * Any thread, no GIL (initialize_log releases it). */
 int dft_start(const char *log_file, const char *data_dir, int64_t process_id, int explicit_init,
               char *err, size_t errlen)
 {
@@ -342,8 +371,11 @@ int dft_start(const char *log_file, const char *data_dir, int64_t process_id, in
     if (dft_g.cfg.bind_signals)
         install_signals();
     emit_header();
+    if (dft_g.io_start)
+        dft_g.io_start();
     pthread_mutex_unlock(&dft_g.life_lock);
     dft_log(DFT_LOG_INFO, "tracing to %s", dft_g.path);
+    run_hooks(DFT_HOOK_STARTED);
     return 0;
 }
 
@@ -376,10 +408,14 @@ int dft_is_enabled_env(void)
 
 /* ---- finalize ---------------------------------------------------------- */
 
+/* Caller holds life_lock; no GIL. */
 static void finalize_locked(void)
 {
     if (atomic_load(&dft_g.state) != DFT_STATE_ACTIVE)
         return;
+    if (dft_g.io_stop)
+        dft_g.io_stop(); /* restores the GOT before the end event */
+    run_hooks(DFT_HOOK_FINALIZING);
     /* Emits after this point are dropped; the end event must be the last line. */
     atomic_store(&dft_g.active, 0);
     dft_flush_all_threads(1);
@@ -395,6 +431,7 @@ static void finalize_locked(void)
     dft_log(DFT_LOG_INFO, "finalized %s", dft_g.path ? dft_g.path : "trace");
 }
 
+/* Any thread, no GIL. */
 void dft_finalize(void)
 {
     pthread_mutex_lock(&dft_g.life_lock);
@@ -402,12 +439,14 @@ void dft_finalize(void)
     pthread_mutex_unlock(&dft_g.life_lock);
 }
 
+/* C atexit: after Python's own atexit handlers (which finalize first), no GIL. */
 static void at_exit(void) { dft_finalize(); }
 
 /* ---- fork -------------------------------------------------------------- */
 
 /* Before fork(): write out everything buffered so the child cannot inherit it
  * (the parent writes it), then hold the locks so the child gets them consistent. */
+/* pthread_atfork prepare: runs in the forking thread, GIL held but never released here. */
 static void fork_prepare(void)
 {
     pthread_mutex_lock(&dft_g.life_lock);
@@ -419,6 +458,7 @@ static void fork_prepare(void)
     dft_writer_atfork_prepare();
 }
 
+/* pthread_atfork parent handler; no GIL needed. */
 static void fork_parent(void)
 {
     dft_writer_atfork_parent();
@@ -426,7 +466,8 @@ static void fork_parent(void)
     pthread_mutex_unlock(&dft_g.life_lock);
 }
 
-/* In the child: a new file under the same stem, never the parent's events. */
+/* In the child: a new file under the same stem, never the parent's events.
+ * Single-threaded at this point; no GIL needed. */
 static void fork_child(void)
 {
     dft_writer_atfork_child();
@@ -445,6 +486,8 @@ static void fork_child(void)
                 dft_g.path ? dft_g.path : "trace", strerror(errno));
         atomic_store(&dft_g.active, 0);
         atomic_store(&dft_g.state, DFT_STATE_DISABLED);
+        if (dft_g.io_stop)
+            dft_g.io_stop();
         return;
     }
     emit_header();
@@ -485,6 +528,7 @@ static void emergency_flush(void)
     pthread_mutex_unlock(&dft_g.registry_lock);
 }
 
+/* Signal handler: async-signal context, no GIL, no blocking locks. */
 static void on_signal(int sig, siginfo_t *info, void *uctx)
 {
     int saved_errno = errno;

@@ -1,0 +1,34 @@
+"""Starts tracing at interpreter start-up (``dftracer run``).
+
+Imported by the ``dftracer-preload.pth`` file installed next to the package
+(or by ``dftracer/_startup/sitecustomize.py`` when running from a source
+tree) only when ``DFTRACER_ENABLE=1`` and ``DFTRACER_INIT=PRELOAD``, so that
+every Python process of a run -- the script and its forked or spawned
+workers -- traces from its first line and finalizes at exit.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def enabled() -> bool:
+    """True when the environment asks for tracing from start-up."""
+    return os.environ.get("DFTRACER_ENABLE") == "1" and os.environ.get("DFTRACER_INIT") == "PRELOAD"
+
+
+def start() -> None:
+    """Starts the trace from the environment; never raises."""
+    if not enabled():
+        return
+    try:
+        import dftracer  # noqa: F401  (installs the exit and fork hooks)
+        from dftracer import _core
+
+        _core.logger.initialize_log()
+    except Exception as exc:  # the traced program must run regardless
+        sys.stderr.write(f"dftracer: tracing not started at start-up: {exc}\n")
+
+
+start()

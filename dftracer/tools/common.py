@@ -1,0 +1,104 @@
+"""Shared pieces of the subcommands: reporting bad files, formatting."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from dftracer.tools import paths as _paths
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATHS",
+                        help="trace files, directories (searched for .pfw/.pfw.gz) or globs")
+    parser.add_argument("-j", "--jobs", type=int, default=None,
+                        help="worker processes (default: the usable CPU cores)")
+    parser.add_argument("--dask", metavar="ADDRESS", default=None,
+                        help="run the per-file work on the Dask cluster at this scheduler "
+                             "address (e.g. tcp://host:8786)")
+    parser.add_argument("--progress", dest="progress", action="store_const", const=True,
+                        default=None, help="always show the progress bar")
+    parser.add_argument("--no-progress", dest="progress", action="store_const", const=False,
+                        help="never show the progress bar")
+
+
+def expand_paths(args: argparse.Namespace) -> Tuple[List[str], int]:
+    files, errors = _paths.expand(args.paths)
+    for arg, msg in errors:
+        err(f"{arg}: {msg}")
+    return files, EXIT_BAD_INPUT if errors else EXIT_OK
+
+
+def err(msg: str) -> None:
+    print(f"dftracer: {msg}", file=sys.stderr)
+
+
+def report_file_status(results: Iterable[Dict[str, Any]]) -> int:
+    """Prints a line per file that did not read cleanly; returns the exit status
+    those files call for (a truncated tail is only a warning)."""
+    status = EXIT_OK
+    for r in results:
+        st = r.get("status")
+        if st == "truncated":
+            err(f"warning: {r['path']}: truncated tail ({r['message']}); "
+                f"{r.get('events', 0)} readable events used")
+        elif st != "ok":
+            err(f"{r['path']}: {describe(r)}")
+            status = EXIT_BAD_INPUT
+    return status
+
+
+def describe(r: Dict[str, Any]) -> str:
+    st = r.get("status")
+    if st == "missing":
+        return "no such file"
+    if st == "corrupt":
+        return f"corrupt: {r['message']} (after {r.get('events', 0)} events)"
+    return r.get("message") or str(st)
+
+
+def not_a_trace(r: Dict[str, Any]) -> Optional[str]:
+    """Why a summarized file is not a trace, or None."""
+    if r.get("status") not in ("ok", "truncated"):
+        return None
+    if r.get("events", 0) == 0 and r.get("bad_lines", 0) > 0:
+        return (f"not a dftracer trace (line {r.get('first_bad_line')}: "
+                f"{r.get('first_bad')})")
+    return None
+
+
+def fmt_us(us: float) -> str:
+    if us >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if us >= 1e3:
+        return f"{us / 1e3:.2f} ms"
+    return f"{us:.0f} us" if us == int(us) else f"{us:.1f} us"
+
+
+def fmt_bytes(n: int) -> str:
+    if n <= 0:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)  # pragma: no cover
+
+
+def table(headers: List[str], rows: List[List[str]], right: Iterable[int]) -> str:
+    right = set(right)
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+
+    def line(cells: List[str]) -> str:
+        return "  ".join(c.rjust(widths[i]) if i in right else c.ljust(widths[i])
+                         for i, c in enumerate(cells)).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths])]
+    out.extend(line(r) for r in rows)
+    return "\n".join(out)

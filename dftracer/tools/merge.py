@@ -1,0 +1,153 @@
+"""dftracer merge / convert: many traces into one file for Perfetto or chrome://tracing."""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import tempfile
+import zlib
+from typing import Any, Dict, List, Tuple
+
+from dftracer.tools import common, runner, work
+
+MERGE_EXAMPLE = """example:
+  dftracer merge ./traces -o run1.pfw.gz      # then open run1.pfw.gz in ui.perfetto.dev
+"""
+CONVERT_EXAMPLE = """example:
+  dftracer convert ./traces --format chrome -o run1.json.gz
+"""
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser(
+        "merge", help="merge traces into one .pfw.gz that Perfetto loads",
+        description="Writes the events of all traces into one file in the trace format "
+                    "(docs/trace-format.md): hashes resolved to strings (hhash -> host, "
+                    "fhash -> file, ...), one process name per process with its host, pid "
+                    "and rank, and pids that collide across hosts renumbered.",
+        epilog=MERGE_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common.add_common(p)
+    p.add_argument("-o", "--output", required=True, metavar="OUT.pfw.gz",
+                   help="output file (gzip unless the name ends in .pfw)")
+    p.set_defaults(func=main, fmt="pfw")
+    c = sub.add_parser(
+        "convert", help="convert traces into one Chrome trace JSON object",
+        description="Writes one complete JSON object {traceEvents, distributedInfo, ...} for "
+                    "chrome://tracing, Perfetto and Holistic Trace Analysis, with the same "
+                    "resolution of hashes and process names as merge.",
+        epilog=CONVERT_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common.add_common(c)
+    c.add_argument("--format", choices=["chrome"], default="chrome",
+                   help="output format (chrome: the Trace Event Format JSON object)")
+    c.add_argument("-o", "--output", required=True, metavar="OUT.json.gz",
+                   help="output file (gzip unless the name ends in .json)")
+    c.set_defaults(func=main, fmt="chrome")
+
+
+def _member(text: str, compress: bool) -> bytes:
+    data = text.encode("utf-8")
+    if not compress:
+        return data
+    comp = zlib.compressobj(1, zlib.DEFLATED, 31)
+    return comp.compress(data) + comp.flush()
+
+
+def assign_pids(infos: List[Dict[str, Any]]) -> List[Tuple[int, int]]:
+    """(old, new) pid per file: a pid already taken by another host (or file)
+    gets a fresh number, so every traced process stays its own in the viewer."""
+    taken: Dict[int, Tuple[str, str]] = {}
+    top = max([i["pid"] for i in infos if isinstance(i.get("pid"), int)] + [0])
+    out = []
+    for info in infos:
+        pid = info.get("pid") if isinstance(info.get("pid"), int) else 0
+        owner = (info.get("host", ""), info["path"])
+        new = pid
+        if pid in taken and taken[pid] != owner:
+            top += 1
+            new = top
+        taken[new] = owner
+        out.append((pid, new))
+    return out
+
+
+def process_label(info: Dict[str, Any], pid: int) -> str:
+    name = info.get("process_name") or os.path.basename(info["path"])
+    bits = [f"host {info.get('host') or '?'}", f"pid {info.get('pid')}"]
+    if info.get("rank") is not None:
+        bits.append(f"rank {info['rank']}")
+    return f"{name} [{', '.join(bits)}]"
+
+
+def main(args: argparse.Namespace) -> int:
+    files, status = common.expand_paths(args)
+    if not files:
+        return common.EXIT_BAD_INPUT
+    out_path = args.output
+    plain = out_path.endswith(".pfw" if args.fmt == "pfw" else ".json")
+    real_out = os.path.realpath(out_path)
+    files = [f for f in files if os.path.realpath(f) != real_out]
+    infos = runner.run(work.file_info, files, jobs=args.jobs, dask=args.dask,
+                       label="scan", progress=args.progress)
+    bad = [i for i in infos if i["status"] != "ok"]
+    for i in bad:
+        common.err(f"{i['path']}: {common.describe(i)}")
+    if bad:
+        return common.EXIT_BAD_INPUT
+    pid_maps = assign_pids(infos)
+    out_dir = os.path.dirname(os.path.abspath(out_path))
+    parts_dir = tempfile.mkdtemp(prefix=".dftracer-merge-", dir=out_dir)
+    try:
+        parts = [os.path.join(parts_dir, f"{n:06d}.part") for n in range(len(files))]
+        items = [(f, part, args.fmt, pid_map, (len(files), k))
+                 for k, (f, part, pid_map) in enumerate(zip(files, parts, pid_maps))]
+        results = runner.run(_rewrite, items, jobs=args.jobs, dask=args.dask,
+                             label=args.fmt == "pfw" and "merge" or "convert",
+                             progress=args.progress)
+        status = max(status, common.report_file_status(results))
+        names = []
+        for info, (_old, new) in zip(infos, pid_maps):
+            names.append({"id": len(names) + 1, "name": "process_name", "cat": "dftracer",
+                          "pid": new, "tid": new, "ph": "M",
+                          "args": {"name": process_label(info, new)}})
+        lines = [json.dumps(e, ensure_ascii=False, separators=(",", ":")) for e in names]
+        if args.fmt == "pfw":
+            header = "[\n" + "".join(line + "\n" for line in lines)
+            footer = ""
+        else:
+            ranks = sorted({i["rank"] for i in infos if i.get("rank") is not None})
+            dist = {"backend": "dftracer", "rank": ranks[0] if len(ranks) == 1 else 0,
+                    "world_size": max(len(ranks), 1), "ranks": ranks,
+                    "hosts": sorted({i.get("host", "") for i in infos})}
+            header = '{"traceEvents":[\n' + ",\n".join(lines)
+            footer = ('\n],"displayTimeUnit":"ms","distributedInfo":' +
+                      json.dumps(dist, separators=(",", ":")) +
+                      ',"otherData":{"generator":"dftracer convert","files":' +
+                      str(len(files)) + "}}\n")
+        tmp = out_path + ".tmp"
+        with open(tmp, "wb") as out:
+            out.write(_member(header, not plain))
+            for part in parts:
+                if not os.path.exists(part):
+                    continue
+                with open(part, "rb") as f:
+                    if plain:
+                        with gzip.open(f) as g:  # parts are gzip members
+                            shutil.copyfileobj(g, out, 1 << 20)
+                    else:
+                        shutil.copyfileobj(f, out, 1 << 20)
+            if footer:
+                out.write(_member(footer, not plain))
+        os.replace(tmp, out_path)
+    finally:
+        shutil.rmtree(parts_dir, ignore_errors=True)
+    events = sum(r.get("events", 0) for r in results)
+    common.err(f"wrote {out_path}: {events:,} events from {len(files)} files")
+    return status
+
+
+def _rewrite(item: Tuple[str, str, str, Tuple[int, int], Tuple[int, int]]) -> Dict[str, Any]:
+    path, part, fmt, pid_map, ids = item
+    return work.rewrite_file(path, part, fmt, pid_map, ids)

@@ -1,0 +1,50 @@
+"""Turning the PATHS arguments (files, directories, globs) into trace files."""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Iterable, List, Tuple
+
+TRACE_SUFFIXES = (".pfw", ".pfw.gz")
+
+
+def is_trace_name(path: str) -> bool:
+    return path.endswith(TRACE_SUFFIXES)
+
+
+def expand(args: Iterable[str]) -> Tuple[List[str], List[Tuple[str, str]]]:
+    """Returns (files, errors): the trace files named by args, sorted and
+    without duplicates, and (argument, message) for the arguments that name
+    nothing.  A file named explicitly is taken whatever its suffix; directories
+    are searched recursively for .pfw and .pfw.gz files."""
+    files: List[str] = []
+    errors: List[Tuple[str, str]] = []
+    for arg in args:
+        if os.path.isdir(arg):
+            found = [
+                os.path.join(root, name)
+                for root, _dirs, names in os.walk(arg)
+                for name in names
+                if is_trace_name(name)
+            ]
+            if not found:
+                errors.append((arg, "directory holds no .pfw or .pfw.gz file"))
+            files.extend(found)
+        elif os.path.exists(arg):
+            files.append(arg)
+        elif glob.has_magic(arg):
+            found = [p for p in glob.glob(arg, recursive=True) if os.path.isfile(p)]
+            if not found:
+                errors.append((arg, "pattern matches no file"))
+            files.extend(found)
+        else:
+            errors.append((arg, "no such file or directory"))
+    seen = set()
+    unique = []
+    for f in sorted(files):
+        key = os.path.realpath(f)
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique, errors

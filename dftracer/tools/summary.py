@@ -1,0 +1,242 @@
+"""dftracer summary: where the time went, per category, name, process, thread."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any, Dict, List, Tuple
+
+from dftracer import _core
+from dftracer.tools import common, runner, work
+
+EXAMPLE = """example:
+  dftracer summary ./traces --top 10
+  dftracer summary 'run1/trace-*.pfw.gz' --by pid --json > summary.json
+"""
+
+GROUPINGS = {
+    "cat": ("cat",),
+    "name": ("cat", "name"),
+    "pid": ("host", "pid"),  # pids repeat across hosts
+    "tid": ("host", "pid", "tid"),
+}
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "summary", help="time, counts and percentiles per category, name, process, thread",
+        description="Summarises complete events: count, total, mean, p50 and p99 duration, "
+                    "share of the traced time and I/O bytes, per category and name "
+                    "(or per --by grouping), and per process and rank.",
+        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common.add_common(p)
+    p.add_argument("--by", choices=sorted(GROUPINGS), action="append",
+                   help="grouping to show (repeatable; default: cat and name)")
+    p.add_argument("--top", type=int, default=20, metavar="N",
+                   help="rows per table, largest total first (0: all; default 20)")
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    p.set_defaults(func=main)
+
+
+# ---- histogram ---------------------------------------------------------------
+
+def bin_value(b: int) -> float:
+    """The duration (us) a histogram bin stands for: exact below 16, else the
+    middle of its range (see src/reader_summary.c)."""
+    if b < 16:
+        return float(b)
+    e = (b - 16) // 16 + 4
+    sub = (b - 16) % 16
+    width = 1 << (e - 4)
+    return float(((16 + sub) << (e - 4)) + (width - 1) / 2)
+
+
+def percentile(hist: Dict[int, int], count: int, q: float, lo: int, hi: int) -> float:
+    need = max(1, math.ceil(q * count))
+    seen = 0
+    for b in sorted(hist):
+        seen += hist[b]
+        if seen >= need:
+            return min(max(bin_value(b), lo), hi)
+    return float(hi)
+
+
+# ---- aggregation -------------------------------------------------------------
+
+def _unescape(s: str) -> str:
+    if "\\" not in s:
+        return s
+    try:
+        return json.loads('"' + s + '"')
+    except ValueError:
+        return s  # the older tools' unescaped backslashes
+
+
+class Group:
+    __slots__ = ("count", "total", "min", "max", "io_bytes", "io_events", "hist")
+
+    def __init__(self) -> None:
+        self.count = self.total = self.io_bytes = self.io_events = 0
+        self.min = None  # type: Any
+        self.max = None  # type: Any
+        self.hist: Dict[int, int] = {}
+
+    def add(self, count: int, total: int, lo: int, hi: int, io: int, io_n: int,
+            hist: Dict[int, int]) -> None:
+        self.count += count
+        self.total += total
+        self.min = lo if self.min is None else min(self.min, lo)
+        self.max = hi if self.max is None else max(self.max, hi)
+        self.io_bytes += io
+        self.io_events += io_n
+        for b, n in hist.items():
+            self.hist[b] = self.hist.get(b, 0) + n
+
+
+def aggregate(results: List[Dict[str, Any]], bys: List[str]) -> Dict[str, Any]:
+    files = [r for r in results if r.get("status") in ("ok", "truncated") and "groups" in r]
+    tables: Dict[str, Dict[Tuple[Any, ...], Group]] = {by: {} for by in bys}
+    traced = 0
+    ts_min = ts_max = None
+    processes: Dict[Tuple[str, int], Dict[str, Any]] = {}
+    for r in files:
+        span = r["end_max"] - r["ts_min"] if r["has_ts"] else 0
+        traced += span
+        if r["has_ts"]:
+            ts_min = r["ts_min"] if ts_min is None else min(ts_min, r["ts_min"])
+            ts_max = r["end_max"] if ts_max is None else max(ts_max, r["end_max"])
+        proc = processes.setdefault((r["host"], r["pid"]), {
+            "host": r["host"], "pid": r["pid"], "rank": r["rank"] if r["rank"] >= 0 else None,
+            "process_name": r["process_name"], "files": 0, "events": 0, "complete": 0,
+            "wall_us": 0, "busy_us": 0, "io_bytes": 0, "finalized": True})
+        proc["files"] += 1
+        proc["events"] += r["events"]
+        proc["complete"] += r["complete"]
+        proc["wall_us"] += span
+        proc["finalized"] = proc["finalized"] and r["finalized"]
+        for cat, name, pid, tid, count, total, lo, hi, io, io_n, hist in r["groups"]:
+            proc["busy_us"] += total
+            proc["io_bytes"] += io
+            row = {"cat": cat, "name": name, "host": r["host"], "pid": pid, "tid": tid}
+            for by in bys:
+                key = tuple(row[f] for f in GROUPINGS[by])
+                g = tables[by].get(key)
+                if g is None:
+                    g = tables[by][key] = Group()
+                g.add(count, total, lo, hi, io, io_n, hist)
+    out: Dict[str, Any] = {
+        "overview": {
+            "files": len(files),
+            "processes": len(processes),
+            "events": sum(r["events"] for r in files),
+            "complete_events": sum(r["complete"] for r in files),
+            "instant_events": sum(r["instant"] for r in files),
+            "counter_events": sum(r["counter"] for r in files),
+            "metadata_events": sum(r["metadata"] for r in files),
+            "bad_lines": sum(r["bad_lines"] for r in files),
+            "truncated_files": sum(1 for r in files if r["status"] == "truncated"),
+            "unfinalized_files": sum(1 for r in files if not r["finalized"]),
+            "wall_us": (ts_max - ts_min) if ts_min is not None else 0,
+            "traced_us": traced,
+            "io_bytes": sum(p["io_bytes"] for p in processes.values()),
+        },
+        "processes": sorted(processes.values(),
+                            key=lambda p: (p["rank"] is None, p["rank"] or 0, p["host"],
+                                           p["pid"])),
+    }
+    for by in bys:
+        rows = []
+        for key, g in tables[by].items():
+            row: Dict[str, Any] = {}
+            for f, v in zip(GROUPINGS[by], key):
+                row[f] = _unescape(v) if isinstance(v, str) else v
+            row.update({
+                "count": g.count,
+                "total_us": g.total,
+                "mean_us": g.total / g.count if g.count else 0.0,
+                "p50_us": percentile(g.hist, g.count, 0.50, g.min, g.max),
+                "p99_us": percentile(g.hist, g.count, 0.99, g.min, g.max),
+                "min_us": g.min,
+                "max_us": g.max,
+                "share": g.total / traced if traced else 0.0,
+                "io_bytes": g.io_bytes,
+                "io_events": g.io_events,
+            })
+            rows.append(row)
+        rows.sort(key=lambda x: (-x["total_us"], -x["count"]))
+        out["by_" + by] = rows
+    return out
+
+
+# ---- output ------------------------------------------------------------------
+
+def render(summary: Dict[str, Any], bys: List[str], top: int) -> str:
+    ov = summary["overview"]
+    parts = [
+        f"{ov['files']} files, {ov['processes']} processes, {ov['events']:,} events "
+        f"({ov['complete_events']:,} complete), wall time {common.fmt_us(ov['wall_us'])}, "
+        f"traced time {common.fmt_us(ov['traced_us'])} (all processes), "
+        f"I/O {common.fmt_bytes(ov['io_bytes'])}"
+    ]
+    if ov["truncated_files"] or ov["unfinalized_files"]:
+        parts.append(f"{ov['truncated_files']} files with a truncated tail, "
+                     f"{ov['unfinalized_files']} without an end event")
+    titles = {"cat": "By category", "name": "By name", "pid": "By process",
+              "tid": "By thread"}
+    for by in bys:
+        rows = summary["by_" + by]
+        shown = rows if top <= 0 else rows[:top]
+        keys = list(GROUPINGS[by])
+        body = [[str(r[k]) for k in keys] + [
+            f"{r['count']:,}", common.fmt_us(r["total_us"]), common.fmt_us(r["mean_us"]),
+            common.fmt_us(r["p50_us"]), common.fmt_us(r["p99_us"]), f"{100 * r['share']:.1f}%",
+            common.fmt_bytes(r["io_bytes"])] for r in shown]
+        more = f" (top {len(shown)} of {len(rows)})" if len(shown) < len(rows) else ""
+        right = [i for i, k in enumerate(keys) if k in ("pid", "tid")]
+        right += list(range(len(keys), len(keys) + 7))
+        parts.append(f"\n{titles[by]}{more}\n" + common.table(
+            keys + ["count", "total", "mean", "p50", "p99", "share", "I/O"], body, right))
+    procs = summary["processes"]
+    shown_p = procs if top <= 0 else procs[:top]
+    body = [[str(p["rank"]) if p["rank"] is not None else "-", p["host"], str(p["pid"]),
+             p["process_name"], f"{p['events']:,}", common.fmt_us(p["wall_us"]),
+             common.fmt_us(p["busy_us"]), common.fmt_bytes(p["io_bytes"]),
+             "yes" if p["finalized"] else "no"] for p in shown_p]
+    more = f" (first {len(shown_p)} of {len(procs)})" if len(shown_p) < len(procs) else ""
+    parts.append(f"\nProcesses{more}\n" + common.table(
+        ["rank", "host", "pid", "name", "events", "wall", "busy", "I/O", "finalized"], body,
+        [0, 2, 4, 5, 6, 7]))
+    return "\n".join(parts)
+
+
+def main(args: argparse.Namespace) -> int:
+    files, status = common.expand_paths(args)
+    if not files:
+        return common.EXIT_BAD_INPUT
+    results = runner.run(work.summarize_file, files, jobs=args.jobs, dask=args.dask,
+                         label="summary", progress=args.progress)
+    status = max(status, common.report_file_status(results))
+    for r in results:
+        why = common.not_a_trace(r)
+        if why:
+            common.err(f"{r['path']}: {why}")
+            r["status"] = "error"
+            status = common.EXIT_BAD_INPUT
+        elif r.get("status") == "ok" and r.get("events") == 0:
+            common.err(f"warning: {r['path']}: no events")
+        elif r.get("bad_lines"):
+            common.err(f"warning: {r['path']}: {r['bad_lines']} lines do not parse "
+                       f"(first: line {r['first_bad_line']}: {r['first_bad']})")
+    bys = args.by or ["cat", "name"]
+    summary = aggregate(results, bys)
+    if args.json:
+        json.dump(summary, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(render(summary, bys, args.top))
+    return status
+
+
+assert _core._HIST_BINS == 16 + 36 * 16  # keep bin_value in step with the C side

@@ -1,0 +1,108 @@
+"""Per-file work, run in worker processes or as Dask tasks.
+
+Every function takes a path (and plain arguments), never raises for a bad
+file, and returns a dict with "path", "status" and "message":
+status is "ok", "truncated" (a torn last gzip member), "corrupt", "missing"
+or "error"."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Dict, Optional, Tuple
+
+from dftracer import _core
+
+_RANK_RE = re.compile(r"\brank (\d+)", re.IGNORECASE)
+
+
+def _failure(path: str, exc: OSError) -> Dict[str, Any]:
+    missing = isinstance(exc, FileNotFoundError)
+    return {"path": path, "status": "missing" if missing else "error",
+            "message": exc.strerror or str(exc), "events": 0}
+
+
+def summarize_file(path: str) -> Dict[str, Any]:
+    try:
+        return _core._summarize_file(path)
+    except OSError as exc:
+        return _failure(path, exc)
+
+
+def validate_file(path: str) -> Dict[str, Any]:
+    try:
+        return _core._validate_file(path)
+    except OSError as exc:
+        return _failure(path, exc)
+
+
+def _is_bracket(line: bytes) -> bool:
+    return line.strip(b" \t\r,") in (b"", b"[", b"]")
+
+
+def _loads(line: bytes) -> Optional[Dict[str, Any]]:
+    try:
+        ev = json.loads(line.rstrip(b" \r,"))
+    except ValueError:
+        try:  # the older tools' bytes that are not UTF-8
+            ev = json.loads(line.rstrip(b" \r,").decode("utf-8", "replace"))
+        except ValueError:
+            return None
+    return ev if isinstance(ev, dict) else None
+
+
+def file_info(path: str, max_batches: int = 4) -> Dict[str, Any]:
+    """Host, pid, rank and process name from the head of a file."""
+    info: Dict[str, Any] = {"path": path, "status": "ok", "message": "", "host": "",
+                            "pid": None, "rank": None, "process_name": "", "events": 0}
+    try:
+        reader = _core._LineReader(path)
+    except OSError as exc:
+        return _failure(path, exc)
+    parsed = 0
+    for n, batch in enumerate(reader):
+        for line in batch:
+            if _is_bracket(line):
+                continue
+            ev = _loads(line)
+            if ev is None:
+                continue
+            parsed += 1
+            if info["pid"] is None and isinstance(ev.get("pid"), int):
+                info["pid"] = ev["pid"]
+            if ev.get("ph") != "M":
+                continue
+            args = ev.get("args") or {}
+            if ev.get("name") == "HH" and not info["host"]:
+                info["host"] = str(args.get("name", ""))
+            elif ev.get("name") == "process_name":
+                info["process_name"] = str(args.get("name", ""))
+                if isinstance(ev.get("pid"), int):
+                    info["pid"] = ev["pid"]
+                m = _RANK_RE.search(info["process_name"])
+                if m and info["rank"] is None:
+                    info["rank"] = int(m.group(1))
+            elif args.get("name") == "rank" and info["rank"] is None:
+                try:
+                    info["rank"] = int(args.get("value"))
+                except (TypeError, ValueError):
+                    pass
+        if info["host"] and info["process_name"] or n + 1 >= max_batches:
+            break
+    if parsed == 0 and reader.status in ("ok", "reading"):
+        info["status"], info["message"] = "error", "not a dftracer trace (no event line)"
+    elif reader.status in ("corrupt", "error"):
+        info["status"], info["message"] = reader.status, reader.message
+    return info
+
+
+def rewrite_file(path: str, part: str, fmt: str, pid_map: Tuple[int, int],
+                 ids: Tuple[int, int] = (1, 0)) -> Dict[str, Any]:
+    """Writes the events of one trace into `part` (gzip members) for merge
+    and convert: hashes resolved to strings, its process renumbered per
+    pid_map (old, new), ids and p_idx renumbered for ids = (nfiles, index),
+    the HH/FH/SH and process_name events left out (see src/reader_rewrite.c)."""
+    try:
+        return _core._rewrite_file(path, part, fmt, pid_map[0], pid_map[1], ids[0], ids[1])
+    except OSError as exc:
+        return _failure(path, exc)

@@ -1,0 +1,72 @@
+/* io_wrap.h: what the POSIX and stdio wrappers share.
+ *
+ * A wrapper first decides, as cheaply as it can, whether the call concerns a
+ * traced file (one fd-table lookup, or a prefix match for path arguments).
+ * If not, it tail-calls the real function.  If so, it takes the per-thread
+ * busy flag (so that calls made while recording, or from a signal handler
+ * that interrupted a wrapper, pass through untraced), times the real call,
+ * saves errno, records one complete event and restores errno.  No wrapper
+ * takes the GIL. */
+#ifndef DFT_IO_WRAP_H
+#define DFT_IO_WRAP_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "dftracer.h"
+#include "io_filter.h"
+#include "io_got.h"
+
+extern __thread int dft_io_busy __attribute__((tls_model("initial-exec")));
+
+/* 1 when this call may be recorded (and marks the thread busy). */
+static inline int dft_io_enter(void)
+{
+    if (dft_io_busy || !dft_active())
+        return 0;
+    dft_io_busy = 1;
+    return 1;
+}
+
+static inline void dft_io_leave(void) { dft_io_busy = 0; }
+
+#define DFT_IO_MAXARGS 10
+
+typedef struct dft_io_ev {
+    const char *name;
+    const char *cat;
+    int64_t t0, t1;
+    dft_arg a[DFT_IO_MAXARGS];
+    unsigned n;
+} dft_io_ev;
+
+static inline void dft_io_int(dft_io_ev *e, const char *key, int64_t v)
+{
+    if (e->n < DFT_IO_MAXARGS)
+        e->a[e->n++] = (dft_arg){.key = key, .type = DFT_ARG_INT, .v.i = v};
+}
+
+static inline void dft_io_hash(dft_io_ev *e, const char *key, uint64_t h)
+{
+    if (h && e->n < DFT_IO_MAXARGS)
+        e->a[e->n++] = (dft_arg){.key = key, .type = DFT_ARG_HASH, .v.hash = h};
+}
+
+static inline void dft_io_str(dft_io_ev *e, const char *key, const char *s)
+{
+    if (s && e->n < DFT_IO_MAXARGS)
+        e->a[e->n++] = (dft_arg){.key = key, .type = DFT_ARG_STR, .v.s = {s, strlen(s)}};
+}
+
+/* Records e (adding errno when failed), clears the busy flag and restores
+ * err as errno.  Any thread, no GIL. */
+void dft_io_finish(dft_io_ev *e, int failed, int err);
+
+/* The hook tables of io_posix.c and io_stdio.c. */
+extern const dft_io_hook dft_io_posix_hooks[];
+extern const size_t dft_io_posix_nhooks;
+extern const dft_io_hook dft_io_stdio_hooks[];
+extern const size_t dft_io_stdio_nhooks;
+
+#endif
