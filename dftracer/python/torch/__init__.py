@@ -1,7 +1,9 @@
-"""PyTorch integrations (``from dftracer.python.torch import trace_handler``).
+"""PyTorch integrations (``from dftracer.python.torch import trace_handler``,
+``ProfilerContext``, ``profiler``, ...).
 
 Importing this module does not import torch; the handler only touches the
-profiler object it is given.
+profiler object it is given, and the profiler conveniences import torch when
+a profiler is created.
 """
 
 from __future__ import annotations
@@ -10,7 +12,15 @@ from typing import Any
 
 from dftracer import _core
 
-__all__ = ["trace_handler"]
+__all__ = [
+    "trace_handler",
+    "ProfilerContext",
+    "add_profiler_args",
+    "create_profiler_from_args",
+    "profile_function",
+    "profiler",
+    "step_profiler",
+]
 
 
 def trace_handler(prof: Any) -> None:
@@ -27,3 +37,14 @@ def trace_handler(prof: Any) -> None:
         raise
     except Exception as exc:  # an accessor of torch's results failed
         raise RuntimeError(f"trace_handler: reading the profiler results failed: {exc}") from exc
+
+
+# After trace_handler: the profiler context looks it up in this module.
+from dftracer.python.torch.profiler_context import (  # noqa: E402
+    ProfilerContext,
+    add_profiler_args,
+    create_profiler_from_args,
+    profile_function,
+    profiler,
+    step_profiler,
+)
