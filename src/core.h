@@ -102,11 +102,6 @@ typedef struct dft_globals {
     /* Hooks set by the Python module to release the GIL while waiting. */
     void *(*before_wait)(void);
     void (*after_wait)(void *);
-    /* Hooks set by the I/O integration (io_module.c), called under life_lock:
-     * io_start once a trace file is open (start), io_stop before finalize
-     * writes the end event.  NULL when not registered. */
-    void (*io_start)(void);
-    void (*io_stop)(void);
 } dft_globals;
 
 extern dft_globals dft_g;
@@ -153,12 +148,24 @@ int dft_lazy_start(void);
 void dft_finalize(void);
 int dft_is_enabled_env(void);
 
-/* Lifecycle hooks for integrations that keep their own buffers outside the
- * core (CUPTI): STARTED after a trace file was opened, FLUSH before dft_flush()
- * writes, FINALIZING before the end event, while events are still recorded
- * (under the lifecycle lock: a hook must not start or finalize tracing).
- * Hooks run on the thread doing the transition, without the GIL. */
-typedef enum { DFT_HOOK_STARTED = 0, DFT_HOOK_FLUSH, DFT_HOOK_FINALIZING } dft_hook_event;
+/* Lifecycle hooks for integrations with state tied to the trace (I/O
+ * interception, CUPTI), run in registration order on the thread doing the
+ * transition, without the GIL:
+ *   OPENED      under the lifecycle lock, right after the header is recorded
+ *               and before any other thread can see tracing start;
+ *   STARTED     after the lock is released (may be slow: dlopen, cuInit);
+ *   FLUSH       before dft_flush() writes;
+ *   FINALIZING  under the lifecycle lock before the end event, while events
+ *               are still recorded;
+ *   ABANDONED   under the lock, when a forked child cannot open its file.
+ * Hooks called under the lock must not start or finalize tracing. */
+typedef enum {
+    DFT_HOOK_OPENED = 0,
+    DFT_HOOK_STARTED,
+    DFT_HOOK_FLUSH,
+    DFT_HOOK_FINALIZING,
+    DFT_HOOK_ABANDONED,
+} dft_hook_event;
 typedef void (*dft_lifecycle_hook)(dft_hook_event ev);
 int dft_add_lifecycle_hook(dft_lifecycle_hook fn); /* 0, or -1 when the table is full */
 

@@ -687,6 +687,8 @@ static void lifecycle(dft_hook_event ev)
     case DFT_HOOK_FINALIZING:
         stop_locked();
         break;
+    default:
+        break;
     }
     pthread_mutex_unlock(&cu.lock);
 }

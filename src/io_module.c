@@ -1,8 +1,8 @@
 /* io_module.c: turns I/O tracing on and off with the trace, records the
  * wrappers' events, and exposes the state to Python for tests.
  *
- * io_start/io_stop are the core's hooks (core.h), called under life_lock when
- * a trace file opens and before finalize writes the end event. */
+ * io_start/io_stop run from the core's lifecycle hooks (core.h), under
+ * life_lock, when a trace file opens and before finalize writes the end event. */
 #include <fcntl.h>
 #include <limits.h>
 
@@ -74,6 +74,15 @@ static void io_stop(void)
     dft_got_uninstall();
     dft_io_filter_reset();
     installed_posix = installed_stdio = 0;
+}
+
+/* Without the GIL, on the thread starting or finalizing the trace. */
+static void io_lifecycle(dft_hook_event ev)
+{
+    if (ev == DFT_HOOK_OPENED)
+        io_start();
+    else if (ev == DFT_HOOK_FINALIZING || ev == DFT_HOOK_ABANDONED)
+        io_stop();
 }
 
 /* ---- Python: state for tests ----------------------------------------------------- */
@@ -174,7 +183,9 @@ int dft_io_register(PyObject *module)
         }
     }
     dft_got_atfork();
-    dft_g.io_start = io_start;
-    dft_g.io_stop = io_stop;
+    if (dft_add_lifecycle_hook(io_lifecycle) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "no room for the I/O lifecycle hook");
+        return -1;
+    }
     return 0;
 }

@@ -371,8 +371,7 @@ int dft_start(const char *log_file, const char *data_dir, int64_t process_id, in
     if (dft_g.cfg.bind_signals)
         install_signals();
     emit_header();
-    if (dft_g.io_start)
-        dft_g.io_start();
+    run_hooks(DFT_HOOK_OPENED);
     pthread_mutex_unlock(&dft_g.life_lock);
     dft_log(DFT_LOG_INFO, "tracing to %s", dft_g.path);
     run_hooks(DFT_HOOK_STARTED);
@@ -413,9 +412,7 @@ static void finalize_locked(void)
 {
     if (atomic_load(&dft_g.state) != DFT_STATE_ACTIVE)
         return;
-    if (dft_g.io_stop)
-        dft_g.io_stop(); /* restores the GOT before the end event */
-    run_hooks(DFT_HOOK_FINALIZING);
+    run_hooks(DFT_HOOK_FINALIZING); /* e.g. restores the GOT before the end event */
     /* Emits after this point are dropped; the end event must be the last line. */
     atomic_store(&dft_g.active, 0);
     dft_flush_all_threads(1);
@@ -486,8 +483,7 @@ static void fork_child(void)
                 dft_g.path ? dft_g.path : "trace", strerror(errno));
         atomic_store(&dft_g.active, 0);
         atomic_store(&dft_g.state, DFT_STATE_DISABLED);
-        if (dft_g.io_stop)
-            dft_g.io_stop();
+        run_hooks(DFT_HOOK_ABANDONED);
         return;
     }
     emit_header();
