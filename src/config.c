@@ -160,6 +160,19 @@ static int parse_init(void)
     return DFT_INIT_FUNCTION;
 }
 
+int dft_config_env_enabled(void) { return parse_bool("DFTRACER_ENABLE", 0); }
+
+int dft_config_clock_tsc(void)
+{
+    const char *v = getenv("DFTRACER_CLOCK");
+    if (!v || !*v || !strcasecmp(v, "auto") || !strcasecmp(v, "tsc"))
+        return 1;
+    if (!strcasecmp(v, "monotonic"))
+        return 0;
+    warn_env("DFTRACER_CLOCK", v, "is not auto, tsc or monotonic", "auto");
+    return 1;
+}
+
 char *dft_config_stem(const char *log_file)
 {
     size_t n = strlen(log_file);

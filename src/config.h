@@ -30,6 +30,13 @@ typedef struct dft_config {
 void dft_config_load(dft_config *c);
 void dft_config_free(dft_config *c);
 
+/* DFTRACER_ENABLE as it is in the environment now. */
+int dft_config_env_enabled(void);
+
+/* DFTRACER_CLOCK: 1 for auto/tsc (the default: the TSC when the kernel keeps
+ * time with it), 0 for monotonic.  Read once, at import. */
+int dft_config_clock_tsc(void);
+
 /* Strips a trailing ".pfw.gz" or ".pfw"; returns a malloc'd copy or NULL. */
 char *dft_config_stem(const char *log_file);
 

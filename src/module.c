@@ -407,10 +407,20 @@ static PyObject *mod_is_active(PyObject *m, PyObject *unused)
     return PyBool_FromLong(dft_active());
 }
 
+static PyObject *mod_clock_info(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    return Py_BuildValue("{s:s,s:L}", "source", dft_clock_source(), "offset_ns",
+                         (long long)dft_clock_offset_ns);
+}
+
 static PyMethodDef module_methods[] = {
     {"get_time", mod_get_time, METH_NOARGS, "Microseconds since the epoch (tracer clock)."},
     {"finalize", mod_finalize, METH_NOARGS, "Finalizes the trace (used at exit)."},
     {"is_active", mod_is_active, METH_NOARGS, "True while events are being recorded."},
+    {"_clock_info", mod_clock_info, METH_NOARGS,
+     "{'source': 'tsc' or 'monotonic', 'offset_ns': wall minus monotonic clock}."},
     {"_hash64", mod_hash64, METH_O, "XXH64 (seed 0) of a bytes-like object."},
     {"_json_string", mod_json_string, METH_O, "The JSON string dftracer writes for bytes."},
     {NULL, NULL, 0, NULL},

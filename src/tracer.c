@@ -342,11 +342,7 @@ int dft_start(const char *log_file, const char *data_dir, int64_t process_id, in
         free(dft_g.cfg.data_dir);
         dft_g.cfg.data_dir = strdup(data_dir);
     }
-    static int clock_ready;
-    if (!clock_ready) {
-        dft_clock_init();
-        clock_ready = 1;
-    }
+    dft_clock_init(); /* done at import; kept for C API users */
     read_hostname();
     dft_g.real_pid = (int64_t)getpid();
     dft_g.pid = process_id >= 0 ? process_id : dft_g.real_pid;
@@ -468,6 +464,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
     dft_writer_atfork_child();
+    dft_clock_after_fork();
     pthread_mutex_init(&dft_g.registry_lock, NULL);
     pthread_mutex_init(&dft_g.life_lock, NULL);
     pthread_mutex_init(&intern.lock, NULL);
