@@ -18,9 +18,9 @@ void dft_io_finish(dft_io_ev *e, int failed, int err)
     if (failed)
         dft_io_int(e, "errno", err);
     dft_event ev = {.name = e->name,
-                    .name_len = strlen(e->name),
+                    .name_len = e->name_len,
                     .cat = e->cat,
-                    .cat_len = strlen(e->cat),
+                    .cat_len = e->cat_len,
                     .ts = e->t0,
                     .dur = e->t1 - e->t0,
                     .ph = DFT_PH_COMPLETE,

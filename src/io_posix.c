@@ -33,7 +33,8 @@ static inline int fresh_fd(int fd)
     dft_fd_slot *slot_ = dft_io_fd_slot(FD);                                       \
     if (__builtin_expect(!slot_, 1) || !dft_io_enter())                             \
         return PASS;                                                                \
-    dft_io_ev ev_ = {.name = NAME, .cat = CAT, .t0 = dft_now_us()}
+    dft_io_ev ev_;                                                                  \
+    dft_io_begin(&ev_, NAME, CAT)
 
 #define PATH_BEGIN(NAME, DIRFD, PATH, PASS)                                         \
     if (!dft_io_enter())                                                            \
@@ -44,13 +45,14 @@ static inline int fresh_fd(int fd)
         dft_io_leave();                                                             \
         return PASS;                                                                \
     }                                                                               \
-    dft_io_ev ev_ = {.name = NAME, .cat = CAT, .t0 = dft_now_us()}
+    dft_io_ev ev_;                                                                  \
+    dft_io_begin(&ev_, NAME, CAT)
 
 /* Runs the real call, then reads errno and the end time. */
 #define CALL(TYPE, EXPR)                                                            \
     TYPE r_ = EXPR;                                                                 \
     int e_ = errno;                                                                 \
-    ev_.t1 = dft_now_us()
+    ev_.t1 = dft_clock_us()
 
 #define FD_ARGS(FD)                                                                 \
     dft_io_hash(&ev_, "fhash", dft_io_fd_hash(slot_, FD));                          \
@@ -535,7 +537,8 @@ static int w_munmap(void *addr, size_t len)
     uint64_t h = dft_io_map_untrack(addr);
     if (__builtin_expect(!h, 1) || !dft_io_enter())
         return real_munmap(addr, len);
-    dft_io_ev ev_ = {.name = "munmap", .cat = CAT, .t0 = dft_now_us()};
+    dft_io_ev ev_;
+    dft_io_begin(&ev_, "munmap", CAT);
     CALL(int, real_munmap(addr, len));
     dft_io_hash(&ev_, "fhash", h);
     dft_io_int(&ev_, "size", (int64_t)len);
@@ -585,7 +588,8 @@ static int w_rename(const char *from, const char *to)
         dft_io_leave();
         return real_rename(from, to);
     }
-    dft_io_ev ev_ = {.name = "rename", .cat = CAT, .t0 = dft_now_us()};
+    dft_io_ev ev_;
+    dft_io_begin(&ev_, "rename", CAT);
     CALL(int, real_rename(from, to));
     if (na)
         dft_io_hash(&ev_, "fhash", dft_intern(DFT_INTERN_FILE, a, na));

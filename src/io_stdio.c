@@ -33,12 +33,13 @@ static inline int stream_fd(FILE *fp)
     dft_fd_slot *slot_ = dft_io_fd_slot(fd_);                                      \
     if (__builtin_expect(!slot_, 1) || !dft_io_enter())                             \
         return PASS;                                                                \
-    dft_io_ev ev_ = {.name = NAME, .cat = CAT, .t0 = dft_now_us()}
+    dft_io_ev ev_;                                                                  \
+    dft_io_begin(&ev_, NAME, CAT)
 
 #define CALL(TYPE, EXPR)                                                            \
     TYPE r_ = EXPR;                                                                 \
     int e_ = errno;                                                                 \
-    ev_.t1 = dft_now_us()
+    ev_.t1 = dft_clock_us()
 
 #define FP_ARGS()                                                                   \
     dft_io_hash(&ev_, "fhash", dft_io_fd_hash(slot_, fd_));                         \
@@ -68,7 +69,8 @@ static FILE *fopen_common(const char *name, FILE *(*real)(const char *, const ch
             dft_io_fd_untrack(fd); /* a stale number: see io_posix.c fresh_fd */
         return fp;
     }
-    dft_io_ev ev_ = {.name = name, .cat = CAT, .t0 = dft_now_us()};
+    dft_io_ev ev_;
+    dft_io_begin(&ev_, name, CAT);
     CALL(FILE *, real(path, mode));
     uint64_t h = dft_intern(DFT_INTERN_FILE, abs, n);
     int fd = stream_fd(r_);
@@ -97,7 +99,8 @@ static FILE *w_fdopen(int fd, const char *mode)
     if (__builtin_expect(!slot_, 1) || !dft_io_enter())
         return real_fdopen(fd, mode);
     int fd_ = fd;
-    dft_io_ev ev_ = {.name = "fdopen", .cat = CAT, .t0 = dft_now_us()};
+    dft_io_ev ev_;
+    dft_io_begin(&ev_, "fdopen", CAT);
     CALL(FILE *, real_fdopen(fd, mode));
     FP_ARGS();
     dft_io_str(&ev_, "mode", mode);
