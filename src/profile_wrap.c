@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "config.h"
 #include "pyargs.h"
 
 enum { KIND_PLAIN, KIND_GEN, KIND_CORO };
@@ -439,6 +440,15 @@ PyObject *dft_wrap_new(ProfileObject *p, PyObject *func, PyObject *name, int for
         dft_pyargs_type_error("func", "callable", target);
         Py_DECREF(target);
         return NULL;
+    }
+    /* Without DFTRACER_ENABLE no trace can start (initialize_log and the lazy
+     * start both require it), so the function itself is the cheapest wrapper:
+     * a disabled decorator then costs nothing at all per call. */
+    if (!dft_active() && !dft_config_env_enabled()) {
+        PyObject *same = force_static && func == target ? PyStaticMethod_New(target)
+                                                        : Py_NewRef(func);
+        Py_DECREF(target);
+        return same;
     }
     WrapperObject *w = PyObject_GC_New(WrapperObject, tp);
     if (!w) {

@@ -4,6 +4,7 @@ trace files they write (decoded and validated by tracefile.read_trace)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import functools
 import inspect
@@ -493,19 +494,43 @@ def test_enable_false_profile_writes_nothing(tmp_path):
     assert [(e["name"], e["cat"]) for e in trace.user_events()] == [("b", "on"), ("a", "off")]
 
 
-def test_disabled_call_allocates_nothing():
-    """Tracing is off in this process (no DFTRACER_ENABLE)."""
+def test_decorating_without_dftracer_enable_returns_the_function():
+    """No trace can start without DFTRACER_ENABLE: the decorators give back what they got
+    (log_static a staticmethod), so a disabled decorator costs nothing per call."""
+    assert "DFTRACER_ENABLE" not in os.environ
     p = Profile("app", name="n")
 
-    @p.log
-    def f():
-        pass
+    def f(x):
+        return x + 1
+
+    assert p.log(f) is f
+    assert p.log(name="g")(f) is f
+    assert p.log_init(f) is f
+    sm, cm = staticmethod(f), classmethod(f)
+    assert p.log(sm) is sm and p.log(cm) is cm
 
     class C:
+        s = p.log_static(f)
+
+    assert isinstance(C.__dict__["s"], staticmethod)
+    assert C().s(1) == 2 and C.s(2) == 3
+
+
+def test_disabled_call_allocates_nothing():
+    """A wrapper made while DFTRACER_ENABLE was set, called with tracing off."""
+    with enable_env():
+        p = Profile("app", name="n", enable=False)
+
         @p.log
-        def m(self):
+        def f():
             pass
 
+        class C:
+            @p.log
+            def m(self):
+                pass
+
+    assert hasattr(f, "__wrapped__")
     c = C()
     for _ in range(100):  # warm up
         f()
@@ -519,7 +544,20 @@ def test_disabled_call_allocates_nothing():
 
 # ---- signature and pickling (in-process) ----------------------------------------------
 
+@contextlib.contextmanager
+def enable_env():
+    """Decorates as a process with DFTRACER_ENABLE=1 does (without it, the
+    decorators return the function itself)."""
+    os.environ["DFTRACER_ENABLE"] = "1"
+    try:
+        yield
+    finally:
+        del os.environ["DFTRACER_ENABLE"]
+
+
 _p = Profile("pickle", name="p")
+_env = enable_env()
+_env.__enter__()
 
 
 @_p.log
@@ -542,6 +580,9 @@ class Holder:
     @classmethod
     def klass(cls, z: str) -> str:
         return z
+
+
+_env.__exit__(None, None, None)
 
 
 class _PlainHolder:
