@@ -41,24 +41,30 @@ static inline int64_t mono_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Takes the smallest of a few (realtime - monotonic) samples bracketed by
- * monotonic reads, so a preemption between the reads cannot skew the offset. */
-static void init_offset(void)
+/* now() - CLOCK_REALTIME, from the tightest of `tries` samples bracketed by
+ * two now() reads, so a preemption between the reads cannot skew it.
+ * Any thread, no GIL. */
+static int64_t minus_realtime(int64_t (*now)(void), int tries)
 {
-    int64_t best_gap = INT64_MAX, offset = 0;
-    for (int i = 0; i < 16; i++) {
+    int64_t best_gap = INT64_MAX, diff = 0;
+    for (int i = 0; i < tries; i++) {
         struct timespec r;
-        int64_t a = mono_ns();
+        int64_t a = now();
         clock_gettime(CLOCK_REALTIME, &r);
-        int64_t b = mono_ns();
+        int64_t b = now();
         int64_t wall = (int64_t)r.tv_sec * 1000000000 + r.tv_nsec;
         if (b - a < best_gap) {
             best_gap = b - a;
-            offset = wall - (a + (b - a) / 2);
+            diff = a + (b - a) / 2 - wall;
         }
     }
-    dft_clock_offset_ns = offset;
+    return diff;
 }
+
+static int64_t tracer_ns(void) { return dft_clock_ns(); }
+
+/* Any thread, no GIL. */
+int64_t dft_clock_minus_realtime_ns(void) { return minus_realtime(tracer_ns, 5); }
 
 #if DFT_CLOCK_TSC
 /* A (tsc, clock ns) pair read as close together as the machine allows. */
@@ -176,7 +182,7 @@ void dft_clock_init(void)
     if (done)
         return;
     done = 1;
-    init_offset();
+    dft_clock_offset_ns = -minus_realtime(mono_ns, 16);
 #if DFT_CLOCK_TSC
     atomic_store(&tsc_allowed, dft_config_clock_tsc() && kernel_uses_tsc());
     if (atomic_load(&tsc_allowed)) {

@@ -54,6 +54,10 @@ void dft_clock_after_fork(void);
  * Any thread, no GIL, async-signal-safe. */
 int64_t dft_clock_slow_ns(void);
 
+/* The tracer clock minus CLOCK_REALTIME now (what NTP moved the wall clock
+ * since start-up), sampled with the tightest pair of reads.  Any thread, no GIL. */
+int64_t dft_clock_minus_realtime_ns(void);
+
 /* "tsc" or "monotonic": what dft_clock_ns() reads now. */
 const char *dft_clock_source(void);
 

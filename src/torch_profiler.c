@@ -638,22 +638,7 @@ static int compute_shares(pp_vec *v, int use_device)
  * start-up advanced by CLOCK_MONOTONIC.  Their difference is what NTP moved
  * the wall clock since start-up; sample it with the tightest pair of reads.
  * Any thread, no GIL. */
-static int64_t kineto_to_tracer_ns(void)
-{
-    int64_t best_gap = INT64_MAX, offset = 0;
-    for (int i = 0; i < 5; i++) {
-        struct timespec rt;
-        int64_t a = dft_clock_ns();
-        clock_gettime(CLOCK_REALTIME, &rt);
-        int64_t b = dft_clock_ns();
-        int64_t real = (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec;
-        if (b - a < best_gap) {
-            best_gap = b - a;
-            offset = a + (b - a) / 2 - real;
-        }
-    }
-    return offset;
-}
+static int64_t kineto_to_tracer_ns(void) { return dft_clock_minus_realtime_ns(); }
 
 static const char *device_label(int32_t t)
 {
