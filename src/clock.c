@@ -138,8 +138,8 @@ static int64_t refit(uint64_t s)
                       (int64_t)(((unsigned __int128)d * mult) >> 32);
         int64_t err = m - est; /* > 0: the converted clock runs behind */
         if (err < -STEP_NS) {
-            dft_log(DFT_LOG_INFO, "the TSC ran %lld ns ahead of CLOCK_MONOTONIC; "
-                    "using CLOCK_MONOTONIC from now on", (long long)-err);
+            /* Not logged: this may run in a signal handler.  _clock_info()
+             * shows the source. */
             atomic_store_explicit(&tsc_allowed, 0, memory_order_relaxed);
             return now; /* the sequence stays odd: the fast path is off */
         }
@@ -225,6 +225,26 @@ int64_t dft_clock_slow_ns(void)
     }
 #endif
     return now;
+}
+
+/* Tests only: moves the converted TSC clock by ns, as a TSC that jumped would,
+ * to exercise the refit's step and give-up paths.  Returns 0 when there was
+ * no fitted TSC clock to move.  Any thread, no GIL. */
+int dft_clock_skew_for_test(int64_t ns)
+{
+#if DFT_CLOCK_TSC
+    uint64_t s = atomic_load(&dft_tsc.seq);
+    if (!atomic_load(&tsc_allowed) || s == 0 || (s & 1) ||
+        !atomic_compare_exchange_strong(&dft_tsc.seq, &s, s + 1))
+        return 0;
+    atomic_thread_fence(memory_order_release);
+    atomic_fetch_add_explicit(&dft_tsc.ns_base, ns, memory_order_relaxed);
+    atomic_store_explicit(&dft_tsc.seq, s + 2, memory_order_release);
+    return 1;
+#else
+    (void)ns;
+    return 0;
+#endif
 }
 
 const char *dft_clock_source(void)

@@ -415,12 +415,23 @@ static PyObject *mod_clock_info(PyObject *m, PyObject *unused)
                          (long long)dft_clock_offset_ns);
 }
 
+static PyObject *mod_clock_skew(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    long long ns = PyLong_AsLongLong(arg);
+    if (ns == -1 && PyErr_Occurred())
+        return NULL;
+    return PyBool_FromLong(dft_clock_skew_for_test((int64_t)ns));
+}
+
 static PyMethodDef module_methods[] = {
     {"get_time", mod_get_time, METH_NOARGS, "Microseconds since the epoch (tracer clock)."},
     {"finalize", mod_finalize, METH_NOARGS, "Finalizes the trace (used at exit)."},
     {"is_active", mod_is_active, METH_NOARGS, "True while events are being recorded."},
     {"_clock_info", mod_clock_info, METH_NOARGS,
      "{'source': 'tsc' or 'monotonic', 'offset_ns': wall minus monotonic clock}."},
+    {"_clock_skew_for_test", mod_clock_skew, METH_O,
+     "Tests only: moves the fitted TSC clock by ns; False when there is none."},
     {"_hash64", mod_hash64, METH_O, "XXH64 (seed 0) of a bytes-like object."},
     {"_json_string", mod_json_string, METH_O, "The JSON string dftracer writes for bytes."},
     {NULL, NULL, 0, NULL},

@@ -105,6 +105,41 @@ def test_forked_child_keeps_a_fitted_clock() -> None:
     assert r.stdout.strip().splitlines()[-1] == "0", r.stdout + r.stderr
 
 
+SKEW = textwrap.dedent("""
+    import json, time
+    from dftracer import _core
+    time.sleep(1.2)  # fitted, and refitting at its longest interval
+    _core.get_time()
+    off = _core._clock_info()["offset_ns"]
+    def error_us():
+        worst = 0
+        for _ in range(2000):
+            w0 = time.monotonic_ns(); t = _core.get_time(); w1 = time.monotonic_ns()
+            worst = max(worst, (w0 + off) // 1000 - t, t - (w1 + off) // 1000 - 1)
+        return worst
+    moved = _core._clock_skew_for_test(SKEW_NS)
+    right_after = error_us()
+    time.sleep(1.2)  # past the next refit
+    print(json.dumps({"moved": moved, "right_after": right_after, "later": error_us(),
+                      "source": _core._clock_info()["source"]}))
+""")
+
+
+@pytest.mark.skipif(not TSC_EXPECTED, reason="the kernel does not keep time with the TSC here")
+@pytest.mark.parametrize("skew_ms,source", [(-5, "tsc"), (5, "monotonic")])
+def test_a_jumping_tsc_is_stepped_forward_or_given_up(skew_ms: int, source: str) -> None:
+    """A TSC clock found 5 ms behind CLOCK_MONOTONIC steps forward and stays on
+    the TSC; one found 5 ms ahead is given up for CLOCK_MONOTONIC."""
+    import json
+
+    r = run_python(SKEW.replace("SKEW_NS", str(skew_ms * 1_000_000)))
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["moved"]
+    assert res["right_after"] >= 4000, res  # the skew was real
+    assert res["source"] == source, res
+    assert res["later"] <= 3, res
+
+
 def test_event_timestamps_use_the_same_clock(tmp_path) -> None:
     """ts of an event logged between two time.time() readings lies between them."""
     import json
