@@ -112,6 +112,27 @@ static void start_baseline(uint64_t tsc, int64_t ns)
     atomic_store_explicit(&next_fit_ns, ns + FIRST_INTERVAL_NS, memory_order_relaxed);
 }
 
+/* A baseline from a fresh sample. */
+static void restart_baseline(void)
+{
+    uint64_t t;
+    int64_t m;
+    sample(&t, &m);
+    start_baseline(t, m);
+}
+
+/* The write side of the sequence counter: takes the odd number after *s, an
+ * even one, and returns 1; 0 when there is nothing to write over (s odd: being
+ * written or switched off) or another thread got there first. */
+static int begin_write(uint64_t *s)
+{
+    *s = atomic_load_explicit(&dft_tsc.seq, memory_order_relaxed);
+    if ((*s & 1) || !atomic_compare_exchange_strong(&dft_tsc.seq, s, *s + 1))
+        return 0;
+    atomic_thread_fence(memory_order_release);
+    return 1;
+}
+
 /* Called holding the odd sequence number s + 1 (s is what it replaced).
  * Publishes new parameters (sequence s + 2), or none yet (back to 0), or
  * leaves the sequence odd to switch the TSC path off.  Returns the time now.
@@ -185,12 +206,8 @@ void dft_clock_init(void)
     dft_clock_offset_ns = -minus_realtime(mono_ns, 16);
 #if DFT_CLOCK_TSC
     atomic_store(&tsc_allowed, dft_config_clock_tsc() && kernel_uses_tsc());
-    if (atomic_load(&tsc_allowed)) {
-        uint64_t t;
-        int64_t m;
-        sample(&t, &m);
-        start_baseline(t, m);
-    }
+    if (atomic_load(&tsc_allowed))
+        restart_baseline();
 #endif
 }
 
@@ -200,10 +217,7 @@ void dft_clock_after_fork(void)
 #if DFT_CLOCK_TSC
     uint64_t s = atomic_load(&dft_tsc.seq);
     if (atomic_load(&tsc_allowed) && (s & 1)) { /* a refit was cut short by fork() */
-        uint64_t t;
-        int64_t m;
-        sample(&t, &m);
-        start_baseline(t, m);
+        restart_baseline();
         atomic_store(&dft_tsc.seq, 0);
     }
 #endif
@@ -216,12 +230,9 @@ int64_t dft_clock_slow_ns(void)
 #if DFT_CLOCK_TSC
     if (atomic_load_explicit(&tsc_allowed, memory_order_relaxed) &&
         now >= atomic_load_explicit(&next_fit_ns, memory_order_relaxed)) {
-        uint64_t s = atomic_load_explicit(&dft_tsc.seq, memory_order_relaxed);
-        if (!(s & 1) &&
-            atomic_compare_exchange_strong(&dft_tsc.seq, &s, s + 1)) {
-            atomic_thread_fence(memory_order_release);
+        uint64_t s;
+        if (begin_write(&s))
             return refit(s);
-        }
     }
 #endif
     return now;
@@ -233,11 +244,13 @@ int64_t dft_clock_slow_ns(void)
 int dft_clock_skew_for_test(int64_t ns)
 {
 #if DFT_CLOCK_TSC
-    uint64_t s = atomic_load(&dft_tsc.seq);
-    if (!atomic_load(&tsc_allowed) || s == 0 || (s & 1) ||
-        !atomic_compare_exchange_strong(&dft_tsc.seq, &s, s + 1))
+    uint64_t s;
+    if (!atomic_load(&tsc_allowed) || !begin_write(&s))
         return 0;
-    atomic_thread_fence(memory_order_release);
+    if (s == 0) { /* not fitted yet: nothing to move */
+        atomic_store_explicit(&dft_tsc.seq, 0, memory_order_release);
+        return 0;
+    }
     atomic_fetch_add_explicit(&dft_tsc.ns_base, ns, memory_order_relaxed);
     atomic_store_explicit(&dft_tsc.seq, s + 2, memory_order_release);
     return 1;

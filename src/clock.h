@@ -69,15 +69,17 @@ static inline int64_t dft_clock_ns(void)
 {
 #if DFT_CLOCK_TSC
     uint64_t s = atomic_load_explicit(&dft_tsc.seq, memory_order_acquire);
-    uint64_t base = atomic_load_explicit(&dft_tsc.tsc_base, memory_order_relaxed);
-    uint64_t span = atomic_load_explicit(&dft_tsc.span, memory_order_relaxed);
-    uint64_t mult = atomic_load_explicit(&dft_tsc.mult, memory_order_relaxed);
-    int64_t ns = atomic_load_explicit(&dft_tsc.ns_base, memory_order_relaxed);
-    uint64_t d = __rdtsc() - base; /* wraps when tsc < base: fails the span test */
-    atomic_thread_fence(memory_order_acquire);
-    if (__builtin_expect((s & 1) == 0 && s != 0 && d < span, 1) &&
-        atomic_load_explicit(&dft_tsc.seq, memory_order_relaxed) == s)
-        return ns + (int64_t)(((unsigned __int128)d * mult) >> 32);
+    if (__builtin_expect(s != 0 && (s & 1) == 0, 1)) { /* else no TSC read at all */
+        uint64_t base = atomic_load_explicit(&dft_tsc.tsc_base, memory_order_relaxed);
+        uint64_t span = atomic_load_explicit(&dft_tsc.span, memory_order_relaxed);
+        uint64_t mult = atomic_load_explicit(&dft_tsc.mult, memory_order_relaxed);
+        int64_t ns = atomic_load_explicit(&dft_tsc.ns_base, memory_order_relaxed);
+        uint64_t d = __rdtsc() - base; /* wraps when tsc < base: fails the span test */
+        atomic_thread_fence(memory_order_acquire);
+        if (__builtin_expect(d < span, 1) &&
+            atomic_load_explicit(&dft_tsc.seq, memory_order_relaxed) == s)
+            return ns + (int64_t)(((unsigned __int128)d * mult) >> 32);
+    }
 #endif
     return dft_clock_slow_ns();
 }

@@ -415,6 +415,30 @@ static PyObject *mod_clock_info(PyObject *m, PyObject *unused)
                          (long long)dft_clock_offset_ns);
 }
 
+/* ns per tracer-clock read, over n reads timed with CLOCK_MONOTONIC. */
+static PyObject *mod_clock_read_cost(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n <= 0) {
+        PyErr_SetString(PyExc_ValueError, "n must be a positive number of reads");
+        return NULL;
+    }
+    volatile int64_t sink = 0;
+    struct timespec a, b;
+    Py_BEGIN_ALLOW_THREADS
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (long i = 0; i < n; i++)
+        sink += dft_clock_ns();
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    Py_END_ALLOW_THREADS
+    (void)sink;
+    double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
+    return PyFloat_FromDouble(ns / (double)n);
+}
+
 static PyObject *mod_clock_skew(PyObject *m, PyObject *arg)
 {
     (void)m;
@@ -430,6 +454,8 @@ static PyMethodDef module_methods[] = {
     {"is_active", mod_is_active, METH_NOARGS, "True while events are being recorded."},
     {"_clock_info", mod_clock_info, METH_NOARGS,
      "{'source': 'tsc' or 'monotonic', 'offset_ns': wall minus monotonic clock}."},
+    {"_clock_read_cost", mod_clock_read_cost, METH_O,
+     "_clock_read_cost(n): ns per tracer-clock read, averaged over n reads."},
     {"_clock_skew_for_test", mod_clock_skew, METH_O,
      "Tests only: moves the fitted TSC clock by ns; False when there is none."},
     {"_hash64", mod_hash64, METH_O, "XXH64 (seed 0) of a bytes-like object."},

@@ -173,5 +173,14 @@ def test_event_timestamps_use_the_same_clock(tmp_path) -> None:
         assert lo - 50 <= e["ts"] <= hi + 50, (e, lo, hi)
 
 
+
+def test_clock_read_cost_measures_and_checks_its_argument() -> None:
+    from dftracer import _core
+
+    assert 0 < _core._clock_read_cost(10000) < 10000
+    with pytest.raises(ValueError, match="n must be"):
+        _core._clock_read_cost(0)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v"]))
