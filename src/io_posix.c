@@ -29,13 +29,6 @@ static inline int fresh_fd(int fd)
     return fd;
 }
 
-#define FD_BEGIN(NAME, FD, PASS)                                                    \
-    dft_fd_slot *slot_ = dft_io_fd_slot(FD);                                       \
-    if (__builtin_expect(!slot_, 1) || !dft_io_enter())                             \
-        return PASS;                                                                \
-    dft_io_ev ev_;                                                                  \
-    dft_io_begin(&ev_, NAME, CAT)
-
 #define PATH_BEGIN(NAME, DIRFD, PATH, PASS)                                         \
     if (!dft_io_enter())                                                            \
         return PASS;                                                                \
@@ -47,16 +40,6 @@ static inline int fresh_fd(int fd)
     }                                                                               \
     dft_io_ev ev_;                                                                  \
     dft_io_begin(&ev_, NAME, CAT)
-
-/* Runs the real call, then reads errno and the end time. */
-#define CALL(TYPE, EXPR)                                                            \
-    TYPE r_ = EXPR;                                                                 \
-    int e_ = errno;                                                                 \
-    ev_.t1 = dft_clock_us()
-
-#define FD_ARGS(FD)                                                                 \
-    dft_io_hash(&ev_, "fhash", dft_io_fd_hash(slot_, FD));                          \
-    dft_io_int(&ev_, "fd", FD)
 
 #define PATH_HASH() dft_intern(DFT_INTERN_FILE, abs_, n_)
 

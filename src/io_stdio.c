@@ -30,20 +30,9 @@ static inline int stream_fd(FILE *fp)
 
 #define FP_BEGIN(NAME, FP, PASS)                                                    \
     int fd_ = stream_fd(FP);                                                        \
-    dft_fd_slot *slot_ = dft_io_fd_slot(fd_);                                      \
-    if (__builtin_expect(!slot_, 1) || !dft_io_enter())                             \
-        return PASS;                                                                \
-    dft_io_ev ev_;                                                                  \
-    dft_io_begin(&ev_, NAME, CAT)
+    FD_BEGIN(NAME, fd_, PASS)
 
-#define CALL(TYPE, EXPR)                                                            \
-    TYPE r_ = EXPR;                                                                 \
-    int e_ = errno;                                                                 \
-    ev_.t1 = dft_clock_us()
-
-#define FP_ARGS()                                                                   \
-    dft_io_hash(&ev_, "fhash", dft_io_fd_hash(slot_, fd_));                         \
-    dft_io_int(&ev_, "fd", fd_)
+#define FP_ARGS() FD_ARGS(fd_)
 
 /* ---- open / close ---------------------------------------------------------- */
 

@@ -81,6 +81,27 @@ DFT_IO_INLINE void dft_io_str(dft_io_ev *e, const char *key, const char *s)
             .key = key, .key_len = strlen(key), .type = DFT_ARG_STR, .v.s = {s, strlen(s)}};
 }
 
+/* The body of a descriptor wrapper, shared by io_posix.c and io_stdio.c (CAT is
+ * the including file's category).  FD_BEGIN returns PASS (the real call) at
+ * once for an untraced descriptor or a busy thread, else starts event ev_;
+ * CALL runs the real call, then reads errno and the end time; FD_ARGS adds
+ * the descriptor's fhash and fd. */
+#define FD_BEGIN(NAME, FD, PASS)                                                    \
+    dft_fd_slot *slot_ = dft_io_fd_slot(FD);                                       \
+    if (__builtin_expect(!slot_, 1) || !dft_io_enter())                             \
+        return PASS;                                                                \
+    dft_io_ev ev_;                                                                  \
+    dft_io_begin(&ev_, NAME, CAT)
+
+#define CALL(TYPE, EXPR)                                                            \
+    TYPE r_ = EXPR;                                                                 \
+    int e_ = errno;                                                                 \
+    ev_.t1 = dft_clock_us()
+
+#define FD_ARGS(FD)                                                                 \
+    dft_io_hash(&ev_, "fhash", dft_io_fd_hash(slot_, FD));                          \
+    dft_io_int(&ev_, "fd", FD)
+
 /* Records e (adding errno when failed), clears the busy flag and restores
  * err as errno.  Any thread, no GIL. */
 void dft_io_finish(dft_io_ev *e, int failed, int err);
