@@ -295,37 +295,27 @@ static PyMethodDef traced_methods[] = {
 static PyAsyncMethods traced_gen_async = {.am_send = traced_am_send};
 static PyAsyncMethods traced_coro_async = {.am_await = traced_await, .am_send = traced_am_send};
 
-static PyTypeObject TracedGenType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dftracer._core.traced_generator",
-    .tp_basicsize = sizeof(TracedObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "A generator whose every resumption is traced.",
-    .tp_as_async = &traced_gen_async,
-    .tp_iter = PyObject_SelfIter,
-    .tp_iternext = traced_iternext,
-    .tp_methods = traced_methods,
-    .tp_getattro = traced_getattro,
-    .tp_traverse = traced_traverse,
-    .tp_clear = traced_clear,
-    .tp_dealloc = traced_dealloc,
-    .tp_repr = traced_repr,
-};
+#define TRACED_TYPE(VAR, NAME, DOC, ASYNC)                                          \
+    static PyTypeObject VAR = {                                                     \
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = NAME,                              \
+        .tp_basicsize = sizeof(TracedObject),                                       \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,                        \
+        .tp_doc = DOC,                                                              \
+        .tp_as_async = ASYNC,                                                       \
+        .tp_iter = PyObject_SelfIter,                                               \
+        .tp_iternext = traced_iternext,                                             \
+        .tp_methods = traced_methods,                                               \
+        .tp_getattro = traced_getattro,                                             \
+        .tp_traverse = traced_traverse,                                             \
+        .tp_clear = traced_clear,                                                   \
+        .tp_dealloc = traced_dealloc,                                               \
+        .tp_repr = traced_repr,                                                     \
+    }
 
-static PyTypeObject TracedCoroType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dftracer._core.traced_coroutine",
-    .tp_basicsize = sizeof(TracedObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "A coroutine traced from its first resumption to its result.",
-    .tp_as_async = &traced_coro_async,
-    .tp_iter = PyObject_SelfIter,
-    .tp_iternext = traced_iternext,
-    .tp_methods = traced_methods,
-    .tp_getattro = traced_getattro,
-    .tp_traverse = traced_traverse,
-    .tp_clear = traced_clear,
-    .tp_dealloc = traced_dealloc,
-    .tp_repr = traced_repr,
-};
+TRACED_TYPE(TracedGenType, "dftracer._core.traced_generator",
+            "A generator whose every resumption is traced.", &traced_gen_async);
+TRACED_TYPE(TracedCoroType, "dftracer._core.traced_coroutine",
+            "A coroutine traced from its first resumption to its result.", &traced_coro_async);
 
 /* ---- the wrapper types --------------------------------------------------- */
 
