@@ -45,7 +45,7 @@ double pread_loop(int fd, long n)
 
 CHILD = r"""
 import ctypes, json, os, sys, threading, time
-calls, rounds, data_file, other_file, lib, mode = sys.argv[1:7]
+calls, rounds, data_file, other_file, lib, mode, sustained = sys.argv[1:8]
 calls, rounds = int(calls), int(rounds)
 traced = mode == "traced"
 flush = lambda: None
@@ -53,7 +53,8 @@ if traced:
     from dftracer import _core
     _core.logger.initialize_log()
     assert _core._io_installed()["slots"] > 0
-    flush = _core.logger.flush  # waits until the writers have written everything
+    if sustained != "1":
+        flush = _core.logger.flush  # waits until the writers have written everything
 if mode == "untraced+thread":
     # dftracer's writer threads make the process multi-threaded, and then
     # glibc and the kernel take their slower multi-threaded paths on every
@@ -131,11 +132,9 @@ def main() -> int:
         best: dict = {m: {} for m in MODES}
         for _ in range(args.rounds):
             for mode in MODES:
-                child = CHILD
-                if args.sustained:
-                    child = child.replace("flush()  # untimed", "pass  # sustained")
-                r = subprocess.run([sys.executable, "-c", child, str(calls), str(bursts),
-                                    files["data"], files["other"], lib, mode],
+                r = subprocess.run([sys.executable, "-c", CHILD, str(calls), str(bursts),
+                                    files["data"], files["other"], lib, mode,
+                                    "1" if args.sustained else "0"],
                                    env=traced_env if mode == "traced" else base,
                                    capture_output=True, text=True, check=True)
                 for k, v in json.loads(r.stdout).items():
