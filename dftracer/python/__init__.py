@@ -24,25 +24,10 @@ from dftracer.python.ai import (
     pipeline,
 )
 
-__all__ = [
-    "dftracer",
-    "dft_fn",
-    "ai",
-    "AI",
-    "DFTracerAI",
-    "comm",
-    "compute",
-    "data",
-    "dataloader",
-    "device",
-    "checkpoint",
-    "pipeline",
-    "dynamo",
-    "Dynamo",
-    "dftracer_dynamo_backend",
-]
+from dftracer.python.ai import __all__ as _AI_NAMES
 
 _DYNAMO_NAMES = ("Dynamo", "dftracer_dynamo_backend")
+__all__ = ["dftracer", "dft_fn", *_AI_NAMES, "dynamo", *_DYNAMO_NAMES]
 
 
 def __getattr__(name: str) -> Any:
