@@ -182,19 +182,33 @@ void dft_tstate_reset_current(void) { dft_tstate_forget_others(tls_state); }
 
 static inline size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 
-static inline size_t clamp_len(size_t n, size_t max) { return n > max ? max : n; }
+/* At most max bytes of the n at s, never splitting a UTF-8 character: the cut
+ * backs off over at most 3 continuation bytes (invalid input stays as it was). */
+static inline size_t clamp_str(const char *s, size_t n, size_t max)
+{
+    if (n <= max)
+        return n;
+    for (int k = 0; k < 3 && max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80; k++)
+        max--;
+    return max;
+}
+
+static inline size_t key_len(const dft_arg *a)
+{
+    return clamp_str(a->key, a->key_len ? a->key_len : strlen(a->key), DFT_KEY_MAX);
+}
 
 size_t dft_record_size(const dft_event *ev)
 {
-    size_t n = sizeof(dft_rec) + clamp_len(ev->name_len, DFT_NAME_MAX) +
-               clamp_len(ev->cat_len, DFT_CAT_MAX);
+    size_t n = sizeof(dft_rec) + clamp_str(ev->name, ev->name_len, DFT_NAME_MAX) +
+               clamp_str(ev->cat, ev->cat_len, DFT_CAT_MAX);
     size_t budget = DFT_STR_BUDGET;
     unsigned nargs = ev->nargs > DFT_ARGS_MAX ? DFT_ARGS_MAX : ev->nargs;
     for (unsigned i = 0; i < nargs; i++) {
         const dft_arg *a = &ev->args[i];
-        n += 2 + clamp_len(a->key_len ? a->key_len : strlen(a->key), DFT_KEY_MAX);
+        n += 2 + key_len(a);
         if (a->type == DFT_ARG_STR) {
-            size_t l = clamp_len(a->v.s.len, budget);
+            size_t l = clamp_str(a->v.s.ptr, a->v.s.len, budget);
             budget -= l;
             n += 4 + l;
         } else {
@@ -221,8 +235,8 @@ static void encode(char *dst, const dft_event *ev, size_t size, int64_t id, int3
     r->size = (uint32_t)size;
     r->ph = (uint8_t)ev->ph;
     r->nargs = (uint8_t)nargs;
-    r->name_len = (uint16_t)clamp_len(ev->name_len, DFT_NAME_MAX);
-    r->cat_len = (uint8_t)clamp_len(ev->cat_len, DFT_CAT_MAX);
+    r->name_len = (uint16_t)clamp_str(ev->name, ev->name_len, DFT_NAME_MAX);
+    r->cat_len = (uint8_t)clamp_str(ev->cat, ev->cat_len, DFT_CAT_MAX);
     r->flags = (uint8_t)ev->flags;
     r->reserved = 0;
     r->level = level;
@@ -240,13 +254,13 @@ static void encode(char *dst, const dft_event *ev, size_t size, int64_t id, int3
     size_t budget = DFT_STR_BUDGET;
     for (unsigned i = 0; i < nargs; i++) {
         const dft_arg *a = &ev->args[i];
-        size_t kl = clamp_len(a->key_len ? a->key_len : strlen(a->key), DFT_KEY_MAX);
+        size_t kl = key_len(a);
         *p++ = (char)a->type;
         *p++ = (char)kl;
         memcpy(p, a->key, kl);
         p += kl;
         if (a->type == DFT_ARG_STR) {
-            uint32_t l = (uint32_t)clamp_len(a->v.s.len, budget);
+            uint32_t l = (uint32_t)clamp_str(a->v.s.ptr, a->v.s.len, budget);
             budget -= l;
             memcpy(p, &l, 4);
             memcpy(p + 4, a->v.s.ptr, l);

@@ -226,9 +226,39 @@ def test_names_and_args_round_trip_through_the_trace(tmp_path_factory, texts):
     )
     tr = read_trace(only_trace(tmp))
     evs = [e for e in tr.user_events()]
-    assert [e["name"] for e in evs] == texts
+    assert [e["name"] for e in evs] == [utf8_prefix(s, 4096) for s in texts]
     for e, s in zip(evs, texts):
-        assert e["cat"] == s and e["args"][s] == s and e["args"]["k"] == s
+        key = utf8_prefix(s, 255)
+        assert e["cat"] == key and e["args"][key] == s and e["args"]["k"] == s
+
+
+def utf8_prefix(s: str, limit: int) -> str:
+    """The longest prefix of s within limit UTF-8 bytes (docs/trace-format.md, Limits)."""
+    return s.encode("utf-8")[:limit].decode("utf-8", "ignore")
+
+
+def test_long_strings_are_cut_between_characters(tmp_path):
+    """Names, categories, keys and values over their limits lose whole characters only."""
+    name = "a" + "é" * 3000    # 6001 bytes: over the 4096-byte name limit
+    cat = "x" + "€" * 100      # 301 bytes: over the 255-byte category limit
+    key = "kk" + "ü" * 200     # 402 bytes: over the 255-byte key limit
+    value = "a" + "😀" * 13000  # 52001 bytes: over the 48 KiB value budget
+    run_python(
+        f"""
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log({str(tmp_path / 'trace.pfw')!r})
+        log.log_event({name!r}, {cat!r}, log.get_time(), 1, string_args={{{key!r}: {value!r}}})
+        log.finalize()
+        """,
+        ENABLED,
+    )
+    (e,) = read_trace(only_trace(tmp_path)).user_events()
+    assert e["name"] == utf8_prefix(name, 4096) and len(e["name"]) == 2048
+    assert e["cat"] == utf8_prefix(cat, 255) and len(e["cat"]) == 85
+    cut_key = utf8_prefix(key, 255)
+    assert list(e["args"])[-1] == cut_key and len(cut_key) == 128
+    assert e["args"][cut_key] == utf8_prefix(value, 49152) == "a" + "😀" * 12287
+    assert "\ufffd" not in json.dumps(e, ensure_ascii=False)
 
 
 def test_lone_surrogates_are_replaced(tmp_path):
