@@ -11,14 +11,14 @@
 typedef int (*dft_integration_fn)(PyObject *module);
 
 /* Add one declaration and one table entry per integration. */
-int dft_profile_register(PyObject *module); /* profile.c: dft_fn, decorators */
-int dft_io_register(PyObject *module);      /* io_module.c: POSIX/stdio tracing */
-int dft_tools_register(PyObject *module);   /* reader_module.c: trace readers for the CLI */
-int dft_torch_profiler_register(PyObject *module); /* torch_profiler.c: trace_handler */
-int dft_register_cupti(PyObject *module);   /* cupti_module.c: GPU activity */
-int dft_dynamo_register(PyObject *module);  /* dynamo_timing.c, frame_hook.c: torch.compile */
+int dft_profile_register(PyObject *module); /* profile/profile.c: dft_fn, decorators */
+int dft_io_register(PyObject *module);      /* io/module.c: POSIX/stdio tracing */
+int dft_tools_register(PyObject *module);   /* reader/module.c: trace readers for the CLI */
+int dft_torch_profiler_register(PyObject *module); /* torch/trace_handler.c: trace_handler */
+int dft_register_cupti(PyObject *module);   /* gpu/module.c: GPU activity */
+int dft_dynamo_register(PyObject *module);  /* torch/dynamo_timing.c, torch/frame_hook.c: torch.compile */
 
-/* torch.compile backend timers and the PEP 523 frame hook (dynamo_timing.c) */
+/* torch.compile backend timers and the PEP 523 frame hook (torch/dynamo_timing.c) */
 int dft_dynamo_register(PyObject *module);
 
 static const dft_integration_fn dft_integrations[] = {
