@@ -6,6 +6,7 @@
 #include "core/clock.h"
 #include "core/core.h"
 #include "format/json.h"
+#define DFT_INTEGRATIONS_TABLE
 #include "integrations.h"
 #include "binding/pyargs.h"
 

@@ -12,8 +12,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/buffer.h"
 #include "core/clock.h"
-#include "core/core.h"
+#include "core/writer.h"
 
 #define ID_BLOCK 4096
 
@@ -178,45 +179,7 @@ void dft_tstate_forget_others(dft_tstate *keep)
 
 void dft_tstate_reset_current(void) { dft_tstate_forget_others(tls_state); }
 
-/* ---- encoding ---------------------------------------------------------- */
-
-static inline size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
-
-/* At most max bytes of the n at s, never splitting a UTF-8 character: the cut
- * backs off over at most 3 continuation bytes (invalid input stays as it was). */
-static inline size_t clamp_str(const char *s, size_t n, size_t max)
-{
-    if (n <= max)
-        return n;
-    for (int k = 0; k < 3 && max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80; k++)
-        max--;
-    return max;
-}
-
-static inline size_t key_len(const dft_arg *a)
-{
-    return clamp_str(a->key, a->key_len ? a->key_len : strlen(a->key), DFT_KEY_MAX);
-}
-
-size_t dft_record_size(const dft_event *ev)
-{
-    size_t n = sizeof(dft_rec) + clamp_str(ev->name, ev->name_len, DFT_NAME_MAX) +
-               clamp_str(ev->cat, ev->cat_len, DFT_CAT_MAX);
-    size_t budget = DFT_STR_BUDGET;
-    unsigned nargs = ev->nargs > DFT_ARGS_MAX ? DFT_ARGS_MAX : ev->nargs;
-    for (unsigned i = 0; i < nargs; i++) {
-        const dft_arg *a = &ev->args[i];
-        n += 2 + key_len(a);
-        if (a->type == DFT_ARG_STR) {
-            size_t l = clamp_str(a->v.s.ptr, a->v.s.len, budget);
-            budget -= l;
-            n += 4 + l;
-        } else {
-            n += 8;
-        }
-    }
-    return align8(n);
-}
+/* ---- the hot path ------------------------------------------------------ */
 
 static inline int64_t take_id(dft_tstate *ts)
 {
@@ -225,54 +188,6 @@ static inline int64_t take_id(dft_tstate *ts)
         ts->id_end = ts->id_next + ID_BLOCK;
     }
     return ts->id_next++;
-}
-
-static void encode(char *dst, const dft_event *ev, size_t size, int64_t id, int32_t level,
-                   int64_t p_idx, int64_t tid)
-{
-    dft_rec *r = (dft_rec *)dst;
-    unsigned nargs = ev->nargs > DFT_ARGS_MAX ? DFT_ARGS_MAX : ev->nargs;
-    r->size = (uint32_t)size;
-    r->ph = (uint8_t)ev->ph;
-    r->nargs = (uint8_t)nargs;
-    r->name_len = (uint16_t)clamp_str(ev->name, ev->name_len, DFT_NAME_MAX);
-    r->cat_len = (uint8_t)clamp_str(ev->cat, ev->cat_len, DFT_CAT_MAX);
-    r->flags = (uint8_t)ev->flags;
-    r->reserved = 0;
-    r->level = level;
-    r->id = id;
-    r->p_idx = p_idx;
-    r->ts = ev->ts;
-    r->dur = ev->dur;
-    r->tid = tid;
-    r->pid = ev->pid;
-    char *p = dst + sizeof(dft_rec);
-    memcpy(p, ev->name, r->name_len);
-    p += r->name_len;
-    memcpy(p, ev->cat, r->cat_len);
-    p += r->cat_len;
-    size_t budget = DFT_STR_BUDGET;
-    for (unsigned i = 0; i < nargs; i++) {
-        const dft_arg *a = &ev->args[i];
-        size_t kl = key_len(a);
-        *p++ = (char)a->type;
-        *p++ = (char)kl;
-        memcpy(p, a->key, kl);
-        p += kl;
-        if (a->type == DFT_ARG_STR) {
-            uint32_t l = (uint32_t)clamp_str(a->v.s.ptr, a->v.s.len, budget);
-            budget -= l;
-            memcpy(p, &l, 4);
-            memcpy(p + 4, a->v.s.ptr, l);
-            p += 4 + l;
-        } else {
-            memcpy(p, &a->v, 8);
-            p += 8;
-        }
-    }
-    /* Zero the padding (< 8 bytes) so the chunk is fully initialised. */
-    while (p < dst + size)
-        *p++ = 0;
 }
 
 static void announce_thread(dft_tstate *ts);
@@ -323,7 +238,8 @@ int dft_emit_record(const dft_event *ev, int64_t id_override)
         level = ts->depth + 1;
         p_idx = ts->depth > 0 ? ts->scopes[ts->depth - 1].id : -1;
     }
-    encode(ts->cur->data + pos, ev, size, id, level, p_idx, ev->tid ? ev->tid : ts->tid);
+    dft_rec_place at = {.id = id, .level = level, .p_idx = p_idx, .tid = ev->tid ? ev->tid : ts->tid};
+    dft_record_encode(ts->cur->data + pos, ev, size, &at);
     atomic_store_explicit(&ts->pos, pos + size, memory_order_release);
     if (__builtin_expect(pos + size >= dft_g.flush_threshold, 0))
         tstate_handoff(ts, 0);
@@ -351,10 +267,8 @@ static void announce_thread(dft_tstate *ts)
 /* ---- scopes ------------------------------------------------------------ */
 
 /* Any thread, no GIL. */
-void dft_enter_scope(void)
+void dft_scope_push(void)
 {
-    if (!atomic_load_explicit(&dft_g.active, memory_order_relaxed) && dft_lazy_start() != 0)
-        return;
     dft_tstate *ts = dft_tstate_get();
     if (!ts)
         return;
@@ -372,7 +286,7 @@ void dft_enter_scope(void)
 }
 
 /* Any thread, no GIL. */
-void dft_exit_scope(void)
+void dft_scope_pop(void)
 {
     dft_tstate *ts = tls_state;
     if (ts && ts->depth > 0)

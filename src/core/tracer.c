@@ -9,16 +9,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/buffer.h"
 #include "core/clock.h"
-#include "core/core.h"
-
-dft_globals dft_g = {
-    .life_lock = PTHREAD_MUTEX_INITIALIZER,
-    .registry_lock = PTHREAD_MUTEX_INITIALIZER,
-    .next_id_block = 1,
-    .chunk_cap = DFT_DEFAULT_WRITE_BUFFER + DFT_REC_MAX,
-    .flush_threshold = DFT_DEFAULT_WRITE_BUFFER,
-};
+#include "core/state.h"
+#include "core/tracer.h"
+#include "core/writer.h"
+#include "format/record.h"
 
 /* ---- interned strings (FH/SH), once per file --------------------------- */
 
@@ -116,6 +112,17 @@ int dft_emit(const dft_event *ev)
         return 1;
     return dft_emit_record(ev, 0);
 }
+
+/* Any thread, no GIL. */
+void dft_enter_scope(void)
+{
+    if (!atomic_load_explicit(&dft_g.active, memory_order_relaxed) && dft_lazy_start() != 0)
+        return;
+    dft_scope_push();
+}
+
+/* Any thread, no GIL. */
+void dft_exit_scope(void) { dft_scope_pop(); }
 
 /* Any thread, no GIL. */
 int dft_emit_complete(const char *name, const char *cat, int64_t ts, int64_t dur,

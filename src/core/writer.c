@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "core/core.h"
+#include "core/writer.h"
 #include "format/lines.h"
 
 #define PIECE ((size_t)1 << 20)   /* JSON bytes per gzip member */
@@ -384,33 +384,8 @@ void dft_writer_write_now(const dft_event *ev, int64_t id)
     size_t size = dft_record_size(ev);
     if (size > sizeof rec)
         return;
-    dft_rec *r = (dft_rec *)rec;
-    memset(rec, 0, size);
-    r->size = (uint32_t)size;
-    r->ph = (uint8_t)ev->ph;
-    r->nargs = (uint8_t)ev->nargs;
-    r->name_len = (uint16_t)ev->name_len;
-    r->cat_len = (uint8_t)ev->cat_len;
-    r->level = 1;
-    r->id = id;
-    r->p_idx = -1;
-    r->ts = ev->ts;
-    r->dur = ev->dur;
-    r->tid = ev->tid;
-    char *p = rec + sizeof *r;
-    memcpy(p, ev->name, ev->name_len);
-    p += ev->name_len;
-    memcpy(p, ev->cat, ev->cat_len);
-    p += ev->cat_len;
-    for (unsigned i = 0; i < ev->nargs; i++) { /* int args only */
-        size_t kl = strlen(ev->args[i].key);
-        *p++ = (char)ev->args[i].type;
-        *p++ = (char)kl;
-        memcpy(p, ev->args[i].key, kl);
-        p += kl;
-        memcpy(p, &ev->args[i].v, 8);
-        p += 8;
-    }
+    dft_rec_place at = {.id = id, .level = 1, .p_idx = -1, .tid = ev->tid};
+    dft_record_encode(rec, ev, size, &at);
     if (W.fd < 0 && W.pending && open_file_locked() != 0)
         return;
     worker *wk = &W.sync;

@@ -2,7 +2,7 @@
 #ifndef DFT_FORMAT_H
 #define DFT_FORMAT_H
 
-#include "core/core.h"
+#include "format/record.h"
 #include "format/json.h"
 
 typedef struct dft_fmt_ctx {

@@ -5,7 +5,8 @@
  * "<name>.yield" (the loop body), both with counter_key=N.  Each is a nesting
  * scope, so events logged by the iterator or the loop body nest under them.
  * All functions need the GIL. */
-#include "profile/profile.h"
+#include "profile/emit.h"
+#include "profile/loop.h"
 
 #include "core/clock.h"
 

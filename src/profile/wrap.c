@@ -6,7 +6,8 @@
  *
  * When tracing is off the call is forwarded as is: two loads and a branch.
  * All functions need the GIL. */
-#include "profile/profile.h"
+#include "profile/emit.h"
+#include "profile/wrap.h"
 
 #include <stddef.h>
 #include <string.h>

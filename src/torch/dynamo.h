@@ -20,8 +20,37 @@ typedef struct dft_dyn_counters {
     int compile_depth;       /* nesting of compile begin/end pairs */
 } dft_dyn_counters;
 
+/* One thread's state: the timer ring of the graph timers (tokens are
+ * 0..255, CPython's cached small ints) and the counters. */
+#define DFT_DYN_RING 256
+typedef struct dft_dyn_thread_state {
+    int64_t ring[DFT_DYN_RING];
+    unsigned pos;
+    int grad_enabled; /* -1: not read yet on this thread */
+    dft_dyn_counters counters;
+} dft_dyn_thread_state;
+
+/* Only a pointer is thread-local: the core's initial-exec TLS leaves little
+ * static TLS room for the rest of the library. */
+extern _Thread_local dft_dyn_thread_state *dft_dyn_tl_state;
+dft_dyn_thread_state *dft_dyn_thread_slow(void);
+
+/* The calling thread's state (no GIL needed). */
+static inline dft_dyn_thread_state *dft_dyn_thread(void)
+{
+    dft_dyn_thread_state *t = dft_dyn_tl_state;
+    return t ? t : dft_dyn_thread_slow();
+}
+
 /* The calling thread's counters (thread-local; no GIL needed). */
 dft_dyn_counters *dft_dyn_counters_get(void);
+
+/* A malloc'd NUL-terminated UTF-8 copy of str s (its length in *len), or NULL
+ * with TypeError naming argname. */
+char *dft_dyn_copy_utf8(PyObject *s, const char *argname, size_t *len);
+
+/* How many contexts _dyn_context_new() made. */
+int32_t dft_dyn_context_count(void);
 
 /* Appends the args of Dynamo context ctx (name, epoch, step, image_idx,
  * image_size: those that are set) to out, which has room for

@@ -21,6 +21,7 @@
  *
  * All functions here run with the GIL held: the hook runs on the thread that
  * evaluates the frame. */
+#include "integrations.h"
 #include "torch/dynamo.h"
 
 #include <stdlib.h>
@@ -337,7 +338,7 @@ static PyMethodDef hook_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-int dft_frame_hook_add_functions(PyObject *module)
+int dft_frame_hook_register(PyObject *module)
 {
     return PyModule_AddFunctions(module, hook_methods);
 }
