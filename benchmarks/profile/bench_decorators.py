@@ -1,6 +1,6 @@
 """Per-call cost of tracing an empty function, measured side by side.
 
-    PYTHONPATH=$PWD python3 benchmarks/bench_decorators.py [--number N] [--repeat R]
+    PYTHONPATH=$PWD python3 benchmarks/profile/bench_decorators.py [--number N] [--repeat R]
 
 Tracing on (this process):  plain call; @Profile.log; `with ai.compute.forward:`;
 a pure-Python wrapper doing two clock reads and a log_event (dftracer's own C
@@ -37,7 +37,7 @@ import time
 import timeit
 from typing import Callable, Dict
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 

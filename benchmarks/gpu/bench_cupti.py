@@ -1,6 +1,6 @@
 """CUPTI benchmark (GPU): the added time per kernel of recording GPU activity.
 
-Run:  PYTHONPATH=$PWD python3 benchmarks/bench_cupti.py [--kernels N] [--repeats R]
+Run:  PYTHONPATH=$PWD python3 benchmarks/gpu/bench_cupti.py [--kernels N] [--repeats R]
 
 A launch-heavy loop of tiny kernels (x.add_(1) on a one-element CUDA tensor,
 then one synchronize) runs in three modes, each in a fresh interpreter,

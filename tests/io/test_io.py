@@ -18,7 +18,7 @@ import pytest
 
 from tracefile import find_traces, read_trace, run_python
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IO_CATS = ("POSIX", "STDIO")
 
 try:
@@ -405,7 +405,7 @@ def run_cli(tmp_path, *args, script):
     env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
     env["PYTHONPATH"] = ROOT
     env["IO_DATA"] = str(tmp_path / "data")
-    return subprocess.run([sys.executable, "-m", "dftracer.run", *args, "--", sys.executable,
+    return subprocess.run([sys.executable, "-m", "dftracer.tools.run", *args, "--", sys.executable,
                            "script.py"], cwd=str(tmp_path), env=env, capture_output=True,
                           text=True, timeout=300)
 
@@ -450,6 +450,6 @@ def test_run_no_io_and_bad_command(tmp_path, dirs):
     traces = [read_trace(p) for p in find_traces(str(tmp_path), "t")]
     assert len(traces) >= 2 and not any(io_events(t) for t in traces)
     env = dict(os.environ, PYTHONPATH=ROOT)
-    bad = subprocess.run([sys.executable, "-m", "dftracer.run", "--", "/nonexistent/prog"],
+    bad = subprocess.run([sys.executable, "-m", "dftracer.tools.run", "--", "/nonexistent/prog"],
                          env=env, capture_output=True, text=True)
     assert bad.returncode == 127 and "/nonexistent/prog" in bad.stderr

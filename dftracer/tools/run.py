@@ -1,7 +1,7 @@
 """``dftracer run``: trace an unchanged program and all its Python workers.
 
     dftracer run [--data-dir D] [--log-file F] [--no-io] -- python script.py args...
-    python -m dftracer.run [options] -- python script.py args...
+    python -m dftracer.tools.run [options] -- python script.py args...
 
 Sets ``DFTRACER_ENABLE=1`` and ``DFTRACER_INIT=PRELOAD`` (plus the options)
 and replaces itself with the command, so the exit status and signals are the
@@ -73,7 +73,9 @@ def build_env(data_dir: Optional[str], log_file: Optional[str], no_io: bool,
         env["DFTRACER_DATA_DIR"] = _abs_dirs(data_dir)
     if no_io:
         env["DFTRACER_DISABLE_IO"] = "1"
-    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    import dftracer
+
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(dftracer.__file__)))
     if not _pth_installed(package_parent):
         # A source tree: make the package importable and use the sitecustomize shim.
         startup = os.path.join(package_parent, "dftracer", "_startup")

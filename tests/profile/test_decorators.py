@@ -18,7 +18,7 @@ import pytest
 
 from tracefile import find_traces, read_trace, run_python
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from dftracer.python import dft_fn as Profile  # noqa: E402

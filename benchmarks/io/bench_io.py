@@ -1,6 +1,6 @@
 """Per-call cost of I/O tracing: 4 KiB preads, untraced vs traced, side by side.
 
-    PYTHONPATH=$PWD python3 benchmarks/bench_io.py [--calls N] [--rounds R]
+    PYTHONPATH=$PWD python3 benchmarks/io/bench_io.py [--calls N] [--rounds R]
 
 Each round starts two fresh interpreters, one without tracing and one with
 DFTRACER_ENABLE=1 and DFTRACER_DATA_DIR=<data>, alternately.  Each reads 4 KiB

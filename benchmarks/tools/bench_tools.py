@@ -6,9 +6,9 @@ I/O args, end; gzip members of a few thousand lines at level 1), then runs
 the command line on it in fresh processes and prints events/s and the peak
 RSS of the largest process (the CLI or one of its workers).
 
-    python3 benchmarks/bench_tools.py                    # 20 M events, 8 files
-    python3 benchmarks/bench_tools.py --events 2000000   # quicker
-    python3 benchmarks/bench_tools.py --dir /tmp/bt --keep
+    python3 benchmarks/tools/bench_tools.py                    # 20 M events, 8 files
+    python3 benchmarks/tools/bench_tools.py --events 2000000   # quicker
+    python3 benchmarks/tools/bench_tools.py --dir /tmp/bt --keep
 
 The generator formats a few distinct blocks of events per file and repeats
 their compressed members to reach the size asked (ids repeat across blocks;
@@ -27,7 +27,7 @@ import tempfile
 import time
 import zlib
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NAMES = [("compute", "forward"), ("compute", "backward"), ("POSIX", "read"),
          ("POSIX", "write"), ("dataloader", "fetch"), ("data", "item"),
          ("checkpoint", "capture"), ("comm", "all_reduce")]
@@ -87,7 +87,7 @@ def write_trace(path: str, pid: int, events: int, rank: int) -> int:
 
 RUNNER = r"""
 import resource, sys, time
-from dftracer.cli import main
+from dftracer.tools.cli import main
 t = time.perf_counter()
 rc = main(sys.argv[1:])
 dt = time.perf_counter() - t

@@ -2,7 +2,7 @@
 uncompressed temporary copy, then gzip) against ours (streamed through gzip),
 measured side by side on the same profiler result.
 
-    PYTHONPATH=$PWD python3 benchmarks/bench_profiler_export.py [--steps 20] [--rounds 3]
+    PYTHONPATH=$PWD python3 benchmarks/torch/bench_profiler_export.py [--steps 20] [--rounds 3]
 """
 
 from __future__ import annotations

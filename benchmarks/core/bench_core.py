@@ -1,6 +1,6 @@
 """Core benchmark: hot-path cost, sustained throughput, bytes per event, RSS.
 
-Run:  python benchmarks/bench_core.py [--events N] [--rss-events N]
+Run:  python benchmarks/core/bench_core.py [--events N] [--rss-events N]
 
 Prints, measured side by side in one run:
 - ns per log_event() call from Python, against an empty C method call of the

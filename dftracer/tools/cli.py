@@ -23,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     summary.add_parser(sub)
     merge.add_parsers(sub)
     validate.add_parser(sub)
-    # `run` has its own parser (dftracer/run.py); listed here for --help.
+    # `run` has its own parser (dftracer/tools/run.py); listed here for --help.
     sub.add_parser("run", add_help=False,
                    help="run a command with tracing on in every Python process it starts")
     return parser
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["run"]:
-        from dftracer import run
+        from dftracer.tools import run
 
         return run.main(argv[1:])
     parser = build_parser()

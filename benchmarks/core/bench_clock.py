@@ -1,6 +1,6 @@
 """Cost of one tracer-clock read, TSC path vs clock_gettime, side by side.
 
-    PYTHONPATH=$PWD python3 benchmarks/bench_clock.py [--reads N] [--rounds R]
+    PYTHONPATH=$PWD python3 benchmarks/core/bench_clock.py [--reads N] [--rounds R]
 
 Runs one interpreter per DFTRACER_CLOCK setting (auto, monotonic), alternately,
 and prints the best ns per read of each (a C loop over the tracer clock, timed

@@ -31,7 +31,7 @@ from dftracer.python.torch import (  # noqa: E402
 )
 from dftracer.python.torch import _outputs  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 CUDA = torch.cuda.is_available()
 NEEDS_CUDA = "needs a CUDA device; this torch/machine has none"
 try:

@@ -16,7 +16,7 @@ import pytest
 
 from tracefile import find_traces, read_lines, read_trace, run_python
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # What each traced process logs: (name, cat, durations, int args)
 READS = [3, 5, 8, 13, 21, 34, 55, 89, 144, 233]

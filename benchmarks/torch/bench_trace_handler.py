@@ -20,7 +20,7 @@ cache.  Each of (1) and (2) is timed up to the end of a flush, so compression
 and the write are included; the bytes each adds to the trace file are measured
 after its flush.
 
-    python3 benchmarks/bench_trace_handler.py [--steps N] [--min-events N]
+    python3 benchmarks/torch/bench_trace_handler.py [--steps N] [--min-events N]
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any, Dict
 
 _tmp = tempfile.mkdtemp(prefix="dft-bench-torch-")
 os.environ["DFTRACER_ENABLE"] = "1"
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402

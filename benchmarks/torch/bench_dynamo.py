@@ -11,11 +11,11 @@ element-wise ops where the per-op cost dominates.  Three compilations of each:
 Prints the per-step times, the time added per op, and the ratio of the added
 times.  Targets: <= 0.5 us added per op, >= 5x less added than python.
 Runs twice: with a 64M per-thread buffer (no hand-off to the writer during the
-timed loop: the cost on the calling thread, as benchmarks/bench_core.py
+timed loop: the cost on the calling thread, as benchmarks/core/bench_core.py
 measures it) and with the default 1M buffer (includes waiting on the writer,
 which on a small, busy machine bounds both instrumentations alike).
 
-    DFTRACER_ENABLE=1 PYTHONPATH=. python3 benchmarks/bench_dynamo.py [--steps N] [--rounds R]
+    DFTRACER_ENABLE=1 PYTHONPATH=. python3 benchmarks/torch/bench_dynamo.py [--steps N] [--rounds R]
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import Any, Dict, List
 
 from tracefile import find_traces, read_trace, run_python
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 PRELUDE = """
