@@ -76,8 +76,12 @@ def perfetto_ui_dir() -> Path | None:
     return d if (d / "index.html").is_file() else None
 
 
+# Read at import: the tests' autouse fixture clears DFTRACER_* variables.
+_ARTIFACTS_ENV = os.environ.get("DFTRACER_TEST_ARTIFACTS")
+
+
 def artifacts_dir() -> Path:
-    d = os.environ.get("DFTRACER_TEST_ARTIFACTS")
+    d = os.environ.get("DFTRACER_TEST_ARTIFACTS") or _ARTIFACTS_ENV
     p = Path(d) if d else Path(tempfile.gettempdir()) / "dftracer-test-artifacts"
     p.mkdir(parents=True, exist_ok=True)
     return p
