@@ -203,6 +203,39 @@ def test_file_is_a_series_of_independent_gzip_members(tmp_path):
     assert lines == len(read_lines(only_trace(tmp_path))) - 1
 
 
+@pytest.mark.parametrize("buffer", ["512", "4K", "1M"])
+@pytest.mark.parametrize("threads", [1, 4])
+def test_first_member_holds_the_bracket_and_whole_event_lines(tmp_path, buffer, threads):
+    """The member layout rule (docs/trace-format.md, what Perfetto needs): the
+    first gzip member starts with "[" and holds at least one whole event line;
+    no other member holds "[", whichever writer thread wrote first."""
+    run_python(
+        f"""
+        import threading
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log({str(tmp_path / 'trace.pfw')!r})
+        def work():
+            for i in range(3000):
+                log.log_event("e", "c", log.get_time(), 1)
+        ths = [threading.Thread(target=work) for _ in range({threads})]
+        [t.start() for t in ths]
+        [t.join() for t in ths]
+        log.finalize()
+        """,
+        dict(ENABLED, DFTRACER_WRITE_BUFFER_SIZE=buffer, DFTRACER_WRITER_THREADS="4"),
+    )
+    data = open(only_trace(tmp_path), "rb").read()
+    texts = []
+    while data:
+        d = zlib.decompressobj(31)
+        texts.append(d.decompress(data))
+        data = d.unused_data
+    first = texts[0].split(b"\n")
+    assert first[0] == b"[" and len(first) >= 3 and json.loads(first[1])
+    assert all(not t.startswith(b"[") for t in texts[1:])
+    assert sum(t.count(b"\n[\n") for t in texts) == 0
+
+
 def test_uncompressed_trace(tmp_path):
     run_python(
         f"""

@@ -317,6 +317,44 @@ def test_dftracer_view_offline_shows_the_timeline(pf, raws, tmp_path):
     assert proc.returncode == 0, err
 
 
+def test_torn_tail_is_refused_as_written_but_opens_through_view(pf, raws, tmp_path):
+    """A process killed inside the write() of a member leaves that member
+    torn; no layout can make Perfetto read a torn gzip stream ("GZIP stream
+    incomplete").  `dftracer view` rewrites such a file (as merge does) and
+    the readable events show."""
+    data = open(raws["small"], "rb").read()
+    torn = tmp_path / "torn" / "trace-host-9-app.pfw.gz"
+    torn.parent.mkdir()
+    torn.write_bytes(data[:-200])
+    with pytest.raises(bs.PerfettoError, match="GZIP stream incomplete"):
+        pf.load(torn)
+    readable = []
+    with gzip.open(torn, "rt") as f:
+        try:
+            for line in f:
+                readable.append(line)
+        except EOFError:
+            pass
+    complete = sum(1 for line in readable if line.endswith("\n") and '"ph":"X"' in line)
+    proc = subprocess.Popen([sys.executable, "-m", "dftracer", "view", str(torn), "--offline",
+                             "--no-browser", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ui_url = proc.stdout.readline().split(": ", 1)[1].strip()
+        pf.drv.get("about:blank")
+        pf.drv.get(ui_url)
+        try:
+            pf.wait_loaded()
+        finally:
+            pf.screenshot("view-torn.png")
+        got = seen_in_perfetto(pf)
+        assert 0 < got["slices"] <= complete and got["slices"] > complete - 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "truncated tail" in err, err
+
+
 def _expand_tracks(pf: bs.Perfetto) -> None:
     pf.drv.execute_script("""
         const ws = window.app.trace.workspace;
