@@ -9,7 +9,6 @@ import importlib.util
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 import urllib.parse
