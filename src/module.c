@@ -28,6 +28,56 @@ static void restore_gil(void *h)
         PyEval_RestoreThread((PyThreadState *)h);
 }
 
+/* ---- thread names ------------------------------------------------------ */
+
+/* dft_g.thread_name: threading.current_thread().name, read as
+ * threading._active[get_ident()]._name without running Python code (no call,
+ * no import), so it is safe inside the tracer's emit path.  -1 when the
+ * calling thread does not hold the GIL; 0 when it is not a threading thread.
+ * Any pending exception is kept. */
+static int py_thread_name(char *buf, size_t cap)
+{
+    if (!Py_IsInitialized() || !PyGILState_Check() || cap == 0)
+        return -1;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (Py_IsFinalizing())
+        return -1;
+#endif
+    int n = 0;
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+#else
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+#endif
+    PyObject *threading = PyDict_GetItemString(PyImport_GetModuleDict(), "threading");
+    PyObject *active = threading ? PyObject_GetAttrString(threading, "_active") : NULL;
+    PyObject *key = active && PyDict_Check(active)
+                        ? PyLong_FromUnsignedLong(PyThread_get_thread_ident())
+                        : NULL;
+    PyObject *thread = key ? PyDict_GetItemWithError(active, key) : NULL; /* borrowed */
+    PyObject *name = thread ? PyObject_GetAttrString(thread, "_name") : NULL;
+    Py_ssize_t len;
+    const char *s = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8AndSize(name, &len) : NULL;
+    if (s && len > 0) {
+        size_t l = (size_t)len < cap - 1 ? (size_t)len : cap - 1;
+        while (l > 0 && l < (size_t)len && ((unsigned char)s[l] & 0xC0) == 0x80)
+            l--; /* cut between UTF-8 characters */
+        memcpy(buf, s, l);
+        buf[l] = '\0';
+        n = (int)l;
+    }
+    Py_XDECREF(name);
+    Py_XDECREF(key);
+    Py_XDECREF(active);
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
+    PyErr_Restore(et, ev, tb);
+#endif
+    return n;
+}
+
 /* ---- the logger type --------------------------------------------------- */
 
 typedef struct {
@@ -500,6 +550,7 @@ PyMODINIT_FUNC PyInit__core(void)
     dft_clock_init();
     dft_g.before_wait = release_gil;
     dft_g.after_wait = restore_gil;
+    dft_g.thread_name = py_thread_name;
     if (PyModule_AddObjectRef(m, "dftracer", (PyObject *)&LoggerType) < 0 ||
         PyModule_AddObjectRef(m, "logger", logger_singleton) < 0 ||
         PyModule_AddStringConstant(m, "__version__", DFT_VERSION) < 0)

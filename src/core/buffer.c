@@ -191,6 +191,7 @@ static inline int64_t take_id(dft_tstate *ts)
 }
 
 static void announce_thread(dft_tstate *ts);
+static void rename_thread(dft_tstate *ts);
 
 /* The hot path.  Any thread, no GIL. */
 int dft_emit_record(const dft_event *ev, int64_t id_override)
@@ -208,6 +209,8 @@ int dft_emit_record(const dft_event *ev, int64_t id_override)
     if (__builtin_expect(ts->gen != gen, 0)) {
         ts->gen = gen;
         announce_thread(ts);
+    } else if (__builtin_expect(!ts->name_final, 0)) {
+        rename_thread(ts);
     }
     size_t size = dft_record_size(ev);
     size_t pos = atomic_load_explicit(&ts->pos, memory_order_relaxed);
@@ -247,14 +250,12 @@ int dft_emit_record(const dft_event *ev, int64_t id_override)
     return 0;
 }
 
-/* Writes this thread's thread_name metadata into the current file.
+/* Writes a thread_name metadata event for this thread with ts->name.
  * Called with ts->in_emit set; any thread, no GIL. */
-static void announce_thread(dft_tstate *ts)
+static void write_thread_name(dft_tstate *ts)
 {
-    char name[24];
-    int n = snprintf(name, sizeof name, "%lld", (long long)ts->tid);
     dft_arg args[2] = {
-        {.key = "name", .type = DFT_ARG_STR, .v.s = {name, (size_t)n}},
+        {.key = "name", .type = DFT_ARG_STR, .v.s = {ts->name, strlen(ts->name)}},
         {.key = "value", .type = DFT_ARG_STR, .v.s = {"thread_name", 11}},
     };
     dft_event ev = {.name = "thread_name", .name_len = 11, .cat = "dftracer", .cat_len = 8,
@@ -262,6 +263,50 @@ static void announce_thread(dft_tstate *ts)
     ts->in_emit = 0;
     dft_emit_record(&ev, 0);
     ts->in_emit = 1;
+}
+
+/* The name a thread shows in the viewer: its Python name when the hook can
+ * read it now (final), else "MainThread" for the process's main thread and
+ * the tid for others (not final: replaced once the Python name is known).
+ * Any thread, no GIL needed. */
+static void current_name(dft_tstate *ts, char *buf, size_t cap, int *final)
+{
+    int n = dft_g.thread_name ? dft_g.thread_name(buf, cap) : 0;
+    *final = n >= 0;
+    if (n > 0)
+        return;
+    if (ts->tid == dft_g.real_pid)
+        snprintf(buf, cap, "MainThread");
+    else
+        snprintf(buf, cap, "%lld", (long long)ts->tid);
+}
+
+/* Writes this thread's thread_name metadata into the current file.
+ * Called with ts->in_emit set; any thread, no GIL. */
+static void announce_thread(dft_tstate *ts)
+{
+    current_name(ts, ts->name, sizeof ts->name, &ts->name_final);
+    write_thread_name(ts);
+}
+
+/* A thread announced without its Python name (its first event was recorded
+ * without the GIL): once the name can be read, writes it if it differs.
+ * Perfetto shows the last thread_name of a thread.  Called with ts->in_emit
+ * set; any thread, no GIL needed. */
+static void rename_thread(dft_tstate *ts)
+{
+    char name[sizeof ts->name];
+    int final;
+    if (dft_g.thread_name && dft_g.thread_name(name, sizeof name) < 0)
+        return; /* still no GIL: cheap to ask again at the next event */
+    current_name(ts, name, sizeof name, &final);
+    if (!final)
+        return;
+    ts->name_final = 1;
+    if (strcmp(name, ts->name) != 0) {
+        memcpy(ts->name, name, sizeof name);
+        write_thread_name(ts);
+    }
 }
 
 /* ---- scopes ------------------------------------------------------------ */

@@ -33,6 +33,8 @@ typedef struct dft_tstate {
     pthread_mutex_t lock;  /* slow path only: hand-off and snapshots */
     int64_t tid;
     uint64_t gen;          /* file generation this thread announced itself to */
+    int name_final;        /* the thread_name written is the Python thread's */
+    char name[128];        /* the thread_name written to the current file */
     int64_t id_next, id_end;
     dft_scope *scopes;
     int depth, scopes_cap;
@@ -64,6 +66,12 @@ typedef struct dft_globals {
     /* Hooks set by the Python module to release the GIL while waiting. */
     void *(*before_wait)(void);
     void (*after_wait)(void *);
+    /* Set by the Python module: writes the calling thread's Python name
+     * (threading.current_thread().name) to buf (NUL-terminated, at most cap
+     * bytes) and returns its length; 0 when the thread has no Python name;
+     * -1 when it cannot tell now (the thread does not hold the GIL).  Runs
+     * no Python code. */
+    int (*thread_name)(char *buf, size_t cap);
 } dft_globals;
 
 extern dft_globals dft_g;

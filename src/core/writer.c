@@ -5,7 +5,13 @@
  * member and append it with a single write() under the file lock, so every
  * member on disk is whole and independent.  The queue is bounded: a submitter
  * waits when the writers are behind, so memory stays bounded and nothing is
- * dropped. */
+ * dropped.
+ *
+ * A new file's "[" line is not written on its own: the first piece written
+ * (by whichever thread gets the file lock first) carries it, so the first
+ * member always holds "[" and at least one whole event line.  Perfetto guesses
+ * a gzip file's format from its first member alone and refuses a first member
+ * that holds only "[" (docs/trace-format.md, "Member layout"). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -48,6 +54,7 @@ static struct {
     char *path;
     int compression;
     dft_fmt_ctx fmt;
+    _Atomic int need_bracket; /* a new file: the next piece written starts with "[\n" */
     _Atomic uint64_t lines;
     int write_error_reported;
 
@@ -149,39 +156,86 @@ static int worker_zinit(worker *wk)
     return 0;
 }
 
-/* Deflates text into one gzip member in wk->out.  Writer threads, no GIL. */
-static int deflate_member(worker *wk, const char *text, size_t n)
+/* Deflates "[\n" (when bracket is set) followed by text into one gzip member
+ * in wk->out.  Allocates only when wk->out is too small (never in the
+ * emergency worker, whose buffers are reserved).  Writer threads, no GIL. */
+static int deflate_member(worker *wk, int bracket, const char *text, size_t n)
 {
     if (!wk->z_ready && worker_zinit(wk) != 0)
         return -1;
     if (deflateReset(&wk->z) != Z_OK)
         return -1;
-    uLong bound = deflateBound(&wk->z, (uLong)n);
+    uLong bound = deflateBound(&wk->z, (uLong)n + 2);
     wk->out.len = 0;
     if (dft_sbuf_reserve(&wk->out, bound) != 0)
         return -1;
-    wk->z.next_in = (Bytef *)text;
-    wk->z.avail_in = (uInt)n;
     wk->z.next_out = (Bytef *)wk->out.data;
     wk->z.avail_out = (uInt)wk->out.cap;
+    if (bracket) {
+        wk->z.next_in = (Bytef *)"[\n";
+        wk->z.avail_in = 2;
+        if (deflate(&wk->z, Z_NO_FLUSH) != Z_OK || wk->z.avail_in != 0)
+            return -1;
+    }
+    wk->z.next_in = (Bytef *)text;
+    wk->z.avail_in = (uInt)n;
     if (deflate(&wk->z, Z_FINISH) != Z_STREAM_END)
         return -1;
     wk->out.len = wk->out.cap - wk->z.avail_out;
     return 0;
 }
 
-/* Writes whole lines as one member (or as-is when uncompressed). */
+/* The bytes to append for text: one gzip member, or the text itself, with
+ * "[\n" in front when bracket is set.  Sets *buf and *len. */
+static int encode_piece(worker *wk, int bracket, const char *text, size_t n, const char **buf,
+                        size_t *len)
+{
+    if (W.compression) {
+        if (deflate_member(wk, bracket, text, n) != 0)
+            return -1;
+        *buf = wk->out.data;
+        *len = wk->out.len;
+    } else if (bracket) {
+        wk->out.len = 0;
+        if (dft_sbuf_reserve(&wk->out, n + 2) != 0)
+            return -1;
+        memcpy(wk->out.data, "[\n", 2);
+        memcpy(wk->out.data + 2, text, n);
+        *buf = wk->out.data;
+        *len = n + 2;
+    } else {
+        *buf = text;
+        *len = n;
+    }
+    return 0;
+}
+
+/* Writes whole lines as one member (or as-is when uncompressed).  The first
+ * piece of a new file is encoded under the file lock, with the "[" line, so
+ * that nothing can be written before it. */
 static void write_piece(worker *wk, const char *text, size_t n, size_t lines)
 {
-    const char *buf = text;
-    size_t len = n;
-    if (W.compression) {
-        if (deflate_member(wk, text, n) != 0) {
-            dft_log(DFT_LOG_ERROR, "compression failed; %zu events dropped", lines);
+    const char *buf;
+    size_t len;
+    if (atomic_load(&W.need_bracket)) {
+        pthread_mutex_lock(&W.file_lock);
+        if (atomic_load(&W.need_bracket)) {
+            if (W.fd >= 0) {
+                if (encode_piece(wk, 1, text, n, &buf, &len) != 0)
+                    dft_log(DFT_LOG_ERROR, "compression failed; %zu events dropped", lines);
+                else if (write_all(buf, len) == 0) {
+                    atomic_store(&W.need_bracket, 0);
+                    atomic_fetch_add(&W.lines, lines);
+                }
+            }
+            pthread_mutex_unlock(&W.file_lock);
             return;
         }
-        buf = wk->out.data;
-        len = wk->out.len;
+        pthread_mutex_unlock(&W.file_lock);
+    }
+    if (encode_piece(wk, 0, text, n, &buf, &len) != 0) {
+        dft_log(DFT_LOG_ERROR, "compression failed; %zu events dropped", lines);
+        return;
     }
     pthread_mutex_lock(&W.file_lock);
     if (W.fd >= 0 && write_all(buf, len) == 0)
@@ -323,8 +377,9 @@ uint64_t dft_writer_lines(void) { return atomic_load(&W.lines); }
 
 /* ---- the file ---------------------------------------------------------- */
 
-/* Opens (appending to) the configured file and writes the "[" line if it is
- * new.  Caller holds W.lock or runs before any writer thread exists. */
+/* Opens (appending to) the configured file; when it is new, the first piece
+ * written will start with the "[" line.  Caller holds W.lock or runs before
+ * any writer thread exists. */
 static int open_file_locked(void)
 {
     int fd = open(W.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -339,16 +394,7 @@ static int open_file_locked(void)
     }
     W.pending = 0;
     W.fd = fd;
-    if (st.st_size == 0) {
-        /* The header line, as its own member so any member order stays valid. */
-        worker *wk = &W.sync;
-        if (W.compression) {
-            if (deflate_member(wk, "[\n", 2) != 0 || write_all(wk->out.data, wk->out.len) != 0)
-                return -1;
-        } else if (write_all("[\n", 2) != 0) {
-            return -1;
-        }
-    }
+    atomic_store(&W.need_bracket, st.st_size == 0);
     return 0;
 }
 
@@ -481,7 +527,8 @@ int dft_writer_emergency_prepare(void)
     if (worker_zinit(wk) != 0)
         return -1;
     if (dft_sbuf_reserve(&wk->json, EMERGENCY_PIECE + 8 * DFT_REC_MAX) != 0 ||
-        dft_sbuf_reserve(&wk->out, deflateBound(&wk->z, EMERGENCY_PIECE + 8 * DFT_REC_MAX)) != 0)
+        dft_sbuf_reserve(&wk->out, deflateBound(&wk->z, EMERGENCY_PIECE + 8 * DFT_REC_MAX + 2) +
+                                       EMERGENCY_PIECE + 8 * DFT_REC_MAX + 2) != 0)
         return -1;
     W.emergency_ready = 1;
     return 0;
@@ -501,30 +548,24 @@ int dft_writer_emergency(const char *data, size_t start, size_t end)
         size_t lines = dft_format_records(&wk->json, data, &pos, end, &W.fmt, EMERGENCY_PIECE);
         if (wk->json.failed || !lines)
             break;
-        const char *buf = wk->json.data;
-        size_t len = wk->json.len;
-        if (W.compression) {
-            if (deflateReset(&wk->z) != Z_OK) {
-                rc = -1;
-                break;
-            }
-            wk->z.next_in = (Bytef *)wk->json.data;
-            wk->z.avail_in = (uInt)wk->json.len;
-            wk->z.next_out = (Bytef *)wk->out.data;
-            wk->z.avail_out = (uInt)wk->out.cap;
-            if (deflate(&wk->z, Z_FINISH) != Z_STREAM_END) {
-                rc = -1;
-                break;
-            }
-            buf = wk->out.data;
-            len = wk->out.cap - wk->z.avail_out;
-        }
+        const char *buf;
+        size_t len;
         if (pthread_mutex_trylock(&W.file_lock) != 0) {
             rc = -1;
             break;
         }
-        if (write_all(buf, len) == 0)
+        /* Encoded under the lock: the first piece of a new file carries "[".
+         * The reserved buffers hold it, so nothing is allocated here. */
+        int bracket = atomic_load(&W.need_bracket);
+        if (encode_piece(wk, bracket, wk->json.data, wk->json.len, &buf, &len) != 0) {
+            pthread_mutex_unlock(&W.file_lock);
+            rc = -1;
+            break;
+        }
+        if (write_all(buf, len) == 0) {
+            atomic_store(&W.need_bracket, 0);
             atomic_fetch_add(&W.lines, lines);
+        }
         pthread_mutex_unlock(&W.file_lock);
     }
     atomic_store(&W.emergency_busy, 0);

@@ -3,7 +3,9 @@
  * Checks a trace against docs/trace-format.md in one streaming pass: every
  * gzip member decodes, every line is strict JSON, ids are unique, the header
  * metadata (HH, process_name, start) is present once, every hash used is
- * defined, and end (when present) is last and counts the lines before it.
+ * defined, and end (when present) is last and counts the lines before it,
+ * and the first gzip member holds "[" and a whole event line (the member
+ * layout rule that lets Perfetto recognise the file).
  * A torn last member is reported as a truncated tail with the number of
  * readable events.  Memory: a paged bitmap of the ids seen (one bit per id)
  * and sets of hash values, never the events themselves. */
@@ -13,9 +15,13 @@
 #include "reader/reader.h"
 #include "reader/tools.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #define MAX_PROBLEMS 20
 #define PAGE_BITS 16 /* ids per bitmap page: 65536 (8 KiB) */
@@ -152,6 +158,66 @@ static int validate(dft_rd *r, vstate *v)
     return (int)st;
 }
 
+/* The member layout rule of docs/trace-format.md: a compressed file's first
+ * gzip member starts with the "[" line and holds at least one whole line
+ * after it.  Returns 1 when the rule holds or does not apply (an uncompressed
+ * or empty file, or a first member that does not decode: the streaming pass
+ * reports that), 0 when it is broken.  Reads only the start of the first
+ * member.  Runs without the GIL. */
+static int first_member_ok(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 1;
+    unsigned char in[16384];
+    char out[16384];
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, 15 + 16) != Z_OK) {
+        close(fd);
+        return 1;
+    }
+    int ok = 1, first = 1, newlines = 0, zr = Z_OK;
+    size_t seen = 0; /* decompressed bytes so far */
+    char head[2] = {0, 0};
+    while (zr != Z_STREAM_END && newlines < 2) {
+        ssize_t n = read(fd, in, sizeof in);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        if (first) {
+            first = 0;
+            if (n < 2 || in[0] != 0x1f || in[1] != 0x8b)
+                break; /* not gzip: the rule is about gzip members */
+        }
+        z.next_in = in;
+        z.avail_in = (uInt)n;
+        while (z.avail_in > 0 && zr != Z_STREAM_END && newlines < 2) {
+            z.next_out = (Bytef *)out;
+            z.avail_out = sizeof out;
+            zr = inflate(&z, Z_NO_FLUSH);
+            if (zr != Z_OK && zr != Z_STREAM_END) {
+                inflateEnd(&z);
+                close(fd);
+                return 1;
+            }
+            size_t got = sizeof out - z.avail_out;
+            for (size_t i = 0; i < got && newlines < 2; i++, seen++) {
+                if (seen < 2)
+                    head[seen] = out[i];
+                if (out[i] == '\n')
+                    newlines++;
+            }
+        }
+    }
+    if (!first && seen > 0)
+        ok = head[0] == '[' && head[1] == '\n' && newlines >= 2;
+    inflateEnd(&z);
+    close(fd);
+    return ok;
+}
+
 static const char *status_name(int st)
 {
     return st == DFT_RD_EOF ? "ok" : st == DFT_RD_TRUNCATED ? "truncated"
@@ -171,11 +237,13 @@ PyObject *dft_tools_validate_file(PyObject *module, PyObject *arg)
         Py_DECREF(bytes);
         return PyErr_NoMemory();
     }
-    int rc = 0, open_rc;
+    int rc = 0, open_rc, layout_ok = 1;
     Py_BEGIN_ALLOW_THREADS
     open_rc = dft_rd_open(&r, PyBytes_AS_STRING(bytes));
-    if (open_rc == 0)
+    if (open_rc == 0) {
         rc = validate(&r, v);
+        layout_ok = first_member_ok(PyBytes_AS_STRING(bytes));
+    }
     Py_END_ALLOW_THREADS
     Py_DECREF(bytes);
     PyObject *result = NULL;
@@ -190,6 +258,9 @@ PyObject *dft_tools_validate_file(PyObject *module, PyObject *arg)
     }
     /* File-level checks, once everything is read. */
     int torn = rc != DFT_RD_EOF;
+    if (v->events > 0 && v->header_seen && !layout_ok)
+        problem(v, "the first gzip member does not hold '[' and a whole event line: "
+                   "Perfetto refuses this file (dftracer merge rewrites it)");
     if (v->events > 0) {
         if (v->hh != 1)
             problem(v, "%llu HH events (expected 1)", (unsigned long long)v->hh);

@@ -504,3 +504,35 @@ def test_lines_longer_than_the_read_buffer(tmp_path):
     events = [json.loads(line) for line in merged.read_text().splitlines()[1:]]
     steps = [e for e in events if e["name"] == "step"]
     assert len(steps) == 5 and all(e["args"]["s"] == name for e in steps)
+
+
+def test_validate_reports_a_first_member_holding_only_the_bracket(two_ranks, tmp_path):
+    """The member layout rule (docs/trace-format.md): Perfetto refuses a file
+    whose first gzip member holds only "[" (as dftracer wrote before)."""
+    _, paths = two_ranks
+    lines = read_lines(paths[0])
+    body = "\n".join(lines[1:]).encode()
+    old = tmp_path / "old-1-app.pfw.gz"
+    old.write_bytes(gzip.compress(b"[\n") + gzip.compress(body))
+    proc = cli("validate", str(old))
+    assert proc.returncode == 1 and "INVALID" in proc.stdout, proc.stdout
+    assert "first gzip member does not hold '[' and a whole event line" in proc.stdout
+    # "[" and only part of the first line: also refused.
+    part = tmp_path / "part-1-app.pfw.gz"
+    part.write_bytes(gzip.compress(b"[\n" + body[:20]) + gzip.compress(body[20:]))
+    assert cli("validate", str(part)).returncode == 1
+    # "[" with the first whole line: valid, and so is the same text uncompressed.
+    first = body.index(b"\n") + 1
+    good = tmp_path / "good-1-app.pfw.gz"
+    good.write_bytes(gzip.compress(b"[\n" + body[:first]) + gzip.compress(body[first:]))
+    plain = tmp_path / "plain-1-app.pfw"
+    plain.write_bytes(b"[\n" + body)
+    for p in (good, plain):
+        proc = cli("validate", str(p))
+        assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout
+    # merge rewrites the old file into one that keeps the rule.
+    out = tmp_path / "fixed.pfw.gz"
+    assert cli("merge", str(old), "-o", str(out)).returncode == 0
+    head = zlib.decompressobj(31).decompress(out.read_bytes()).split(b"\n")
+    assert head[0] == b"[" and len(head) >= 3 and json.loads(head[1])
+    assert "first gzip member" not in cli("validate", str(out)).stdout
