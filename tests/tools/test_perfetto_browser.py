@@ -37,6 +37,10 @@ if _why is not None:
         raise RuntimeError(f"DFTRACER_REQUIRE_BROWSER=1 but {_why}")
     pytest.skip(_why, allow_module_level=True)
 
+# Under `make test-asan` LD_PRELOAD carries libasan into Chromium, which is not
+# ours to sanitize; the traces these tests load are checked elsewhere there.
+pytestmark = pytest.mark.no_asan
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 ENABLED = {"DFTRACER_ENABLE": "1"}
 
