@@ -14,6 +14,12 @@ from dftracer import _core
 
 __all__ = [
     "trace_handler",
+    "TagDType",
+    "TagType",
+    "TagValue",
+    "common",
+    "dftracer",
+    "get_time_scale",
     "ProfilerContext",
     "add_profiler_args",
     "create_profiler_from_args",
@@ -48,3 +54,5 @@ from dftracer.python.torch.profiler_context import (  # noqa: E402
     profiler,
     step_profiler,
 )
+from dftracer.python.common import TagDType, TagType, TagValue, dftracer, get_time_scale  # noqa: E402
+from dftracer.python.torch import common  # noqa: E402,F401  (pydftracer's submodule)
