@@ -50,9 +50,9 @@ def enter_event() -> int:
 
 
 def log_event(name: str, cat: str, start_time: int, duration: int,
-              int_args: Optional[Mapping[str, Tuple[int, int]]] = None,
-              string_args: Optional[Mapping[str, Tuple[int, str]]] = None,
-              float_args: Optional[Mapping[str, Tuple[int, Union[int, float]]]] = None) -> None:
+              int_args: Mapping[str, Tuple[int, int]] = {},  # noqa: B006 (read only)
+              string_args: Mapping[str, Tuple[int, str]] = {},  # noqa: B006
+              float_args: Mapping[str, Tuple[int, Union[int, float]]] = {}) -> None:  # noqa: B006
     """Records a complete event (the native module's argument order)."""
     _core.logger.log_event(name, cat, start_time, duration, int_args=int_args,
                            float_args=float_args, string_args=string_args)

@@ -287,14 +287,47 @@ class dftracer:
         self.dbg_logging: Optional[logging.Logger] = None
         self.start_time: int = 0
         self._used_marks: set = set()
-        self.get_time: Callable[[], int] = core.get_time
-        self.enter_event: Callable[[], None] = core.enter_event
-        self.exit_event: Callable[[], None] = core.exit_event
-        self.log_event: Callable[..., None] = core.log_event
-        self.log_metadata_event: Callable[[str, str], None] = core.log_metadata_event
-        self.flush: Callable[[], None] = core.flush
-        self.finalize: Callable[[], None] = core.finalize
+        # The hot calls go straight to C: no Python frame in between.
+        self.__dict__.update(get_time=core.get_time, enter_event=core.enter_event,
+                             exit_event=core.exit_event, log_event=core.log_event,
+                             log_metadata_event=core.log_metadata_event, flush=core.flush,
+                             finalize=core.finalize)
         dftracer.__instance = self
+
+    # The per-event methods, for the class's documentation and for calls
+    # through the class; each instance binds the native methods over them.
+    def get_time(self) -> int:
+        """Microseconds since the Unix epoch on the tracer clock."""
+        return _core.get_time()
+
+    def enter_event(self) -> None:
+        """Opens a nesting scope on this thread."""
+        _core.logger.enter_event()
+
+    def exit_event(self) -> None:
+        """Closes the innermost scope."""
+        _core.logger.exit_event()
+
+    def log_event(self, name: str, cat: str, start_time: int, duration: int,
+                  int_args: Optional[Dict[str, TagValueTuple]] = None,
+                  float_args: Optional[Dict[str, TagValueTuple]] = None,
+                  string_args: Optional[Dict[str, TagValueTuple]] = None,
+                  relations: Optional[Dict[EntityRelation, List[int]]] = None) -> None:
+        """Records a complete event (times in microseconds)."""
+        _core.logger.log_event(name, cat, start_time, duration, int_args, float_args,
+                               string_args, relations)
+
+    def log_metadata_event(self, key: str, value: str) -> None:
+        """Records a CM metadata event."""
+        _core.logger.log_metadata_event(key, value)
+
+    def flush(self) -> None:
+        """Writes every buffered event now."""
+        _core.logger.flush()
+
+    def finalize(self) -> None:
+        """Writes everything buffered and the end event; later calls do nothing."""
+        _core.logger.finalize()
 
     @classmethod
     def get_instance(cls) -> "dftracer":

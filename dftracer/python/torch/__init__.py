@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 
-def trace_handler(prof: Any) -> None:
+def trace_handler(profiler_result: Any) -> None:
     """``on_trace_ready`` callback for :class:`torch.profiler.profile`.
 
     Writes every event of the cycle that just finished as a ``PP`` complete
@@ -38,7 +38,7 @@ def trace_handler(prof: Any) -> None:
     before the cycle ended or the profiler results cannot be read.
     """
     try:
-        _core._torch_trace_handler(prof)
+        _core._torch_trace_handler(profiler_result)
     except (TypeError, RuntimeError, MemoryError):
         raise
     except Exception as exc:  # an accessor of torch's results failed
