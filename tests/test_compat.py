@@ -511,7 +511,7 @@ def test_ai_tree_classes_and_names(tmp_path):
             Checkpoint, Pipeline, Other, DFTracerAI, ProfileCategory, ComputeEvent, IOEvent,
             OtherEvent, StringEnum, ai, dftracer, get_iter_block_name, get_iter_handle_name,
             BLOCK_NAME, ITER_NAME, ITER_COUNT_NAME, INIT_NAME, CTX_SEPARATOR, ROOT_NAME,
-            ROOT_CAT, START_METADATA_NAME, STOP_METADATA_NAME)
+            ROOT_CAT, START_METADATA_NAME, STOP_METADATA_NAME, dft_fn)
         from dftracer.python.ai_common import IO
         log = dftracer.initialize_log(TRACE, None, -1)
         assert (BLOCK_NAME, ITER_NAME, ITER_COUNT_NAME, INIT_NAME, CTX_SEPARATOR) == (
@@ -528,6 +528,9 @@ def test_ai_tree_classes_and_names(tmp_path):
                           (Checkpoint, "checkpoint"), (Pipeline, "pipeline"), (Other, "other")):
             assert isinstance(getattr(ai, attr), cls), attr
         assert isinstance(ai.data.io, IO) and isinstance(ai, AI)
+        def caller():
+            return dft_fn("c", "").name, dft_fn("c").name
+        assert caller() == ("caller", "caller")
         assert DFTracerAI(cat="custom", name="").name == "custom"
         assert DFTracerAI(cat="custom").name == "custom"
         assert ai.get_time() > 0 and ai.compute.profiler is ai.compute
