@@ -1,11 +1,15 @@
 """Same program, equivalent trace: tests/compat/program.py (decorators, the ai
-tree, log_event, metadata) run under pydftracer 2.0.6 over dftracer 2.2.0 and
-under dftracer; the events must carry the same names, categories and args
-keys, apart from the differences docs/compat.md documents (KNOWN below).
+tree, log_event, metadata) and tests/compat/program_torch.py (torch.profiler
+with trace_handler, a function compiled with the Dynamo backend) run under
+pydftracer 2.0.6 over dftracer 2.2.0 and under dftracer; the events must carry
+the same names, categories and args keys, apart from the differences
+docs/compat.md documents (KNOWN below).
 
 The reference runs in its own interpreter: set DFTRACER_REFERENCE_PYTHON to a
 python that has ``pydftracer==2.0.6 dftracer==2.2.0`` installed (default:
-/work/refvenv/bin/python).  Without one the test is skipped, saying so.
+/work/refvenv/bin/python).  Without one the tests are skipped, saying so.
+The torch program runs the reference with this interpreter's torch on its
+PYTHONPATH (same Python version needed), so the reference venv needs no torch.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import glob
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -58,9 +63,9 @@ def _clean_env():
             if not k.startswith("DFTRACER_") and k != "PYTHONPATH"}
 
 
-def _run(python, directory, extra_env):
+def _run(python, directory, extra_env, program=PROGRAM):
     env = {**_clean_env(), "DFTRACER_ENABLE": "1", **extra_env}
-    subprocess.run([python, PROGRAM, os.path.join(directory, "trace.pfw")], env=env,
+    subprocess.run([python, program, os.path.join(directory, "trace.pfw")], env=env,
                    cwd=directory, check=True, capture_output=True, text=True, timeout=300)
     (path,) = glob.glob(os.path.join(directory, "trace*.pfw*"))
     opener = gzip.open if path.endswith(".gz") else open
@@ -97,3 +102,45 @@ def test_same_program_equivalent_trace(tmp_path):
     assert sum(ref_events.values()) > 30
     assert _normalize(our_events, KNOWN) == _normalize(ref_events, KNOWN_MISSING)
     assert our_meta == ref_meta
+
+
+PROGRAM_TORCH = os.path.join(ROOT, "tests", "compat", "program_torch.py")
+# Documented differences of the torch integrations (docs/compat.md,
+# docs/torch-profiler.md, docs/dynamo.md): extra args keys by category, our
+# per-call span of a compiled function, Kineto's step names.
+TORCH_EXTRA_KEYS = {"PP": {"device_index", "flops"}, "dynamo": {"graph", "phase"}}
+TORCH_EXTRA_EVENTS = {("step", "dynamo")}
+
+
+def _torch_normalize(events, ours):
+    out = collections.Counter()
+    for (name, cat, keys), n in events.items():
+        if ours and (name, cat) in TORCH_EXTRA_EVENTS:
+            continue
+        if ours:
+            keys = keys - TORCH_EXTRA_KEYS.get(cat, set())
+            name = re.sub(r"^ProfilerStep#\d+$", "ProfilerStep*", name)
+        out[(name, cat, frozenset(keys))] += n
+    return out
+
+
+def test_same_torch_program_equivalent_trace(tmp_path):
+    torch = pytest.importorskip("torch")
+    reference = _reference_python()
+    if reference is None:
+        pytest.skip(f"no reference python with pydftracer 2.0.6 at {REFERENCE} "
+                    "(set DFTRACER_REFERENCE_PYTHON)")
+    version = subprocess.run([reference, "-c", "import sys; print(sys.version_info[:2])"],
+                             capture_output=True, text=True, env=_clean_env()).stdout.strip()
+    if version != str(sys.version_info[:2]):
+        pytest.skip(f"the reference python is {version}; this torch needs {sys.version_info[:2]}")
+    site = os.path.dirname(os.path.dirname(torch.__file__))
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "ours").mkdir()
+    ref_events, _ = _run(reference, str(tmp_path / "ref"),
+                         {"DFTRACER_INC_METADATA": "1", "PYTHONPATH": site}, PROGRAM_TORCH)
+    our_events, _ = _run(sys.executable, str(tmp_path / "ours"), {"PYTHONPATH": ROOT},
+                         PROGRAM_TORCH)
+    ref = _torch_normalize(ref_events, ours=False)
+    assert {cat for _, cat, _ in ref} == {"PP", "dynamo"}
+    assert _torch_normalize(our_events, ours=True) == ref
