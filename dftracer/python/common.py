@@ -287,11 +287,15 @@ class dftracer:
         self.dbg_logging: Optional[logging.Logger] = None
         self.start_time: int = 0
         self._used_marks: set = set()
-        # The hot calls go straight to C: no Python frame in between.
-        self.__dict__.update(get_time=core.get_time, enter_event=core.enter_event,
-                             exit_event=core.exit_event, log_event=core.log_event,
-                             log_metadata_event=core.log_metadata_event, flush=core.flush,
-                             finalize=core.finalize)
+        # The hot calls go straight to C: no Python frame in between.  (Plain
+        # assignments keep the instance's compact attribute layout.)
+        self.get_time = core.get_time  # type: ignore[method-assign]
+        self.enter_event = core.enter_event  # type: ignore[method-assign]
+        self.exit_event = core.exit_event  # type: ignore[method-assign]
+        self.log_event = core.log_event  # type: ignore[method-assign]
+        self.log_metadata_event = core.log_metadata_event  # type: ignore[method-assign]
+        self.flush = core.flush  # type: ignore[method-assign]
+        self.finalize = core.finalize  # type: ignore[method-assign]
         dftracer.__instance = self
 
     # The per-event methods, for the class's documentation and for calls
