@@ -282,6 +282,34 @@ REFERENCE_SIGNATURES = {
     'dftracer.python.torch.common:trace_handler': ['profiler_result'],
 }
 
+# Enum members of pydftracer 2.0.6: the StringEnums' values in order, the
+# others' names and values.
+REFERENCE_ENUMS = {
+    "CheckpointEvent": ["capture", "restart"],
+    "CommunicationEvent": ["send", "receive", "barrier", "bcast", "reduce", "all_reduce",
+                           "gather", "all_gather", "scatter", "reduce_scatter", "all_to_all"],
+    "ComputeEvent": ["forward", "backward", "step"],
+    "DataEvent": ["preprocess", "item"],
+    "DataLoaderEvent": ["fetch"],
+    "DeviceEvent": ["transfer"],
+    "IOEvent": ["open", "read", "write", "close"],
+    "OtherEvent": ["log"],
+    "PipelineEvent": ["epoch", "train", "evaluate", "test"],
+    "ProfileCategory": ["compute", "data", "dataloader", "comm", "device", "checkpoint",
+                        "pipeline", "other"],
+    "TagType": {"KEY": 0, "VALUE": 1, "IGNORE": 2},
+    "TagDType": {"INT": 0, "FLOAT": 1, "STRING": 2},
+    "EntityStore": {"MEMORY": 0, "GPU_MEMORY": 1, "LOCAL_DISK": 2, "PARALLEL_FS": 3,
+                    "BURST_BUFFER": 4, "OBJECT_STORE": 5, "DATABASE": 6, "NETWORK": 7,
+                    "OTHER": 8},
+    "EntityRole": {"UNKNOWN": 0, "INPUT": 1, "OUTPUT": 2, "INTERMEDIATE": 3, "PARAMETER": 4,
+                   "REFERENCE": 5},
+    "EntityRelation": {"USED": 0, "GENERATED": 1, "INVALIDATED": 2, "UPDATED": 3,
+                       "DERIVED_FROM": 16, "REVISION_OF": 17, "CONTAINS": 18, "PART_OF": 19,
+                       "SPECIALIZATION_OF": 20, "ALTERNATE_OF": 21, "DEPENDS_ON": 22},
+}
+
+
 # Parameters we accept beyond pydftracer's (all optional), by object.
 EXTRA_PARAMETERS_OK = {"dftracer.python.dynamo:Dynamo.compile": {"compile_kwargs"}}
 
@@ -384,6 +412,39 @@ def test_signatures_match_the_reference(probe):
             if default is None and name not in EXTRA_PARAMETERS_OK.get(key, ()):
                 problems.append(f"{key}: extra required parameter {name}")
     assert problems == []
+
+
+@pytest.mark.parametrize("enum_name", sorted(REFERENCE_ENUMS))
+def test_enum_members_match_the_reference(enum_name):
+    import dftracer.python as dp
+
+    enum_cls = getattr(dp, enum_name)
+    want = REFERENCE_ENUMS[enum_name]
+    if isinstance(want, list):
+        assert issubclass(enum_cls, dp.StringEnum)
+        assert [m.value for m in enum_cls] == want
+        assert all(m == m.value and str(m) == m.value for m in enum_cls)
+    else:
+        assert {m.name: m.value for m in enum_cls} == want
+        assert all(int(m) == m.value for m in enum_cls)
+
+
+def test_category_classes_take_values_and_enable():
+    from dftracer.python import (AI, Checkpoint, Communication, Compute, Data, DataLoader,
+                                 Device, Other, Pipeline, ProfileCategory)
+
+    for cls, cat in ((Compute, "compute"), (Data, "data"), (DataLoader, "dataloader"),
+                     (Communication, "comm"), (Device, "device"), (Checkpoint, "checkpoint"),
+                     (Pipeline, "pipeline"), (Other, "other")):
+        node = cls(epoch=1, step=2, image_idx=3, image_size=4.5, enable=False)
+        assert (node.cat, node.name, node.enabled) == (cat, cat, False)
+        assert node._values == {"epoch": 1, "step": 2, "image_idx": 3, "image_size": 4.5}
+        assert cat in {c.value for c in ProfileCategory}
+        for child in node._children.values():
+            assert child.cat == cat and not child.enabled and child._values == node._values
+    root = AI(step=9)
+    assert (root.cat, root.name) == ("ai_root", "ai_root")
+    assert root.pipeline.train._values["step"] == 9
 
 
 # ---- running programs ------------------------------------------------------
