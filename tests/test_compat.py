@@ -666,7 +666,8 @@ def test_logger_api_entities_and_metadata(tmp_path):
         t = log.get_time()
         log.enter_event()
         log.log_event("tagged", "user", t, 3,
-                      int_args={"n": TagValue(5, TagDType.INT, TagType.KEY).value()},
+                      int_args={"n": TagValue(5, TagDType.INT, TagType.KEY).value(),
+                                "big": (0, 2**40)},
                       float_args={"x": TagValue("2.5", TagDType.FLOAT).value()},
                       string_args={"s": TagValue(7).value()},
                       relations={EntityRelation.USED: [1]})
@@ -678,7 +679,7 @@ def test_logger_api_entities_and_metadata(tmp_path):
     """)
     (ev,) = named(trace, "tagged")
     assert (ev["cat"], ev["ts"], ev["dur"], own_args(ev)) == ("user", ev["ts"], 3,
-                                                             {"n": 5, "x": 2.5, "s": "7"})
+                                                             {"n": 5, "big": 2**40, "x": 2.5, "s": "7"})
     assert named(trace, "load")[0]["cat"] == "IO"
     cm = {e["args"]["name"]: e["args"]["value"] for e in trace.of("M") if e["name"] == "CM"}
     assert cm["world"] == "8" and cm["model"] == "mlp" and cm["k"] == "v"
