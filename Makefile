@@ -49,7 +49,7 @@ test-asan: setup-test
 	  status=$$?; $(PY) setup.py -q build_ext --inplace --force; exit $$status
 
 bench: setup-test
-	$(PY) benchmarks/bench_core.py
+	$(PY) benchmarks/core/bench_core.py
 
 clean:
 	rm -rf build $(VENV) $(TRACE_DIR) dftracer/*.so *.egg-info

@@ -54,8 +54,8 @@ setup(
     ext_modules=[
         Extension(
             "dftracer._core",
-            sources=sorted(glob.glob("src/*.c")),
-            depends=sorted(glob.glob("src/*.h")),
+            sources=sorted(glob.glob("src/**/*.c", recursive=True)),
+            depends=sorted(glob.glob("src/**/*.h", recursive=True)),
             include_dirs=include_dirs,
             define_macros=define_macros,
             libraries=["z", "dl", "pthread"],

@@ -2,6 +2,6 @@
 
 import sys
 
-from dftracer.cli import main
+from dftracer.tools.cli import main
 
 sys.exit(main())

@@ -1,7 +1,8 @@
-/* integrations.h: each integration (decorators, I/O, CUPTI, torch, tools)
+/* integrations.h: each integration (decorators, I/O, CUPTI, torch, readers)
  * adds its types and functions to dftracer._core through one function here,
- * called from PyInit__core with the GIL held.  Returns 0, or -1 with an
- * exception set. */
+ * called from PyInit__core with the GIL held, in table order.  Returns 0, or
+ * -1 with an exception set.  Only module.c includes this table; an
+ * integration includes it for its own declaration. */
 #ifndef DFT_INTEGRATIONS_H
 #define DFT_INTEGRATIONS_H
 
@@ -10,24 +11,26 @@
 
 typedef int (*dft_integration_fn)(PyObject *module);
 
-/* Add one declaration and one table entry per integration. */
-int dft_profile_register(PyObject *module); /* profile.c: dft_fn, decorators */
-int dft_io_register(PyObject *module);      /* io_module.c: POSIX/stdio tracing */
-int dft_tools_register(PyObject *module);   /* reader_module.c: trace readers for the CLI */
-int dft_torch_profiler_register(PyObject *module); /* torch_profiler.c: trace_handler */
-int dft_register_cupti(PyObject *module);   /* cupti_module.c: GPU activity */
-int dft_dynamo_register(PyObject *module);  /* dynamo_timing.c, frame_hook.c: torch.compile */
+int dft_profile_register(PyObject *module);        /* profile/: dft_fn, decorators */
+int dft_io_register(PyObject *module);             /* io/: POSIX/stdio tracing */
+int dft_tools_register(PyObject *module);          /* reader/: trace readers for the CLI */
+int dft_torch_profiler_register(PyObject *module); /* torch/trace_handler.c */
+int dft_register_cupti(PyObject *module);          /* gpu/: GPU activity */
+int dft_dynamo_state_register(PyObject *module);   /* torch/dynamo_state.c: contexts */
+int dft_dynamo_register(PyObject *module);         /* torch/dynamo_timing.c: graph timers */
+int dft_frame_hook_register(PyObject *module);     /* torch/frame_hook.c: PEP 523 hook */
 
-/* torch.compile backend timers and the PEP 523 frame hook (dynamo_timing.c) */
-int dft_dynamo_register(PyObject *module);
-
+#ifdef DFT_INTEGRATIONS_TABLE
 static const dft_integration_fn dft_integrations[] = {
     dft_profile_register,
     dft_io_register,
     dft_tools_register,
     dft_torch_profiler_register,
     dft_register_cupti,
+    dft_dynamo_state_register,
     dft_dynamo_register,
+    dft_frame_hook_register,
 };
+#endif
 
 #endif

@@ -3,11 +3,12 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "clock.h"
-#include "core.h"
-#include "json.h"
+#include "core/clock.h"
+#include "core/core.h"
+#include "format/json.h"
+#define DFT_INTEGRATIONS_TABLE
 #include "integrations.h"
-#include "pyargs.h"
+#include "binding/pyargs.h"
 
 #include <errno.h>
 #include <unistd.h>

@@ -2,10 +2,10 @@
 
 The backend rewrites each FX graph it is given: every ``call_function``,
 ``call_method`` and ``call_module`` node gets a C timer call before and after
-it (``_core._dyn_begin`` / ``_core._dyn_end``, see src/dynamo_timing.c) and the
+it (``_core._dyn_begin`` / ``_core._dyn_end``, see src/torch/dynamo_timing.c) and the
 graph is recompiled, so it still runs as generated Python code.  Functions
 wrapped by ``@dynamo.compile`` are also timed per call by a PEP 523 frame hook
-(src/frame_hook.c) that says whether the call compiled or ran cached graphs.
+(src/torch/frame_hook.c) that says whether the call compiled or ran cached graphs.
 
 This module doubles as the default ``Dynamo`` instance: ``dynamo.compile``,
 ``dynamo.update`` and ``dynamo.backend`` are that instance's methods.

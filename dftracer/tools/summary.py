@@ -44,7 +44,7 @@ def add_parser(sub: Any) -> None:
 
 def bin_value(b: int) -> float:
     """The duration (us) a histogram bin stands for: exact below 16, else the
-    middle of its range (see src/reader_summary.c)."""
+    middle of its range (see src/reader/summary.c)."""
     if b < 16:
         return float(b)
     e = (b - 16) // 16 + 4

@@ -101,7 +101,7 @@ def rewrite_file(path: str, part: str, fmt: str, pid_map: Tuple[int, int],
     """Writes the events of one trace into `part` (gzip members) for merge
     and convert: hashes resolved to strings, its process renumbered per
     pid_map (old, new), ids and p_idx renumbered for ids = (nfiles, index),
-    the HH/FH/SH and process_name events left out (see src/reader_rewrite.c)."""
+    the HH/FH/SH and process_name events left out (see src/reader/rewrite.c)."""
     try:
         return _core._rewrite_file(path, part, fmt, pid_map[0], pid_map[1], ids[0], ids[1])
     except OSError as exc:

@@ -1,0 +1,294 @@
+/* core/buffer.c: per-thread record buffers and the event hot path.
+ *
+ * Each thread appends records to its own chunk and publishes them by storing
+ * the new end offset with release order; no lock is taken.  The per-thread
+ * mutex is used only on the slow path (handing a full chunk to the writer) and
+ * by other threads taking a snapshot of committed records (finalize, fork,
+ * flush), so a snapshot never sees a half-written record. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core/buffer.h"
+#include "core/clock.h"
+#include "core/writer.h"
+
+#define ID_BLOCK 4096
+
+static __thread dft_tstate *tls_state __attribute__((tls_model("initial-exec")));
+static pthread_key_t tstate_key;
+static pthread_once_t tstate_key_once = PTHREAD_ONCE_INIT;
+
+static void tstate_destroy(void *p);
+
+static void make_key(void)
+{
+    if (pthread_key_create(&tstate_key, tstate_destroy) != 0)
+        dft_log(DFT_LOG_ERROR, "pthread_key_create failed; events of exiting threads may be lost");
+}
+
+/* Any thread, no GIL. */
+static void registry_add(dft_tstate *ts)
+{
+    pthread_mutex_lock(&dft_g.registry_lock);
+    ts->next = dft_g.threads;
+    ts->prev = NULL;
+    if (dft_g.threads)
+        dft_g.threads->prev = ts;
+    dft_g.threads = ts;
+    pthread_mutex_unlock(&dft_g.registry_lock);
+}
+
+static void registry_remove_locked(dft_tstate *ts)
+{
+    if (ts->prev)
+        ts->prev->next = ts->next;
+    else if (dft_g.threads == ts)
+        dft_g.threads = ts->next;
+    if (ts->next)
+        ts->next->prev = ts->prev;
+    ts->prev = ts->next = NULL;
+}
+
+/* Any thread, no GIL.  Returns NULL when out of memory. */
+dft_tstate *dft_tstate_get(void)
+{
+    dft_tstate *ts = tls_state;
+    if (ts)
+        return ts;
+    pthread_once(&tstate_key_once, make_key);
+    ts = calloc(1, sizeof *ts);
+    if (!ts)
+        return NULL;
+    ts->cur = dft_chunk_new();
+    if (!ts->cur) {
+        free(ts);
+        return NULL;
+    }
+    if (pthread_mutex_init(&ts->lock, NULL) != 0) {
+        dft_chunk_free(ts->cur);
+        free(ts);
+        return NULL;
+    }
+    ts->tid = (int64_t)syscall(SYS_gettid);
+    ts->gen = 0; /* announce to the current file on the first event */
+    tls_state = ts;
+    pthread_setspecific(tstate_key, ts);
+    registry_add(ts);
+    return ts;
+}
+
+/* Hands data[flushed, pos) of ts's chunk to the writer and gives ts a fresh
+ * chunk.  Called by the owner (slow path) or, with snapshot=1, by any thread:
+ * then the records are copied and the owner keeps its chunk.
+ * Takes ts->lock; any thread, no GIL. */
+static void tstate_handoff(dft_tstate *ts, int snapshot)
+{
+    pthread_mutex_lock(&ts->lock);
+    size_t pos = atomic_load_explicit(&ts->pos, memory_order_acquire);
+    if (pos <= ts->flushed) {
+        pthread_mutex_unlock(&ts->lock);
+        return;
+    }
+    uint64_t gen = atomic_load_explicit(&dft_g.gen, memory_order_relaxed);
+    dft_chunk *out = dft_chunk_new();
+    if (!out) {
+        pthread_mutex_unlock(&ts->lock);
+        dft_log(DFT_LOG_ERROR, "out of memory: %zu bytes of events dropped", pos - ts->flushed);
+        return;
+    }
+    if (snapshot) {
+        memcpy(out->data, ts->cur->data + ts->flushed, pos - ts->flushed);
+        out->start = 0;
+        out->end = pos - ts->flushed;
+        ts->flushed = pos;
+    } else {
+        dft_chunk *full = ts->cur;
+        full->start = ts->flushed;
+        full->end = pos;
+        ts->cur = out;
+        ts->flushed = 0;
+        atomic_store_explicit(&ts->pos, 0, memory_order_release);
+        out = full;
+    }
+    out->gen = gen;
+    pthread_mutex_unlock(&ts->lock);
+    dft_writer_submit(out);
+}
+
+/* The pthread key destructor: a thread is exiting.  No GIL. */
+static void tstate_destroy(void *p)
+{
+    dft_tstate *ts = p;
+    if (atomic_load(&dft_g.active))
+        tstate_handoff(ts, 0);
+    pthread_mutex_lock(&dft_g.registry_lock);
+    registry_remove_locked(ts);
+    pthread_mutex_unlock(&dft_g.registry_lock);
+    tls_state = NULL;
+    /* Another thread may be taking a snapshot of ts right now. */
+    pthread_mutex_lock(&ts->lock);
+    pthread_mutex_unlock(&ts->lock);
+    pthread_mutex_destroy(&ts->lock);
+    dft_chunk_free(ts->cur);
+    free(ts->scopes);
+    free(ts);
+}
+
+/* Snapshots every thread's committed records into the writer; with wait,
+ * returns once they are written.  Any thread, no GIL. */
+void dft_flush_all_threads(int wait)
+{
+    pthread_mutex_lock(&dft_g.registry_lock);
+    for (dft_tstate *ts = dft_g.threads; ts; ts = ts->next)
+        tstate_handoff(ts, ts != tls_state);
+    pthread_mutex_unlock(&dft_g.registry_lock);
+    if (wait)
+        dft_writer_drain();
+}
+
+/* In a forked child only the forking thread exists: drop the state of the
+ * others and the records this thread had not handed off (the parent writes
+ * them).  Single-threaded at that point. */
+void dft_tstate_forget_others(dft_tstate *keep)
+{
+    dft_tstate *ts = dft_g.threads;
+    while (ts) {
+        dft_tstate *next = ts->next;
+        if (ts != keep) {
+            dft_chunk_free(ts->cur);
+            free(ts->scopes);
+            free(ts);
+        }
+        ts = next;
+    }
+    dft_g.threads = NULL;
+    if (keep) {
+        pthread_mutex_init(&keep->lock, NULL);
+        keep->prev = keep->next = NULL;
+        dft_g.threads = keep;
+        keep->tid = (int64_t)syscall(SYS_gettid);
+        keep->flushed = 0;
+        keep->id_next = keep->id_end = 0;
+        atomic_store(&keep->pos, 0);
+    }
+}
+
+void dft_tstate_reset_current(void) { dft_tstate_forget_others(tls_state); }
+
+/* ---- the hot path ------------------------------------------------------ */
+
+static inline int64_t take_id(dft_tstate *ts)
+{
+    if (ts->id_next == ts->id_end) {
+        ts->id_next = atomic_fetch_add(&dft_g.next_id_block, ID_BLOCK);
+        ts->id_end = ts->id_next + ID_BLOCK;
+    }
+    return ts->id_next++;
+}
+
+static void announce_thread(dft_tstate *ts);
+
+/* The hot path.  Any thread, no GIL. */
+int dft_emit_record(const dft_event *ev, int64_t id_override)
+{
+    dft_tstate *ts = tls_state;
+    if (__builtin_expect(!ts, 0)) {
+        ts = dft_tstate_get();
+        if (!ts)
+            return -1;
+    }
+    if (ts->in_emit)
+        return -1; /* re-entered from a signal handler on this thread */
+    ts->in_emit = 1;
+    uint64_t gen = atomic_load_explicit(&dft_g.gen, memory_order_relaxed);
+    if (__builtin_expect(ts->gen != gen, 0)) {
+        ts->gen = gen;
+        announce_thread(ts);
+    }
+    size_t size = dft_record_size(ev);
+    size_t pos = atomic_load_explicit(&ts->pos, memory_order_relaxed);
+    if (__builtin_expect(pos + size > ts->cur->cap, 0)) {
+        tstate_handoff(ts, 0);
+        pos = atomic_load_explicit(&ts->pos, memory_order_relaxed);
+        if (pos + size > ts->cur->cap) {
+            ts->in_emit = 0;
+            return -1;
+        }
+    }
+    int64_t id;
+    int32_t level;
+    int64_t p_idx;
+    if (ev->ph == DFT_PH_COUNTER || ev->ph == DFT_PH_METADATA ||
+        (ev->flags & DFT_EV_NO_NESTING)) {
+        id = id_override > 0 ? id_override : take_id(ts);
+        level = 0;
+        p_idx = -1;
+    } else if (ts->depth > 0 && !ts->scopes[ts->depth - 1].claimed) {
+        dft_scope *s = &ts->scopes[ts->depth - 1];
+        s->claimed = 1;
+        id = s->id;
+        level = ts->depth;
+        p_idx = ts->depth > 1 ? ts->scopes[ts->depth - 2].id : -1;
+    } else {
+        id = id_override > 0 ? id_override : take_id(ts);
+        level = ts->depth + 1;
+        p_idx = ts->depth > 0 ? ts->scopes[ts->depth - 1].id : -1;
+    }
+    dft_rec_place at = {.id = id, .level = level, .p_idx = p_idx, .tid = ev->tid ? ev->tid : ts->tid};
+    dft_record_encode(ts->cur->data + pos, ev, size, &at);
+    atomic_store_explicit(&ts->pos, pos + size, memory_order_release);
+    if (__builtin_expect(pos + size >= dft_g.flush_threshold, 0))
+        tstate_handoff(ts, 0);
+    ts->in_emit = 0;
+    return 0;
+}
+
+/* Writes this thread's thread_name metadata into the current file.
+ * Called with ts->in_emit set; any thread, no GIL. */
+static void announce_thread(dft_tstate *ts)
+{
+    char name[24];
+    int n = snprintf(name, sizeof name, "%lld", (long long)ts->tid);
+    dft_arg args[2] = {
+        {.key = "name", .type = DFT_ARG_STR, .v.s = {name, (size_t)n}},
+        {.key = "value", .type = DFT_ARG_STR, .v.s = {"thread_name", 11}},
+    };
+    dft_event ev = {.name = "thread_name", .name_len = 11, .cat = "dftracer", .cat_len = 8,
+                    .ph = DFT_PH_METADATA, .args = args, .nargs = 2};
+    ts->in_emit = 0;
+    dft_emit_record(&ev, 0);
+    ts->in_emit = 1;
+}
+
+/* ---- scopes ------------------------------------------------------------ */
+
+/* Any thread, no GIL. */
+void dft_scope_push(void)
+{
+    dft_tstate *ts = dft_tstate_get();
+    if (!ts)
+        return;
+    if (ts->depth == ts->scopes_cap) {
+        int cap = ts->scopes_cap ? ts->scopes_cap * 2 : 16;
+        dft_scope *s = realloc(ts->scopes, (size_t)cap * sizeof *s);
+        if (!s)
+            return; /* out of memory: events nest one level less */
+        ts->scopes = s;
+        ts->scopes_cap = cap;
+    }
+    ts->scopes[ts->depth].id = take_id(ts);
+    ts->scopes[ts->depth].claimed = 0;
+    ts->depth++;
+}
+
+/* Any thread, no GIL. */
+void dft_scope_pop(void)
+{
+    dft_tstate *ts = tls_state;
+    if (ts && ts->depth > 0)
+        ts->depth--;
+}

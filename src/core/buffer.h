@@ -1,0 +1,18 @@
+/* core/buffer.h: per-thread record buffers and the event hot path
+ * (core/buffer.c).  Every function may run on any thread without the GIL. */
+#ifndef DFT_CORE_BUFFER_H
+#define DFT_CORE_BUFFER_H
+
+#include "core/state.h"
+
+dft_tstate *dft_tstate_get(void);
+void dft_tstate_forget_others(dft_tstate *keep); /* in a forked child */
+void dft_flush_all_threads(int wait);
+void dft_tstate_reset_current(void);
+/* Records ev on the calling thread; tracing must be active (see dft_emit). */
+int dft_emit_record(const dft_event *ev, int64_t id_override);
+/* Opens/closes a nesting scope on the calling thread (see dft_enter_scope). */
+void dft_scope_push(void);
+void dft_scope_pop(void);
+
+#endif

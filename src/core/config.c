@@ -1,0 +1,225 @@
+/* core/config.c: parsing DFTRACER_* environment variables (see docs/configuration.md).
+ * Runs at initialisation, on the initialising thread, without the GIL. */
+#include "core/config.h"
+
+#include <stdint.h>
+
+#include "dftracer.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+int dft_log_level = DFT_LOG_ERROR;
+
+void dft_log(int level, const char *fmt, ...)
+{
+    if (level < dft_log_level)
+        return;
+    static const char *names[] = {"debug", "info", "warning", "error"};
+    char line[1024];
+    int n = snprintf(line, sizeof line, "dftracer: %s: ", names[level]);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof line)
+        n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof line - 1)
+        n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    /* One write() so lines from several processes do not interleave. */
+    ssize_t w = write(STDERR_FILENO, line, (size_t)n);
+    (void)w;
+}
+
+/* Warnings about the environment are always printed, whatever the log level,
+ * once per variable and value per process. */
+static void warn_env(const char *var, const char *value, const char *why, const char *used)
+{
+    static uint64_t warned[32];
+    static int nwarned;
+    char key[512];
+    snprintf(key, sizeof key, "%s=%s", var, value);
+    uint64_t h = dft_hash64(key, strlen(key));
+    for (int i = 0; i < nwarned; i++)
+        if (warned[i] == h)
+            return;
+    if (nwarned < 32)
+        warned[nwarned++] = h;
+    int saved = dft_log_level;
+    dft_log_level = DFT_LOG_WARN;
+    dft_log(DFT_LOG_WARN, "%s='%s' %s; using %s", var, value, why, used);
+    dft_log_level = saved;
+}
+
+static int parse_bool(const char *var, int dflt)
+{
+    const char *v = getenv(var);
+    if (!v || !*v)
+        return dflt;
+    static const char *yes[] = {"1", "true", "yes", "on", "y"};
+    static const char *no[] = {"0", "false", "no", "off", "n"};
+    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
+        if (!strcasecmp(v, yes[i]))
+            return 1;
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+        if (!strcasecmp(v, no[i]))
+            return 0;
+    warn_env(var, v, "is not a boolean (1/true/yes/on or 0/false/no/off)", dflt ? "1" : "0");
+    return dflt;
+}
+
+/* A byte count with an optional K/M/G suffix (powers of 1024). */
+static size_t parse_size(const char *var, size_t dflt, size_t lo, size_t hi)
+{
+    const char *v = getenv(var);
+    if (!v || !*v)
+        return dflt;
+    char used[32];
+    errno = 0;
+    char *end;
+    unsigned long long n = strtoull(v, &end, 10);
+    unsigned long long mult = 1;
+    if (end != v && *end) {
+        switch (toupper((unsigned char)*end)) {
+        case 'K': mult = 1ULL << 10; break;
+        case 'M': mult = 1ULL << 20; break;
+        case 'G': mult = 1ULL << 30; break;
+        default: mult = 0;
+        }
+        end++;
+        if (*end && (toupper((unsigned char)*end) == 'B' || toupper((unsigned char)*end) == 'I'))
+            end++;
+        if (*end && toupper((unsigned char)*end) == 'B')
+            end++;
+    }
+    if (end == v || *end || errno || mult == 0 || v[0] == '-') {
+        snprintf(used, sizeof used, "%zu", dflt);
+        warn_env(var, v, "is not a size in bytes", used);
+        return dflt;
+    }
+    unsigned long long bytes = n * mult;
+    if (bytes < lo || bytes > hi || (mult > 1 && n > hi / mult)) {
+        size_t c = bytes < lo ? lo : hi;
+        snprintf(used, sizeof used, "%zu", c);
+        warn_env(var, v, "is out of range", used);
+        return c;
+    }
+    return (size_t)bytes;
+}
+
+static int parse_int(const char *var, int dflt, int lo, int hi)
+{
+    const char *v = getenv(var);
+    if (!v || !*v)
+        return dflt;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    char used[16];
+    if (end == v || *end || errno || n < lo || n > hi) {
+        snprintf(used, sizeof used, "%d", dflt);
+        warn_env(var, v, "is not a usable number", used);
+        return dflt;
+    }
+    return (int)n;
+}
+
+static int parse_level(void)
+{
+    const char *v = getenv("DFTRACER_LOG_LEVEL");
+    if (!v || !*v)
+        return DFT_LOG_ERROR;
+    if (!strcasecmp(v, "DEBUG"))
+        return DFT_LOG_DEBUG;
+    if (!strcasecmp(v, "INFO"))
+        return DFT_LOG_INFO;
+    if (!strcasecmp(v, "WARN") || !strcasecmp(v, "WARNING"))
+        return DFT_LOG_WARN;
+    if (!strcasecmp(v, "ERROR"))
+        return DFT_LOG_ERROR;
+    warn_env("DFTRACER_LOG_LEVEL", v, "is not one of DEBUG, INFO, WARN, ERROR", "ERROR");
+    return DFT_LOG_ERROR;
+}
+
+static int parse_init(void)
+{
+    const char *v = getenv("DFTRACER_INIT");
+    if (!v || !*v || !strcasecmp(v, "FUNCTION"))
+        return DFT_INIT_FUNCTION;
+    if (!strcasecmp(v, "PRELOAD"))
+        return DFT_INIT_PRELOAD;
+    warn_env("DFTRACER_INIT", v, "is not FUNCTION or PRELOAD", "FUNCTION");
+    return DFT_INIT_FUNCTION;
+}
+
+int dft_config_env_enabled(void) { return parse_bool("DFTRACER_ENABLE", 0); }
+
+int dft_config_clock_tsc(void)
+{
+    const char *v = getenv("DFTRACER_CLOCK");
+    if (!v || !*v || !strcasecmp(v, "auto") || !strcasecmp(v, "tsc"))
+        return 1;
+    if (!strcasecmp(v, "monotonic"))
+        return 0;
+    warn_env("DFTRACER_CLOCK", v, "is not auto, tsc or monotonic", "auto");
+    return 1;
+}
+
+char *dft_config_stem(const char *log_file)
+{
+    size_t n = strlen(log_file);
+    if (n >= 7 && !strcmp(log_file + n - 7, ".pfw.gz"))
+        n -= 7;
+    else if (n >= 4 && !strcmp(log_file + n - 4, ".pfw"))
+        n -= 4;
+    char *s = malloc(n + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, log_file, n);
+    s[n] = '\0';
+    return s;
+}
+
+static char *env_dup(const char *var)
+{
+    const char *v = getenv(var);
+    return (v && *v) ? strdup(v) : NULL;
+}
+
+void dft_config_load(dft_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->log_level = parse_level();
+    dft_log_level = c->log_level;
+    c->enable = parse_bool("DFTRACER_ENABLE", 0);
+    const char *lf = getenv("DFTRACER_LOG_FILE");
+    c->log_file = dft_config_stem(lf && *lf ? lf : "./trace");
+    c->data_dir = env_dup("DFTRACER_DATA_DIR");
+    c->inc_metadata = parse_bool("DFTRACER_INC_METADATA", 1);
+    c->compression = parse_bool("DFTRACER_TRACE_COMPRESSION", 1);
+    c->write_buffer = parse_size("DFTRACER_WRITE_BUFFER_SIZE", DFT_DEFAULT_WRITE_BUFFER, 1,
+                                 (size_t)1 << 30);
+    c->bind_signals = parse_bool("DFTRACER_BIND_SIGNALS", 0);
+    c->init_mode = parse_init();
+    c->disable_io = parse_bool("DFTRACER_DISABLE_IO", 0);
+    c->disable_posix = parse_bool("DFTRACER_DISABLE_POSIX", 0);
+    c->disable_stdio = parse_bool("DFTRACER_DISABLE_STDIO", 0);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int dflt_writers = ncpu >= 2 ? 2 : 1;
+    c->writer_threads = parse_int("DFTRACER_WRITER_THREADS", dflt_writers, 1, 16);
+}
+
+void dft_config_free(dft_config *c)
+{
+    free(c->log_file);
+    free(c->data_dir);
+    c->log_file = c->data_dir = NULL;
+}

@@ -1,0 +1,47 @@
+/* core/config.h: tracer settings, read from the environment when tracing starts. */
+#ifndef DFT_CONFIG_H
+#define DFT_CONFIG_H
+
+#include <stddef.h>
+
+enum { DFT_LOG_DEBUG = 0, DFT_LOG_INFO, DFT_LOG_WARN, DFT_LOG_ERROR };
+enum { DFT_INIT_FUNCTION = 0, DFT_INIT_PRELOAD = 1 };
+
+typedef struct dft_config {
+    int enable;            /* DFTRACER_ENABLE */
+    char *log_file;        /* DFTRACER_LOG_FILE: the stem, without .pfw/.pfw.gz */
+    char *data_dir;        /* DFTRACER_DATA_DIR, ":"-separated, or "all" */
+    int inc_metadata;      /* DFTRACER_INC_METADATA, default 1 */
+    int compression;       /* DFTRACER_TRACE_COMPRESSION, default 1 */
+    size_t write_buffer;   /* DFTRACER_WRITE_BUFFER_SIZE: bytes buffered per thread */
+    int log_level;         /* DFTRACER_LOG_LEVEL, default ERROR */
+    int bind_signals;      /* DFTRACER_BIND_SIGNALS */
+    int init_mode;         /* DFTRACER_INIT: FUNCTION or PRELOAD */
+    int disable_io;        /* DFTRACER_DISABLE_IO */
+    int disable_posix;     /* DFTRACER_DISABLE_POSIX */
+    int disable_stdio;     /* DFTRACER_DISABLE_STDIO */
+    int writer_threads;    /* DFTRACER_WRITER_THREADS, default min(2, CPUs) */
+} dft_config;
+
+#define DFT_DEFAULT_WRITE_BUFFER ((size_t)1 << 20)
+
+/* Fills c from the environment.  An unusable value prints one warning line on
+ * stderr naming the variable and the value used instead. */
+void dft_config_load(dft_config *c);
+void dft_config_free(dft_config *c);
+
+/* DFTRACER_ENABLE as it is in the environment now. */
+int dft_config_env_enabled(void);
+
+/* DFTRACER_CLOCK: 1 for auto/tsc (the default: the TSC when the kernel keeps
+ * time with it), 0 for monotonic.  Read once, at import. */
+int dft_config_clock_tsc(void);
+
+/* Strips a trailing ".pfw.gz" or ".pfw"; returns a malloc'd copy or NULL. */
+char *dft_config_stem(const char *log_file);
+
+/* Diagnostics on stderr at or above the configured level. */
+void dft_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+extern int dft_log_level;
+
+#endif

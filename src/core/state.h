@@ -1,0 +1,71 @@
+/* core/state.h: the tracer's global state and the per-thread buffers it
+ * keeps, shared by the buffer, the writer and the lifecycle (core/state.c
+ * holds the one instance). */
+#ifndef DFT_CORE_STATE_H
+#define DFT_CORE_STATE_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "format/record.h"
+
+typedef struct dft_chunk {
+    struct dft_chunk *next;
+    char *data;
+    size_t cap;
+    size_t start, end; /* the records to write: data[start, end) */
+    uint64_t gen;      /* file generation the records belong to */
+} dft_chunk;
+
+typedef struct dft_scope {
+    int64_t id;
+    int claimed; /* an event already took this scope's id */
+} dft_scope;
+
+typedef struct dft_tstate {
+    dft_chunk *cur;        /* owned by the thread; replaced under lock */
+    _Atomic size_t pos;    /* end of committed records (release by owner) */
+    size_t flushed;        /* start of records not yet handed off; under lock */
+    pthread_mutex_t lock;  /* slow path only: hand-off and snapshots */
+    int64_t tid;
+    uint64_t gen;          /* file generation this thread announced itself to */
+    int64_t id_next, id_end;
+    dft_scope *scopes;
+    int depth, scopes_cap;
+    volatile sig_atomic_t in_emit; /* guards against re-entry from signals */
+    struct dft_tstate *prev, *next; /* registry, under dft_g.registry_lock */
+} dft_tstate;
+
+/* ---- global state ------------------------------------------------------ */
+
+enum { DFT_STATE_UNINIT = 0, DFT_STATE_DISABLED, DFT_STATE_ACTIVE, DFT_STATE_FINALIZED };
+
+typedef struct dft_globals {
+    _Atomic int active;          /* the hot-path flag */
+    _Atomic int state;           /* DFT_STATE_* */
+    _Atomic uint64_t gen;        /* bumped for each new trace file */
+    _Atomic int64_t next_id_block;
+    int explicit_init;           /* started by initialize_log, not lazily */
+    pthread_mutex_t life_lock;   /* init/finalize/fork, never on the hot path */
+    pthread_mutex_t registry_lock;
+    dft_tstate *threads;
+    dft_config cfg;
+    size_t flush_threshold;      /* bytes of records that trigger a hand-off */
+    size_t chunk_cap;
+    int64_t pid;                 /* pid written in events */
+    int64_t real_pid;            /* getpid() of the process owning the file */
+    uint64_t hhash;
+    char hostname[256];
+    char *path;                  /* the trace file */
+    /* Hooks set by the Python module to release the GIL while waiting. */
+    void *(*before_wait)(void);
+    void (*after_wait)(void *);
+} dft_globals;
+
+extern dft_globals dft_g;
+
+#endif

@@ -1,0 +1,27 @@
+/* io/event.c: the end of every traced I/O call, shared by the POSIX and
+ * stdio wrappers (io/wrap.h): the event is recorded and the thread's
+ * re-entry guard released. */
+#include <errno.h>
+
+#include "io/wrap.h"
+
+__thread int dft_io_busy __attribute__((tls_model("initial-exec")));
+
+/* Any thread, no GIL. */
+void dft_io_finish(dft_io_ev *e, int failed, int err)
+{
+    if (failed)
+        dft_io_int(e, "errno", err);
+    dft_event ev = {.name = e->name,
+                    .name_len = e->name_len,
+                    .cat = e->cat,
+                    .cat_len = e->cat_len,
+                    .ts = e->t0,
+                    .dur = e->t1 - e->t0,
+                    .ph = DFT_PH_COMPLETE,
+                    .args = e->a,
+                    .nargs = e->n};
+    dft_emit(&ev);
+    dft_io_busy = 0;
+    errno = err;
+}

@@ -1,0 +1,323 @@
+/* io/filter.c: DFTRACER_DATA_DIR prefixes and the descriptor/mapping tables.
+ *
+ * Everything called from a wrapper runs without the GIL, takes no lock and
+ * never calls malloc: table pages come from mmap and are installed with a
+ * compare-and-swap, so a wrapper stays usable wherever libc's own function
+ * is.  Prefixes are parsed under life_lock (io_start) before any wrapper is
+ * installed and freed only after every wrapper has been removed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "io/filter.h"
+
+_Atomic(dft_fd_slot *) dft_fd_pages[DFT_FD_PAGES];
+
+typedef struct prefix {
+    char *s;
+    size_t len;
+} prefix;
+
+static void maps_reset(void);
+
+static prefix *prefixes;
+static size_t nprefixes;
+static int trace_all;
+
+/* ---- paths ------------------------------------------------------------- */
+
+/* Lexically normalises the absolute path in buf (length n) in place: removes
+ * empty and "." components and resolves ".." without following links.
+ * Returns the new length (>= 1). */
+static size_t normalize(char *buf, size_t n)
+{
+    size_t o = 0; /* output length; buf[0] is '/' */
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && buf[i] == '/')
+            i++;
+        size_t start = i;
+        while (i < n && buf[i] != '/')
+            i++;
+        size_t len = i - start;
+        if (len == 0 || (len == 1 && buf[start] == '.'))
+            continue;
+        if (len == 2 && buf[start] == '.' && buf[start + 1] == '.') {
+            while (o > 0 && buf[o - 1] != '/')
+                o--;
+            if (o > 0)
+                o--; /* drop the separator too */
+            continue;
+        }
+        buf[o++] = '/';
+        memmove(buf + o, buf + start, len);
+        o += len;
+    }
+    if (o == 0)
+        buf[o++] = '/';
+    buf[o] = '\0';
+    return o;
+}
+
+/* The directory of dirfd (AT_FDCWD: the working directory) into out.
+ * Returns its length, or 0 when unknown.  Async-signal-safe syscalls only
+ * for a real descriptor; getcwd() for the working directory. */
+static size_t dir_of(int dirfd, char *out, size_t cap)
+{
+    if (dirfd == AT_FDCWD) {
+        if (!getcwd(out, cap))
+            return 0;
+        return strlen(out);
+    }
+    char link[32] = "/proc/self/fd/";
+    char digits[12];
+    int nd = 0;
+    unsigned v = (unsigned)dirfd;
+    do {
+        digits[nd++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v && nd < (int)sizeof digits);
+    size_t l = strlen(link);
+    while (nd > 0)
+        link[l++] = digits[--nd];
+    link[l] = '\0';
+    ssize_t r = readlink(link, out, cap - 1);
+    if (r <= 0 || out[0] != '/')
+        return 0;
+    out[r] = '\0';
+    return (size_t)r;
+}
+
+/* Any thread, no GIL. */
+size_t dft_io_path_traced(int dirfd, const char *path, char *out, size_t cap)
+{
+    if (!path || !nprefixes)
+        return 0;
+    size_t n;
+    size_t plen = strlen(path);
+    if (path[0] == '/') {
+        if (plen + 1 > cap)
+            return 0;
+        memcpy(out, path, plen + 1);
+        n = plen;
+    } else {
+        n = dir_of(dirfd, out, cap);
+        if (n == 0 || n + 1 + plen + 1 > cap)
+            return 0;
+        out[n++] = '/';
+        memcpy(out + n, path, plen + 1);
+        n += plen;
+    }
+    n = normalize(out, n);
+    if (trace_all)
+        return n;
+    for (size_t i = 0; i < nprefixes; i++) {
+        const prefix *p = &prefixes[i];
+        if (p->len == 1 || (n >= p->len && memcmp(out, p->s, p->len) == 0 &&
+                            (out[p->len] == '\0' || out[p->len] == '/')))
+            return n;
+    }
+    return 0;
+}
+
+static int add_prefix(const char *s, size_t len)
+{
+    char buf[PATH_MAX];
+    size_t n = 0;
+    if (s[0] != '/') {
+        if (!getcwd(buf, sizeof buf))
+            return 0; /* cannot resolve: skipped */
+        n = strlen(buf);
+        if (n + 1 + len + 1 > sizeof buf)
+            return 0;
+        buf[n++] = '/';
+    } else if (len + 1 > sizeof buf) {
+        return 0;
+    }
+    memcpy(buf + n, s, len);
+    n = normalize(buf, n + len);
+    char *resolved = realpath(buf, NULL); /* also match through a symlinked dir */
+    const char *forms[2] = {buf, resolved && strcmp(resolved, buf) ? resolved : NULL};
+    int rc = 0;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        if (!forms[k])
+            continue;
+        prefix *grown = realloc(prefixes, (nprefixes + 1) * sizeof *grown);
+        char *copy = grown ? strdup(forms[k]) : NULL;
+        if (grown)
+            prefixes = grown;
+        if (!copy) {
+            rc = -1;
+            break;
+        }
+        prefixes[nprefixes].s = copy;
+        prefixes[nprefixes].len = strlen(copy);
+        nprefixes++;
+    }
+    free(resolved);
+    return rc;
+}
+
+/* Under life_lock, before the wrappers are installed. */
+int dft_io_filter_init(const char *data_dir)
+{
+    dft_io_filter_reset();
+    if (!data_dir || !*data_dir)
+        return 0;
+    if (strcmp(data_dir, "all") == 0) {
+        trace_all = 1;
+        nprefixes = 1;
+        return 1;
+    }
+    const char *p = data_dir;
+    while (*p) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > 0 && add_prefix(p, len) < 0) {
+            dft_io_filter_reset();
+            return -1;
+        }
+        p += len;
+        if (*p == ':')
+            p++;
+    }
+    return (int)nprefixes;
+}
+
+/* Under life_lock, after the wrappers are removed. */
+void dft_io_filter_reset(void)
+{
+    if (!trace_all)
+        for (size_t i = 0; i < nprefixes; i++)
+            free(prefixes[i].s);
+    free(prefixes);
+    prefixes = NULL;
+    nprefixes = 0;
+    trace_all = 0;
+    for (size_t i = 0; i < DFT_FD_PAGES; i++) {
+        dft_fd_slot *page = atomic_load(&dft_fd_pages[i]);
+        if (page)
+            memset(page, 0, DFT_FD_PAGE * sizeof *page);
+    }
+    maps_reset();
+}
+
+/* ---- descriptors ------------------------------------------------------- */
+
+/* Any thread, no GIL; mmap only. */
+static dft_fd_slot *slot_for(int fd)
+{
+    if (fd < 0 || (unsigned)fd >= DFT_FD_PAGES * DFT_FD_PAGE)
+        return NULL;
+    _Atomic(dft_fd_slot *) *pp = &dft_fd_pages[(unsigned)fd >> DFT_FD_PAGE_BITS];
+    dft_fd_slot *page = atomic_load_explicit(pp, memory_order_acquire);
+    if (!page) {
+        void *m = mmap(NULL, DFT_FD_PAGE * sizeof *page, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            return NULL;
+        dft_fd_slot *expected = NULL;
+        if (atomic_compare_exchange_strong(pp, &expected, (dft_fd_slot *)m)) {
+            page = m;
+        } else {
+            munmap(m, DFT_FD_PAGE * sizeof *page);
+            page = expected;
+        }
+    }
+    return &page[(unsigned)fd & (DFT_FD_PAGE - 1)];
+}
+
+/* Any thread, no GIL. */
+void dft_io_fd_track(int fd, uint64_t hash)
+{
+    dft_fd_slot *s = slot_for(fd);
+    if (!s || !hash)
+        return;
+    atomic_store_explicit(&s->gen, atomic_load(&dft_g.gen), memory_order_relaxed);
+    atomic_store_explicit(&s->hash, hash, memory_order_release);
+}
+
+/* Any thread, no GIL. */
+void dft_io_fd_untrack(int fd)
+{
+    dft_fd_slot *s = dft_io_fd_slot(fd);
+    if (s)
+        atomic_store_explicit(&s->hash, 0, memory_order_relaxed);
+}
+
+/* Any thread, no GIL. */
+uint64_t dft_io_fd_hash(dft_fd_slot *s, int fd)
+{
+    uint64_t h = atomic_load_explicit(&s->hash, memory_order_relaxed);
+    uint64_t gen = atomic_load_explicit(&dft_g.gen, memory_order_relaxed);
+    if (__builtin_expect(atomic_load_explicit(&s->gen, memory_order_relaxed) == gen, 1))
+        return h;
+    /* Opened before fork(): define the path in this process's file. */
+    char path[PATH_MAX];
+    size_t n = dir_of(fd, path, sizeof path);
+    if (n) {
+        uint64_t nh = dft_intern(DFT_INTERN_FILE, path, n);
+        if (nh)
+            h = nh;
+        atomic_store_explicit(&s->hash, h, memory_order_relaxed);
+    }
+    atomic_store_explicit(&s->gen, gen, memory_order_relaxed);
+    return h;
+}
+
+/* ---- memory maps ------------------------------------------------------- */
+
+#define MAP_SLOTS 1024
+
+static struct {
+    _Atomic(uintptr_t) addr;
+    _Atomic uint64_t hash;
+    _Atomic uint64_t gen;
+} maps[MAP_SLOTS];
+static _Atomic int nmaps;
+
+/* Any thread, no GIL.  A full table only loses the munmap event. */
+void dft_io_map_track(void *addr, uint64_t hash)
+{
+    for (size_t i = 0; i < MAP_SLOTS; i++) {
+        uintptr_t expected = 0;
+        if (atomic_compare_exchange_strong(&maps[i].addr, &expected, (uintptr_t)addr)) {
+            atomic_store(&maps[i].gen, atomic_load(&dft_g.gen));
+            atomic_store(&maps[i].hash, hash);
+            atomic_fetch_add(&nmaps, 1);
+            return;
+        }
+    }
+}
+
+/* Any thread, no GIL. */
+uint64_t dft_io_map_untrack(void *addr)
+{
+    if (atomic_load_explicit(&nmaps, memory_order_relaxed) == 0)
+        return 0;
+    for (size_t i = 0; i < MAP_SLOTS; i++) {
+        if (atomic_load_explicit(&maps[i].addr, memory_order_relaxed) != (uintptr_t)addr)
+            continue;
+        uint64_t h = atomic_load(&maps[i].hash);
+        if (atomic_load(&maps[i].gen) != atomic_load(&dft_g.gen))
+            h = 0; /* mapped before fork(): its FH line is in the parent's file */
+        uintptr_t expected = (uintptr_t)addr;
+        if (atomic_compare_exchange_strong(&maps[i].addr, &expected, 0)) {
+            atomic_fetch_sub(&nmaps, 1);
+            return h;
+        }
+    }
+    return 0;
+}
+
+static void maps_reset(void)
+{
+    for (size_t i = 0; i < MAP_SLOTS; i++)
+        atomic_store(&maps[i].addr, 0);
+    atomic_store(&nmaps, 0);
+}

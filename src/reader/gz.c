@@ -1,0 +1,237 @@
+/* reader/gz.c: streaming line reader over plain or gzip trace files.
+ *
+ * A compressed trace is a concatenation of gzip members; inflate stops at the
+ * end of each one, so the reader resets it and carries on with the next.
+ * Input ending inside a member is a torn tail (a killed process): the lines
+ * decoded before the tear are returned, the partial last line is dropped.
+ * Memory: one input buffer and one output buffer that grows only to hold the
+ * longest line.  Runs without the GIL; touches no Python object. */
+#include "reader/reader.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RD_IN_SIZE (256 * 1024)
+#define RD_OUT_SIZE (1024 * 1024)
+
+int dft_rd_open(dft_rd *r, const char *path)
+{
+    memset(r, 0, sizeof *r);
+    r->fp = fopen(path, "rb");
+    if (!r->fp) {
+        snprintf(r->err, sizeof r->err, "%s", strerror(errno));
+        return -1;
+    }
+    r->in = malloc(RD_IN_SIZE);
+    r->out = malloc(RD_OUT_SIZE);
+    if (!r->in || !r->out) {
+        dft_rd_close(r);
+        errno = ENOMEM;
+        snprintf(r->err, sizeof r->err, "out of memory");
+        return -1;
+    }
+    r->in_cap = RD_IN_SIZE;
+    r->out_cap = RD_OUT_SIZE;
+    size_t got = fread(r->in, 1, r->in_cap, r->fp);
+    if (got == 0 && ferror(r->fp)) {
+        int e = errno;
+        snprintf(r->err, sizeof r->err, "%s", strerror(e));
+        dft_rd_close(r);
+        errno = e;
+        return -1;
+    }
+    r->gzip = got >= 2 && r->in[0] == 0x1f && r->in[1] == 0x8b;
+    if (r->gzip) {
+        if (inflateInit2(&r->zs, 15 + 32) != Z_OK) {
+            dft_rd_close(r);
+            errno = ENOMEM;
+            return -1;
+        }
+        r->zinit = 1;
+        r->zs.next_in = r->in;
+        r->zs.avail_in = (uInt)got;
+    } else {
+        /* Plain text: the bytes read so far are the first output. */
+        memcpy(r->out, r->in, got);
+        r->len = got;
+    }
+    if (got < r->in_cap)
+        r->eof = feof(r->fp) ? 1 : r->eof;
+    return 0;
+}
+
+void dft_rd_close(dft_rd *r)
+{
+    if (r->zinit)
+        inflateEnd(&r->zs);
+    if (r->fp)
+        fclose(r->fp);
+    free(r->in);
+    free(r->out);
+    r->zinit = 0;
+    r->fp = NULL;
+    r->in = NULL;
+    r->out = NULL;
+}
+
+static void rd_finish(dft_rd *r, dft_rd_status why, const char *msg)
+{
+    r->done = 1;
+    r->end = why;
+    if (msg)
+        snprintf(r->err, sizeof r->err, "%s", msg);
+}
+
+/* Reads more compressed input; returns bytes read (0 at end or error). */
+static size_t rd_fill(dft_rd *r)
+{
+    if (r->eof)
+        return 0;
+    size_t got = fread(r->in, 1, r->in_cap, r->fp);
+    if (got < r->in_cap) {
+        if (ferror(r->fp)) {
+            rd_finish(r, DFT_RD_IOERR, strerror(errno));
+            r->eof = 1;
+            return 0;
+        }
+        r->eof = 1;
+    }
+    return got;
+}
+
+/* Appends decoded bytes at out[len..cap); returns 1 when some were added,
+ * 0 when the stream has ended (r->done set). */
+static int rd_more(dft_rd *r)
+{
+    if (r->done)
+        return 0;
+    if (!r->gzip) {
+        size_t want = r->out_cap - r->len;
+        size_t got = r->eof ? 0 : fread(r->out + r->len, 1, want, r->fp);
+        if (got < want && !r->eof) {
+            if (ferror(r->fp)) {
+                rd_finish(r, DFT_RD_IOERR, strerror(errno));
+                return 0;
+            }
+            r->eof = 1;
+        }
+        r->len += got;
+        if (got == 0)
+            rd_finish(r, DFT_RD_EOF, NULL);
+        return got > 0;
+    }
+    for (;;) {
+        if (r->zs.avail_in == 0) {
+            size_t got = rd_fill(r);
+            if (r->done)
+                return 0;
+            if (got == 0) {
+                if (r->zero_tail)
+                    rd_finish(r, DFT_RD_TRUNCATED, "zero bytes after the last gzip member");
+                else if (r->in_member)
+                    rd_finish(r, DFT_RD_TRUNCATED, "the last gzip member ends early");
+                else
+                    rd_finish(r, DFT_RD_EOF, NULL);
+                return 0;
+            }
+            r->zs.next_in = r->in;
+            r->zs.avail_in = (uInt)got;
+        }
+        if (!r->in_member) {
+            if (r->zs.next_in[0] == 0) {
+                /* A zero-filled tail (space allocated but never written before
+                 * a crash) ends the stream like a torn member; anything else
+                 * after it is corruption. */
+                while (r->zs.avail_in > 0 && r->zs.next_in[0] == 0) {
+                    r->zs.next_in++;
+                    r->zs.avail_in--;
+                    r->in_offset++;
+                }
+                if (r->zs.avail_in == 0) {
+                    r->zero_tail = 1;
+                    continue;
+                }
+            }
+            if (r->zs.next_in[0] != 0x1f || r->zero_tail) {
+                char msg[96];
+                snprintf(msg, sizeof msg, "bytes after the last gzip member at offset %llu",
+                         (unsigned long long)r->in_offset);
+                rd_finish(r, DFT_RD_CORRUPT, msg);
+                return 0;
+            }
+            if (inflateReset(&r->zs) != Z_OK) {
+                rd_finish(r, DFT_RD_CORRUPT, "inflateReset failed");
+                return 0;
+            }
+            r->in_member = 1;
+        }
+        uInt avail_in = r->zs.avail_in;
+        r->zs.next_out = (Bytef *)r->out + r->len;
+        r->zs.avail_out = (uInt)(r->out_cap - r->len);
+        int ret = inflate(&r->zs, Z_NO_FLUSH);
+        size_t produced = (r->out_cap - r->len) - r->zs.avail_out;
+        r->len += produced;
+        r->in_offset += avail_in - r->zs.avail_in;
+        if (ret == Z_STREAM_END) {
+            r->members++;
+            r->in_member = 0;
+        } else if (ret == Z_DATA_ERROR || ret == Z_NEED_DICT || ret == Z_STREAM_ERROR) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "gzip member %llu does not decode (%s) near offset %llu",
+                     (unsigned long long)r->members + 1, r->zs.msg ? r->zs.msg : "bad data",
+                     (unsigned long long)r->in_offset);
+            rd_finish(r, DFT_RD_CORRUPT, msg);
+            return produced > 0;
+        } else if (ret == Z_MEM_ERROR) {
+            rd_finish(r, DFT_RD_IOERR, "out of memory");
+            return produced > 0;
+        }
+        if (produced > 0)
+            return 1;
+        if (r->len == r->out_cap)
+            return 1; /* caller grows the buffer */
+    }
+}
+
+dft_rd_status dft_rd_next(dft_rd *r, const char **line, size_t *len)
+{
+    size_t scanned = r->pos;
+    for (;;) {
+        char *nl = memchr(r->out + scanned, '\n', r->len - scanned);
+        if (nl) {
+            *line = r->out + r->pos;
+            *len = (size_t)(nl - (r->out + r->pos));
+            r->pos = (size_t)(nl - r->out) + 1;
+            return DFT_RD_OK;
+        }
+        if (r->done) {
+            /* A last line without '\n' counts unless the tail was torn. */
+            if (r->pos < r->len && r->end == DFT_RD_EOF) {
+                *line = r->out + r->pos;
+                *len = r->len - r->pos;
+                r->pos = r->len;
+                return DFT_RD_OK;
+            }
+            r->pos = r->len;
+            return r->end;
+        }
+        /* Move the partial line to the front, grow if it fills the buffer. */
+        if (r->pos > 0) {
+            memmove(r->out, r->out + r->pos, r->len - r->pos);
+            r->len -= r->pos;
+            r->pos = 0;
+        }
+        scanned = r->len;
+        if (r->len == r->out_cap) {
+            char *bigger = realloc(r->out, r->out_cap * 2);
+            if (!bigger) {
+                rd_finish(r, DFT_RD_IOERR, "out of memory");
+                return DFT_RD_IOERR;
+            }
+            r->out = bigger;
+            r->out_cap *= 2;
+        }
+        rd_more(r);
+    }
+}

@@ -1,0 +1,123 @@
+/* reader/reader.h: reading trace files back (the `dftracer` command line).
+ *
+ * dft_rd_*: a streaming line reader over plain or gzip files (any number of
+ * concatenated members), with memory bounded by the longest line.
+ * dft_line_parse: one trace line into a dft_line (fast path for the lines
+ * dftracer writes, a general JSON parser for anything else).
+ * None of these functions touches Python objects; callers run them without
+ * the GIL. */
+#ifndef DFT_READER_H
+#define DFT_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <zlib.h>
+
+/* ---- streaming line reader ------------------------------------------- */
+
+typedef enum dft_rd_status {
+    DFT_RD_OK = 0,        /* a line was returned */
+    DFT_RD_EOF = 1,       /* clean end of file */
+    DFT_RD_TRUNCATED = 2, /* the last gzip member ends early (torn tail) */
+    DFT_RD_CORRUPT = 3,   /* undecodable data (message in err) */
+    DFT_RD_IOERR = 4,     /* read() failed or out of memory (message in err) */
+} dft_rd_status;
+
+typedef struct dft_rd {
+    FILE *fp;
+    int gzip;           /* 1: gzip members, 0: plain text */
+    int zinit;          /* inflate state initialised */
+    int in_member;      /* inside a gzip member that has not ended */
+    z_stream zs;
+    unsigned char *in;  /* compressed input buffer */
+    size_t in_cap;
+    char *out;          /* decompressed text: [pos, len) not yet returned */
+    size_t out_cap, pos, len;
+    uint64_t members;   /* gzip members completed */
+    uint64_t in_offset; /* compressed bytes consumed (for messages) */
+    int eof;            /* no more input */
+    int zero_tail;      /* only zero bytes seen since the last member */
+    int done;           /* no more output will come */
+    dft_rd_status end;  /* why the stream ended */
+    char err[256];
+} dft_rd;
+
+/* Opens path; returns 0, or -1 with errno set (err filled). */
+int dft_rd_open(dft_rd *r, const char *path);
+/* The next line without its '\n' (a last line without '\n' is returned too).
+ * The pointer stays valid until the next call.  Returns DFT_RD_OK or the
+ * status that ended the stream. */
+dft_rd_status dft_rd_next(dft_rd *r, const char **line, size_t *len);
+void dft_rd_close(dft_rd *r);
+
+/* ---- line parser ------------------------------------------------------ */
+
+typedef struct dft_sv {
+    const char *p;
+    size_t n;
+} dft_sv;
+
+/* dft_line.have bits */
+#define DFT_HAVE_ID 0x1
+#define DFT_HAVE_PID 0x2
+#define DFT_HAVE_TID 0x4
+#define DFT_HAVE_TS 0x8
+#define DFT_HAVE_DUR 0x10
+#define DFT_HAVE_IO 0x20
+#define DFT_HAVE_NUM_EVENTS 0x40
+
+#define DFT_LINE_REFS 8
+
+typedef struct dft_line {
+    unsigned have;
+    int64_t id, pid, tid, ts, dur;
+    char ph;          /* first letter of "ph" (or '?'; numeric ph of the dev dialect: '1'..) */
+    dft_sv name, cat; /* raw string contents (escapes left as written) */
+    dft_sv hhash;     /* args.hhash token contents (hex string or digits) */
+    dft_sv a_name;    /* args.name, metadata events */
+    dft_sv a_value;   /* args.value token contents, metadata events */
+    int64_t io_bytes; /* see DFT_HAVE_IO and reader/parse.c */
+    int64_t num_events;
+    unsigned nrefs;   /* hash-valued args (keys ending in "hash", and cwd) */
+    dft_sv refs[DFT_LINE_REFS];
+} dft_line;
+
+typedef enum dft_parse_mode {
+    DFT_PARSE_LENIENT = 0, /* accept the older tools' unescaped strings */
+    DFT_PARSE_STRICT = 1,  /* RFC 8259 JSON only (validate) */
+} dft_parse_mode;
+
+/* Parses one line holding one JSON object.  Returns 0, or -1 with a short
+ * reason in *why (a static string). */
+int dft_line_parse(const char *s, size_t n, dft_parse_mode mode, dft_line *out,
+                   const char **why);
+
+/* 1 for the lines that are not events: "[", "]", blank. */
+int dft_line_is_bracket(const char *s, size_t n);
+
+/* Lenient scanners for the rewriter: a string at *p (its body in *body) or
+ * any value; advance *p past it.  Return 0, or -1 when malformed. */
+int dft_json_scan_string(const char **p, const char *end, dft_sv *body);
+int dft_json_scan_value(const char **p, const char *end);
+
+/* ---- a set of uint64 keys with a pointer each (reader/set.c) ------------ */
+
+typedef struct dft_u64map {
+    uint64_t *keys; /* key + 1; 0 marks an empty slot */
+    void **vals;
+    size_t cap, used;
+} dft_u64map;
+
+/* Finds key; with create, inserts it (value NULL).  *slot gets its index.
+ * Returns 1 found, 0 inserted or absent, -1 out of memory. */
+int dft_u64map_get(dft_u64map *m, uint64_t key, int create, size_t *slot);
+/* Frees the map, and each value with free() when free_vals. */
+void dft_u64map_free(dft_u64map *m, int free_vals);
+
+/* A hash token (16 hex digits, or the older tools' decimal integer) as a
+ * number; returns 0, or -1 when the token is neither. */
+int dft_hash_token(dft_sv t, uint64_t *out);
+
+#endif

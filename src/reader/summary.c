@@ -1,0 +1,400 @@
+/* reader/summary.c: _core._summarize_file(path) -> dict.
+ *
+ * One streaming pass over a trace file aggregating complete events per
+ * (cat, name, pid, tid): count, total/min/max duration, I/O bytes and a
+ * log-linear duration histogram (exact below 16 us, 16 bins per power of two
+ * above: percentiles within about 3%).  The caller merges these partial
+ * results across files and groups them as asked, so memory depends on the
+ * number of distinct keys, never on the number of events. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "reader/reader.h"
+#include "reader/tools.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct agg {
+    uint64_t hash; /* 0: empty slot */
+    char *cat, *name;
+    size_t cat_len, name_len;
+    int64_t pid, tid;
+    uint64_t count, io_events;
+    int64_t total, min, max, io_bytes;
+    uint64_t *hist; /* DFT_HIST_BINS counts */
+} agg;
+
+typedef struct summary {
+    agg *slots;
+    size_t cap, used;
+    /* file facts */
+    uint64_t lines, events, bad_lines, ph_x, ph_i, ph_c, ph_m, other;
+    int64_t ts_min, end_max, pid, rank, num_events;
+    int have_ts, have_pid, finalized;
+    char host[256], process_name[512], first_bad[160];
+    uint64_t first_bad_line;
+} summary;
+
+int dft_hist_bin(int64_t v)
+{
+    if (v < 16)
+        return v < 0 ? 0 : (int)v;
+    int e = 63 - __builtin_clzll((unsigned long long)v); /* >= 4 */
+    if (e > DFT_HIST_MAX_EXP)
+        return DFT_HIST_BINS - 1;
+    int sub = (int)((v >> (e - 4)) & 15);
+    return 16 + (e - 4) * 16 + sub;
+}
+
+static uint64_t key_hash(const dft_line *l)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < l->cat.n; i++)
+        h = (h ^ (unsigned char)l->cat.p[i]) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;
+    for (size_t i = 0; i < l->name.n; i++)
+        h = (h ^ (unsigned char)l->name.p[i]) * 1099511628211ull;
+    h ^= (uint64_t)l->pid * 0x9e3779b97f4a7c15ull;
+    h ^= (uint64_t)l->tid * 0xc2b2ae3d27d4eb4full;
+    h ^= h >> 29;
+    return h ? h : 1;
+}
+
+static int grow(summary *s)
+{
+    size_t ncap = s->cap ? s->cap * 2 : 256;
+    agg *n = calloc(ncap, sizeof *n);
+    if (!n)
+        return -1;
+    for (size_t i = 0; i < s->cap; i++) {
+        if (!s->slots[i].hash)
+            continue;
+        size_t j = s->slots[i].hash & (ncap - 1);
+        while (n[j].hash)
+            j = (j + 1) & (ncap - 1);
+        n[j] = s->slots[i];
+    }
+    free(s->slots);
+    s->slots = n;
+    s->cap = ncap;
+    return 0;
+}
+
+static agg *lookup(summary *s, const dft_line *l)
+{
+    if ((s->used + 1) * 2 > s->cap && grow(s) < 0)
+        return NULL;
+    uint64_t h = key_hash(l);
+    size_t j = h & (s->cap - 1);
+    for (;; j = (j + 1) & (s->cap - 1)) {
+        agg *a = &s->slots[j];
+        if (!a->hash)
+            break;
+        if (a->hash == h && a->pid == l->pid && a->tid == l->tid && a->cat_len == l->cat.n &&
+            a->name_len == l->name.n && (!l->cat.n || memcmp(a->cat, l->cat.p, l->cat.n) == 0) &&
+            (!l->name.n || memcmp(a->name, l->name.p, l->name.n) == 0))
+            return a;
+    }
+    agg *a = &s->slots[j];
+    a->cat = malloc(l->cat.n + 1);
+    a->name = malloc(l->name.n + 1);
+    a->hist = calloc(DFT_HIST_BINS, sizeof *a->hist);
+    if (!a->cat || !a->name || !a->hist) {
+        free(a->cat);
+        free(a->name);
+        free(a->hist);
+        memset(a, 0, sizeof *a);
+        return NULL;
+    }
+    if (l->cat.n)
+        memcpy(a->cat, l->cat.p, l->cat.n);
+    if (l->name.n)
+        memcpy(a->name, l->name.p, l->name.n);
+    a->cat_len = l->cat.n;
+    a->name_len = l->name.n;
+    a->pid = l->pid;
+    a->tid = l->tid;
+    a->min = INT64_MAX;
+    a->max = INT64_MIN;
+    a->hash = h;
+    s->used++;
+    return a;
+}
+
+static void summary_free(summary *s)
+{
+    for (size_t i = 0; i < s->cap; i++) {
+        if (!s->slots[i].hash)
+            continue;
+        free(s->slots[i].cat);
+        free(s->slots[i].name);
+        free(s->slots[i].hist);
+    }
+    free(s->slots);
+}
+
+static void copy_sv(char *dst, size_t cap, dft_sv v)
+{
+    size_t n = v.n < cap - 1 ? v.n : cap - 1;
+    if (n)
+        memcpy(dst, v.p, n);
+    dst[n] = 0;
+}
+
+static int64_t rank_of(const char *process_name)
+{
+    const char *r = strstr(process_name, "rank ");
+    if (!r)
+        r = strstr(process_name, "Rank ");
+    if (!r)
+        return -1;
+    char *end;
+    long long v = strtoll(r + 5, &end, 10);
+    return end == r + 5 ? -1 : v;
+}
+
+/* Metadata: host, process name and rank (our process_name, or the older
+ * tools' PR/CM "rank"). */
+static void metadata(summary *s, const dft_line *l)
+{
+    if (l->name.n == 2 && memcmp(l->name.p, "HH", 2) == 0 && !s->host[0])
+        copy_sv(s->host, sizeof s->host, l->a_name);
+    else if (l->name.n == 12 && memcmp(l->name.p, "process_name", 12) == 0) {
+        copy_sv(s->process_name, sizeof s->process_name, l->a_name);
+        if (s->rank < 0)
+            s->rank = rank_of(s->process_name);
+        if (l->have & DFT_HAVE_PID) {
+            s->pid = l->pid;
+            s->have_pid = 1;
+        }
+    } else if (l->a_name.n == 4 && memcmp(l->a_name.p, "rank", 4) == 0 && l->a_value.n > 0) {
+        char tmp[32];
+        copy_sv(tmp, sizeof tmp, l->a_value);
+        char *end;
+        long long v = strtoll(tmp, &end, 10);
+        if (end != tmp)
+            s->rank = v;
+    }
+}
+
+/* The pass itself; runs without the GIL.  Returns the reader's end status,
+ * or -1 when out of memory. */
+static int summarize(dft_rd *r, summary *s)
+{
+    const char *text;
+    size_t n;
+    dft_rd_status st;
+    dft_line l;
+    while ((st = dft_rd_next(r, &text, &n)) == DFT_RD_OK) {
+        s->lines++;
+        if (dft_line_is_bracket(text, n))
+            continue;
+        const char *why;
+        if (dft_line_parse(text, n, DFT_PARSE_LENIENT, &l, &why) < 0) {
+            if (s->bad_lines++ == 0) {
+                s->first_bad_line = s->lines;
+                snprintf(s->first_bad, sizeof s->first_bad, "%s", why);
+            }
+            continue;
+        }
+        s->events++;
+        if (!s->have_pid && (l.have & DFT_HAVE_PID)) {
+            s->pid = l.pid;
+            s->have_pid = 1;
+        }
+        switch (l.ph) {
+        case 'M':
+            s->ph_m++;
+            metadata(s, &l);
+            continue;
+        case 'X':
+            s->ph_x++;
+            break;
+        case 'i':
+        case 'I':
+            s->ph_i++;
+            break;
+        case 'C':
+            s->ph_c++;
+            break;
+        default:
+            s->other++;
+            break;
+        }
+        if (l.have & DFT_HAVE_TS) {
+            int64_t end = l.ts + ((l.have & DFT_HAVE_DUR) ? l.dur : 0);
+            if (!s->have_ts || l.ts < s->ts_min)
+                s->ts_min = l.ts;
+            if (!s->have_ts || end > s->end_max)
+                s->end_max = end;
+            s->have_ts = 1;
+        }
+        if (l.ph != 'X' || !(l.have & DFT_HAVE_DUR))
+            continue;
+        if (l.cat.n == 8 && memcmp(l.cat.p, "dftracer", 8) == 0) {
+            if (l.name.n == 3 && memcmp(l.name.p, "end", 3) == 0) {
+                s->finalized = 1;
+                s->num_events = (l.have & DFT_HAVE_NUM_EVENTS) ? l.num_events : -1;
+            }
+            continue;
+        }
+        agg *a = lookup(s, &l);
+        if (!a)
+            return -1;
+        a->count++;
+        a->total += l.dur;
+        if (l.dur < a->min)
+            a->min = l.dur;
+        if (l.dur > a->max)
+            a->max = l.dur;
+        a->hist[dft_hist_bin(l.dur)]++;
+        if (l.have & DFT_HAVE_IO) {
+            a->io_bytes += l.io_bytes;
+            a->io_events++;
+        }
+    }
+    return (int)st;
+}
+
+static PyObject *hist_dict(const uint64_t *hist)
+{
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    for (int i = 0; i < DFT_HIST_BINS; i++) {
+        if (!hist[i])
+            continue;
+        PyObject *k = PyLong_FromLong(i), *v = PyLong_FromUnsignedLongLong(hist[i]);
+        int rc = (k && v) ? PyDict_SetItem(d, k, v) : -1;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (rc < 0) {
+            Py_DECREF(d);
+            return NULL;
+        }
+    }
+    return d;
+}
+
+static PyObject *groups_list(const summary *s)
+{
+    PyObject *list = PyList_New(0);
+    if (!list)
+        return NULL;
+    for (size_t i = 0; i < s->cap; i++) {
+        const agg *a = &s->slots[i];
+        if (!a->hash)
+            continue;
+        PyObject *h = hist_dict(a->hist);
+        if (!h)
+            goto fail;
+        PyObject *t = Py_BuildValue(
+            "(s#s#LLKLLLLKN)", a->cat, (Py_ssize_t)a->cat_len, a->name, (Py_ssize_t)a->name_len,
+            (long long)a->pid, (long long)a->tid, (unsigned long long)a->count,
+            (long long)a->total, (long long)a->min, (long long)a->max, (long long)a->io_bytes,
+            (unsigned long long)a->io_events, h);
+        if (!t) {
+            /* names that are not UTF-8 (older tools): decode with replacement */
+            PyErr_Clear();
+            PyObject *c = PyUnicode_DecodeUTF8(a->cat, (Py_ssize_t)a->cat_len, "replace");
+            PyObject *nm = PyUnicode_DecodeUTF8(a->name, (Py_ssize_t)a->name_len, "replace");
+            h = hist_dict(a->hist);
+            if (c && nm && h)
+                t = Py_BuildValue("(NNLLKLLLLKN)", c, nm, (long long)a->pid, (long long)a->tid,
+                                  (unsigned long long)a->count, (long long)a->total,
+                                  (long long)a->min, (long long)a->max, (long long)a->io_bytes,
+                                  (unsigned long long)a->io_events, h);
+            else {
+                Py_XDECREF(c);
+                Py_XDECREF(nm);
+                Py_XDECREF(h);
+            }
+        }
+        if (!t || PyList_Append(list, t) < 0) {
+            Py_XDECREF(t);
+            goto fail;
+        }
+        Py_DECREF(t);
+    }
+    return list;
+fail:
+    Py_DECREF(list);
+    return NULL;
+}
+
+static const char *status_name(int st)
+{
+    switch (st) {
+    case DFT_RD_EOF:
+        return "ok";
+    case DFT_RD_TRUNCATED:
+        return "truncated";
+    case DFT_RD_CORRUPT:
+        return "corrupt";
+    default:
+        return "error";
+    }
+}
+
+PyObject *dft_tools_summarize_file(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    PyObject *bytes;
+    if (!PyUnicode_FSConverter(arg, &bytes))
+        return NULL;
+    const char *path = PyBytes_AS_STRING(bytes);
+    dft_rd r;
+    summary s;
+    memset(&s, 0, sizeof s);
+    s.rank = -1;
+    s.num_events = -1;
+    int rc, open_rc;
+    Py_BEGIN_ALLOW_THREADS
+    open_rc = dft_rd_open(&r, path);
+    rc = open_rc < 0 ? 0 : summarize(&r, &s);
+    Py_END_ALLOW_THREADS
+    if (open_rc < 0) {
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, arg);
+        Py_DECREF(bytes);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (rc < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    PyObject *groups = groups_list(&s);
+    if (!groups)
+        goto done;
+    /* host and process names from the older tools may not be UTF-8 */
+    PyObject *host = PyUnicode_DecodeUTF8(s.host, (Py_ssize_t)strlen(s.host), "replace");
+    PyObject *pname =
+        PyUnicode_DecodeUTF8(s.process_name, (Py_ssize_t)strlen(s.process_name), "replace");
+    if (!host || !pname) {
+        Py_XDECREF(host);
+        Py_XDECREF(pname);
+        Py_DECREF(groups);
+        goto done;
+    }
+    result = Py_BuildValue(
+        "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:z,s:K,s:N,s:N,s:L,s:L,s:O,s:L,s:L,"
+        "s:O,s:L,s:N}",
+        "path", arg, "status", status_name(rc), "message", r.err, "members",
+        (unsigned long long)r.members, "lines", (unsigned long long)s.lines, "events",
+        (unsigned long long)s.events, "bad_lines", (unsigned long long)s.bad_lines, "complete",
+        (unsigned long long)s.ph_x, "instant", (unsigned long long)s.ph_i, "counter",
+        (unsigned long long)s.ph_c, "metadata", (unsigned long long)s.ph_m, "first_bad",
+        s.bad_lines ? s.first_bad : NULL, "first_bad_line",
+        (unsigned long long)s.first_bad_line, "host", host, "process_name", pname,
+        "pid", (long long)(s.have_pid ? s.pid : -1), "rank", (long long)s.rank, "has_ts",
+        s.have_ts ? Py_True : Py_False, "ts_min", (long long)s.ts_min, "end_max",
+        (long long)s.end_max, "finalized", s.finalized ? Py_True : Py_False, "num_events",
+        (long long)s.num_events, "groups", groups);
+done:
+    summary_free(&s);
+    dft_rd_close(&r);
+    Py_DECREF(bytes);
+    return result;
+}

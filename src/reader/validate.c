@@ -1,0 +1,244 @@
+/* reader/validate.c: _core._validate_file(path) -> dict.
+ *
+ * Checks a trace against docs/trace-format.md in one streaming pass: every
+ * gzip member decodes, every line is strict JSON, ids are unique, the header
+ * metadata (HH, process_name, start) is present once, every hash used is
+ * defined, and end (when present) is last and counts the lines before it.
+ * A torn last member is reported as a truncated tail with the number of
+ * readable events.  Memory: a paged bitmap of the ids seen (one bit per id)
+ * and sets of hash values, never the events themselves. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "reader/reader.h"
+#include "reader/tools.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_PROBLEMS 20
+#define PAGE_BITS 16 /* ids per bitmap page: 65536 (8 KiB) */
+
+typedef struct vstate {
+    dft_u64map id_pages, defined, used;
+    uint64_t lines, events, bad_lines, dup_ids, hh, process_name, start, end;
+    uint64_t events_before_end, lines_after_end, undefined;
+    int64_t num_events;
+    int header_seen, oom;
+    char problems[MAX_PROBLEMS][200];
+    unsigned nproblems;
+    uint64_t problem_count;
+} vstate;
+
+static void problem(vstate *v, const char *fmt, ...)
+{
+    v->problem_count++;
+    if (v->nproblems >= MAX_PROBLEMS)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v->problems[v->nproblems++], sizeof v->problems[0], fmt, ap);
+    va_end(ap);
+}
+
+/* 1 when id was seen before; -1 out of memory. */
+static int id_seen(vstate *v, int64_t id)
+{
+    uint64_t u = (uint64_t)id;
+    size_t slot;
+    int f = dft_u64map_get(&v->id_pages, u >> PAGE_BITS, 1, &slot);
+    if (f < 0)
+        return -1;
+    if (!f) {
+        v->id_pages.vals[slot] = calloc((1u << PAGE_BITS) / 8, 1);
+        if (!v->id_pages.vals[slot])
+            return -1;
+    }
+    unsigned char *page = v->id_pages.vals[slot];
+    uint64_t bit = u & ((1u << PAGE_BITS) - 1);
+    int seen = (page[bit >> 3] >> (bit & 7)) & 1;
+    page[bit >> 3] |= (unsigned char)(1u << (bit & 7));
+    return seen;
+}
+
+#define NAME_IS(l, lit) ((l).name.n == sizeof(lit) - 1 && memcmp((l).name.p, lit, sizeof(lit) - 1) == 0)
+
+/* Runs without the GIL. */
+static int validate(dft_rd *r, vstate *v)
+{
+    const char *text;
+    size_t n;
+    dft_rd_status st;
+    dft_line l;
+    size_t slot;
+    while ((st = dft_rd_next(r, &text, &n)) == DFT_RD_OK) {
+        v->lines++;
+        if (v->lines == 1) {
+            if (!(n == 1 && text[0] == '['))
+                problem(v, "line 1: the file does not start with '['");
+            else
+                v->header_seen = 1;
+        }
+        if (dft_line_is_bracket(text, n))
+            continue;
+        const char *why;
+        if (dft_line_parse(text, n, DFT_PARSE_STRICT, &l, &why) < 0) {
+            v->bad_lines++;
+            problem(v, "line %llu: %s", (unsigned long long)v->lines, why);
+            continue;
+        }
+        v->events++;
+        if (v->end)
+            v->lines_after_end++;
+        unsigned need = DFT_HAVE_ID | DFT_HAVE_PID | DFT_HAVE_TID;
+        if (l.ph == 'X' || l.ph == 'i' || l.ph == 'C')
+            need |= DFT_HAVE_TS;
+        if (l.ph == 'X')
+            need |= DFT_HAVE_DUR;
+        if ((l.have & need) != need || !l.name.p || !l.cat.p || l.ph == '?')
+            problem(v, "line %llu: missing keys (id, name, cat, pid, tid, ts, dur, ph)",
+                    (unsigned long long)v->lines);
+        if ((l.have & DFT_HAVE_DUR) && l.dur < 0)
+            problem(v, "line %llu: negative dur", (unsigned long long)v->lines);
+        if (l.have & DFT_HAVE_ID) {
+            if (l.id < 1)
+                problem(v, "line %llu: id %lld is not >= 1", (unsigned long long)v->lines,
+                        (long long)l.id);
+            int seen = id_seen(v, l.id);
+            if (seen < 0)
+                return -1;
+            if (seen && v->dup_ids++ < 5)
+                problem(v, "line %llu: duplicate id %lld", (unsigned long long)v->lines,
+                        (long long)l.id);
+            else if (seen)
+                v->problem_count++;
+        }
+        if (l.ph == 'M') {
+            if (NAME_IS(l, "HH") || NAME_IS(l, "FH") || NAME_IS(l, "SH")) {
+                uint64_t h;
+                if (dft_hash_token(l.a_value, &h) < 0 || !l.a_name.p) {
+                    problem(v, "line %llu: %.2s without a hash value and name",
+                            (unsigned long long)v->lines, l.name.p);
+                } else {
+                    int f = dft_u64map_get(&v->defined, h, 1, &slot);
+                    if (f < 0)
+                        return -1;
+                    if (f && !NAME_IS(l, "HH"))
+                        problem(v, "line %llu: %.2s %.*s defined twice",
+                                (unsigned long long)v->lines, l.name.p, (int)l.a_value.n,
+                                l.a_value.p);
+                }
+                if (NAME_IS(l, "HH"))
+                    v->hh++;
+            } else if (NAME_IS(l, "process_name"))
+                v->process_name++;
+        } else if (l.ph == 'X' && l.cat.n == 8 && memcmp(l.cat.p, "dftracer", 8) == 0) {
+            if (NAME_IS(l, "start"))
+                v->start++;
+            else if (NAME_IS(l, "end")) {
+                v->end++;
+                v->events_before_end = v->events - 1;
+                v->lines_after_end = 0;
+                v->num_events = (l.have & DFT_HAVE_NUM_EVENTS) ? l.num_events : -1;
+            }
+        }
+        for (unsigned i = 0; i < l.nrefs; i++) {
+            uint64_t h;
+            if (dft_hash_token(l.refs[i], &h) == 0 && dft_u64map_get(&v->used, h, 1, &slot) < 0)
+                return -1;
+        }
+    }
+    return (int)st;
+}
+
+static const char *status_name(int st)
+{
+    return st == DFT_RD_EOF ? "ok" : st == DFT_RD_TRUNCATED ? "truncated"
+                                 : st == DFT_RD_CORRUPT     ? "corrupt"
+                                                            : "error";
+}
+
+PyObject *dft_tools_validate_file(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    PyObject *bytes;
+    if (!PyUnicode_FSConverter(arg, &bytes))
+        return NULL;
+    dft_rd r;
+    vstate *v = calloc(1, sizeof *v);
+    if (!v) {
+        Py_DECREF(bytes);
+        return PyErr_NoMemory();
+    }
+    int rc = 0, open_rc;
+    Py_BEGIN_ALLOW_THREADS
+    open_rc = dft_rd_open(&r, PyBytes_AS_STRING(bytes));
+    if (open_rc == 0)
+        rc = validate(&r, v);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(bytes);
+    PyObject *result = NULL;
+    if (open_rc < 0) {
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, arg);
+        free(v);
+        return NULL;
+    }
+    if (rc < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* File-level checks, once everything is read. */
+    int torn = rc != DFT_RD_EOF;
+    if (v->events > 0) {
+        if (v->hh != 1)
+            problem(v, "%llu HH events (expected 1)", (unsigned long long)v->hh);
+        if (v->process_name == 0)
+            problem(v, "no process_name event");
+        if (v->start != 1)
+            problem(v, "%llu start events (expected 1)", (unsigned long long)v->start);
+        if (v->end > 1)
+            problem(v, "%llu end events", (unsigned long long)v->end);
+        if (v->end == 1 && v->lines_after_end)
+            problem(v, "%llu events after end", (unsigned long long)v->lines_after_end);
+        if (v->end == 1 && v->num_events != (int64_t)v->events_before_end)
+            problem(v, "end.num_events is %lld but %llu events precede it",
+                    (long long)v->num_events, (unsigned long long)v->events_before_end);
+        for (size_t i = 0; i < v->used.cap; i++) {
+            size_t slot;
+            if (v->used.keys[i] && dft_u64map_get(&v->defined, v->used.keys[i] - 1, 0, &slot) != 1)
+                v->undefined++;
+        }
+        if (v->undefined)
+            problem(v, "%llu hash values used but never defined", (unsigned long long)v->undefined);
+    }
+    PyObject *problems = PyList_New(0);
+    if (!problems)
+        goto done;
+    for (unsigned i = 0; i < v->nproblems; i++) {
+        PyObject *s = PyUnicode_DecodeUTF8(v->problems[i], (Py_ssize_t)strlen(v->problems[i]),
+                                           "replace");
+        if (!s || PyList_Append(problems, s) < 0) {
+            Py_XDECREF(s);
+            Py_DECREF(problems);
+            goto done;
+        }
+        Py_DECREF(s);
+    }
+    result = Py_BuildValue("{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:O,s:O,s:K,s:N}", "path", arg,
+                           "status", status_name(rc), "message", torn ? r.err : "", "members",
+                           (unsigned long long)r.members, "lines", (unsigned long long)v->lines,
+                           "events", (unsigned long long)v->events, "bad_lines",
+                           (unsigned long long)v->bad_lines, "duplicate_ids",
+                           (unsigned long long)v->dup_ids, "finalized",
+                           v->end ? Py_True : Py_False, "header", v->header_seen ? Py_True : Py_False,
+                           "problem_count", (unsigned long long)v->problem_count, "problems",
+                           problems);
+done:
+    dft_u64map_free(&v->id_pages, 1);
+    dft_u64map_free(&v->defined, 0);
+    dft_u64map_free(&v->used, 0);
+    free(v);
+    dft_rd_close(&r);
+    return result;
+}
