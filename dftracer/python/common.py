@@ -11,7 +11,6 @@ blocks run in C) plus pydftracer's entity methods.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import sys
@@ -263,6 +262,8 @@ def setup_logger(name: str, log_file: str, formatter: str,
 
 def get_default_args(func: Callable[..., Any]) -> Dict[str, Any]:
     """The parameters of ``func`` that have defaults, with their defaults."""
+    import inspect  # only here: importing it costs milliseconds
+
     return {k: p.default for k, p in inspect.signature(func).parameters.items()
             if p.default is not inspect.Parameter.empty}
 
