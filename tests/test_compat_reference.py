@@ -52,9 +52,10 @@ KNOWN_MISSING = {
 def _reference_python():
     if not os.path.exists(REFERENCE):
         return None
+    # From "/": a checkout's own metadata in the working directory would answer.
     probe = subprocess.run(
         [REFERENCE, "-c", "import importlib.metadata as m; print(m.version('pydftracer'))"],
-        capture_output=True, text=True, env=_clean_env())
+        capture_output=True, text=True, env=_clean_env(), cwd="/")
     return REFERENCE if probe.returncode == 0 and probe.stdout.strip() == "2.0.6" else None
 
 
@@ -131,7 +132,8 @@ def test_same_torch_program_equivalent_trace(tmp_path):
         pytest.skip(f"no reference python with pydftracer 2.0.6 at {REFERENCE} "
                     "(set DFTRACER_REFERENCE_PYTHON)")
     version = subprocess.run([reference, "-c", "import sys; print(sys.version_info[:2])"],
-                             capture_output=True, text=True, env=_clean_env()).stdout.strip()
+                             capture_output=True, text=True, env=_clean_env(),
+                             cwd="/").stdout.strip()
     if version != str(sys.version_info[:2]):
         pytest.skip(f"the reference python is {version}; this torch needs {sys.version_info[:2]}")
     site = os.path.dirname(os.path.dirname(torch.__file__))
