@@ -271,16 +271,21 @@ static PyObject *logger_exit_event(PyObject *self, PyObject *unused)
 }
 
 /* log_event(name, cat, start_time, duration, int_args=None, float_args=None,
- *           string_args=None): the hot path from Python. */
+ *           string_args=None, relations=None): the hot path from Python.
+ * relations (pydftracer's entity relations) must be None or a dict; the core
+ * records no entities, so it is not written. */
 static PyObject *logger_log_event(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                   PyObject *kwnames)
 {
     (void)self;
     static const char *const names[] = {"name",     "cat",         "start_time", "duration",
-                                        "int_args", "float_args",  "string_args"};
-    PyObject *v[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    if (dft_pyargs_parse("log_event", args, nargs, kwnames, names, 7, 4, v) < 0)
+                                        "int_args", "float_args",  "string_args",
+                                        "relations"};
+    PyObject *v[8] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    if (dft_pyargs_parse("log_event", args, nargs, kwnames, names, 8, 4, v) < 0)
         return NULL;
+    if (v[7] && v[7] != Py_None && !PyDict_Check(v[7]))
+        return dft_pyargs_type_error("relations", "a dict or None", v[7]);
     if (!atomic_load_explicit(&dft_g.active, memory_order_relaxed) && dft_lazy_start() != 0) {
         /* Inactive: still reject what would be rejected when active. */
         if (!PyUnicode_Check(v[0]) || !PyUnicode_Check(v[1]))
@@ -385,7 +390,7 @@ static PyMethodDef logger_methods[] = {
     {"exit_event", logger_exit_event, METH_NOARGS, "Closes the innermost scope."},
     {"log_event", (PyCFunction)(void (*)(void))logger_log_event, METH_FASTCALL | METH_KEYWORDS,
      "log_event(name, cat, start_time, duration, int_args=None, float_args=None, "
-     "string_args=None)\n\nRecords a complete event (times in microseconds)."},
+     "string_args=None, relations=None)\n\nRecords a complete event (times in microseconds)."},
     {"log_metadata_event", (PyCFunction)(void (*)(void))logger_log_metadata_event,
      METH_FASTCALL | METH_KEYWORDS, "log_metadata_event(key, value)\n\nRecords a CM event."},
     {"finalize", logger_finalize, METH_NOARGS,

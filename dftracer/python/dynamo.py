@@ -29,7 +29,42 @@ except ImportError:  # the package works without torch; compiling needs it
     torch = None  # type: ignore[assignment]
 
 __all__ = ["CAT_DYNAMO", "Dynamo", "compile", "create_backend", "dftracer_dynamo_backend",
-           "op_name", "update"]
+           "dynamo", "op_name", "update"]
+
+# pydftracer's other names in this module.
+from dataclasses import dataclass  # noqa: E402
+
+from dftracer.python.ai_common import DFTracerAI  # noqa: E402,F401
+from dftracer.python.common import P, R, TagDType, TagType, TagValue, dftracer  # noqa: E402,F401
+from dftracer.python.env import DFTRACER_ENABLE  # noqa: E402,F401
+
+TORCH_AVAILABLE = torch is not None
+
+
+@dataclass
+class CallStackRecord:
+    """pydftracer's record of an op start (its backend kept a stack of them)."""
+
+    op_name: str
+    op_type: str
+    target: str
+    timestamp_us: int
+    grad_enabled: bool
+
+
+def __getattr__(name: str) -> Any:
+    # pydftracer imported these at module import; functorch is slow to import.
+    if name in ("aot_autograd", "make_boxed_func"):
+        if torch is None:
+            return None
+        if name == "aot_autograd":
+            from torch._dynamo.backends.common import aot_autograd
+
+            return aot_autograd
+        from functorch.compile import make_boxed_func
+
+        return make_boxed_func
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 CAT_DYNAMO = "dynamo"
 BACKEND_NAME = "dftracer"
@@ -58,6 +93,9 @@ def op_name(node: Any, gm: Any) -> str:
         return "method." + str(node.target).replace(".", "_")
     path = str(node.target)
     return f"{path}.{type(gm.get_submodule(path)).__name__}_{path.replace('.', '_')}"
+
+
+create_detailed_op_name = op_name  # pydftracer's name
 
 
 def _instrument(gm: Any, graph_id: int, phase: str, ctx: int) -> None:
@@ -174,7 +212,7 @@ class Dynamo:
 
         return dftracer_backend
 
-    def compile(self, f_py: Optional[F] = None, *, autograd: bool = True,
+    def compile(self, f_py: Optional[F] = None, autograd: bool = True,
                 **compile_kwargs: Any) -> Union[F, Callable[[F], F]]:
         """``@dynamo.compile`` / ``@dynamo.compile()``: torch.compile with this
         tracer's backend, each call timed by the frame hook.  With tracing off
@@ -195,6 +233,23 @@ class Dynamo:
             return _traced_entry(fn, compiled, self._ctx)  # type: ignore[return-value]
 
         return decorate(f_py) if f_py is not None else decorate
+
+    def add_enhanced_timing_to_graph(self, gm: Any) -> Any:
+        """Instruments an FX GraphModule with this tracer's timers (as the
+        backend does) and returns it."""
+        _require_torch()
+        phase = "forward" if torch.is_grad_enabled() else "inference"
+        _instrument(gm, next(_graph_ids), phase, self._ctx)
+        return gm
+
+    def reset(self) -> None:
+        """pydftracer cleared its op stack here; the timers keep none."""
+
+    def count_parameters(self, module: Any) -> Optional[int]:
+        """The number of parameters of a torch module (None without .parameters())."""
+        if hasattr(module, "parameters"):
+            return int(sum(p.numel() for p in module.parameters()))
+        return None
 
 
 def _aot_backend(graph_id: int, ctx: int, on: bool) -> Callable[..., Any]:
@@ -258,6 +313,7 @@ _default = Dynamo()
 compile = _default.compile  # noqa: A001 (the pydftracer name)
 update = _default.update
 backend = _default.backend
+dynamo = _default  # pydftracer's default instance
 dftracer_dynamo_backend: Optional[Callable[..., Any]] = None
 
 if torch is not None:

@@ -251,7 +251,9 @@ static int profile_init(PyObject *self, PyObject *args, PyObject *kwds)
         dft_pyargs_type_error("name", "a str or None", name);
         return -1;
     }
-    PyObject *n = name == Py_None ? caller_name() : Py_NewRef(name);
+    /* None or "": the calling function's name, as in pydftracer. */
+    PyObject *n = name == Py_None || PyUnicode_GET_LENGTH(name) == 0 ? caller_name()
+                                                                    : Py_NewRef(name);
     if (!n)
         return -1;
     Py_SETREF(p->name, n);

@@ -14,6 +14,12 @@ from dftracer import _core
 
 __all__ = [
     "trace_handler",
+    "TagDType",
+    "TagType",
+    "TagValue",
+    "common",
+    "dftracer",
+    "get_time_scale",
     "ProfilerContext",
     "add_profiler_args",
     "create_profiler_from_args",
@@ -23,7 +29,7 @@ __all__ = [
 ]
 
 
-def trace_handler(prof: Any) -> None:
+def trace_handler(profiler_result: Any) -> None:
     """``on_trace_ready`` callback for :class:`torch.profiler.profile`.
 
     Writes every event of the cycle that just finished as a ``PP`` complete
@@ -32,7 +38,7 @@ def trace_handler(prof: Any) -> None:
     before the cycle ended or the profiler results cannot be read.
     """
     try:
-        _core._torch_trace_handler(prof)
+        _core._torch_trace_handler(profiler_result)
     except (TypeError, RuntimeError, MemoryError):
         raise
     except Exception as exc:  # an accessor of torch's results failed
@@ -48,3 +54,5 @@ from dftracer.python.torch.profiler_context import (  # noqa: E402
     profiler,
     step_profiler,
 )
+from dftracer.python.common import TagDType, TagType, TagValue, dftracer, get_time_scale  # noqa: E402
+from dftracer.python.torch import common  # noqa: E402,F401  (pydftracer's submodule)
