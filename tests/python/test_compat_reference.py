@@ -1,5 +1,5 @@
-"""Same program, equivalent trace: tests/compat/program.py (decorators, the ai
-tree, log_event, metadata) and tests/compat/program_torch.py (torch.profiler
+"""Same program, equivalent trace: tests/python/compat/program.py (decorators, the ai
+tree, log_event, metadata) and tests/python/compat/program_torch.py (torch.profiler
 with trace_handler, a function compiled with the Dynamo backend) run under
 pydftracer 2.0.6 over dftracer 2.2.0 and under dftracer; the events must carry
 the same names, categories and args keys, apart from the differences
@@ -25,8 +25,8 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROGRAM = os.path.join(ROOT, "tests", "compat", "program.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROGRAM = os.path.join(ROOT, "tests", "python", "compat", "program.py")
 REFERENCE = os.environ.get("DFTRACER_REFERENCE_PYTHON", "/work/refvenv/bin/python")
 TRACER_KEYS = {"hhash", "level", "p_idx"}
 PROGRAM_METADATA = {"train.start", "train.end", "run"}
@@ -110,7 +110,7 @@ def test_same_program_equivalent_trace(tmp_path):
     assert our_meta == ref_meta
 
 
-PROGRAM_TORCH = os.path.join(ROOT, "tests", "compat", "program_torch.py")
+PROGRAM_TORCH = os.path.join(ROOT, "tests", "python", "compat", "program_torch.py")
 # Documented differences of the torch integrations (docs/compat.md,
 # docs/torch-profiler.md, docs/dynamo.md): extra args keys by category, our
 # per-call span of a compiled function, Kineto's step names.

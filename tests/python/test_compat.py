@@ -19,7 +19,7 @@ import pytest
 
 from tracefile import find_traces, read_trace, run_python
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 ENABLED = {"DFTRACER_ENABLE": "1", "PYTHONPATH": ROOT}
 PLAIN = {"PYTHONPATH": ROOT}
