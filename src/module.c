@@ -319,7 +319,8 @@ static PyObject *logger_trace_path(PyObject *self, void *closure)
     if (atomic_load(&dft_g.state) == DFT_STATE_UNINIT || !dft_g.path ||
         atomic_load(&dft_g.state) == DFT_STATE_DISABLED)
         Py_RETURN_NONE;
-    return PyUnicode_DecodeFSDefault(dft_g.path);
+    const char *path = dft_writer_path();
+    return PyUnicode_DecodeFSDefault(path ? path : dft_g.path);
 }
 
 static PyMethodDef logger_methods[] = {
