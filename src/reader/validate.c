@@ -64,6 +64,25 @@ static int id_seen(vstate *v, int64_t id)
 
 #define NAME_IS(l, lit) ((l).name.n == sizeof(lit) - 1 && memcmp((l).name.p, lit, sizeof(lit) - 1) == 0)
 
+/* Reports the lines the reader skipped as too long since the last call. */
+static void long_lines(vstate *v, const dft_rd *r, uint64_t *seen)
+{
+    if (r->long_lines == *seen)
+        return;
+    uint64_t k = r->long_lines - *seen;
+    *seen = r->long_lines;
+    v->bad_lines += k;
+    if (k == 1)
+        problem(v, "line %llu: longer than the %s line limit; skipped",
+                (unsigned long long)r->last_long_line, DFT_RD_LINE_MAX_TEXT);
+    else {
+        problem(v, "%llu lines up to line %llu: longer than the %s line limit; skipped",
+                (unsigned long long)k, (unsigned long long)r->last_long_line,
+                DFT_RD_LINE_MAX_TEXT);
+        v->problem_count += k - 1;
+    }
+}
+
 /* Runs without the GIL. */
 static int validate(dft_rd *r, vstate *v)
 {
@@ -72,8 +91,10 @@ static int validate(dft_rd *r, vstate *v)
     dft_rd_status st;
     dft_line l;
     size_t slot;
+    uint64_t long_seen = 0;
     while ((st = dft_rd_next(r, &text, &n)) == DFT_RD_OK) {
-        v->lines++;
+        long_lines(v, r, &long_seen);
+        v->lines = r->line_no;
         if (v->lines == 1) {
             if (!(n == 1 && text[0] == '['))
                 problem(v, "line 1: the file does not start with '['");
@@ -149,6 +170,8 @@ static int validate(dft_rd *r, vstate *v)
                 return -1;
         }
     }
+    long_lines(v, r, &long_seen);
+    v->lines = r->line_no;
     return (int)st;
 }
 
