@@ -136,8 +136,14 @@ static PyObject *logger_initialize_log(PyObject *unused, PyObject *args, PyObjec
             return NULL;
         }
         process_id = PyLong_AsLongLong(pid_obj);
-        if (process_id == -1 && PyErr_Occurred())
+        if (process_id == -1 && PyErr_Occurred()) {
+            if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_OverflowError,
+                                "process_id does not fit in a signed 64-bit integer");
+            }
             return NULL;
+        }
     }
     PyObject *lf_holder, *dd_holder;
     PyObject *lf = fs_path_or_none(logfile, "logfile", &lf_holder);
