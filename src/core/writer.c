@@ -386,18 +386,21 @@ static int open_trace_fd(const char *path, int *created)
     *created = 0;
     const owned_file *o = owned_find(path);
     if (o) {
-        int fd = open(path, OPEN_FLAGS);
+        /* O_NONBLOCK: a FIFO put in its place must not block the open. */
+        int fd = open(path, OPEN_FLAGS | O_NONBLOCK);
         if (fd >= 0) {
             struct stat st;
             if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == o->dev &&
-                st.st_ino == o->ino)
+                st.st_ino == o->ino && fcntl(fd, F_SETFL, O_APPEND) == 0)
                 return fd;
             close(fd);
             errno = EEXIST; /* replaced since we wrote it */
             return -1;
         }
-        if (errno != ENOENT)
+        if (errno != ENOENT) {
+            errno = EEXIST; /* something we cannot open is there now */
             return -1;
+        }
     }
     int fd = open(path, OPEN_FLAGS | O_CREAT | O_EXCL, 0644);
     if (fd >= 0)

@@ -194,3 +194,31 @@ def test_forked_child_write_failure_reported_once(tmp_path):
     files = find_traces(str(tmp_path), "parent")
     assert len(files) == 1  # the child's empty file is not left behind
     read_trace(files[0])
+
+
+def test_own_file_replaced_between_traces_is_not_written(tmp_path):
+    """initialize_log after finalize appends only to the very file this process
+    created: a FIFO (which would block an open) or another file put in its
+    place sends the trace to a fallback name."""
+    proc = run_python(
+        f"""
+        import os
+        from dftracer.python import dftracer
+        stem = {str(tmp_path / 'own')!r}
+        log = dftracer.initialize_log(stem + ".pfw")
+        first = log.trace_path
+        log.finalize()
+        os.rename(first, first + ".moved")
+        os.mkfifo(first)
+        log = dftracer.initialize_log(stem + ".pfw")
+        log.log_event("second", "c", log.get_time(), 1)
+        log.finalize()
+        print(first, log.trace_path)
+        """,
+        ENABLED,
+        timeout=60,
+    )
+    first, second = proc.stdout.split()
+    assert second == first.replace("-app.pfw.gz", ".1-app.pfw.gz")
+    assert "already exists and was not written by this process" in proc.stderr
+    assert [e["name"] for e in read_trace(second).of("X", cat="c")] == ["second"]
