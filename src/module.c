@@ -186,8 +186,14 @@ static PyObject *logger_initialize_log(PyObject *unused, PyObject *args, PyObjec
             return NULL;
         }
         process_id = PyLong_AsLongLong(pid_obj);
-        if (process_id == -1 && PyErr_Occurred())
+        if (process_id == -1 && PyErr_Occurred()) {
+            if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_OverflowError,
+                                "process_id does not fit in a signed 64-bit integer");
+            }
             return NULL;
+        }
     }
     PyObject *lf_holder, *dd_holder;
     PyObject *lf = fs_path_or_none(logfile, "logfile", &lf_holder);
@@ -374,7 +380,8 @@ static PyObject *logger_trace_path(PyObject *self, void *closure)
     if (atomic_load(&dft_g.state) == DFT_STATE_UNINIT || !dft_g.path ||
         atomic_load(&dft_g.state) == DFT_STATE_DISABLED)
         Py_RETURN_NONE;
-    return PyUnicode_DecodeFSDefault(dft_g.path);
+    const char *path = dft_writer_path();
+    return PyUnicode_DecodeFSDefault(path ? path : dft_g.path);
 }
 
 static PyMethodDef logger_methods[] = {

@@ -36,11 +36,24 @@ def err(msg: str) -> None:
     print(f"dftracer: {msg}", file=sys.stderr)
 
 
+LINE_MAX_TEXT = "16 MiB"  # src/reader/reader.h DFT_RD_LINE_MAX; docs/trace-format.md
+
+
+def long_line_message(first: int, count: int) -> str:
+    """The words every command uses for lines skipped as over the line limit."""
+    more = f" (and {count - 1} more such lines)" if count > 1 else ""
+    return f"line {first}: longer than the {LINE_MAX_TEXT} line limit; skipped{more}"
+
+
 def report_file_status(results: Iterable[Dict[str, Any]]) -> int:
     """Prints a line per file that did not read cleanly; returns the exit status
-    those files call for (a truncated tail is only a warning)."""
+    those files call for (a truncated tail and skipped over-long lines are
+    only warnings)."""
     status = EXIT_OK
     for r in results:
+        if r.get("long_lines"):
+            err(f"warning: {r['path']}: "
+                f"{long_line_message(r['first_long_line'], r['long_lines'])}")
         st = r.get("status")
         if st == "truncated":
             err(f"warning: {r['path']}: truncated tail ({r['message']}); "
@@ -49,6 +62,16 @@ def report_file_status(results: Iterable[Dict[str, Any]]) -> int:
             err(f"{r['path']}: {describe(r)}")
             status = EXIT_BAD_INPUT
     return status
+
+
+def report_bad_lines(results: Iterable[Dict[str, Any]]) -> None:
+    """One warning per file with lines that do not parse (over-long lines are
+    reported by report_file_status)."""
+    for r in results:
+        n = r.get("bad_lines", 0) - r.get("long_lines", 0)
+        if n > 0 and r.get("status") in ("ok", "truncated") and r.get("first_bad_line"):
+            err(f"warning: {r['path']}: {n} lines do not parse (first: line "
+                f"{r['first_bad_line']}: {r['first_bad']}); skipped")
 
 
 def describe(r: Dict[str, Any]) -> str:
@@ -65,6 +88,8 @@ def not_a_trace(r: Dict[str, Any]) -> Optional[str]:
     if r.get("status") not in ("ok", "truncated"):
         return None
     if r.get("events", 0) == 0 and r.get("bad_lines", 0) > 0:
+        if not r.get("first_bad_line"):  # only over-long lines
+            return f"not a dftracer trace ({long_line_message(r['first_long_line'], 1)})"
         return (f"not a dftracer trace (line {r.get('first_bad_line')}: "
                 f"{r.get('first_bad')})")
     return None

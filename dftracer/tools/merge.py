@@ -107,6 +107,7 @@ def main(args: argparse.Namespace) -> int:
                              label=args.fmt == "pfw" and "merge" or "convert",
                              progress=args.progress)
         status = max(status, common.report_file_status(results))
+        common.report_bad_lines(results)
         names = []
         for info, (_old, new) in zip(infos, pid_maps):
             names.append({"id": len(names) + 1, "name": "process_name", "cat": "dftracer",

@@ -226,9 +226,8 @@ def main(args: argparse.Namespace) -> int:
             status = common.EXIT_BAD_INPUT
         elif r.get("status") == "ok" and r.get("events") == 0:
             common.err(f"warning: {r['path']}: no events")
-        elif r.get("bad_lines"):
-            common.err(f"warning: {r['path']}: {r['bad_lines']} lines do not parse "
-                       f"(first: line {r['first_bad_line']}: {r['first_bad']})")
+        else:
+            common.report_bad_lines([r])
     bys = args.by or ["cat", "name"]
     summary = aggregate(results, bys)
     if args.json:
@@ -240,3 +239,4 @@ def main(args: argparse.Namespace) -> int:
 
 
 assert _core._HIST_BINS == 16 + 36 * 16  # keep bin_value in step with the C side
+assert _core._LINE_MAX == 16 << 20 and common.LINE_MAX_TEXT == "16 MiB"

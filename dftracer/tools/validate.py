@@ -36,7 +36,8 @@ def verdict(r: Dict[str, Any]) -> str:
     st = r.get("status")
     if st in ("missing", "error", "corrupt"):
         return st
-    if r.get("lines", 0) > 0 and not r.get("header") and r.get("events", 0) == 0:
+    if r.get("lines", 0) > 0 and r.get("events", 0) == 0 and (
+            not r.get("header") or r.get("bad_lines", 0) > 0):
         return "not-a-trace"
     if r.get("problem_count"):
         return "invalid"

@@ -12,6 +12,7 @@ import re
 from typing import Any, Dict, Optional, Tuple
 
 from dftracer import _core
+from dftracer.tools.common import long_line_message
 
 _RANK_RE = re.compile(r"\brank (\d+)", re.IGNORECASE)
 
@@ -40,15 +41,25 @@ def _is_bracket(line: bytes) -> bool:
     return line.strip(b" \t\r,") in (b"", b"[", b"]")
 
 
-def _loads(line: bytes) -> Optional[Dict[str, Any]]:
+def _loads(line: bytes) -> Tuple[Optional[Dict[str, Any]], str]:
+    """(the trace event on a line, "") or (None, why not): not JSON, nested too
+    deeply, or a JSON object that is no trace event (no "name" or "ph")."""
     try:
         ev = json.loads(line.rstrip(b" \r,"))
+    except RecursionError:
+        return None, "nested too deeply"
     except ValueError:
         try:  # the older tools' bytes that are not UTF-8
             ev = json.loads(line.rstrip(b" \r,").decode("utf-8", "replace"))
+        except RecursionError:
+            return None, "nested too deeply"
         except ValueError:
-            return None
-    return ev if isinstance(ev, dict) else None
+            return None, "not JSON"
+    if not isinstance(ev, dict):
+        return None, "not a JSON object"
+    if "name" not in ev or "ph" not in ev:
+        return None, 'a JSON object but not a trace event (no "name" or "ph")'
+    return ev, ""
 
 
 def file_info(path: str, max_batches: int = 4) -> Dict[str, Any]:
@@ -59,13 +70,17 @@ def file_info(path: str, max_batches: int = 4) -> Dict[str, Any]:
         reader = _core._LineReader(path)
     except OSError as exc:
         return _failure(path, exc)
-    parsed = 0
+    parsed = lineno = first_bad = 0
+    bad_why = ""
     for n, batch in enumerate(reader):
         for line in batch:
+            lineno += 1
             if _is_bracket(line):
                 continue
-            ev = _loads(line)
+            ev, why = _loads(line)
             if ev is None:
+                if not first_bad:
+                    first_bad, bad_why = lineno, why
                 continue
             parsed += 1
             if info["pid"] is None and isinstance(ev.get("pid"), int):
@@ -90,7 +105,14 @@ def file_info(path: str, max_batches: int = 4) -> Dict[str, Any]:
         if info["host"] and info["process_name"] or n + 1 >= max_batches:
             break
     if parsed == 0 and reader.status in ("ok", "reading"):
-        info["status"], info["message"] = "error", "not a dftracer trace (no event line)"
+        long_lines, first_long = reader.long_lines
+        if long_lines and (not first_bad or first_long <= first_bad):
+            why = long_line_message(first_long, 1)
+        elif first_bad:
+            why = f"line {first_bad}: {bad_why}"
+        else:
+            why = "no event line"
+        info["status"], info["message"] = "error", f"not a dftracer trace ({why})"
     elif reader.status in ("corrupt", "error"):
         info["status"], info["message"] = reader.status, reader.message
     return info

@@ -2,6 +2,7 @@
 #include "binding/pyargs.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 _Static_assert(sizeof(long) == 8, "dftracer needs an LP64 platform");
@@ -93,8 +94,14 @@ int dft_pyargs_int64(PyObject *obj, const char *arg, int64_t *out)
         /* PyLong_AsLong walks the digits directly; AsLongLong goes through a
          * byte-array conversion (long is 64-bit on the LP64 targets we build for). */
         long v = PyLong_AsLong(obj);
-        if (v == -1 && PyErr_Occurred())
+        if (v == -1 && PyErr_Occurred()) {
+            if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_OverflowError, "%s does not fit in a signed 64-bit integer",
+                             arg);
+            }
             return -1;
+        }
         *out = v;
         return 0;
     }
@@ -185,6 +192,25 @@ int dft_pyevent_add_int(dft_pyevent *pe, const char *key, int64_t v)
     return 0;
 }
 
+/* A dict key's repr for a message: str's own repr, so a str subclass whose
+ * __repr__ raises (or lies) cannot replace the error being reported.  New
+ * reference, or NULL with an exception set. */
+static PyObject *key_repr(PyObject *key)
+{
+    return PyUnicode_Type.tp_repr(key);
+}
+
+/* Raises exc with "<arg>[<key repr>] <what>". */
+static int key_error(PyObject *exc, const char *arg, PyObject *key, const char *what)
+{
+    PyObject *r = key_repr(key);
+    if (!r)
+        return -1;
+    PyErr_Format(exc, "%s[%U] %s", arg, r, what);
+    Py_DECREF(r);
+    return -1;
+}
+
 static const char *type_word(dft_arg_type t)
 {
     return t == DFT_ARG_INT ? "int" : t == DFT_ARG_FLOAT ? "float" : "str";
@@ -224,22 +250,34 @@ int dft_pyevent_add_dict(dft_pyevent *pe, PyObject *dict, const char *arg, dft_a
         a->type = type;
         if (type == DFT_ARG_INT && PyLong_Check(value)) {
             long v = PyLong_AsLong(value);
-            if (v == -1 && PyErr_Occurred())
+            if (v == -1 && PyErr_Occurred()) {
+                if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                    PyErr_Clear();
+                    key_error(PyExc_OverflowError, arg, key,
+                              "does not fit in a signed 64-bit integer");
+                }
                 return -1;
+            }
             a->v.i = v;
         } else if (type == DFT_ARG_FLOAT && (PyFloat_Check(value) || PyLong_Check(value))) {
             double d = PyFloat_AsDouble(value);
-            if (d == -1.0 && PyErr_Occurred())
+            if (d == -1.0 && PyErr_Occurred()) {
+                if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                    PyErr_Clear();
+                    key_error(PyExc_OverflowError, arg, key, "is too large for a float");
+                }
                 return -1;
+            }
             a->v.f = d;
         } else if (type == DFT_ARG_STR && PyUnicode_Check(value)) {
             a->v.s.ptr = hold_utf8(pe, value, &a->v.s.len);
             if (!a->v.s.ptr)
                 return -1;
         } else {
-            PyErr_Format(PyExc_TypeError, "%s[%R] must be %s, not %.100s", arg, key,
-                         type_word(type), Py_TYPE(value)->tp_name);
-            return -1;
+            char what[160];
+            snprintf(what, sizeof what, "must be %s, not %.100s", type_word(type),
+                     Py_TYPE(value)->tp_name);
+            return key_error(PyExc_TypeError, arg, key, what);
         }
         pe->ev.nargs++;
     }

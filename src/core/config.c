@@ -39,6 +39,19 @@ void dft_log(int level, const char *fmt, ...)
     (void)w;
 }
 
+void dft_warn_config(const char *fmt, ...)
+{
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    int saved = dft_log_level;
+    dft_log_level = DFT_LOG_WARN;
+    dft_log(DFT_LOG_WARN, "%s", msg);
+    dft_log_level = saved;
+}
+
 /* Warnings about the environment are always printed, whatever the log level,
  * once per variable and value per process. */
 static void warn_env(const char *var, const char *value, const char *why, const char *used)

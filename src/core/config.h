@@ -42,6 +42,8 @@ char *dft_config_stem(const char *log_file);
 
 /* Diagnostics on stderr at or above the configured level. */
 void dft_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A warning about the configuration: printed whatever DFTRACER_LOG_LEVEL says. */
+void dft_warn_config(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern int dft_log_level;
 
 #endif

@@ -376,7 +376,7 @@ int dft_start(const char *log_file, const char *data_dir, int64_t process_id, in
     emit_header();
     run_hooks(DFT_HOOK_OPENED);
     pthread_mutex_unlock(&dft_g.life_lock);
-    dft_log(DFT_LOG_INFO, "tracing to %s", dft_g.path);
+    dft_log(DFT_LOG_INFO, "tracing to %s", dft_writer_path());
     run_hooks(DFT_HOOK_STARTED);
     return 0;
 }

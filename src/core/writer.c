@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -51,7 +52,10 @@ static struct {
 
     pthread_mutex_t file_lock; /* the fd and the write of one member */
     int fd;
-    char *path;
+    char *path;      /* the file asked for */
+    char *actual;    /* the file written: path, or its fallback name */
+    off_t good_end;  /* end of the last whole member written */
+    int dead;        /* a torn write could not be cut back: writing stopped */
     int compression;
     dft_fmt_ctx fmt;
     _Atomic int need_bracket; /* a new file: the next piece written starts with "[\n" */
@@ -72,6 +76,16 @@ static struct {
 };
 
 static int open_file_locked(void);
+
+/* The files this process created (and may append to again, e.g. initialize_log
+ * after finalize): anything else at a trace path is never written to. */
+typedef struct owned_file {
+    struct owned_file *next;
+    dev_t dev;
+    ino_t ino;
+    char path[];
+} owned_file;
+static owned_file *owned;
 
 /* ---- chunks ------------------------------------------------------------ */
 
@@ -124,25 +138,40 @@ void dft_chunk_free(dft_chunk *c)
 
 /* ---- writing ----------------------------------------------------------- */
 
-/* Appends buf with write() calls, retrying short writes and EINTR; reports the
- * first failure once.  Caller holds file_lock (or is in a signal handler). */
+/* Appends one whole member (buf) with write() calls, retrying short writes and
+ * EINTR.  On a failure (disk full, file too large) the file is cut back to the
+ * end of the last whole member, so a torn member never sits between two good
+ * ones; if it cannot be cut back, writing stops for good.  The first failure
+ * is reported once.  Caller holds file_lock (or is in a signal handler:
+ * write, ftruncate and the log's one write() are async-signal-safe). */
 static int write_all(const char *buf, size_t n)
 {
-    while (n > 0) {
-        ssize_t w = write(W.fd, buf, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
+    if (W.fd < 0 || W.dead)
+        return -1;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(W.fd, buf + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : ENOSPC;
             if (!W.write_error_reported) {
                 W.write_error_reported = 1;
                 dft_log(DFT_LOG_ERROR, "cannot write to %s: %s; events are being dropped",
-                        W.path ? W.path : "trace", strerror(errno));
+                        W.actual ? W.actual : "trace", strerror(e));
             }
+            if (done > 0 && ftruncate(W.fd, W.good_end) != 0) {
+                W.dead = 1;
+                dft_log(DFT_LOG_ERROR, "cannot cut %s back to its last whole member: %s; "
+                        "no more events are written to it", W.actual ? W.actual : "trace",
+                        strerror(errno));
+            }
+            errno = e;
             return -1;
         }
-        buf += w;
-        n -= (size_t)w;
+        done += (size_t)w;
     }
+    W.good_end += (off_t)n;
     return 0;
 }
 
@@ -377,26 +406,148 @@ uint64_t dft_writer_lines(void) { return atomic_load(&W.lines); }
 
 /* ---- the file ---------------------------------------------------------- */
 
-/* Opens (appending to) the configured file; when it is new, the first piece
- * written will start with the "[" line.  Caller holds W.lock or runs before
- * any writer thread exists. */
+static owned_file *owned_find(const char *path)
+{
+    for (owned_file *o = owned; o; o = o->next)
+        if (strcmp(o->path, path) == 0)
+            return o;
+    return NULL;
+}
+
+static void owned_add(const char *path, const struct stat *st)
+{
+    owned_file *o = owned_find(path);
+    if (!o) {
+        o = malloc(sizeof *o + strlen(path) + 1);
+        if (!o)
+            return; /* only costs a fallback name if this file is opened again */
+        strcpy(o->path, path);
+        o->next = owned;
+        owned = o;
+    }
+    o->dev = st->st_dev;
+    o->ino = st->st_ino;
+}
+
+#define OPEN_FLAGS (O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW)
+
+/* Opens path for appending without following a symbolic link: a file this
+ * process created (same device and inode) is appended to, anything else is
+ * created new (O_EXCL).  Returns the fd, or -1 with errno (EEXIST or ELOOP:
+ * something that is not ours is there). */
+static int open_trace_fd(const char *path, int *created)
+{
+    *created = 0;
+    const owned_file *o = owned_find(path);
+    if (o) {
+        /* O_NONBLOCK: a FIFO put in its place must not block the open. */
+        int fd = open(path, OPEN_FLAGS | O_NONBLOCK);
+        if (fd >= 0) {
+            struct stat st;
+            if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == o->dev &&
+                st.st_ino == o->ino && fcntl(fd, F_SETFL, O_APPEND) == 0)
+                return fd;
+            close(fd);
+            errno = EEXIST; /* replaced since we wrote it */
+            return -1;
+        }
+        if (errno != ENOENT) {
+            errno = EEXIST; /* something we cannot open is there now */
+            return -1;
+        }
+    }
+    int fd = open(path, OPEN_FLAGS | O_CREAT | O_EXCL, 0644);
+    if (fd >= 0)
+        *created = 1;
+    return fd;
+}
+
+/* The k-th fallback name: "<stem>-<host>-<pid>.<k>-app.pfw[.gz]" (or the path
+ * with ".<k>" appended if it does not end that way).  NULL when out of memory. */
+static char *fallback_name(const char *path, int k)
+{
+    size_t n = strlen(path);
+    const char *tail = NULL;
+    for (const char *t = strstr(path, "-app.pfw"); t; t = strstr(t + 1, "-app.pfw"))
+        if (strcmp(t, "-app.pfw") == 0 || strcmp(t, "-app.pfw.gz") == 0)
+            tail = t;
+    size_t head = tail ? (size_t)(tail - path) : n;
+    char *p = malloc(n + 16);
+    if (p)
+        snprintf(p, n + 16, "%.*s.%d%s", (int)head, path, k, tail ? tail : "");
+    return p;
+}
+
+/* Opens the configured file, or a fallback name when something that is not
+ * this process's file (an earlier run's file with the same pid, a planted
+ * symbolic link) is at its path; when the file is new, the first piece
+ * written will start with the "[" line.  Every failure closes what it opened.  Caller holds W.lock or runs before any
+ * writer thread exists. */
 static int open_file_locked(void)
 {
-    int fd = open(W.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0)
+    int created;
+    int fd = open_trace_fd(W.path, &created);
+    char *used = NULL;
+    if (fd < 0 && (errno == EEXIST || errno == ELOOP)) {
+        struct stat lst;
+        const char *what = lstat(W.path, &lst) == 0 && S_ISLNK(lst.st_mode)
+                               ? "is a symbolic link"
+                               : "already exists and was not written by this process";
+        int e = EEXIST;
+        for (int k = 1; k <= 999 && fd < 0; k++) {
+            free(used);
+            used = fallback_name(W.path, k);
+            if (!used) {
+                e = ENOMEM;
+                break;
+            }
+            fd = open_trace_fd(used, &created); /* ours from an earlier trace: appended */
+            if (fd < 0 && errno != EEXIST && errno != ELOOP) {
+                e = errno;
+                break;
+            }
+        }
+        if (fd < 0) {
+            dft_log(DFT_LOG_ERROR, "trace file %s %s, and no fallback name could be created; "
+                    "not tracing", W.path, what);
+            free(used);
+            errno = e;
+            return -1;
+        }
+        dft_log(DFT_LOG_ERROR, "trace file %s %s; not writing to it, tracing to %s instead",
+                W.path, what, used);
+    } else if (fd < 0) {
         return -1;
+    } else if (!(used = strdup(W.path))) {
+        close(fd);
+        errno = ENOMEM;
+        return -1;
+    }
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
+        if (created)
+            unlink(used);
+        free(used);
         errno = e;
         return -1;
     }
+    if (created)
+        owned_add(used, &st);
+    free(W.actual);
+    W.actual = used;
     W.pending = 0;
     W.fd = fd;
+    W.dead = 0;
+    W.good_end = st.st_size;
     atomic_store(&W.need_bracket, st.st_size == 0);
     return 0;
 }
+
+/* The file of the current (or last) trace: a fallback name when the configured
+ * one was refused; the configured one before it is opened; NULL before any. */
+const char *dft_writer_path(void) { return W.actual ? W.actual : W.path; }
 
 /* Sets the file and format for the next trace; with open_now, opens it at once
  * (so initialize_log can report a bad path), else at the first write.  Called
@@ -410,11 +561,14 @@ int dft_writer_open(const dft_writer_opts *o, int open_now)
     }
     free(W.path);
     W.path = path;
+    free(W.actual);
+    W.actual = NULL;
     W.compression = o->compression;
     W.fmt.pid = o->pid;
     W.fmt.hhash = o->hhash;
     W.fmt.inc_metadata = o->inc_metadata;
     W.write_error_reported = 0;
+    W.dead = 0;
     atomic_store(&W.lines, 0);
     W.nworkers = o->nthreads < 1 ? 1 : o->nthreads > MAX_WORKERS ? MAX_WORKERS : o->nthreads;
     W.max_inflight = 2 * W.nworkers + 2;
@@ -514,6 +668,12 @@ void dft_writer_atfork_child(void)
         W.fd = -1;
     }
     W.pending = 0;
+    /* The parent's files are not this process's: never append to them. */
+    while (owned) {
+        owned_file *o = owned;
+        owned = o->next;
+        free(o);
+    }
     atomic_store(&W.emergency_busy, 0);
 }
 

@@ -23,6 +23,9 @@ void dft_writer_drain(void);
 /* Formats and writes one record synchronously (used for the end event). */
 void dft_writer_write_now(const dft_event *ev, int64_t id);
 uint64_t dft_writer_lines(void);
+/* The file being written (its fallback name when the configured path was
+ * refused: docs/configuration.md, "The trace file"), or the configured path. */
+const char *dft_writer_path(void);
 void dft_writer_close(void);
 void dft_writer_atfork_prepare(void);
 void dft_writer_atfork_parent(void);

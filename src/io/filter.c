@@ -142,6 +142,9 @@ static int add_prefix(const char *s, size_t len)
     memcpy(buf + n, s, len);
     n = normalize(buf, n + len);
     char *resolved = realpath(buf, NULL); /* also match through a symlinked dir */
+    if (!resolved && (errno == ENOENT || errno == ENOTDIR))
+        dft_warn_config("DFTRACER_DATA_DIR entry '%.*s' does not exist; only files created "
+                        "under it later are traced", (int)len, s);
     const char *forms[2] = {buf, resolved && strcmp(resolved, buf) ? resolved : NULL};
     int rc = 0;
     for (int k = 0; k < 2 && rc == 0; k++) {

@@ -5,7 +5,9 @@
  * Input ending inside a member is a torn tail (a killed process): the lines
  * decoded before the tear are returned, the partial last line is dropped.
  * Memory: one input buffer and one output buffer that grows only to hold the
- * longest line.  Runs without the GIL; touches no Python object. */
+ * longest line, and never past DFT_RD_LINE_MAX: a longer line is skipped
+ * (read and dropped up to its '\n') and counted.  Runs without the GIL;
+ * touches no Python object. */
 #include "reader/reader.h"
 
 #include <errno.h>
@@ -42,6 +44,17 @@ int dft_rd_open(dft_rd *r, const char *path)
         return -1;
     }
     r->gzip = got >= 2 && r->in[0] == 0x1f && r->in[1] == 0x8b;
+    size_t plen = strlen(path);
+    if (!r->gzip && got > 0 && plen >= 3 && strcmp(path + plen - 3, ".gz") == 0) {
+        /* A .gz name on bytes that are not gzip: say so, never parse them. */
+        r->eof = 1;
+        snprintf(r->err, sizeof r->err,
+                 "not gzip: the file starts with bytes %02x %02x, not the gzip magic 1f 8b",
+                 r->in[0], got > 1 ? r->in[1] : 0);
+        r->done = 1;
+        r->end = DFT_RD_CORRUPT;
+        return 0;
+    }
     if (r->gzip) {
         if (inflateInit2(&r->zs, 15 + 32) != Z_OK) {
             dft_rd_close(r);
@@ -194,44 +207,73 @@ static int rd_more(dft_rd *r)
     }
 }
 
+static void note_long_line(dft_rd *r)
+{
+    r->skipping = 0;
+    r->line_no++;
+    if (r->long_lines++ == 0)
+        r->first_long_line = r->line_no;
+    r->last_long_line = r->line_no;
+}
+
 dft_rd_status dft_rd_next(dft_rd *r, const char **line, size_t *len)
 {
     size_t scanned = r->pos;
     for (;;) {
         char *nl = memchr(r->out + scanned, '\n', r->len - scanned);
+        if (nl && r->skipping) {
+            /* The end of an over-long line: drop it, go on with the next. */
+            note_long_line(r);
+            r->pos = (size_t)(nl - r->out) + 1;
+            scanned = r->pos;
+            continue;
+        }
         if (nl) {
             *line = r->out + r->pos;
             *len = (size_t)(nl - (r->out + r->pos));
             r->pos = (size_t)(nl - r->out) + 1;
+            r->line_no++;
             return DFT_RD_OK;
         }
         if (r->done) {
-            /* A last line without '\n' counts unless the tail was torn. */
-            if (r->pos < r->len && r->end == DFT_RD_EOF) {
+            if (r->skipping) {
+                note_long_line(r); /* the last line, over-long */
+            } else if (r->pos < r->len && r->end == DFT_RD_EOF) {
+                /* A last line without '\n' counts unless the tail was torn. */
                 *line = r->out + r->pos;
                 *len = r->len - r->pos;
                 r->pos = r->len;
+                r->line_no++;
                 return DFT_RD_OK;
             }
             r->pos = r->len;
             return r->end;
         }
-        /* Move the partial line to the front, grow if it fills the buffer. */
-        if (r->pos > 0) {
+        if (r->skipping) {
+            r->pos = r->len = 0; /* drop what was read of the over-long line */
+        } else if (r->pos > 0) {
+            /* Move the partial line to the front. */
             memmove(r->out, r->out + r->pos, r->len - r->pos);
             r->len -= r->pos;
             r->pos = 0;
         }
-        scanned = r->len;
         if (r->len == r->out_cap) {
-            char *bigger = realloc(r->out, r->out_cap * 2);
-            if (!bigger) {
-                rd_finish(r, DFT_RD_IOERR, "out of memory");
-                return DFT_RD_IOERR;
+            /* The partial line fills the buffer: grow it up to the limit. */
+            if (r->out_cap >= DFT_RD_LINE_MAX) {
+                r->skipping = 1;
+                r->len = 0;
+            } else {
+                size_t cap = r->out_cap * 2 > DFT_RD_LINE_MAX ? DFT_RD_LINE_MAX : r->out_cap * 2;
+                char *bigger = realloc(r->out, cap);
+                if (!bigger) {
+                    rd_finish(r, DFT_RD_IOERR, "out of memory");
+                    return DFT_RD_IOERR;
+                }
+                r->out = bigger;
+                r->out_cap = cap;
             }
-            r->out = bigger;
-            r->out_cap *= 2;
         }
+        scanned = r->len;
         rd_more(r);
     }
 }

@@ -12,7 +12,7 @@
 #define BATCH_LINES 4096
 
 /* _LineReader(path): iterates over lists of up to 4096 lines (bytes, without
- * '\n'); afterwards .status ("ok", "truncated", "corrupt", "error"),
+ * '\n'; lines over the line limit skipped, see .long_lines); afterwards .status ("ok", "truncated", "corrupt", "error"),
  * .message and .members describe how the file ended. */
 typedef struct {
     PyObject_HEAD
@@ -116,7 +116,16 @@ static PyObject *linereader_members(LineReaderObject *self, void *unused)
     return PyLong_FromUnsignedLongLong(self->rd.members);
 }
 
+static PyObject *linereader_long_lines(LineReaderObject *self, void *unused)
+{
+    (void)unused;
+    return Py_BuildValue("(KK)", (unsigned long long)self->rd.long_lines,
+                         (unsigned long long)self->rd.first_long_line);
+}
+
 static PyGetSetDef linereader_getset[] = {
+    {"long_lines", (getter)linereader_long_lines, NULL,
+     "(count, first line number) of the lines skipped as longer than the line limit.", NULL},
     {"status", (getter)linereader_status, NULL, "How the file ended.", NULL},
     {"message", (getter)linereader_message, NULL, "Why it ended early, or ''.", NULL},
     {"members", (getter)linereader_members, NULL, "Gzip members fully decoded.", NULL},
@@ -152,7 +161,8 @@ int dft_tools_register(PyObject *module)
     if (PyType_Ready(&LineReaderType) < 0 ||
         PyModule_AddObjectRef(module, "_LineReader", (PyObject *)&LineReaderType) < 0)
         return -1;
-    if (PyModule_AddIntConstant(module, "_HIST_BINS", DFT_HIST_BINS) < 0)
+    if (PyModule_AddIntConstant(module, "_HIST_BINS", DFT_HIST_BINS) < 0 ||
+        PyModule_AddIntConstant(module, "_LINE_MAX", (long)DFT_RD_LINE_MAX) < 0)
         return -1;
     return PyModule_AddFunctions(module, tools_methods);
 }

@@ -592,6 +592,10 @@ ok:
         *why = "invalid UTF-8";
         return -1;
     }
+    if (!out->name.p || out->ph == '?') {
+        *why = "a JSON object but not a trace event (no \"name\" or \"ph\")";
+        return -1;
+    }
     return 0;
 }
 

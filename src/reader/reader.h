@@ -17,6 +17,12 @@
 
 /* ---- streaming line reader ------------------------------------------- */
 
+/* The longest line the reader holds (docs/trace-format.md, "Reading"): a line
+ * of this many bytes or more is skipped and counted (long_lines), so memory
+ * stays below about this bound plus the input buffer whatever the input. */
+#define DFT_RD_LINE_MAX ((size_t)16 << 20)
+#define DFT_RD_LINE_MAX_TEXT "16 MiB"
+
 typedef enum dft_rd_status {
     DFT_RD_OK = 0,        /* a line was returned */
     DFT_RD_EOF = 1,       /* clean end of file */
@@ -40,15 +46,20 @@ typedef struct dft_rd {
     int eof;            /* no more input */
     int zero_tail;      /* only zero bytes seen since the last member */
     int done;           /* no more output will come */
+    int skipping;       /* inside a line of DFT_RD_LINE_MAX bytes or more */
+    uint64_t line_no;   /* the number of the line last returned (1-based) */
+    uint64_t long_lines, first_long_line, last_long_line; /* lines skipped as too long */
     dft_rd_status end;  /* why the stream ended */
     char err[256];
 } dft_rd;
 
-/* Opens path; returns 0, or -1 with errno set (err filled). */
+/* Opens path; returns 0, or -1 with errno set (err filled).  A path ending in
+ * ".gz" whose bytes are not gzip reads as DFT_RD_CORRUPT ("not gzip ..."). */
 int dft_rd_open(dft_rd *r, const char *path);
 /* The next line without its '\n' (a last line without '\n' is returned too).
- * The pointer stays valid until the next call.  Returns DFT_RD_OK or the
- * status that ended the stream. */
+ * The pointer stays valid until the next call; r->line_no is its number.
+ * Lines of DFT_RD_LINE_MAX bytes or more are skipped (and counted in
+ * r->long_lines).  Returns DFT_RD_OK or the status that ended the stream. */
 dft_rd_status dft_rd_next(dft_rd *r, const char **line, size_t *len);
 void dft_rd_close(dft_rd *r);
 

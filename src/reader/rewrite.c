@@ -29,7 +29,8 @@ typedef struct rewriter {
     int chrome;
     dft_sbuf buf;
     FILE *out;
-    uint64_t events, bad_lines;
+    uint64_t events, bad_lines, first_bad_line;
+    const char *first_bad;
     char err[256];
 } rewriter;
 
@@ -446,6 +447,14 @@ oom:
     return -1;
 }
 
+static void bad_line(rewriter *w, const dft_rd *r, const char *why)
+{
+    if (w->bad_lines++ == 0) {
+        w->first_bad_line = r->line_no;
+        w->first_bad = why;
+    }
+}
+
 /* Pass 2. */
 static int write_events(rewriter *w, dft_rd *r)
 {
@@ -459,13 +468,13 @@ static int write_events(rewriter *w, dft_rd *r)
         while (n > 0 && (text[n - 1] == '\r' || text[n - 1] == ',' || text[n - 1] == ' '))
             n--;
         if (dft_line_parse(text, n, DFT_PARSE_LENIENT, &l, &why) < 0) {
-            w->bad_lines++;
+            bad_line(w, r, why);
             continue;
         }
         if (hash_def(&l) || (l.ph == 'M' && NAME_IS(l, "process_name")))
             continue;
         if (put_event(w, text, text + n) < 0) {
-            w->bad_lines++;
+            bad_line(w, r, "not JSON");
             continue;
         }
         w->events++;
@@ -474,6 +483,7 @@ static int write_events(rewriter *w, dft_rd *r)
     }
     if (flush_member(w) < 0)
         return -1;
+    w->bad_lines += r->long_lines;
     return (int)st;
 }
 
@@ -544,11 +554,14 @@ PyObject *dft_tools_rewrite_file(PyObject *module, PyObject *args, PyObject *kwa
         const char *status = st == DFT_RD_EOF ? "ok" : st == DFT_RD_TRUNCATED ? "truncated"
                                                    : st == DFT_RD_CORRUPT     ? "corrupt"
                                                                               : "error";
-        result = Py_BuildValue("{s:O,s:s,s:s,s:K,s:K,s:K}", "path", path, "status", status,
-                               "message", st == DFT_RD_EOF ? "" : r2.err, "events",
-                               (unsigned long long)w.events, "bad_lines",
-                               (unsigned long long)w.bad_lines, "members",
-                               (unsigned long long)r2.members);
+        result = Py_BuildValue("{s:O,s:s,s:s,s:K,s:K,s:z,s:K,s:K,s:K,s:K}", "path", path,
+                               "status", status, "message", st == DFT_RD_EOF ? "" : r2.err,
+                               "events", (unsigned long long)w.events, "bad_lines",
+                               (unsigned long long)w.bad_lines, "first_bad", w.first_bad,
+                               "first_bad_line", (unsigned long long)w.first_bad_line,
+                               "members", (unsigned long long)r2.members, "long_lines",
+                               (unsigned long long)r2.long_lines, "first_long_line",
+                               (unsigned long long)r2.first_long_line);
     }
     dft_u64map_free(&w.names, 1);
     dft_sbuf_free(&w.buf);

@@ -188,15 +188,16 @@ static int summarize(dft_rd *r, summary *s)
     dft_rd_status st;
     dft_line l;
     while ((st = dft_rd_next(r, &text, &n)) == DFT_RD_OK) {
-        s->lines++;
+        s->lines = r->line_no;
         if (dft_line_is_bracket(text, n))
             continue;
         const char *why;
         if (dft_line_parse(text, n, DFT_PARSE_LENIENT, &l, &why) < 0) {
-            if (s->bad_lines++ == 0) {
+            if (s->first_bad_line == 0) {
                 s->first_bad_line = s->lines;
                 snprintf(s->first_bad, sizeof s->first_bad, "%s", why);
             }
+            s->bad_lines++;
             continue;
         }
         s->events++;
@@ -255,6 +256,8 @@ static int summarize(dft_rd *r, summary *s)
             a->io_events++;
         }
     }
+    s->lines = r->line_no;
+    s->bad_lines += r->long_lines; /* skipped by the reader: see long_lines */
     return (int)st;
 }
 
@@ -380,7 +383,7 @@ PyObject *dft_tools_summarize_file(PyObject *module, PyObject *arg)
     }
     result = Py_BuildValue(
         "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:z,s:K,s:N,s:N,s:L,s:L,s:O,s:L,s:L,"
-        "s:O,s:L,s:N}",
+        "s:O,s:L,s:K,s:K,s:N}",
         "path", arg, "status", status_name(rc), "message", r.err, "members",
         (unsigned long long)r.members, "lines", (unsigned long long)s.lines, "events",
         (unsigned long long)s.events, "bad_lines", (unsigned long long)s.bad_lines, "complete",
@@ -391,7 +394,8 @@ PyObject *dft_tools_summarize_file(PyObject *module, PyObject *arg)
         "pid", (long long)(s.have_pid ? s.pid : -1), "rank", (long long)s.rank, "has_ts",
         s.have_ts ? Py_True : Py_False, "ts_min", (long long)s.ts_min, "end_max",
         (long long)s.end_max, "finalized", s.finalized ? Py_True : Py_False, "num_events",
-        (long long)s.num_events, "groups", groups);
+        (long long)s.num_events, "long_lines", (unsigned long long)r.long_lines,
+        "first_long_line", (unsigned long long)r.first_long_line, "groups", groups);
 done:
     summary_free(&s);
     dft_rd_close(&r);

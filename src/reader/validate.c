@@ -1,11 +1,14 @@
 /* reader/validate.c: _core._validate_file(path) -> dict.
  *
- * Checks a trace against docs/trace-format.md in one streaming pass: every
- * gzip member decodes, every line is strict JSON, ids are unique, the header
- * metadata (HH, process_name, start) is present once, every hash used is
- * defined, and end (when present) is last and counts the lines before it,
- * and the first gzip member holds "[" and a whole event line (the member
- * layout rule that lets Perfetto recognise the file).
+ * Checks a trace against docs/trace-format.md ("Valid files") in one
+ * streaming pass: every gzip member decodes, the first one holds "[" and a
+ * whole event line (the member layout rule that lets Perfetto recognise the
+ * file), every line is strict JSON with the keys of its kind, ids are unique,
+ * the header metadata (HH, process_name, start) is present once, every hash
+ * used is defined, and end (when present) is last and counts the lines
+ * before it.  A merged file (no hash left: `dftracer merge`) is checked per
+ * process instead: one process_name and one start per pid, and at most one
+ * end, its last event.
  * A torn last member is reported as a truncated tail with the number of
  * readable events.  Memory: a paged bitmap of the ids seen (one bit per id)
  * and sets of hash values, never the events themselves. */
@@ -26,8 +29,14 @@
 #define MAX_PROBLEMS 20
 #define PAGE_BITS 16 /* ids per bitmap page: 65536 (8 KiB) */
 
+/* What one process (pid) of the file has: the rules of a merged file. */
+typedef struct vproc {
+    int64_t pid;
+    uint64_t process_name, start, end, after_end;
+} vproc;
+
 typedef struct vstate {
-    dft_u64map id_pages, defined, used;
+    dft_u64map id_pages, defined, used, procs;
     uint64_t lines, events, bad_lines, dup_ids, hh, process_name, start, end;
     uint64_t events_before_end, lines_after_end, undefined;
     int64_t num_events;
@@ -70,6 +79,25 @@ static int id_seen(vstate *v, int64_t id)
 
 #define NAME_IS(l, lit) ((l).name.n == sizeof(lit) - 1 && memcmp((l).name.p, lit, sizeof(lit) - 1) == 0)
 
+/* Reports the lines the reader skipped as too long since the last call. */
+static void long_lines(vstate *v, const dft_rd *r, uint64_t *seen)
+{
+    if (r->long_lines == *seen)
+        return;
+    uint64_t k = r->long_lines - *seen;
+    *seen = r->long_lines;
+    v->bad_lines += k;
+    if (k == 1)
+        problem(v, "line %llu: longer than the %s line limit; skipped",
+                (unsigned long long)r->last_long_line, DFT_RD_LINE_MAX_TEXT);
+    else {
+        problem(v, "%llu lines up to line %llu: longer than the %s line limit; skipped",
+                (unsigned long long)k, (unsigned long long)r->last_long_line,
+                DFT_RD_LINE_MAX_TEXT);
+        v->problem_count += k - 1;
+    }
+}
+
 /* Runs without the GIL. */
 static int validate(dft_rd *r, vstate *v)
 {
@@ -78,8 +106,10 @@ static int validate(dft_rd *r, vstate *v)
     dft_rd_status st;
     dft_line l;
     size_t slot;
+    uint64_t long_seen = 0;
     while ((st = dft_rd_next(r, &text, &n)) == DFT_RD_OK) {
-        v->lines++;
+        long_lines(v, r, &long_seen);
+        v->lines = r->line_no;
         if (v->lines == 1) {
             if (!(n == 1 && text[0] == '['))
                 problem(v, "line 1: the file does not start with '['");
@@ -120,6 +150,18 @@ static int validate(dft_rd *r, vstate *v)
             else if (seen)
                 v->problem_count++;
         }
+        vproc *pr = NULL;
+        if (l.have & DFT_HAVE_PID) {
+            int f = dft_u64map_get(&v->procs, (uint64_t)l.pid, 1, &slot);
+            if (f < 0)
+                return -1;
+            if (!f && !(v->procs.vals[slot] = calloc(1, sizeof(vproc))))
+                return -1;
+            pr = v->procs.vals[slot];
+            pr->pid = l.pid;
+            if (pr->end)
+                pr->after_end++;
+        }
         if (l.ph == 'M') {
             if (NAME_IS(l, "HH") || NAME_IS(l, "FH") || NAME_IS(l, "SH")) {
                 uint64_t h;
@@ -137,13 +179,22 @@ static int validate(dft_rd *r, vstate *v)
                 }
                 if (NAME_IS(l, "HH"))
                     v->hh++;
-            } else if (NAME_IS(l, "process_name"))
+            } else if (NAME_IS(l, "process_name")) {
                 v->process_name++;
+                if (pr)
+                    pr->process_name++;
+            }
         } else if (l.ph == 'X' && l.cat.n == 8 && memcmp(l.cat.p, "dftracer", 8) == 0) {
-            if (NAME_IS(l, "start"))
+            if (NAME_IS(l, "start")) {
                 v->start++;
-            else if (NAME_IS(l, "end")) {
+                if (pr)
+                    pr->start++;
+            } else if (NAME_IS(l, "end")) {
                 v->end++;
+                if (pr) {
+                    pr->end++;
+                    pr->after_end = 0;
+                }
                 v->events_before_end = v->events - 1;
                 v->lines_after_end = 0;
                 v->num_events = (l.have & DFT_HAVE_NUM_EVENTS) ? l.num_events : -1;
@@ -155,6 +206,8 @@ static int validate(dft_rd *r, vstate *v)
                 return -1;
         }
     }
+    long_lines(v, r, &long_seen);
+    v->lines = r->line_no;
     return (int)st;
 }
 
@@ -256,16 +309,39 @@ PyObject *dft_tools_validate_file(PyObject *module, PyObject *arg)
         PyErr_NoMemory();
         goto done;
     }
-    /* File-level checks, once everything is read. */
+    /* File-level checks, once everything is read (docs/trace-format.md,
+     * "Valid files"). */
     int torn = rc != DFT_RD_EOF;
     if (v->events > 0 && v->header_seen && !layout_ok)
         problem(v, "the first gzip member does not hold '[' and a whole event line: "
                    "Perfetto refuses this file (dftracer merge rewrites it)");
-    if (v->events > 0) {
+    int merged = v->events > 0 && v->hh == 0 && v->defined.used == 0 && v->used.used == 0;
+    if (merged) {
+        /* A merged file: hashes resolved, the rules hold per process. */
+        for (size_t i = 0; i < v->procs.cap; i++) {
+            const vproc *pr = v->procs.keys[i] ? v->procs.vals[i] : NULL;
+            if (!pr)
+                continue;
+            if (pr->process_name != 1)
+                problem(v, "pid %lld: %llu process_name events (expected 1)",
+                        (long long)pr->pid, (unsigned long long)pr->process_name);
+            if (pr->start != 1)
+                problem(v, "pid %lld: %llu start events (expected 1)", (long long)pr->pid,
+                        (unsigned long long)pr->start);
+            if (pr->end > 1)
+                problem(v, "pid %lld: %llu end events", (long long)pr->pid,
+                        (unsigned long long)pr->end);
+            if (pr->end == 1 && pr->after_end)
+                problem(v, "pid %lld: %llu events after its end", (long long)pr->pid,
+                        (unsigned long long)pr->after_end);
+        }
+    } else if (v->events > 0) {
         if (v->hh != 1)
             problem(v, "%llu HH events (expected 1)", (unsigned long long)v->hh);
-        if (v->process_name == 0)
-            problem(v, "no process_name event");
+        if (v->process_name != 1)
+            problem(v, v->process_name ? "%llu process_name events (expected 1)"
+                                       : "no process_name event",
+                    (unsigned long long)v->process_name);
         if (v->start != 1)
             problem(v, "%llu start events (expected 1)", (unsigned long long)v->start);
         if (v->end > 1)
@@ -296,19 +372,21 @@ PyObject *dft_tools_validate_file(PyObject *module, PyObject *arg)
         }
         Py_DECREF(s);
     }
-    result = Py_BuildValue("{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:O,s:O,s:K,s:N}", "path", arg,
+    result = Py_BuildValue("{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:O,s:O,s:O,s:K,s:N}", "path", arg,
                            "status", status_name(rc), "message", torn ? r.err : "", "members",
                            (unsigned long long)r.members, "lines", (unsigned long long)v->lines,
                            "events", (unsigned long long)v->events, "bad_lines",
                            (unsigned long long)v->bad_lines, "duplicate_ids",
                            (unsigned long long)v->dup_ids, "finalized",
                            v->end ? Py_True : Py_False, "header", v->header_seen ? Py_True : Py_False,
-                           "problem_count", (unsigned long long)v->problem_count, "problems",
+                           "merged", merged ? Py_True : Py_False, "problem_count",
+                           (unsigned long long)v->problem_count, "problems",
                            problems);
 done:
     dft_u64map_free(&v->id_pages, 1);
     dft_u64map_free(&v->defined, 0);
     dft_u64map_free(&v->used, 0);
+    dft_u64map_free(&v->procs, 1);
     free(v);
     dft_rd_close(&r);
     return result;

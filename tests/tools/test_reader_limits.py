@@ -1,0 +1,213 @@
+"""What the readers do with hostile or wrong input (issue 20): the line limit,
+memory, nesting, files that are not gzip or not traces, and merged files that
+validate.  docs/trace-format.md "Reading" and "Valid files"; docs/cli.md."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import struct
+import subprocess
+import sys
+import zlib
+
+import pytest
+
+from tracefile import find_traces, read_lines, run_python
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LIMIT = 16 << 20
+LIMIT_TEXT = "longer than the 16 MiB line limit; skipped"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "dftracer", *args, "-j", "1"],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def cli_peak_rss(*args: str):
+    """(returncode, stderr, peak RSS in bytes) of one dftracer command, measured
+    with getrusage in a process of its own."""
+    code = ("import resource, subprocess, sys\n"
+            "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+            "sys.stderr.write(p.stdout + p.stderr)\n"
+            "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", code, sys.executable, "-m", "dftracer", *args,
+                           "-j", "1"], capture_output=True, text=True, env=env, timeout=300)
+    rc, kib = proc.stdout.split()
+    return int(rc), proc.stderr, int(kib) * 1024
+
+
+def event(i: int, pid: int = 5, name: str = "step") -> str:
+    return ('{"id":%d,"name":"%s","cat":"app","pid":%d,"tid":%d,"ts":%d,"dur":%d,"ph":"X",'
+            '"args":{"hhash":"00000000000000aa","level":1,"p_idx":-1}}'
+            % (i, name, pid, pid, 1700000000000000 + i, i))
+
+
+HEADER = [
+    "[",
+    '{"id":1,"name":"HH","cat":"dftracer","pid":5,"tid":5,"ph":"M",'
+    '"args":{"hhash":"00000000000000aa","name":"h","value":"00000000000000aa"}}',
+    '{"id":2,"name":"process_name","cat":"dftracer","pid":5,"tid":5,"ph":"M",'
+    '"args":{"hhash":"00000000000000aa","name":"app","value":"process_name"}}',
+    '{"id":3,"name":"start","cat":"dftracer","pid":5,"tid":5,"ts":1700000000000000,"dur":0,'
+    '"ph":"X","args":{"hhash":"00000000000000aa","level":1,"p_idx":-1}}',
+]
+
+
+def member(text: bytes) -> bytes:
+    c = zlib.compressobj(1, zlib.DEFLATED, 31)
+    return c.compress(text) + c.flush()
+
+
+def nul_member(total: int) -> bytes:
+    """One gzip member of `total` NUL bytes, made from one repeated
+    full-flushed deflate block (so it takes no time to build)."""
+    chunk = 1 << 20
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = c.compress(bytes(chunk)) + c.flush(zlib.Z_FULL_FLUSH)
+    end = c.flush(zlib.Z_FINISH)
+    crc, zeros = 0, bytes(chunk)
+    for _ in range(total // chunk):
+        crc = zlib.crc32(zeros, crc)
+    return (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + block * (total // chunk) + end +
+            struct.pack("<II", crc, total & 0xFFFFFFFF))
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    """A trace with, as lines 7 and 9, a line over the limit and one nested
+    100,000 deep; events before and after them."""
+    d = tmp_path_factory.mktemp("hostile")
+    p = d / "hostile-5-app.pfw.gz"
+    before = [event(i) for i in (10, 11)]
+    after = [event(i) for i in (20, 21, 22)]
+    deep = ('{"id":30,"name":"deep","cat":"app","pid":5,"tid":5,"ts":1,"dur":1,"ph":"X",'
+            '"args":{"a":' + "[" * 100000 + "]" * 100000 + "}}")
+    long_line = b'{"id":40,"name":"' + b"x" * (LIMIT + 1000) + b'","ph":"X"}'
+    with open(p, "wb") as f:
+        f.write(member(("\n".join(HEADER + before) + "\n").encode()))
+        f.write(member(long_line + b"\n"))  # line 7
+        f.write(member((event(12) + "\n" + deep + "\n").encode()))  # lines 8, 9
+        f.write(member(("\n".join(after) + "\n").encode()))
+    return p
+
+
+def test_over_long_line_is_reported_and_skipped_by_every_command(hostile, tmp_path):
+    p = hostile
+    want = f"{p}: line 7: {LIMIT_TEXT}"
+    proc = cli("summary", str(p), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert want in proc.stderr
+    assert "line 9: nested too deeply" in proc.stderr
+    steps = [r for r in json.loads(proc.stdout)["by_name"] if r["name"] == "step"]
+    assert steps[0]["count"] == 6  # 10, 11, 12, 20, 21, 22
+
+    for cmd, out in (("merge", tmp_path / "m.pfw"), ("convert", tmp_path / "c.json")):
+        proc = cli(cmd, str(p), "-o", str(out))
+        assert proc.returncode == 0, proc.stderr
+        assert want in proc.stderr and "line 9: nested too deeply" in proc.stderr
+        assert "Traceback" not in proc.stderr
+        text = out.read_text()
+        assert text.count('"name":"step"') == 6 and '"name":"deep"' not in text
+
+    proc = cli("validate", str(p), "--json")
+    r = json.loads(proc.stdout)
+    assert proc.returncode == 1 and r["verdict"] == "invalid"
+    assert f"line 7: {LIMIT_TEXT}" in r["problems"]
+    assert "line 9: nested too deeply" in r["problems"]
+    assert r["events"] == 9  # 3 header events and 6 steps
+
+
+@pytest.mark.no_asan  # ASan keeps freed memory in quarantine: RSS says nothing there
+@pytest.mark.parametrize("what", ["nul", "line"])
+def test_reader_memory_is_bounded(tmp_path, what):
+    """1 GiB of NUL bytes (one gzip member of about 1 MB), or one 100 MiB line:
+    no command's peak RSS grows by more than the line limit and its buffers."""
+    p = tmp_path / f"{what}-1-app.pfw.gz"
+    if what == "nul":
+        p.write_bytes(nul_member(1 << 30))
+    else:
+        p.write_bytes(member(("\n".join(HEADER) + "\n").encode()) +
+                      member(b'{"name":"' + b"y" * (100 << 20) + b'"}\n') +
+                      member((event(50) + "\n").encode()))
+    # The CLI on a small file: the interpreter, the package and the reader.
+    small = tmp_path / "small-1-app.pfw.gz"
+    small.write_bytes(member(("\n".join(HEADER + [event(9)]) + "\n").encode()))
+    _, _, base = cli_peak_rss("summary", str(small))
+    for cmd in (["summary"], ["validate"], ["merge", "-o", str(tmp_path / "m.pfw.gz")],
+                ["convert", "-o", str(tmp_path / "c.json.gz")]):
+        rc, err, peak = cli_peak_rss(cmd[0], str(p), *cmd[1:])
+        assert f"line {1 if what == 'nul' else 5}: {LIMIT_TEXT}" in err, err
+        assert peak - base < LIMIT + (24 << 20), (cmd, peak, base)
+        if what == "nul":
+            assert rc == 2 and f"{p}: not a dftracer trace" in err.replace("ERROR      ", "")
+        else:
+            assert rc == (1 if cmd[0] == "validate" else 0), err
+
+
+def test_random_bytes_named_gz_are_not_gzip(tmp_path):
+    p = tmp_path / "rand-1-app.pfw.gz"
+    p.write_bytes(b"\x00\x01" + os.urandom(8190))
+    for cmd in (["summary"], ["validate"], ["merge", "-o", str(tmp_path / "m.pfw.gz")]):
+        proc = cli(cmd[0], str(p), *cmd[1:])
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 2, (cmd, out)
+        assert f"{p}" in out and "not gzip: the file starts with bytes 00 01" in out, out
+        assert "JSON" not in out
+
+
+def test_json_objects_that_are_no_trace_events_are_rejected(tmp_path):
+    p = tmp_path / "objects-1-app.pfw"
+    p.write_text('[\n{"a": 1}\n{"b": [2, 3]}\n')
+    why = 'line 2: a JSON object but not a trace event (no "name" or "ph")'
+    for cmd in (["summary"], ["validate"], ["merge", "-o", str(tmp_path / "m.pfw.gz")]):
+        proc = cli(cmd[0], str(p), *cmd[1:])
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 2, (cmd, out)
+        assert str(p) in out and "not a dftracer trace" in out and why in out, out
+
+
+def test_merged_file_is_a_valid_trace(tmp_path):
+    code = """
+        import os
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log(os.path.abspath("trace.pfw"), "all", -1)
+        with open("data.txt", "w") as f:
+            f.write("x")
+        log.log_event("a", "c", log.get_time(), 3, string_args={"s": "v"})
+        if os.fork() == 0:
+            log.log_event("child", "c", log.get_time(), 3)
+            log.finalize()
+            os._exit(0)
+        os.wait()
+        log.finalize()
+        """
+    for rank in ("0", "1"):
+        run_python(code, {"DFTRACER_ENABLE": "1", "RANK": rank}, cwd=str(tmp_path))
+    files = find_traces(str(tmp_path))
+    assert len(files) == 4
+    out = tmp_path / "merged.pfw.gz"
+    assert cli("merge", *files, "-o", str(out)).returncode == 0
+    proc = cli("validate", str(out), "--json")
+    r = json.loads(proc.stdout)
+    assert proc.returncode == 0 and r["verdict"] == "ok" and r["merged"], r
+    lines = read_lines(str(out))
+    events = [json.loads(line) for line in lines[1:] if line]
+    assert len({e["pid"] for e in events}) == 4
+    assert sum(e["name"] == "start" for e in events) == 4
+    # The rules bite: a process without its start, or with two ends.
+    start = next(i for i, e in enumerate(events) if e["name"] == "start")
+    end = next(e for e in events if e["name"] == "end")
+    broken = lines[:1] + [json.dumps(e) for i, e in enumerate(events) if i != start]
+    broken.append(json.dumps(dict(end, id=10 ** 9)))
+    bad = tmp_path / "broken.pfw"
+    bad.write_text("\n".join(broken) + "\n")
+    r = json.loads(cli("validate", str(bad), "--json").stdout)
+    assert r["verdict"] == "invalid" and r["merged"]
+    pid = events[start]["pid"]
+    assert f"pid {pid}: 0 start events (expected 1)" in r["problems"]
+    assert f"pid {end['pid']}: 2 end events" in r["problems"]
