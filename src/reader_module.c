@@ -154,5 +154,7 @@ int dft_tools_register(PyObject *module)
         return -1;
     if (PyModule_AddIntConstant(module, "_HIST_BINS", DFT_HIST_BINS) < 0)
         return -1;
+    if (dft_tools_register_events(module) < 0)
+        return -1;
     return PyModule_AddFunctions(module, tools_methods);
 }
