@@ -1,0 +1,259 @@
+"""dftracer report (docs/cli.md): its numbers against dftracer summary and
+against the events of traces with a known shape."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+
+import pytest
+
+from tracefile import find_traces, read_trace, run_python
+
+sys.path.insert(0, os.path.dirname(__file__))
+from test_cli import cli  # noqa: E402
+
+# A train loop of 4 steps with explicit times (us after T), one thread:
+#   train.iter [0, 100)  waiting for the batch
+#   train.block [100, 900): fetch [100, 150) > read [110, 130) (4096 bytes);
+#                           forward [200, 500)
+TRAIN = """
+from dftracer.python import dftracer
+log = dftracer.initialize_log({stem!r}, None, -1)
+T = log.get_time() + 1000
+for s in range(4):
+    b = T + s * 1000
+    log.log_event("train.iter", "pipeline", b, 100, int_args={{"count": s + 1}})
+    log.log_event("read", "POSIX", b + 110, 20, int_args={{"size": 4096}})
+    log.log_event("fetch", "dataloader", b + 100, 50)
+    log.log_event("forward", "compute", b + 200, 300)
+    log.log_event("train.block", "pipeline", b + 100, 800, int_args={{"count": s + 1}})
+log.finalize()
+"""
+
+# torch.profiler's events as trace_handler writes them (after the fact,
+# children first), two steps: ProfilerStep#N [0, 1000) > DataLoader [10, 110),
+# aten::mm [200, 600) > aten::add [250, 300)
+PROFILER = """
+from dftracer.python import dftracer
+log = dftracer.initialize_log({stem!r}, None, -1)
+T = log.get_time() + 1000
+for n in (3, 4):
+    b = T + (n - 3) * 2000
+    log.log_event("aten::add", "PP", b + 250, 50)
+    log.log_event("aten::mm", "PP", b + 200, 400)
+    log.log_event("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "PP", b + 10, 100)
+    log.log_event("ProfilerStep#%d" % n, "PP", b, 1000)
+log.finalize()
+"""
+
+
+def write(directory, code, ranks):
+    for rank in ranks:
+        run_python(code.format(stem=str(directory / "trace")),
+                   env={"DFTRACER_ENABLE": "1", "RANK": str(rank)}, cwd=str(directory))
+    paths = find_traces(str(directory))
+    assert len(paths) == len(ranks)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def train(tmp_path_factory):
+    d = tmp_path_factory.mktemp("train")
+    return d, write(d, TRAIN, ranks=(0, 1, 2))
+
+
+@pytest.fixture(scope="module")
+def profiler(tmp_path_factory):
+    d = tmp_path_factory.mktemp("profiler")
+    return d, write(d, PROFILER, ranks=(0,))
+
+
+needs_plotly = pytest.mark.skipif(importlib.util.find_spec("plotly") is None,
+                                  reason="the report extra (plotly) is not installed")
+
+
+def report(paths, out, *extra):
+    proc = cli("report", *map(str, paths), "-o", str(out), *extra)
+    assert proc.returncode == 0, proc.stderr
+    assert f"report written to {out}" in proc.stderr
+    from dftracer.tools.report import read_data
+
+    return read_data(str(out))
+
+
+def self_times(events):
+    """Brute force: each event's duration minus its direct children's, where a
+    child is an event of the same thread inside it with no event between."""
+    out = {}
+    evs = sorted(events, key=lambda e: (e["pid"], e["tid"], e["ts"], -e["dur"]))
+    for e in evs:
+        inside = [c for c in evs if c is not e and c["pid"] == e["pid"] and c["tid"] == e["tid"]
+                  and e["ts"] <= c["ts"] and c["ts"] + c["dur"] <= e["ts"] + e["dur"]
+                  and (c["ts"], -c["dur"]) > (e["ts"], -e["dur"])]
+        direct = [c for c in inside if not any(
+            o is not c and o["ts"] <= c["ts"] and c["ts"] + c["dur"] <= o["ts"] + o["dur"]
+            and (o["ts"], -o["dur"]) < (c["ts"], -c["dur"]) for o in inside)]
+        key = (e["cat"], e["name"])
+        out[key] = out.get(key, 0) + e["dur"] - sum(c["dur"] for c in direct)
+    return out
+
+
+@needs_plotly
+def test_numbers_agree_with_summary(train, tmp_path):
+    d, paths = train
+    data = report([d], tmp_path / "r.html")
+    proc = cli("summary", str(d), "--by", "cat", "--by", "name", "--by", "pid", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert data["summary"] == json.loads(proc.stdout)
+    assert data["charts"] == ["chart-category", "chart-process", "chart-top-total",
+                              "chart-top-self", "chart-io", "chart-steps", "chart-wait"]
+
+
+@needs_plotly
+def test_charts_show_the_summary_totals(train, tmp_path):
+    """The bars of the category and top-function charts are the summary's totals."""
+    import plotly.graph_objects as go
+
+    from dftracer.tools.report import build_figures, read_data
+
+    d, _ = train
+    data = report([d], tmp_path / "r.html")
+    figs = {cid: fig for cid, _, fig, _ in build_figures(go, data, 20)}
+    summ = json.loads(cli("summary", str(d), "--by", "cat", "--by", "name", "--json").stdout)
+    bar = figs["chart-category"].data[0]
+    assert dict(zip(bar.y, bar.x)) == {r["cat"]: r["total_us"] / 1e3 for r in summ["by_cat"]}
+    bar = figs["chart-top-total"].data[0]
+    assert dict(zip(bar.y, bar.x)) == {f"{r['name']} [{r['cat']}]": r["total_us"] / 1e3
+                                       for r in summ["by_name"]}
+    # the same numbers in the page's own chart data
+    html = (tmp_path / "r.html").read_text()
+    assert read_data(str(tmp_path / "r.html"))["summary"]["by_cat"] == data["summary"]["by_cat"]
+    assert html.count('class="plotly-graph-div"') == len(data["charts"])
+
+
+@needs_plotly
+def test_self_time_matches_the_events(train, tmp_path):
+    d, paths = train
+    data = report([d], tmp_path / "r.html")
+    events = []
+    for p in paths:
+        events += read_trace(p).user_events()
+    expected = self_times(events)
+    got = {(r["cat"], r["name"]): r["self_us"] for r in data["self_by_name"]}
+    assert got == expected
+    # the loop's shape: 3 ranks x 4 steps
+    assert got[("pipeline", "train.block")] == 3 * 4 * 450
+    assert got[("dataloader", "fetch")] == 3 * 4 * 30
+    per_proc = {}
+    for r in data["self_by_process_cat"]:
+        per_proc.setdefault(r["pid"], {})[r["cat"]] = r["self_us"]
+    assert len(per_proc) == 3
+    for cats in per_proc.values():
+        assert cats == {"pipeline": 4 * 550, "dataloader": 4 * 30, "POSIX": 4 * 20,
+                        "compute": 4 * 300}
+
+
+@needs_plotly
+def test_steps_and_waiting_of_a_train_loop(train, tmp_path):
+    d, _ = train
+    data = report([d], tmp_path / "r.html")
+    steps = data["steps"]
+    assert len(steps) == 12
+    assert sorted(s["step"] for s in steps) == sorted(list(range(4)) * 3)
+    for s in steps:
+        assert s["kind"] == "train" and s["dur_us"] == 800
+        assert s["wait_before_us"] == 100
+        assert s["by_cat"] == {"untraced": 450, "dataloader": 30, "POSIX": 20, "compute": 300}
+    ranks = sorted(v for v in data["ranks"].values())
+    assert ranks == [0, 1, 2]
+    assert len(data["wait_compute"]) == 3
+    for w in data["wait_compute"]:
+        assert (w["wait_us"], w["compute_us"], w["busy_us"]) == (4 * 150, 4 * 300, 4 * 900)
+
+
+@needs_plotly
+def test_profiler_steps(profiler, tmp_path):
+    d, _ = profiler
+    data = report([d], tmp_path / "r.html")
+    steps = data["steps"]
+    assert [s["step"] for s in steps] == [3, 4]
+    for s in steps:
+        assert s["kind"] == "profiler" and s["dur_us"] == 1000
+        assert s["by_cat"] == {"untraced": 500, "PP data loading": 100, "PP ops": 400}
+    (w,) = data["wait_compute"]
+    assert (w["wait_us"], w["compute_us"], w["busy_us"]) == (200, 800, 2000)
+    assert "chart-steps" in data["charts"] and "chart-io" not in data["charts"]
+
+
+@needs_plotly
+def test_io_bins_add_up_to_the_summary(train, tmp_path):
+    d, _ = train
+    data = report([d], tmp_path / "r.html", "--bins", "7")
+    total = sum(b["bytes"] for b in data["io_bins"])
+    assert total == pytest.approx(data["summary"]["overview"]["io_bytes"], rel=1e-9)
+    assert data["summary"]["overview"]["io_bytes"] == 3 * 4 * 4096
+    assert max(b["bin"] for b in data["io_bins"]) < 7
+    assert sum(b["busy_us"] for b in data["io_bins"]) == pytest.approx(3 * 4 * 20)
+
+
+@needs_plotly
+def test_same_report_with_one_process_and_many(train, tmp_path):
+    d, _ = train
+    one = report([d], tmp_path / "a.html", "-j", "1")
+    many = report([d], tmp_path / "b.html", "-j", "3")
+    for key in ("summary", "self_by_name", "self_by_process_cat", "io_bins", "steps",
+                "wait_compute"):
+        assert one[key] == many[key], key
+
+
+@needs_plotly
+def test_dask_cluster_gives_the_same_report(train, tmp_path):
+    distributed = pytest.importorskip("distributed", reason="dask[distributed] is not installed")
+    d, _ = train
+    local = report([d], tmp_path / "a.html")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  protocol="tcp", host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        remote = report([d], tmp_path / "b.html", "--dask", cluster.scheduler_address)
+    for key in ("summary", "self_by_name", "io_bins", "steps", "wait_compute"):
+        assert local[key] == remote[key], key
+
+
+@needs_plotly
+def test_page_needs_no_network(train, tmp_path):
+    from dftracer.tools.report import read_data
+
+    d, _ = train
+    report([d], tmp_path / "r.html")
+    import plotly.offline
+
+    html = (tmp_path / "r.html").read_text()
+    js = plotly.offline.get_plotlyjs()
+    assert html.count(js) == 1  # plotly.js inline, once
+    rest = html.replace(js, "")
+    assert "src=" not in rest and "http://" not in rest and "https://" not in rest
+    assert rest.count("Plotly.newPlot") == len(read_data(str(tmp_path / "r.html"))["charts"])
+
+
+def test_missing_plotly_names_the_extra(train, tmp_path):
+    d, _ = train
+    blocker = tmp_path / "block"
+    (blocker / "plotly").mkdir(parents=True)
+    (blocker / "plotly" / "__init__.py").write_text("raise ImportError('no plotly here')\n")
+    proc = cli("report", str(d), "-o", str(tmp_path / "r.html"),
+               env={"PYTHONPATH": str(blocker) + os.pathsep + os.path.dirname(
+                   os.path.dirname(os.path.abspath(__file__)))})
+    assert proc.returncode == 3
+    assert "[report]" in proc.stderr and "pip install" in proc.stderr
+    assert not (tmp_path / "r.html").exists()
+
+
+@needs_plotly
+def test_bad_inputs(tmp_path):
+    proc = cli("report", str(tmp_path / "nope"), "-o", str(tmp_path / "r.html"))
+    assert proc.returncode == 2 and "nope" in proc.stderr
+    proc = cli("report", str(tmp_path), "-o", str(tmp_path / "missing" / "r.html"))
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
