@@ -257,3 +257,23 @@ def test_bad_inputs(tmp_path):
     assert proc.returncode == 2 and "nope" in proc.stderr
     proc = cli("report", str(tmp_path), "-o", str(tmp_path / "missing" / "r.html"))
     assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def test_what_counts_as_waiting_and_computing():
+    from dftracer.tools.analysis import COMPUTE, WAIT, event_class, step_kind
+
+    assert event_class("dataloader", "fetch.iter") == WAIT
+    assert event_class("dataloader", "fetch") == WAIT
+    assert event_class("dataloader", "fetch.block") == 0  # the loop body, not the wait
+    assert event_class("pipeline", "train.iter") == WAIT
+    assert event_class("PP", "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__") == WAIT
+    assert event_class("PP", "aten::mm") == COMPUTE
+    assert event_class("PP", "ProfilerStep#7") == 0
+    assert event_class("PP", "[memory]") == 0
+    assert event_class("compute", "forward") == COMPUTE
+    assert event_class("dynamo", "function.mm.default") == COMPUTE
+    assert event_class("POSIX", "read") == 0
+    assert step_kind("PP", "ProfilerStep#12") == "profiler"
+    assert step_kind("PP", "ProfilerStep*") is None
+    assert step_kind("pipeline", "train.block") == "train"
+    assert step_kind("pipeline", "epoch.block") is None

@@ -37,11 +37,15 @@ def step_kind(cat: str, name: str) -> Optional[str]:
 
 
 def event_class(cat: str, name: str) -> int:
-    """WAIT: waiting for data (the `dataloader` category, torch.profiler's
+    """WAIT: waiting for data (the `dataloader` category but for the bodies of
+    its `.iter` loops, torch.profiler's
     `enumerate(DataLoader)...` range, the wait for the next item of an
     ai.pipeline.train loop); COMPUTE: the `compute` category, torch.compile
     (`dynamo`) and torch.profiler ops; else 0."""
-    if cat == "dataloader" or (cat == "pipeline" and name == "train.iter"):
+    if cat == "dataloader":
+        # `fetch.block` is the loop body working on the item, not the wait for it
+        return 0 if name.endswith(".block") else WAIT
+    if cat == "pipeline" and name == "train.iter":
         return WAIT
     if cat == "PP":
         if name.startswith("enumerate(DataLoader)"):

@@ -168,7 +168,7 @@ def build_figures(go: Any, data: Dict[str, Any], top: int) -> List[Tuple[str, st
                         marker_color=color(cat))
         rest = [sum(v for c, v in per_proc[k].items() if c not in shown) for k in order]
         if any(rest):
-            fig.add_bar(name="other", x=xs, y=[v / 1e3 for v in rest])
+            fig.add_bar(name="other", x=xs, y=[v / 1e3 for v in rest], marker_color="#b0b0b0")
         fig.update_layout(barmode="stack", yaxis_title="self time, ms", **layout)
         out.append(("chart-process", "Time per category, per process", fig,
                     "Self time of each category in each traced process (summed over its "
@@ -255,6 +255,7 @@ def build_figures(go: Any, data: Dict[str, Any], top: int) -> List[Tuple[str, st
         fig = go.Figure()
         if kind == "train" and any(s["wait_before_us"] for s in steps):
             fig.add_bar(name="waiting for the batch (train.iter)", x=nums,
+                        marker_color=color("waiting for data"),
                         y=[sum(s["wait_before_us"] for s in by_num[n]) / len(by_num[n]) / 1e3
                            for n in nums])
         for cat in shown:
@@ -264,7 +265,7 @@ def build_figures(go: Any, data: Dict[str, Any], top: int) -> List[Tuple[str, st
         rest = [sum(v for s in by_num[n] for c, v in s["by_cat"].items() if c not in shown)
                 / len(by_num[n]) / 1e3 for n in nums]
         if any(rest):
-            fig.add_bar(name="other", x=nums, y=rest)
+            fig.add_bar(name="other", x=nums, y=rest, marker_color="#b0b0b0")
         nproc = len({(s["host"], s["pid"]) for s in steps})
         fig.update_layout(barmode="stack", xaxis_title="step", yaxis_title="ms", **layout)
         what = ("torch.profiler's <code>ProfilerStep#N</code>" if kind == "profiler"
@@ -284,14 +285,16 @@ def build_figures(go: Any, data: Dict[str, Any], top: int) -> List[Tuple[str, st
     if wc:
         xs = [_label(labels, w["host"], w["pid"]) for w in wc]
         fig = go.Figure()
-        fig.add_bar(name="waiting for data", x=xs, y=[w["wait_us"] / 1e3 for w in wc])
-        fig.add_bar(name="computing", x=xs, y=[w["compute_us"] / 1e3 for w in wc])
-        fig.add_bar(name="other traced", x=xs,
+        fig.add_bar(name="waiting for data", x=xs, y=[w["wait_us"] / 1e3 for w in wc],
+                    marker_color=color("waiting for data"))
+        fig.add_bar(name="computing", x=xs, y=[w["compute_us"] / 1e3 for w in wc],
+                    marker_color=color("computing"))
+        fig.add_bar(name="other traced", x=xs, marker_color="#b0b0b0",
                     y=[max(0, w["busy_us"] - w["wait_us"] - w["compute_us"]) / 1e3 for w in wc])
         fig.update_layout(barmode="stack", yaxis_title="ms (thread time)", **layout)
         out.append(("chart-wait", "Waiting for data versus computing", fig,
-                    "Per process: time in data loading (the <code>dataloader</code> category, "
-                    "<code>train.iter</code>, torch.profiler's <code>enumerate(DataLoader)</code>), "
+                    "Per process: time in data loading (the <code>dataloader</code> category "
+                    "but for the bodies of its loops, <code>train.iter</code>, torch.profiler's <code>enumerate(DataLoader)</code>), "
                     "in compute (the <code>compute</code> and <code>dynamo</code> categories, "
                     "torch.profiler ops) and in other traced code, summed over threads."))
     return out
@@ -328,6 +331,9 @@ def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
     parts = [
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<title>{html.escape(title)}</title><style>{_CSS}</style>",
+        # script errors are kept for the browser test (tests/test_report_browser.py)
+        "<script>window.__dftracer_errors = []; window.addEventListener('error', "
+        "function (e) { window.__dftracer_errors.push(String(e.message)); });</script>",
         # plotly.js itself, inline: the page needs no network
         "<script type=\"text/javascript\">" + plotly.offline.get_plotlyjs() + "</script>",
         "</head><body>",
