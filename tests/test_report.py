@@ -15,7 +15,7 @@ from tracefile import find_traces, read_trace, run_python
 sys.path.insert(0, os.path.dirname(__file__))
 from test_cli import cli  # noqa: E402
 
-# A train loop of 4 steps with explicit times (us after T), one thread:
+# A train loop of 4 steps (its forward has a name with characters JSON escapes) with explicit times (us after T), one thread:
 #   train.iter [0, 100)  waiting for the batch
 #   train.block [100, 900): fetch [100, 150) > read [110, 130) (4096 bytes);
 #                           forward [200, 500)
@@ -28,7 +28,7 @@ for s in range(4):
     log.log_event("train.iter", "pipeline", b, 100, int_args={{"count": s + 1}})
     log.log_event("read", "POSIX", b + 110, 20, int_args={{"size": 4096}})
     log.log_event("fetch", "dataloader", b + 100, 50)
-    log.log_event("forward", "compute", b + 200, 300)
+    log.log_event("forward \\"é\\"", "compute", b + 200, 300)
     log.log_event("train.block", "pipeline", b + 100, 800, int_args={{"count": s + 1}})
 log.finalize()
 """
@@ -277,3 +277,60 @@ def test_what_counts_as_waiting_and_computing():
     assert step_kind("PP", "ProfilerStep*") is None
     assert step_kind("pipeline", "train.block") == "train"
     assert step_kind("pipeline", "epoch.block") is None
+
+
+# ---- the C event reader ------------------------------------------------------
+
+def test_event_reader_yields_the_complete_events(train):
+    from dftracer import _core
+    from dftracer.tools.summary import _unescape
+
+    _, paths = train
+    # cat and name come as written, JSON escapes and all
+    got = [(_unescape(c), _unescape(n), *rest) for batch in _core._EventReader(paths[0])
+           for c, n, *rest in batch]
+    assert any("\\" in n for batch in _core._EventReader(paths[0]) for _, n, *_ in batch)
+    want = [(e["cat"], e["name"], e["pid"], e["tid"], e["ts"], e["dur"],
+             e["args"]["size"] if e["name"] == "read" else -1)
+            for e in read_trace(paths[0]).user_events()]
+    assert got == want
+
+
+def test_event_reader_on_odd_files(tmp_path):
+    import gzip as gz
+
+    from dftracer import _core
+
+    lines = ['[',
+             '{"id":1,"name":"a\\u00e9","cat":"c","pid":1,"tid":2,"ts":10,"dur":5,"ph":"X"}',
+             'not json',
+             '{"id":2,"name":"i","cat":"c","pid":1,"tid":2,"ts":11,"ph":"i"}',
+             '{"id":3,"name":"start","cat":"dftracer","pid":1,"tid":2,"ts":1,"dur":0,"ph":"X"}',
+             '{"id":4,"name":"read","cat":"POSIX","pid":1,"tid":2,"ts":12,"dur":1,"ph":"X",'
+             '"args":{"ret":7,"count":9}}']
+    old = b'{"id":5,"name":"x\xff","cat":"c","pid":1,"tid":2,"ts":13,"dur":2,"ph":"X"}\n'
+    p = tmp_path / "t.pfw"
+    p.write_bytes(("\n".join(lines) + "\n").encode() + old)
+    r = _core._EventReader(str(p))
+    got = [ev for batch in r for ev in batch]
+    assert r.status == "ok"
+    # escapes are left as written (as summary keys them); bad UTF-8 is replaced
+    assert got == [("c", "a\\u00e9", 1, 2, 10, 5, -1), ("POSIX", "read", 1, 2, 12, 1, 7),
+                   ("c", "x\ufffd", 1, 2, 13, 2, -1)]
+    # a torn gzip tail: the readable events, then status "truncated"
+    many = "".join('{"id":%d,"name":"n%d","cat":"c","pid":1,"tid":1,"ts":%d,"dur":1,"ph":"X"}\n'
+                   % (i, i % 7, i) for i in range(10000)).encode()
+    data = gz.compress(many)
+    q = tmp_path / "torn.pfw.gz"
+    q.write_bytes(data[: len(data) - 50])
+    r = _core._EventReader(str(q))
+    batches = list(r)
+    assert r.status == "truncated" and r.message
+    assert all(len(b) <= 4096 for b in batches)
+    n = sum(len(b) for b in batches)
+    assert 5000 < n < 10000
+    assert [ev[4] for b in batches for ev in b] == list(range(n))
+    with pytest.raises(FileNotFoundError):
+        _core._EventReader(str(tmp_path / "missing.pfw"))
+    with pytest.raises(TypeError):
+        _core._EventReader(3.5)

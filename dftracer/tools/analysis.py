@@ -19,6 +19,7 @@ from array import array
 from typing import Any, Dict, List, Optional, Tuple
 
 from dftracer import _core
+from dftracer.tools.summary import _unescape
 
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 
@@ -89,7 +90,7 @@ def analyze_file(path: str, t0: int, bin_us: int) -> Dict[str, Any]:
             k = keys.get((cat, name))
             if k is None:
                 k = keys[(cat, name)] = len(key_list)
-                key_list.append((cat, name))
+                key_list.append((_unescape(cat), _unescape(name)))  # as summary shows them
             th = threads.get((pid, tid))
             if th is None:
                 th = threads[(pid, tid)] = _Thread()
