@@ -334,3 +334,23 @@ def test_event_reader_on_odd_files(tmp_path):
         _core._EventReader(str(tmp_path / "missing.pfw"))
     with pytest.raises(TypeError):
         _core._EventReader(3.5)
+
+
+def _slow(x):
+    import time as _t
+
+    _t.sleep(1.6)
+    return {"events": x}
+
+
+def test_progress_moves_while_one_long_file_is_read(capsys):
+    """On a terminal (--progress) the bar is drawn while a single long file is
+    still being read, not only when it is done."""
+    from dftracer.tools import runner
+
+    assert runner.run(_slow, [7], jobs=1, label="report", progress=True) == [{"events": 7}]
+    err = capsys.readouterr().err
+    assert "\rreport [" in err and "0/1 files, 0 events" in err  # drawn before the end
+    assert "1/1 files, 7 events" in err and err.endswith("\n")
+    assert runner.run(_slow, [1], jobs=1, progress=False) == [{"events": 1}]
+    assert capsys.readouterr().err == ""
