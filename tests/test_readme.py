@@ -190,6 +190,10 @@ def check_after(body: str, state, output: str):
         paths = find_traces(str(work / "runs"), "train")
         assert len(paths) >= 3  # the script and its two DataLoader workers
         assert f"{len(paths)} trace files (one per process) in runs/" in output
+        root = int(re.search(r"pid (\d+)  \(the command\)", output).group(1))
+        readers = {e["pid"] for p in paths for e in read_trace(p).user_events()
+                   if e["cat"] == "POSIX" and e["name"] in ("read", "pread64", "read64")}
+        assert readers and root not in readers  # the workers read the samples
     if "python profiled.py" in body:
         (path,) = find_traces(str(work / "traces"), "profiled")
         steps = {e["name"] for e in read_trace(path).of(cat="PP") if
