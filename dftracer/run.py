@@ -177,6 +177,16 @@ def _only_these_in_dir(stem: str, traces: List[Dict[str, Any]]) -> bool:
     return True
 
 
+def _terminal_foreground() -> bool:
+    """True when this process is in the foreground process group of its terminal."""
+    for stream in (sys.stdin, sys.stderr):
+        try:
+            return os.tcgetpgrp(stream.fileno()) == os.getpgrp()
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
+
+
 def _run(command: List[str], env: Dict[str, str]) -> Tuple[int, int]:
     """Runs the command, passing on the signals dftracer run gets; returns
     (its pid, its status as subprocess gives it: -N when killed by signal N)."""
@@ -188,9 +198,13 @@ def _run(command: List[str], env: Dict[str, str]) -> Tuple[int, int]:
         except OSError:
             pass
 
-    # Ctrl-C reaches the whole foreground group, the command included: it
-    # decides; other signals are passed on.
-    old = {signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN)}
+    def interrupt(signum: int, frame: Any) -> None:
+        # Ctrl-C on a terminal reaches the whole foreground group, the command
+        # included: passing it on would deliver it twice.
+        if not _terminal_foreground():
+            forward(signum, frame)
+
+    old = {signal.SIGINT: signal.signal(signal.SIGINT, interrupt)}
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
         old[sig] = signal.signal(sig, forward)
     try:

@@ -122,6 +122,15 @@ time.sleep(60)
     assert proc.returncode == 0, err
     assert out == f"got {int(signal.SIGTERM)}\n"
     assert "1 trace file" in err
+    # SIGINT sent to dftracer run alone (not from a terminal) is passed on too
+    (tmp_path / "train.py").write_text(script.replace("SIGTERM", "SIGINT"))
+    proc = subprocess.Popen([sys.executable, "-m", "dftracer", "run", "--", sys.executable,
+                             "train.py"], cwd=str(tmp_path), env=env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and out == f"got {int(signal.SIGINT)}\n", err
     # a command killed by a signal: dftracer run ends the same way
     died = run(tmp_path, script="import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
     assert died.returncode == -signal.SIGKILL
