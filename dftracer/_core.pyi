@@ -143,6 +143,10 @@ class _EventReader:
     def __iter__(self) -> Iterator[List[Tuple[str, str, int, int, int, int, int]]]: ...
     def __next__(self) -> List[Tuple[str, str, int, int, int, int, int]]: ...
 
+def _sort_spans(ts: Any, dur: Any, order: Any) -> None:
+    """Fills order (array('q')) with the indices of the spans (ts, dur: array('q'))
+    sorted by start, longest first."""
+
 # ---- torch.profiler (src/torch_profiler.c) ----
 
 def _torch_trace_handler(prof: Any) -> int: ...

@@ -354,3 +354,25 @@ def test_progress_moves_while_one_long_file_is_read(capsys):
     assert "1/1 files, 7 events" in err and err.endswith("\n")
     assert runner.run(_slow, [1], jobs=1, progress=False) == [{"events": 1}]
     assert capsys.readouterr().err == ""
+
+
+def test_sort_spans_orders_by_start_longest_first():
+    from array import array
+
+    from dftracer import _core
+
+    ts = array("q", [5, 1, 5, 3, 1, 5])
+    dur = array("q", [1, 2, 9, 0, 7, 1])
+    order = array("q", bytes(8 * len(ts)))
+    _core._sort_spans(ts, dur, order)
+    assert list(order) == [4, 1, 3, 2, 0, 5]  # equal spans keep their file order
+    empty = array("q")
+    _core._sort_spans(empty, empty, array("q"))
+    with pytest.raises(ValueError, match="length"):
+        _core._sort_spans(ts, dur, array("q", [0]))
+    with pytest.raises(TypeError, match="int64"):
+        _core._sort_spans(array("i", [1] * 6), dur, order)
+    with pytest.raises(TypeError, match="order"):
+        _core._sort_spans(ts, dur, bytes(48))  # not writable
+    with pytest.raises(TypeError):
+        _core._sort_spans(ts, dur)

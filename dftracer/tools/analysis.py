@@ -9,8 +9,9 @@ per-file results; the report's totals per category and name come from
 `dftracer summary`'s own aggregation (dftracer/tools/summary.py).
 
 Memory: the events of one file are held per thread as arrays of integers
-(about 40 bytes an event) while its nesting is worked out; files are analysed
-one per worker, so the peak is set by the largest file, not by the run."""
+(about 60 bytes an event at the peak, with the sort order and self times) while
+its nesting is worked out; files are analysed one per worker, so the peak is
+set by the largest file, not by the run."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ class _Thread:
     def __init__(self) -> None:
         self.ts = array("q")
         self.dur = array("q")
-        self.key = array("l")
+        self.key = array("q")
 
 
 def analyze_file(path: str, t0: int, bin_us: int) -> Dict[str, Any]:
@@ -160,9 +161,10 @@ def _sweep(pid: int, th: _Thread, classes: List[int], kinds: List[Optional[str]]
     lies inside the innermost open event that contains it entirely."""
     ts, dur, key = th.ts, th.dur, th.key
     n = len(ts)
-    order = sorted(range(n), key=lambda i: (ts[i], -dur[i]))
+    order = array("q", bytes(8 * n))
+    _core._sort_spans(ts, dur, order)  # by start, longest first
     selfs = array("q", dur)
-    step_of = array("l", [-1]) * n
+    step_of = array("q", [-1]) * n
     acc = per_pid.setdefault(pid, {"wait_us": 0, "compute_us": 0, "busy_us": 0})
     # stack entries: [end, index, inside-wait, inside-compute, step]
     stack: List[List[int]] = []
