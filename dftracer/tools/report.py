@@ -39,7 +39,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("-o", "--output", required=True, metavar="OUT.html",
                    help="the HTML file to write")
     p.add_argument("--top", type=int, default=20, metavar="N",
-                   help="functions in the top-functions charts (default 20)")
+                   help="functions in the top-functions charts (0: all; default 20)")
     p.add_argument("--bins", type=int, default=120, metavar="N",
                    help="time bins of the I/O chart (default 120)")
     p.add_argument("--title", default=None, help="the page's title (default: the paths)")
@@ -186,7 +186,8 @@ def build_figures(go: Any, data: Dict[str, Any], top: int) -> List[Tuple[str, st
             ("chart-top-self", "Top functions by self time", self_by,
              "Largest self time first: the time spent in the function itself, not in the "
              "traced events nested in it.")):
-        rows = sorted(key, key=lambda k: -key[k])[:max(top, 1)]
+        rows = sorted(key, key=lambda k: -key[k])
+        rows = rows[:top] if top > 0 else rows
         if not rows:
             out.append((cid, title, None, "No complete events."))
             continue
