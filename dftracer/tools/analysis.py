@@ -85,19 +85,26 @@ def analyze_file(path: str, t0: int, bin_us: int) -> Dict[str, Any]:
     threads: Dict[Tuple[int, int], _Thread] = {}
     io_bins: Dict[Tuple[str, int], List[float]] = {}  # (cat, bin) -> [bytes, busy us]
     events = 0
+    # (cat, name, pid, tid) -> (key index, the thread's three append methods)
+    cache: Dict[Tuple[str, str, int, int], Tuple[int, Any, Any, Any]] = {}
     for batch in reader:
         events += len(batch)
         for cat, name, pid, tid, ts, dur, io in batch:
-            k = keys.get((cat, name))
-            if k is None:
-                k = keys[(cat, name)] = len(key_list)
-                key_list.append((_unescape(cat), _unescape(name)))  # as summary shows them
-            th = threads.get((pid, tid))
-            if th is None:
-                th = threads[(pid, tid)] = _Thread()
-            th.ts.append(ts)
-            th.dur.append(dur)
-            th.key.append(k)
+            ent = cache.get((cat, name, pid, tid))
+            if ent is None:
+                k = keys.get((cat, name))
+                if k is None:
+                    k = keys[(cat, name)] = len(key_list)
+                    key_list.append((_unescape(cat), _unescape(name)))  # as summary shows them
+                th = threads.get((pid, tid))
+                if th is None:
+                    th = threads[(pid, tid)] = _Thread()
+                ent = cache[(cat, name, pid, tid)] = (k, th.ts.append, th.dur.append,
+                                                      th.key.append)
+            k, add_ts, add_dur, add_key = ent
+            add_ts(ts)
+            add_dur(dur)
+            add_key(k)
             if io >= 0:
                 _add_io(io_bins, cat, ts - t0, dur, io, bin_us)
     classes = [event_class(c, n) for c, n in key_list]
