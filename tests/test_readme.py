@@ -127,9 +127,9 @@ def needs(body: str, lang: str, state) -> str:
     for f in state["skipped_files"]:
         if f in body:
             return f"{f} was not written (its block was skipped)"
-    if "dftracer report" in body and not HAS_PLOTLY:
+    if re.search(r"^\s*dftracer report ", body, re.M) and not HAS_PLOTLY:
         return "the report extra (plotly) is not installed"
-    if "dftracer view" in body:
+    if re.search(r"^\s*dftracer view ", body, re.M):
         help_ = subprocess.run(["dftracer", "view", "--help"], env=state["env"],
                                capture_output=True, text=True)
         if help_.returncode != 0:
