@@ -129,8 +129,9 @@ def build_figures(go: Any, data: Dict[str, Any], top: int) -> List[Tuple[str, st
         return colors[cat]
 
     out: List[Tuple[str, str, Any, str]] = []
-    layout = dict(template="plotly_white", margin=dict(l=60, r=20, t=50, b=60),
-                  legend=dict(orientation="h", y=-0.2))
+    # the legend above the plot: rotated process labels below it stay clear
+    layout = dict(template="plotly_white", margin=dict(l=60, r=20, t=60, b=60),
+                  legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
 
     # 1. time per category: inclusive totals (the summary's) and self time
     by_cat = summ["by_cat"]
