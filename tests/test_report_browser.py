@@ -70,7 +70,8 @@ def test_report_opens_in_chromium_with_every_chart_drawn(tmp_path):
         """ % (str(d / "io"), str(d / "data.bin")),
         env={"DFTRACER_ENABLE": "1", "DFTRACER_DATA_DIR": str(d)}, cwd=str(d))
     out = tmp_path / "report.html"
-    proc = cli("report", str(d), "-o", str(out))
+    proc = cli("report", str(d), "-o", str(out), "--title",
+               "dftracer report: two ranks of a train loop, and a loader reading files")
     assert proc.returncode == 0, proc.stderr
     from dftracer.tools.report import read_data
 
