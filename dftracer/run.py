@@ -94,6 +94,8 @@ def build_env(data_dir: Optional[str], log_file: Optional[str], no_io: bool,
     return env
 
 
+MAX_LISTED = 20  # trace files listed by name at the end of a run
+
 _TRACE_RE = re.compile(r"^(?P<stem>.*)-(?P<host>[^/]*)-(?P<pid>\d+)-app\.pfw(?:\.gz)?$")
 
 
@@ -142,10 +144,15 @@ def where_message(traces: List[Dict[str, Any]], stem: str, root_pid: int,
     shown = rel if not rel.startswith("..") else directory
     lines = [f"dftracer run: {len(traces)} trace file{'s' if len(traces) != 1 else ''} "
              f"(one per process) in {shown}/"]
-    width = max(len(os.path.basename(t["path"])) for t in traces)
-    for t in traces:
+    # the command's own trace first, then the others; a long list is cut
+    listed = sorted(traces, key=lambda t: (t["pid"] != root_pid, t["path"]))
+    shown_n = len(listed) if len(listed) <= MAX_LISTED else MAX_LISTED - 1
+    width = max(len(os.path.basename(t["path"])) for t in listed[:shown_n])
+    for t in listed[:shown_n]:
         role = "  (the command)" if t["pid"] == root_pid else ""
         lines.append(f"  {os.path.basename(t['path']).ljust(width)}  pid {t['pid']}{role}")
+    if shown_n < len(listed):
+        lines.append(f"  ... and {len(listed) - shown_n} more (--json lists them all)")
     def inside(name: str) -> str:
         return name if shown == "." else os.path.join(shown, name)
 

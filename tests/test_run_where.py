@@ -144,3 +144,19 @@ def test_run_bad_command_and_options(tmp_path):
     proc = run(tmp_path, "--log-file", "missing/run")
     assert proc.returncode == 2 and "does not exist" in proc.stderr
     assert time.monotonic() - start < 60
+
+
+def test_a_long_list_of_traces_is_cut(tmp_path):
+    from dftracer.run import MAX_LISTED, where_message
+
+    stem = str(tmp_path / "run")
+    traces = [{"path": f"{stem}-h-{pid}-app.pfw.gz", "host": "h", "pid": pid, "bytes": 1}
+              for pid in range(100, 100 + 3 * MAX_LISTED)]
+    text = where_message(traces, stem, root_pid=150, all_in_dir=False)
+    lines = text.splitlines()
+    assert lines[0].startswith(f"dftracer run: {3 * MAX_LISTED} trace files")
+    assert "pid 150  (the command)" in lines[1]  # the command's own first
+    listed = [ln for ln in lines if "-app.pfw.gz  pid" in ln]
+    assert len(listed) == MAX_LISTED - 1
+    assert f"... and {2 * MAX_LISTED + 1} more (--json lists them all)" in text
+    assert "dftracer summary " in text and "'" in text  # a quoted glob
