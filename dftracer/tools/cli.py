@@ -1,4 +1,4 @@
-"""The ``dftracer`` command line: summary, merge, convert, validate, view, run (docs/cli.md)."""
+"""The ``dftracer`` command line: summary, report, merge, convert, validate, view, run (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dftracer import __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dftracer.tools import merge, summary, validate, view
+    from dftracer.tools import merge, report, summary, validate, view
 
     parser = argparse.ArgumentParser(
         prog="dftracer",
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dftracer {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     summary.add_parser(sub)
+    report.add_parser(sub)
     merge.add_parsers(sub)
     validate.add_parser(sub)
     view.add_parser(sub)

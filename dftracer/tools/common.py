@@ -25,6 +25,20 @@ def add_common(parser: argparse.ArgumentParser) -> None:
                         help="never show the progress bar")
 
 
+def distribution() -> str:
+    """The name this package is installed under (for `pip install NAME[extra]`
+    hints), or its default name when it runs from a source tree."""
+    try:
+        from importlib.metadata import packages_distributions
+
+        names = packages_distributions().get("dftracer")
+        if names:
+            return names[0]
+    except Exception:  # Python < 3.10, or broken metadata
+        pass
+    return "pydftracer"
+
+
 def expand_paths(args: argparse.Namespace) -> Tuple[List[str], int]:
     files, errors = _paths.expand(args.paths)
     for arg, msg in errors:

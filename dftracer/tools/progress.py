@@ -26,6 +26,10 @@ class Progress:
     def update(self, files: int = 1, events: int = 0) -> None:
         self.done += files
         self.events += events
+        self.tick()
+
+    def tick(self) -> None:
+        """Redraws the bar (elapsed time moves on while a large file is read)."""
         if not self.enabled:
             return
         now = time.monotonic()
@@ -34,10 +38,12 @@ class Progress:
         self._last = now
         width = 30
         filled = int(width * self.done / max(self.total, 1))
-        rate = self.events / max(now - self.start, 1e-9)
+        elapsed = now - self.start
+        rate = self.events / max(elapsed, 1e-9)
         self.stream.write(
             f"\r{self.label} [{'#' * filled}{' ' * (width - filled)}] "
-            f"{self.done}/{self.total} files, {self.events:,} events ({rate / 1e6:.1f} M/s)"
+            f"{self.done}/{self.total} files, {self.events:,} events ({rate / 1e6:.1f} M/s), "
+            f"{elapsed:.0f} s"
         )
         self.stream.flush()
         self.shown = True

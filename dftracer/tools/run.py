@@ -3,9 +3,10 @@
     dftracer run [--data-dir D] [--log-file F] [--no-io] -- python script.py args...
     python -m dftracer.tools.run [options] -- python script.py args...
 
-Sets ``DFTRACER_ENABLE=1`` and ``DFTRACER_INIT=PRELOAD`` (plus the options)
-and replaces itself with the command, so the exit status and signals are the
-command's own.  Every Python interpreter started under it -- the script,
+Sets ``DFTRACER_ENABLE=1`` and ``DFTRACER_INIT=PRELOAD`` (plus the options),
+runs the command, passes it the signals it gets, and when it ends prints on
+stderr where each process's trace is and the commands that look at them; it
+exits with the command's status (or dies of the command's signal).  Every Python interpreter started under it -- the script,
 forked and spawned multiprocessing / DataLoader workers -- starts tracing at
 start-up through the ``dftracer-preload.pth`` hook installed with the package
 (from a source tree, through ``dftracer/_startup/sitecustomize.py``) and
@@ -15,10 +16,16 @@ finalizes at exit.
 from __future__ import annotations
 
 import argparse
+import glob
+import json
 import os
+import re
+import shlex
+import signal
 import site
+import subprocess
 import sys
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 PTH_NAME = "dftracer-preload.pth"
 
@@ -35,6 +42,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="trace file stem; each process writes F-<host>-<pid>-app.pfw.gz "
                         "(default: $DFTRACER_LOG_FILE or ./trace)")
     p.add_argument("--no-io", action="store_true", help="do not trace POSIX/stdio calls")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="do not list the trace files at the end")
+    p.add_argument("--json", action="store_true",
+                   help="list the trace files as one JSON object on stderr instead of text")
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="the command, after '--' (e.g. -- python train.py --epochs 1)")
     return p
@@ -85,8 +96,142 @@ def build_env(data_dir: Optional[str], log_file: Optional[str], no_io: bool,
     return env
 
 
+MAX_LISTED = 20  # trace files listed by name at the end of a run
+
+_TRACE_RE = re.compile(r"^(?P<stem>.*)-(?P<host>[^/]*)-(?P<pid>\d+)-app\.pfw(?:\.gz)?$")
+
+
+def _trace_stem(env: Mapping[str, str]) -> str:
+    """The absolute stem the traced processes write F-<host>-<pid>-app.pfw[.gz] under."""
+    stem = env.get("DFTRACER_LOG_FILE") or "trace"
+    for ext in (".pfw.gz", ".pfw"):
+        if stem.endswith(ext):
+            stem = stem[: -len(ext)]
+    return os.path.abspath(stem)
+
+
+def _snapshot(stem: str) -> Dict[str, Tuple[float, int]]:
+    out = {}
+    for path in glob.glob(glob.escape(stem) + "-*-app.pfw*"):
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        out[path] = (st.st_mtime, st.st_size)
+    return out
+
+
+def written_traces(stem: str, before: Dict[str, Tuple[float, int]]) -> List[Dict[str, Any]]:
+    """The trace files under stem made or changed since `before` was taken."""
+    out = []
+    for path, sig in sorted(_snapshot(stem).items()):
+        if before.get(path) == sig:
+            continue
+        m = _TRACE_RE.match(os.path.basename(path))
+        if not m:
+            continue
+        out.append({"path": path, "host": m.group("host"), "pid": int(m.group("pid")),
+                    "bytes": sig[1]})
+    return out
+
+
+def where_message(traces: List[Dict[str, Any]], stem: str, root_pid: int,
+                  all_in_dir: bool) -> str:
+    """What `dftracer run` prints at the end: each process's trace and how to look."""
+    if not traces:
+        return ("dftracer run: no trace was written (the command started no Python "
+                f"interpreter, or tracing could not start); expected {stem}-<host>-<pid>-app.pfw.gz\n")
+    directory = os.path.dirname(stem)
+    rel = os.path.relpath(directory)
+    shown = rel if not rel.startswith("..") else directory
+    lines = [f"dftracer run: {len(traces)} trace file{'s' if len(traces) != 1 else ''} "
+             f"(one per process) in {shown}/"]
+    # the command's own trace first, then the others; a long list is cut
+    listed = sorted(traces, key=lambda t: (t["pid"] != root_pid, t["path"]))
+    shown_n = len(listed) if len(listed) <= MAX_LISTED else MAX_LISTED - 1
+    width = max(len(os.path.basename(t["path"])) for t in listed[:shown_n])
+    for t in listed[:shown_n]:
+        role = "  (the command)" if t["pid"] == root_pid else ""
+        lines.append(f"  {os.path.basename(t['path']).ljust(width)}  pid {t['pid']}{role}")
+    if shown_n < len(listed):
+        lines.append(f"  ... and {len(listed) - shown_n} more (--json lists them all)")
+    def inside(name: str) -> str:
+        return name if shown == "." else os.path.join(shown, name)
+
+    if all_in_dir:
+        target = shlex.quote(shown)
+    elif len(traces) > 1:
+        target = shlex.quote(inside(os.path.basename(stem) + "-*-app.pfw*"))
+    else:
+        target = shlex.quote(inside(os.path.basename(traces[0]["path"])))
+    cmds = [(f"dftracer view {target}", "the timeline, in Perfetto"),
+            (f"dftracer report {target} -o report.html", "charts of where the time went"),
+            (f"dftracer summary {target}", "the same numbers as tables")]
+    width = max(len(c) for c, _ in cmds)
+    lines.append("look at them:")
+    lines += [f"  {c.ljust(width)}  # {why}" for c, why in cmds]
+    return "\n".join(lines) + "\n"
+
+
+def _only_these_in_dir(stem: str, traces: List[Dict[str, Any]]) -> bool:
+    """True when the traces are the only trace files in the stem's directory
+    and it has no subdirectory (the commands search directories recursively)."""
+    ours = {t["path"] for t in traces}
+    with os.scandir(os.path.dirname(stem)) as it:
+        for entry in it:
+            if entry.is_dir():
+                return False
+            if entry.name.endswith((".pfw", ".pfw.gz")) and entry.path not in ours:
+                return False
+    return True
+
+
+def _terminal_foreground() -> bool:
+    """True when this process is in the foreground process group of its terminal."""
+    for stream in (sys.stdin, sys.stderr):
+        try:
+            return os.tcgetpgrp(stream.fileno()) == os.getpgrp()
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
+
+
+def _run(command: List[str], env: Dict[str, str]) -> Tuple[int, int]:
+    """Runs the command, passing on the signals dftracer run gets; returns
+    (its pid, its status as subprocess gives it: -N when killed by signal N)."""
+    proc = subprocess.Popen(command, env=env)
+
+    def forward(signum: int, frame: Any) -> None:
+        try:
+            proc.send_signal(signum)
+        except OSError:
+            pass
+
+    def interrupt(signum: int, frame: Any) -> None:
+        # Ctrl-C on a terminal reaches the whole foreground group, the command
+        # included: passing it on would deliver it twice.
+        if not _terminal_foreground():
+            forward(signum, frame)
+
+    old = {signal.SIGINT: signal.signal(signal.SIGINT, interrupt)}
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+        old[sig] = signal.signal(sig, forward)
+    try:
+        while True:
+            try:
+                rc = proc.wait()
+                break
+            except InterruptedError:  # pragma: no cover - PEP 475 retries
+                continue
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    return proc.pid, rc
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Parses argv (without the program name) and execs the command."""
+    """Parses argv (without the program name), runs the command traced, and
+    says where its traces are."""
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     command = list(args.command)
     if command and command[0] == "--":
@@ -101,14 +246,34 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not os.path.isdir(log_dir):
             sys.stderr.write(f"dftracer run: --log-file directory does not exist: {log_dir}\n")
             return 2
+    stem = _trace_stem(env)
+    before = _snapshot(stem)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        os.execvpe(command[0], command, env)
+        pid, rc = _run(command, env)
     except OSError as exc:
         sys.stderr.write(f"dftracer run: cannot run {command[0]!r}: {exc.strerror}\n")
-        return 127 if isinstance(exc, FileNotFoundError) else 126
-    return 0  # not reached
+        return 127 if isinstance(exc, (FileNotFoundError, NotADirectoryError)) else 126
+    traces = written_traces(stem, before)
+    if args.json:
+        sys.stderr.write(json.dumps({"command": command, "status": rc, "pid": pid,
+                                     "traces": traces}) + "\n")
+    elif not args.quiet:
+        try:
+            all_in_dir = bool(traces) and _only_these_in_dir(stem, traces)
+        except OSError:
+            all_in_dir = False
+        sys.stderr.write(where_message(traces, stem, pid, all_in_dir))
+    sys.stderr.flush()
+    if rc < 0:  # die of the same signal, so that callers see what the command saw
+        try:
+            signal.signal(-rc, signal.SIG_DFL)
+        except (OSError, ValueError):  # SIGKILL, SIGSTOP: cannot be caught anyway
+            pass
+        os.kill(os.getpid(), -rc)
+        return 128 - rc
+    return rc
 
 
 if __name__ == "__main__":

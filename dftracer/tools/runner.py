@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from dftracer.tools.progress import Progress
@@ -32,20 +32,27 @@ def run(func: Callable[..., Dict[str, Any]], items: Sequence[Any], *, jobs: Opti
             _run_dask(func, items, extra, dask, results, bar)
         else:
             jobs = jobs or default_jobs()
-            if jobs <= 1 or len(items) <= 1:
+            if (jobs <= 1 or len(items) <= 1) and not bar.enabled:
                 for i, item in enumerate(items):
                     results[i] = func(item, *extra)
                     bar.update(1, results[i].get("events", 0))
             else:
+                # A bar on a terminal keeps moving while a long file is read,
+                # so even one file is read in a worker then.
                 import multiprocessing
 
                 ctx = multiprocessing.get_context("fork")
-                with ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=ctx) as ex:
+                workers = max(1, min(jobs, len(items)))
+                with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
                     futures = {ex.submit(func, item, *extra): i for i, item in enumerate(items)}
-                    for fut in as_completed(futures):
-                        i = futures[fut]
-                        results[i] = fut.result()
-                        bar.update(1, results[i].get("events", 0))
+                    pending = set(futures)
+                    while pending:
+                        done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+                        for fut in done:
+                            i = futures[fut]
+                            results[i] = fut.result()
+                            bar.update(1, results[i].get("events", 0))
+                        bar.tick()
     finally:
         bar.close()
     return results

@@ -211,12 +211,15 @@ def render(summary: Dict[str, Any], bys: List[str], top: int) -> str:
     return "\n".join(parts)
 
 
-def main(args: argparse.Namespace) -> int:
+def collect(args: argparse.Namespace, label: str = "summary") -> Tuple[List[Dict[str, Any]], int]:
+    """Summarizes the files args.paths names (locally or on args.dask), reporting
+    bad files on stderr; returns the per-file results and the exit status.
+    `dftracer report` starts from the same results, so its numbers are these."""
     files, status = common.expand_paths(args)
     if not files:
-        return common.EXIT_BAD_INPUT
+        return [], common.EXIT_BAD_INPUT
     results = runner.run(work.summarize_file, files, jobs=args.jobs, dask=args.dask,
-                         label="summary", progress=args.progress)
+                         label=label, progress=args.progress)
     status = max(status, common.report_file_status(results))
     for r in results:
         why = common.not_a_trace(r)
@@ -228,6 +231,13 @@ def main(args: argparse.Namespace) -> int:
             common.err(f"warning: {r['path']}: no events")
         else:
             common.report_bad_lines([r])
+    return results, status
+
+
+def main(args: argparse.Namespace) -> int:
+    results, status = collect(args)
+    if not results:
+        return status
     bys = args.by or ["cat", "name"]
     summary = aggregate(results, bys)
     if args.json:

@@ -405,7 +405,7 @@ def test_empty_glob_and_directory_are_exit_2(tmp_path):
 
 # ---- use ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("cmd", ["summary", "merge", "convert", "validate"])
+@pytest.mark.parametrize("cmd", ["summary", "report", "merge", "convert", "validate"])
 def test_help_has_an_example(cmd):
     proc = cli(cmd, "--help")
     assert proc.returncode == 0

@@ -1,0 +1,402 @@
+"""dftracer report: one self-contained HTML page of charts (plotly) showing
+where the time went."""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import os
+import sys
+import time
+from typing import Any, Dict, List, Tuple
+
+from dftracer.tools import analysis, common, runner, summary
+
+EXAMPLE = """example:
+  dftracer report ./traces -o report.html
+  dftracer report 'run1/trace-*.pfw.gz' -o run1.html --top 30
+"""
+
+EXTRA = "report"
+EXIT_MISSING_EXTRA = 3
+MAX_CATEGORIES = 10  # series per stacked chart; the rest are summed as "other"
+
+DATA_ID = "dftracer-report-data"
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "report", help="one HTML page of charts: where the time went",
+        description="Writes one self-contained HTML page (no network needed to view it) with "
+                    "charts of the time per category and process, the top functions by total "
+                    "and self time, I/O volume and bandwidth over time, the time of each "
+                    "training step and the time spent waiting for data versus computing. "
+                    "Its totals are those of 'dftracer summary'. Needs the 'report' extra "
+                    "(plotly).",
+        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common.add_common(p)
+    p.add_argument("-o", "--output", required=True, metavar="OUT.html",
+                   help="the HTML file to write")
+    p.add_argument("--top", type=int, default=20, metavar="N",
+                   help="functions in the top-functions charts (0: all; default 20)")
+    p.add_argument("--bins", type=int, default=120, metavar="N",
+                   help="time bins of the I/O chart (default 120)")
+    p.add_argument("--title", default=None, help="the page's title (default: the paths)")
+    p.set_defaults(func=main)
+
+
+def missing_extra_message() -> str:
+    return (f"dftracer report draws its charts with plotly, which is not installed; "
+            f"install the '{EXTRA}' extra: pip install '{common.distribution()}[{EXTRA}]'")
+
+
+def _import_plotly() -> Any:
+    try:
+        import plotly  # noqa: F401
+        import plotly.graph_objects as go
+        import plotly.offline  # noqa: F401
+    except ImportError:
+        return None
+    return go
+
+
+# ---- data ------------------------------------------------------------------
+
+def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[str, Any]:
+    """The report's numbers: the summary of the files (as `dftracer summary
+    --by cat --by name --by pid --json` gives it) plus the analysis of their
+    events (self time, I/O bins, steps, waiting versus computing)."""
+    bys = ["cat", "name", "pid"]
+    summ = summary.aggregate(results, bys)
+    good = [r for r in results if r.get("status") in ("ok", "truncated") and "groups" in r]
+    starts = [r["ts_min"] for r in good if r["has_ts"]]
+    ends = [r["end_max"] for r in good if r["has_ts"]]
+    t0 = min(starts) if starts else 0
+    span = (max(ends) - t0) if ends else 0
+    nbins = max(1, args.bins)
+    bin_us = max(1, -(-span // nbins))  # ceil
+    paths = [r["path"] for r in good]
+    per_file = runner.run(analysis.analyze_file, paths, jobs=args.jobs, dask=args.dask,
+                          label="report", progress=args.progress, extra=(t0, bin_us))
+    hosts = {r["path"]: r["host"] for r in good}
+    data = {
+        "summary": summ,
+        "t0_us": t0,
+        "bin_us": bin_us,
+        "ranks": {f"{p['host']}:{p['pid']}": p["rank"] for p in summ["processes"]},
+    }
+    data.update(analysis.merge(per_file, hosts))
+    return data
+
+
+def _process_labels(summ: Dict[str, Any]) -> Dict[Tuple[str, int], str]:
+    procs = summ["processes"]
+    hosts = {p["host"] for p in procs}
+    labels = {}
+    for p in procs:
+        where = f"{p['host']} pid {p['pid']}" if len(hosts) > 1 else f"pid {p['pid']}"
+        labels[(p["host"], p["pid"])] = (f"rank {p['rank']} ({where})" if p["rank"] is not None
+                                         else where)
+    return labels
+
+
+def _label(labels: Dict[Tuple[str, int], str], host: str, pid: int) -> str:
+    return labels.get((host, pid)) or (f"{host} pid {pid}" if host else f"pid {pid}")
+
+
+def _top_categories(values: Dict[str, float], limit: int = MAX_CATEGORIES) -> List[str]:
+    cats = sorted(values, key=lambda c: -values[c])
+    return cats[:limit]
+
+
+# ---- charts ------------------------------------------------------------------
+
+def build_figures(go: Any, data: Dict[str, Any], top: int) -> List[Tuple[str, str, Any, str]]:
+    """(id, title, figure or None, note) per chart, in page order."""
+    from plotly.subplots import make_subplots
+
+    from plotly.colors import qualitative
+
+    summ = data["summary"]
+    labels = _process_labels(summ)
+    palette = qualitative.Plotly + qualitative.D3
+    colors: Dict[str, str] = {}
+
+    def color(cat: str) -> str:  # one colour per category across the charts
+        if cat not in colors:
+            colors[cat] = palette[len(colors) % len(palette)]
+        return colors[cat]
+
+    out: List[Tuple[str, str, Any, str]] = []
+    # the legend above the plot: rotated process labels below it stay clear
+    layout = dict(template="plotly_white", margin=dict(l=60, r=20, t=60, b=60),
+                  legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+
+    # 1. time per category: inclusive totals (the summary's) and self time
+    by_cat = summ["by_cat"]
+    self_cat: Dict[str, int] = {}
+    for row in data["self_by_process_cat"]:
+        self_cat[row["cat"]] = self_cat.get(row["cat"], 0) + row["self_us"]
+    if by_cat:
+        cats = [r["cat"] for r in by_cat][::-1]
+        fig = go.Figure()
+        fig.add_bar(name="total (incl. nested events)", y=cats,
+                    x=[r["total_us"] / 1e3 for r in by_cat][::-1], orientation="h")
+        fig.add_bar(name="self", y=cats, x=[self_cat.get(c, 0) / 1e3 for c in cats],
+                    orientation="h")
+        fig.update_layout(barmode="group", xaxis_title="ms", height=max(300, 40 * len(cats) + 150),
+                          **layout)
+        out.append(("chart-category", "Time per category", fig,
+                    "Total: the duration of the category's events (the totals of "
+                    "<code>dftracer summary</code>). Self: that time minus the time of the events "
+                    "nested in them on the same thread."))
+    else:
+        out.append(("chart-category", "Time per category", None, "No complete events."))
+
+    # 2. per process: self time per category, stacked
+    per_proc: Dict[Tuple[str, int], Dict[str, int]] = {}
+    for row in data["self_by_process_cat"]:
+        per_proc.setdefault((row["host"], row["pid"]), {})[row["cat"]] = row["self_us"]
+    if per_proc:
+        order = [(p["host"], p["pid"]) for p in summ["processes"] if (p["host"], p["pid"]) in per_proc]
+        order += [k for k in sorted(per_proc) if k not in order]
+        shown = _top_categories(self_cat)
+        xs = [_label(labels, h, p) for h, p in order]
+        fig = go.Figure()
+        for cat in shown:
+            fig.add_bar(name=cat, x=xs, y=[per_proc[k].get(cat, 0) / 1e3 for k in order],
+                        marker_color=color(cat))
+        rest = [sum(v for c, v in per_proc[k].items() if c not in shown) for k in order]
+        if any(rest):
+            fig.add_bar(name="other", x=xs, y=[v / 1e3 for v in rest], marker_color="#b0b0b0")
+        fig.update_layout(barmode="stack", yaxis_title="self time, ms", **layout)
+        out.append(("chart-process", "Time per category, per process", fig,
+                    "Self time of each category in each traced process (summed over its "
+                    "threads); the bars add up to the process's traced time without double "
+                    "counting nested events."))
+    else:
+        out.append(("chart-process", "Time per category, per process", None, "No complete events."))
+
+    # 3, 4. top functions by total and by self time
+    self_by = {(r["cat"], r["name"]): r["self_us"] for r in data["self_by_name"]}
+    total_by = {(r["cat"], r["name"]): r["total_us"] for r in summ["by_name"]}
+    for cid, title, key, note in (
+            ("chart-top-total", "Top functions by total time", total_by,
+             "Largest total duration first (as <code>dftracer summary --by name</code>)."),
+            ("chart-top-self", "Top functions by self time", self_by,
+             "Largest self time first: the time spent in the function itself, not in the "
+             "traced events nested in it.")):
+        rows = sorted(key, key=lambda k: -key[k])
+        rows = rows[:top] if top > 0 else rows
+        if not rows:
+            out.append((cid, title, None, "No complete events."))
+            continue
+        names = [f"{n} [{c}]" for c, n in rows][::-1]
+        fig = go.Figure()
+        fig.add_bar(name="total", y=names, x=[total_by.get(k, 0) / 1e3 for k in rows][::-1],
+                    orientation="h")
+        fig.add_bar(name="self", y=names, x=[self_by.get(k, 0) / 1e3 for k in rows][::-1],
+                    orientation="h")
+        fig.update_layout(barmode="group", xaxis_title="ms", height=max(300, 30 * len(rows) + 150),
+                          **layout)
+        fig.update_yaxes(automargin=True)
+        out.append((cid, title, fig, note))
+
+    # 5. I/O volume and bandwidth over time
+    bins = data["io_bins"]
+    if bins:
+        bin_us = data["bin_us"]
+        io_cat: Dict[str, float] = {}
+        for b in bins:
+            io_cat[b["cat"]] = io_cat.get(b["cat"], 0) + b["bytes"]
+        nb = max(b["bin"] for b in bins) + 1
+        xs = [(i + 0.5) * bin_us / 1e6 for i in range(nb)]
+        fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                            subplot_titles=("volume per interval", "bandwidth"))
+        for cat in _top_categories(io_cat):
+            vol = [0.0] * nb
+            for b in bins:
+                if b["cat"] == cat and 0 <= b["bin"] < nb:
+                    vol[b["bin"]] += b["bytes"]
+            fig.add_trace(go.Bar(name=cat, x=xs, y=[v / 2**20 for v in vol],
+                                 legendgroup=cat, marker_color=color(cat)), row=1, col=1)
+            fig.add_trace(go.Scatter(name=cat, x=xs,
+                                     y=[v / 2**20 / (bin_us / 1e6) for v in vol],
+                                     mode="lines", legendgroup=cat, showlegend=False,
+                                     line_color=color(cat)),
+                          row=2, col=1)
+        fig.update_layout(barmode="stack", height=560, **layout)
+        fig.update_yaxes(title_text="MiB", row=1, col=1)
+        fig.update_yaxes(title_text="MiB/s", row=2, col=1)
+        fig.update_xaxes(title_text="seconds since the first event", row=2, col=1)
+        out.append(("chart-io", "I/O volume and bandwidth over time", fig,
+                    f"Bytes moved by I/O events per {bin_us / 1e3:.3g} ms interval (an event "
+                    "spanning intervals is shared out by time), and the same per second, by "
+                    "category (all processes). Nested I/O events (a <code>data.io.read</code> "
+                    "around a POSIX <code>read</code>) each count in their category."))
+    else:
+        out.append(("chart-io", "I/O volume and bandwidth over time", None,
+                    "No I/O events (set <code>DFTRACER_DATA_DIR</code> to trace file I/O, "
+                    "docs/io-tracing.md)."))
+
+    # 6. steps
+    steps = data["steps"]
+    kind = "profiler" if any(s["kind"] == "profiler" for s in steps) else "train"
+    steps = [s for s in steps if s["kind"] == kind]
+    if steps:
+        by_num: Dict[int, List[Dict[str, Any]]] = {}
+        for s in steps:
+            by_num.setdefault(s["step"], []).append(s)
+        nums = sorted(by_num)
+        cat_tot: Dict[str, float] = {}
+        for s in steps:
+            for c, v in s["by_cat"].items():
+                cat_tot[c] = cat_tot.get(c, 0) + v
+        shown = _top_categories(cat_tot)
+        fig = go.Figure()
+        if kind == "train" and any(s["wait_before_us"] for s in steps):
+            fig.add_bar(name="waiting for the batch (train.iter)", x=nums,
+                        marker_color=color("waiting for data"),
+                        y=[sum(s["wait_before_us"] for s in by_num[n]) / len(by_num[n]) / 1e3
+                           for n in nums])
+        for cat in shown:
+            fig.add_bar(name=cat, x=nums, marker_color=color(cat),
+                        y=[sum(s["by_cat"].get(cat, 0) for s in by_num[n]) / len(by_num[n]) / 1e3
+                           for n in nums])
+        rest = [sum(v for s in by_num[n] for c, v in s["by_cat"].items() if c not in shown)
+                / len(by_num[n]) / 1e3 for n in nums]
+        if any(rest):
+            fig.add_bar(name="other", x=nums, y=rest, marker_color="#b0b0b0")
+        nproc = len({(s["host"], s["pid"]) for s in steps})
+        fig.update_layout(barmode="stack", xaxis_title="step", yaxis_title="ms", **layout)
+        what = ("torch.profiler's <code>ProfilerStep#N</code>" if kind == "profiler"
+                else "the <code>train.block</code> events of <code>ai.pipeline.train.iter</code>")
+        out.append(("chart-steps", "Time per step", fig,
+                    f"{len(nums)} steps ({what}); self time per category inside each step"
+                    + (f", the mean over {nproc} processes" if nproc > 1 else "")
+                    + ". <i>untraced</i>: step time that no traced event covers."))
+    else:
+        out.append(("chart-steps", "Time per step", None,
+                    "No steps: none of torch.profiler's <code>ProfilerStep#N</code> "
+                    "(docs/torch-profiler.md) nor <code>ai.pipeline.train.iter</code> loops "
+                    "(docs/ai.md)."))
+
+    # 7. waiting for data versus computing
+    wc = [w for w in data["wait_compute"] if w["busy_us"] > 0]
+    if wc:
+        xs = [_label(labels, w["host"], w["pid"]) for w in wc]
+        fig = go.Figure()
+        fig.add_bar(name="waiting for data", x=xs, y=[w["wait_us"] / 1e3 for w in wc],
+                    marker_color=color("waiting for data"))
+        fig.add_bar(name="computing", x=xs, y=[w["compute_us"] / 1e3 for w in wc],
+                    marker_color=color("computing"))
+        fig.add_bar(name="other traced", x=xs, marker_color="#b0b0b0",
+                    y=[max(0, w["busy_us"] - w["wait_us"] - w["compute_us"]) / 1e3 for w in wc])
+        fig.update_layout(barmode="stack", yaxis_title="ms (thread time)", **layout)
+        out.append(("chart-wait", "Waiting for data versus computing", fig,
+                    "Per process: time in data loading (the <code>dataloader</code> category "
+                    "but for the bodies of its loops, <code>train.iter</code>, torch.profiler's <code>enumerate(DataLoader)</code>), "
+                    "in compute (the <code>compute</code> and <code>dynamo</code> categories, "
+                    "torch.profiler ops) and in other traced code, summed over threads."))
+    return out
+
+
+# ---- page --------------------------------------------------------------------
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 0 auto; max-width: 1200px; padding: 0 1em;
+       color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
+p.note { color: #555; font-size: 0.9em; }
+table { border-collapse: collapse; font-size: 0.9em; }
+td, th { padding: 2px 10px; border-bottom: 1px solid #ddd; text-align: right; }
+td:first-child, th:first-child { text-align: left; }
+.chart { min-height: 300px; }
+"""
+
+
+def _table(headers: List[str], rows: List[List[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
+                   for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
+    import plotly.io as pio
+    import plotly.offline
+
+    figures = build_figures(go, data, top)
+    data["charts"] = [cid for cid, _, fig, _ in figures if fig is not None]
+    ov = data["summary"]["overview"]
+    parts = [
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style>",
+        # script errors are kept for the browser test (tests/test_report_browser.py)
+        "<script>window.__dftracer_errors = []; window.addEventListener('error', "
+        "function (e) { window.__dftracer_errors.push(String(e.message)); });</script>",
+        # plotly.js itself, inline: the page needs no network
+        "<script type=\"text/javascript\">" + plotly.offline.get_plotlyjs() + "</script>",
+        "</head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        "<p>" + html.escape(
+            f"{ov['files']} files, {ov['processes']} processes, {ov['events']:,} events "
+            f"({ov['complete_events']:,} complete), wall time {common.fmt_us(ov['wall_us'])}, "
+            f"traced time {common.fmt_us(ov['traced_us'])} (all processes), "
+            f"I/O {common.fmt_bytes(ov['io_bytes'])}.") + "</p>",
+        "<h2>By category</h2>",
+        _table(["category", "count", "total", "mean", "p50", "p99", "share", "I/O"],
+               [[r["cat"], f"{r['count']:,}", common.fmt_us(r["total_us"]),
+                 common.fmt_us(r["mean_us"]), common.fmt_us(r["p50_us"]),
+                 common.fmt_us(r["p99_us"]), f"{100 * r['share']:.1f}%",
+                 common.fmt_bytes(r["io_bytes"])] for r in data["summary"]["by_cat"]]),
+        "<p class=\"note\">The same numbers as <code>dftracer summary</code>.</p>",
+    ]
+    config = {"displaylogo": False, "responsive": True}
+    for cid, ctitle, fig, note in figures:
+        parts.append(f"<h2>{html.escape(ctitle)}</h2>")
+        if fig is not None:
+            parts.append(pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=cid,
+                                     config=config, default_height="450px"))
+        parts.append(f"<p class=\"note\">{note}</p>")
+    blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    parts.append(f"<script type=\"application/json\" id=\"{DATA_ID}\">{blob}</script>")
+    parts.append(f"<p class=\"note\">Written by dftracer report on "
+                 f"{html.escape(time.strftime('%Y-%m-%d %H:%M:%S'))}.</p></body></html>\n")
+    return "\n".join(parts)
+
+
+def main(args: argparse.Namespace) -> int:
+    go = _import_plotly()
+    if go is None:
+        common.err(missing_extra_message())
+        return EXIT_MISSING_EXTRA
+    out_dir = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(out_dir):
+        common.err(f"{args.output}: the directory {out_dir} does not exist")
+        return common.EXIT_BAD_INPUT
+    results, status = summary.collect(args, label="summary")
+    if not any(r.get("status") in ("ok", "truncated") and "groups" in r for r in results):
+        if results:
+            common.err("no readable trace files; no report written")
+        return common.EXIT_BAD_INPUT
+    data = build_data(results, args)
+    title = args.title or "dftracer report: " + " ".join(args.paths)
+    page = render_html(go, data, title, args.top)
+    tmp = args.output + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(page)
+    os.replace(tmp, args.output)
+    print(f"report written to {args.output} ({len(page) / 2**20:.1f} MiB, "
+          f"{len(data['charts'])} charts); open it in a browser", file=sys.stderr)
+    return status
+
+
+def read_data(path: str) -> Dict[str, Any]:
+    """The numbers embedded in a report page (for tests and scripts)."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    start = text.index(f'id="{DATA_ID}">') + len(f'id="{DATA_ID}">')
+    end = text.index("</script>", start)
+    return json.loads(text[start:end])
