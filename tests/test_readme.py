@@ -114,7 +114,7 @@ def workdir(tmp_path_factory):
     work = d / "work"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
-    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", PYTHONPATH=str(ROOT),
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
                BROWSER="true")  # dftracer view opens no browser here
     return {"dir": work, "env": env, "skipped_files": set()}
 

@@ -19,10 +19,9 @@ import pytest
 
 from tracefile import find_traces, read_trace, run_python
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
-ENABLED = {"DFTRACER_ENABLE": "1", "PYTHONPATH": ROOT}
-PLAIN = {"PYTHONPATH": ROOT}
+# Subprocesses import the dftracer this interpreter imports (conftest.py).
+ENABLED = {"DFTRACER_ENABLE": "1"}
+PLAIN: dict = {}
 
 REFERENCE_NAMES = {
     'dftracer': [

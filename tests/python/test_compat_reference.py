@@ -59,6 +59,11 @@ def _reference_python():
     return REFERENCE if probe.returncode == 0 and probe.stdout.strip() == "2.0.6" else None
 
 
+# Ours runs with this interpreter's PYTHONPATH (an in-place or sanitized build
+# is found through it; an installed wheel needs none): the reference never.
+OURS = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+
+
 def _clean_env():
     return {k: v for k, v in os.environ.items()
             if not k.startswith("DFTRACER_") and k != "PYTHONPATH"}
@@ -102,7 +107,7 @@ def test_same_program_equivalent_trace(tmp_path):
     (tmp_path / "ours").mkdir()
     # dftracer 2.2.0 writes args only with DFTRACER_INC_METADATA=1.
     ref_events, ref_meta = _run(reference, str(tmp_path / "ref"), {"DFTRACER_INC_METADATA": "1"})
-    our_events, our_meta = _run(sys.executable, str(tmp_path / "ours"), {"PYTHONPATH": ROOT})
+    our_events, our_meta = _run(sys.executable, str(tmp_path / "ours"), OURS)
     assert ref_events.pop(("<numeric ph>", "", frozenset())) == 1
     assert our_events.pop(("<numeric ph>", "", frozenset())) == 0
     assert sum(ref_events.values()) > 30
@@ -146,7 +151,7 @@ def test_same_torch_program_equivalent_trace(tmp_path):
     (tmp_path / "ours").mkdir()
     ref_events, _ = _run(reference, str(tmp_path / "ref"),
                          {"DFTRACER_INC_METADATA": "1", "PYTHONPATH": site}, PROGRAM_TORCH)
-    our_events, _ = _run(sys.executable, str(tmp_path / "ours"), {"PYTHONPATH": ROOT},
+    our_events, _ = _run(sys.executable, str(tmp_path / "ours"), OURS,
                          PROGRAM_TORCH)
     assert ref_events.pop(("<numeric ph>", "", frozenset())) == 1
     assert our_events.pop(("<numeric ph>", "", frozenset())) == 0

@@ -22,7 +22,7 @@ LIMIT_TEXT = "longer than the 16 MiB line limit; skipped"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ)
     return subprocess.run([sys.executable, "-m", "dftracer", *args, "-j", "1"],
                           capture_output=True, text=True, env=env, timeout=300)
 
@@ -34,7 +34,7 @@ def cli_peak_rss(*args: str):
             "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
             "sys.stderr.write(p.stdout + p.stderr)\n"
             "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ)
     proc = subprocess.run([sys.executable, "-c", code, sys.executable, "-m", "dftracer", *args,
                            "-j", "1"], capture_output=True, text=True, env=env, timeout=300)
     rc, kib = proc.stdout.split()

@@ -30,7 +30,6 @@ if __name__ == "__main__":
 
 def env():
     e = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
-    e["PYTHONPATH"] = ROOT
     return e
 
 
