@@ -113,6 +113,7 @@ static void tstate_handoff(dft_tstate *ts, int snapshot)
         ts->flushed = 0;
         atomic_store_explicit(&ts->pos, 0, memory_order_release);
         out = full;
+        ts->handoffs++;
     }
     out->gen = gen;
     pthread_mutex_unlock(&ts->lock);
@@ -150,6 +151,46 @@ void dft_flush_all_threads(int wait)
         dft_writer_drain();
 }
 
+/* The time-based flush: a thread whose records at [flushed, tick_pos) were
+ * already committed at the previous call, in the same chunk, and are still not
+ * handed off has held them for at least one period, so its buffer is taken as
+ * a snapshot.  Called every half DFTRACER_FLUSH_INTERVAL, an event waits at
+ * most one interval.  Reads what the owner publishes (pos) and never touches
+ * its hot path.  The flusher thread, no GIL. */
+void dft_flush_aged_threads(void)
+{
+    pthread_mutex_lock(&dft_g.registry_lock);
+    for (dft_tstate *ts = dft_g.threads; ts; ts = ts->next) {
+        pthread_mutex_lock(&ts->lock);
+        size_t pos = atomic_load_explicit(&ts->pos, memory_order_acquire);
+        int aged = ts->tick_handoffs == ts->handoffs && ts->tick_flushed == ts->flushed &&
+                   ts->tick_pos > ts->flushed;
+        ts->tick_handoffs = ts->handoffs;
+        ts->tick_flushed = ts->flushed;
+        ts->tick_pos = pos;
+        pthread_mutex_unlock(&ts->lock);
+        if (aged)
+            tstate_handoff(ts, ts != tls_state);
+    }
+    pthread_mutex_unlock(&dft_g.registry_lock);
+}
+
+/* Writes the calling thread's committed records synchronously (the header of
+ * a trace that just started).  Any thread, no GIL; waits only for the file. */
+void dft_flush_own_thread_now(void)
+{
+    dft_tstate *ts = tls_state;
+    if (!ts)
+        return;
+    pthread_mutex_lock(&ts->lock);
+    size_t pos = atomic_load_explicit(&ts->pos, memory_order_acquire);
+    if (pos > ts->flushed) {
+        dft_writer_write_sync(ts->cur->data, ts->flushed, pos);
+        ts->flushed = pos; /* written, or dropped with the writer's one error line */
+    }
+    pthread_mutex_unlock(&ts->lock);
+}
+
 /* In a forked child only the forking thread exists: drop the state of the
  * others and the records this thread had not handed off (the parent writes
  * them).  Single-threaded at that point. */
@@ -172,6 +213,8 @@ void dft_tstate_forget_others(dft_tstate *keep)
         dft_g.threads = keep;
         keep->tid = (int64_t)syscall(SYS_gettid);
         keep->flushed = 0;
+        keep->handoffs = keep->tick_handoffs = 0;
+        keep->tick_pos = keep->tick_flushed = 0;
         keep->id_next = keep->id_end = 0;
         atomic_store(&keep->pos, 0);
     }

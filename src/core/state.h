@@ -37,6 +37,10 @@ typedef struct dft_tstate {
     dft_scope *scopes;
     int depth, scopes_cap;
     volatile sig_atomic_t in_emit; /* guards against re-entry from signals */
+    /* The time-based flush (dft_flush_aged_threads), all under lock: hand-offs
+     * so far, and what the previous tick saw. */
+    uint64_t handoffs, tick_handoffs;
+    size_t tick_pos, tick_flushed;
     struct dft_tstate *prev, *next; /* registry, under dft_g.registry_lock */
 } dft_tstate;
 

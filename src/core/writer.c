@@ -396,6 +396,37 @@ void dft_writer_write_now(const dft_event *ev, int64_t id)
         write_piece(wk, wk->json.data, wk->json.len, lines);
 }
 
+/* Formats records and writes them at once with the sync worker, bypassing the
+ * queue: the header of a trace that just started is on disk before the first
+ * event is logged.  W.lock serialises the sync worker with the lazy open in
+ * dft_writer_submit.  Any thread, no GIL. */
+int dft_writer_write_sync(const char *data, size_t start, size_t end)
+{
+    pthread_mutex_lock(&W.lock);
+    if (W.fd < 0 && W.pending && open_file_locked() != 0 && !W.write_error_reported) {
+        W.write_error_reported = 1;
+        dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", W.path,
+                strerror(errno));
+    }
+    int rc = W.fd >= 0 ? 0 : -1;
+    worker *wk = &W.sync;
+    size_t pos = start;
+    while (rc == 0 && pos < end) {
+        wk->json.len = 0;
+        wk->json.failed = 0;
+        size_t before = pos;
+        size_t lines = dft_format_records(&wk->json, data, &pos, end, &W.fmt, PIECE);
+        if (wk->json.failed || pos == before) {
+            dft_log(DFT_LOG_ERROR, "out of memory while formatting; %zu events dropped", lines);
+            rc = -1;
+        } else if (lines) {
+            write_piece(wk, wk->json.data, wk->json.len, lines);
+        }
+    }
+    pthread_mutex_unlock(&W.lock);
+    return rc;
+}
+
 /* Stops the writer threads after the queue is empty and closes the file. */
 void dft_writer_close(void)
 {
