@@ -517,11 +517,24 @@ int dft_is_enabled_env(void)
 
 /* ---- finalize ---------------------------------------------------------- */
 
+/* Set while finalize runs: a signal that comes then waits for it (see
+ * on_signal) instead of cutting the end of the trace. */
+static _Atomic int finalizing;
+
 /* Caller holds life_lock; no GIL. */
 static void finalize_locked(void)
 {
     if (atomic_load(&dft_g.state) != DFT_STATE_ACTIVE)
         return;
+    /* SIGTERM/SIGINT wait until the trace is complete: on this thread they stay
+     * pending until the end (a pool terminating a worker that is already
+     * finalizing); another thread that takes them waits for `finalizing`. */
+    sigset_t block, saved;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &block, &saved);
+    atomic_store(&finalizing, 1);
     run_hooks(DFT_HOOK_FINALIZING); /* e.g. restores the GOT before the end event */
     flusher_stop();
     /* Emits after this point are dropped; the end event must be the last line. */
@@ -536,6 +549,8 @@ static void finalize_locked(void)
     dft_writer_write_now(&end, id);
     dft_writer_close();
     atomic_store(&dft_g.state, DFT_STATE_FINALIZED);
+    atomic_store(&finalizing, 0);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
     dft_log(DFT_LOG_INFO, "finalized %s", dft_g.path ? dft_g.path : "trace");
 }
 
@@ -660,32 +675,42 @@ static long long mono_ns(void)
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-/* Has the flusher write everything and waits for it.  Uses only atomics,
- * sem_post, clock_gettime and nanosleep.  Async-signal context. */
+static void nap_1ms(void)
+{
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+}
+
+/* Has the flusher write everything and waits for it; if finalize runs on
+ * another thread, waits for it instead.  Uses only atomics, sem_post,
+ * clock_gettime and nanosleep.  Async-signal context. */
 static void flush_from_signal(void)
 {
-    if (!atomic_load(&fl.alive)) {
-        emergency_flush();
+    long long deadline = mono_ns() + SIGNAL_WAIT_NS;
+    if (atomic_load(&dft_g.active) && atomic_load(&fl.alive)) {
+        unsigned mine = atomic_fetch_add(&fl.req, 1) + 1;
+        sem_post(&fl.wake);
+        while ((int)(atomic_load(&fl.done) - mine) < 0 && atomic_load(&fl.alive) &&
+               mono_ns() < deadline)
+            nap_1ms();
+        if ((int)(atomic_load(&fl.done) - mine) >= 0)
+            return;
+    }
+    if (atomic_load(&finalizing)) {
+        while (atomic_load(&finalizing) && mono_ns() < deadline)
+            nap_1ms();
         return;
     }
-    unsigned mine = atomic_fetch_add(&fl.req, 1) + 1;
-    sem_post(&fl.wake);
-    long long deadline = mono_ns() + SIGNAL_WAIT_NS;
-    while ((int)(atomic_load(&fl.done) - mine) < 0) {
-        if (mono_ns() > deadline || !atomic_load(&fl.alive)) {
-            emergency_flush();
-            return;
-        }
-        struct timespec ms = {0, 1000000};
-        nanosleep(&ms, NULL);
-    }
+    if (atomic_load(&dft_g.active))
+        emergency_flush(); /* no flusher, or it is stuck behind a lock */
 }
 
 /* Signal handler: async-signal context, no GIL, no blocking locks. */
 static void on_signal(int sig, siginfo_t *info, void *uctx)
 {
     int saved_errno = errno;
-    if (atomic_load(&dft_g.active) && (pid_t)dft_g.real_pid == getpid())
+    if ((atomic_load(&dft_g.active) || atomic_load(&finalizing)) &&
+        (pid_t)dft_g.real_pid == getpid())
         flush_from_signal();
     for (size_t i = 0; i < NSIG_BOUND; i++) {
         if (bound_signals[i] != sig)

@@ -35,6 +35,7 @@ static struct {
     pthread_cond_t nonempty, space, idle;
     dft_chunk *head, *tail;
     int queued, busy, max_inflight;
+    int waiting; /* submitters waiting for space, their chunk in hand */
     dft_chunk *pool;
     int pool_len;
     int stopping;
@@ -287,15 +288,20 @@ void dft_writer_submit(dft_chunk *c)
         dft_chunk_free(c);
         return;
     }
+    void *h = NULL;
+    int waited = 0;
     if (W.queued + W.busy >= W.max_inflight) {
+        /* Counted in W.waiting so that a drain (flush, a signal's flush) waits
+         * for this chunk too; queued below without taking the GIL back first,
+         * so a drain never waits on a thread that waits for the GIL. */
+        W.waiting++;
+        waited = 1;
         pthread_mutex_unlock(&W.lock);
-        void *h = gil_release();
+        h = gil_release();
         pthread_mutex_lock(&W.lock);
         while (W.queued + W.busy >= W.max_inflight && W.running)
             pthread_cond_wait(&W.space, &W.lock);
-        pthread_mutex_unlock(&W.lock);
-        gil_restore(h);
-        pthread_mutex_lock(&W.lock);
+        W.waiting--;
     }
     c->next = NULL;
     if (W.tail)
@@ -306,6 +312,8 @@ void dft_writer_submit(dft_chunk *c)
     W.queued++;
     pthread_cond_signal(&W.nonempty);
     pthread_mutex_unlock(&W.lock);
+    if (waited)
+        gil_restore(h);
 }
 
 /* Waits until every submitted chunk is written.  Any thread. */
@@ -313,7 +321,7 @@ void dft_writer_drain(void)
 {
     void *h = gil_release();
     pthread_mutex_lock(&W.lock);
-    while ((W.head || W.busy) && W.running)
+    while ((W.head || W.busy || W.waiting) && W.running)
         pthread_cond_wait(&W.idle, &W.lock);
     pthread_mutex_unlock(&W.lock);
     gil_restore(h);
@@ -489,7 +497,7 @@ void dft_writer_atfork_child(void)
         c = n;
     }
     W.head = W.tail = NULL;
-    W.queued = W.busy = 0;
+    W.queued = W.busy = W.waiting = 0;
     W.running = 0;
     W.stopping = 0;
     for (int i = 0; i < MAX_WORKERS; i++)

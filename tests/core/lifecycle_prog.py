@@ -1,7 +1,7 @@
 """A traced program that ends in the ways real jobs end (tests/core/test_lifecycle.py).
 
     python lifecycle_prog.py DIR pool METHOD HOW   # HOW: with, close, executor
-    python lifecycle_prog.py DIR loader PERSISTENT # DataLoader, 2 workers (0/1)
+    python lifecycle_prog.py DIR loader PERSISTENT # DataLoader, 2 workers (0/1; 1: 2 epochs)
 
 The parent traces with initialize_log into DIR; a decorated function runs
 N times (2000) in a pool of 2 workers.  The parent logs nothing itself.
@@ -23,8 +23,11 @@ def task(i):
 
 
 class Data:
+    def __init__(self, n):
+        self.n = n
+
     def __len__(self):
-        return N
+        return self.n
 
     @work.log
     def __getitem__(self, i):
@@ -56,9 +59,11 @@ def main(argv):
         import torch.utils.data as tud
 
         persistent = argv[3] == "1"
-        dl = tud.DataLoader(Data(), batch_size=10, num_workers=2, persistent_workers=persistent)
-        for _ in range(2 if persistent else 1):
-            assert sum(len(b) for b in dl) == N
+        epochs = 2 if persistent else 1
+        dl = tud.DataLoader(Data(N // epochs), batch_size=10, num_workers=2,
+                            persistent_workers=persistent)
+        for _ in range(epochs):
+            assert sum(len(b) for b in dl) == N // epochs
     log.finalize()
 
 
