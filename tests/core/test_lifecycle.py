@@ -429,3 +429,61 @@ def test_os_exit_wrapper_keeps_the_signature_and_exits(tmp_path):
     )
     assert proc.returncode == 7
     assert proc.stdout.split() == ["_exit", "_exit"]
+
+
+def test_sigint_with_bind_signals_flushes_then_raises_keyboardinterrupt(tmp_path):
+    code = BUSY_THREADS.format(path=str(tmp_path / "trace.pfw")) + """
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+    proc = subprocess.run([sys.executable, "-c", code],
+                          env=clean_env(DFTRACER_FLUSH_INTERVAL="0", DFTRACER_BIND_SIGNALS="1"),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.split() == ["interrupted"], proc.stderr
+    tr = read_trace(only_trace(tmp_path))
+    assert len(tr.of("X", name="main")) == 1000
+
+
+def test_abort_with_bind_signals_keeps_every_event(tmp_path):
+    code = "import resource\nresource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n" + BUSY_THREADS.format(
+        path=str(tmp_path / "trace.pfw")) + "os.abort()\n"
+    proc = subprocess.run([sys.executable, "-c", code],
+                          env=clean_env(DFTRACER_FLUSH_INTERVAL="0", DFTRACER_BIND_SIGNALS="1"),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGABRT, proc.stderr
+    tr = read_trace(only_trace(tmp_path), require_end=False)
+    assert len(tr.of("X", name="main")) == 1000
+    assert len(tr.of("X", name="t2")) == 5000
+
+
+def test_exec_keeps_every_event(tmp_path):
+    code = BUSY_THREADS.format(path=str(tmp_path / "trace.pfw")) + \
+        "os.execv(sys.executable, [sys.executable, '-c', 'print(\"replaced\")'])\n"
+    proc = subprocess.run([sys.executable, "-c", code], env=clean_env(DFTRACER_FLUSH_INTERVAL="0"),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.split() == ["replaced"], proc.stderr
+    tr = read_trace(only_trace(tmp_path), require_end=False)  # the new program logged nothing
+    assert len(tr.of("X", name="main")) == 1000
+    assert len(tr.of("X", name="t1")) == 5000
+
+
+@pytest.mark.parametrize("idle", [False, True])
+def test_c_level_exit_keeps_what_the_interval_wrote(tmp_path, idle):
+    # Native code calling _exit() is not seen: what the flusher wrote stays.
+    code = BUSY_THREADS.format(path=str(tmp_path / "trace.pfw")) + f"""
+import ctypes
+time.sleep({1.8 if idle else 0})
+ctypes.CDLL(None)._exit(6)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 6, proc.stderr
+    tr = read_trace(only_trace(tmp_path), require_end=False)
+    kept = len(tr.of("X", name="main"))
+    if idle:
+        assert kept == 1000 and len(tr.of("X", name="t0")) == 5000
+    else:
+        assert kept < 1000  # the last moment's events were still in the thread's buffer
