@@ -82,6 +82,19 @@ def test_every_pool_worker_event_reaches_disk(tmp_path, method, how):
 
 
 @pytest.mark.no_asan
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_bind_signals_does_not_change_what_terminated_workers_keep(tmp_path, method):
+    # The DFTRACER_BIND_SIGNALS=1 case: `with Pool()` gave 0 events.
+    out = tmp_path / "traces"
+    out.mkdir()
+    proc = subprocess.run([sys.executable, PROG, str(out), "pool", method, "with"],
+                          env=clean_env(DFTRACER_BIND_SIGNALS="1"), capture_output=True, text=True,
+                          timeout=240, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert worker_events(out)[0] == N
+
+
+@pytest.mark.no_asan
 @pytest.mark.parametrize("persistent", ["0", "1"])
 def test_every_dataloader_worker_event_reaches_disk(tmp_path, persistent):
     pytest.importorskip("torch")
