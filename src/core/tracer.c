@@ -570,9 +570,18 @@ static void at_exit(void) { dft_finalize(); }
 /* Before fork(): write out everything buffered so the child cannot inherit it
  * (the parent writes it), then hold the locks so the child gets them consistent. */
 /* pthread_atfork prepare: runs in the forking thread, GIL held but never released here. */
+static sigset_t fork_saved_mask; /* under life_lock, from prepare to parent/child */
+
 static void fork_prepare(void)
 {
     pthread_mutex_lock(&dft_g.life_lock);
+    /* A SIGTERM taken on this thread while it holds the tracer's locks could
+     * not be flushed: it waits until fork() is done. */
+    sigset_t block;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &block, &fork_saved_mask);
     dft_no_gil_release = 1;
     if (atomic_load(&dft_g.active))
         dft_flush_all_threads(1);
@@ -586,6 +595,7 @@ static void fork_parent(void)
 {
     dft_writer_atfork_parent();
     pthread_mutex_unlock(&dft_g.registry_lock);
+    pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
     pthread_mutex_unlock(&dft_g.life_lock);
 }
 
@@ -600,8 +610,11 @@ static void fork_child(void)
     pthread_mutex_init(&intern.lock, NULL);
     dft_tstate_reset_current();
     flusher_after_fork_child();
-    if (atomic_load(&dft_g.state) != DFT_STATE_ACTIVE)
+    atomic_store(&finalizing, 0);
+    if (atomic_load(&dft_g.state) != DFT_STATE_ACTIVE) {
+        pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
         return;
+    }
     dft_g.real_pid = (int64_t)getpid();
     dft_g.pid = dft_g.real_pid;
     make_path();
@@ -612,13 +625,15 @@ static void fork_child(void)
         atomic_store(&dft_g.active, 0);
         atomic_store(&dft_g.state, DFT_STATE_DISABLED);
         run_hooks(DFT_HOOK_ABANDONED);
+        pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
         return;
     }
     /* The header stays in this thread's buffer: a child that execs at once
      * leaves no file; one that lives on has it written with its first chunk,
      * or by the flusher within the interval. */
     emit_header();
-    flusher_start();
+    flusher_start(); /* with SIGTERM still blocked: the new thread blocks all anyway */
+    pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
 }
 
 static void install_process_hooks(void)
