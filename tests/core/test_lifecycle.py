@@ -171,6 +171,32 @@ def test_sigkill_with_idle_main_thread_leaves_a_valid_header(tmp_path):
     assert len(tr.of("M", name="HH")) == 1 and len(tr.of("X", name="start")) == 1
 
 
+@pytest.mark.no_asan  # forks
+def test_idle_forked_child_gets_its_header_within_the_interval(tmp_path):
+    proc = start(
+        f"""
+        import os, time
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log({str(tmp_path / 'trace.pfw')!r})
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(60)  # logs nothing: only its header is in its buffer
+        print(pid, flush=True)
+        print("ready", flush=True)
+        time.sleep(60)
+        """,
+    )
+    child = int(proc.stdout.readline())
+    wait_ready(proc)
+    time.sleep(1.8)
+    os.kill(child, signal.SIGKILL)
+    proc.kill()
+    proc.wait()
+    (path,) = [f for f in find_traces(str(tmp_path)) if f"-{child}-app" in f]
+    tr = read_trace(path, require_end=False)  # HH, start and its hashes, all defined
+    assert tr.of("X", name="start")[0]["args"]["ppid"] == proc.pid
+
+
 @pytest.mark.parametrize("threads", [1, 4])
 def test_idle_process_killed_after_the_flush_interval_keeps_every_event(tmp_path, threads):
     proc = start(
@@ -377,6 +403,7 @@ print(subprocess.run(["grep", "SigIgn", "/proc/self/status"], capture_output=Tru
 
 @pytest.mark.parametrize("ending,status", [
     ("sys.exit(3)", 3),
+    ("raise RuntimeError('uncaught')", 1),
     ("raise KeyboardInterrupt", -signal.SIGINT),
     ("os.kill(os.getpid(), signal.SIGINT); time.sleep(5)", -signal.SIGINT),
     ("os._exit(5)", 5),
@@ -460,13 +487,15 @@ except KeyboardInterrupt:
     assert len(tr.of("X", name="main")) == 1000
 
 
-def test_abort_with_bind_signals_keeps_every_event(tmp_path):
+@pytest.mark.parametrize("crash,sig", [("os.abort()", signal.SIGABRT),
+                                       ("import ctypes; ctypes.string_at(0)", signal.SIGSEGV)])
+def test_crash_with_bind_signals_keeps_every_event(tmp_path, crash, sig):
     code = "import resource\nresource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n" + BUSY_THREADS.format(
-        path=str(tmp_path / "trace.pfw")) + "os.abort()\n"
+        path=str(tmp_path / "trace.pfw")) + crash + "\n"
     proc = subprocess.run([sys.executable, "-c", code],
                           env=clean_env(DFTRACER_FLUSH_INTERVAL="0", DFTRACER_BIND_SIGNALS="1"),
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == -signal.SIGABRT, proc.stderr
+    assert proc.returncode == -sig, proc.stderr
     tr = read_trace(only_trace(tmp_path), require_end=False)
     assert len(tr.of("X", name="main")) == 1000
     assert len(tr.of("X", name="t2")) == 5000
