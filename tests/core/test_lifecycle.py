@@ -529,3 +529,36 @@ ctypes.CDLL(None)._exit(6)
         assert kept == 1000 and len(tr.of("X", name="t0")) == 5000
     else:
         assert kept < 1000  # the last moment's events were still in the thread's buffer
+
+
+def test_sigterm_during_finalize_waits_for_the_end_of_the_trace(tmp_path):
+    # A pool terminating a worker that is already finalizing: the signal comes
+    # (here on another thread) while finalize writes; the trace is completed,
+    # then the process dies by the signal.
+    code = f"""
+import os, signal, threading, time
+from dftracer import _core
+from dftracer.python import dftracer
+log = dftracer.initialize_log({str(tmp_path / 'trace.pfw')!r})
+def work(k):
+    for i in range(30000):
+        log.log_event("w", "c", log.get_time(), i)
+ts = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+for t in ts: t.start()
+for t in ts: t.join()
+def killer():
+    while _core.is_active():
+        time.sleep(0.0005)
+    os.kill(os.getpid(), signal.SIGTERM)  # finalize has begun on the main thread
+    time.sleep(30)
+threading.Thread(target=killer, daemon=True).start()
+time.sleep(0.05)
+log.finalize()
+time.sleep(30)
+"""
+    proc = subprocess.run([sys.executable, "-c", code],
+                          env=clean_env(DFTRACER_WRITE_BUFFER_SIZE="64M", DFTRACER_FLUSH_INTERVAL="0"),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    tr = read_trace(only_trace(tmp_path))  # complete, with its end event last
+    assert len(tr.of("X", name="w")) == 8 * 30000
