@@ -418,11 +418,27 @@ static void finalize_locked(void);
 static void install_process_hooks(void);
 static void install_signals(int all);
 
+static int start_held(const char *log_file, const char *data_dir, int64_t process_id,
+                      int explicit_init, char *err, size_t errlen, int *started);
+
 /* Starts tracing (explicit_init: from initialize_log; else lazily from the
  * environment).  Returns 0 when tracing, 1 when disabled, -1 with err set.
  * Any thread, no GIL (initialize_log releases it). */
 int dft_start(const char *log_file, const char *data_dir, int64_t process_id, int explicit_init,
               char *err, size_t errlen)
+{
+    sigset_t saved;
+    dft_signals_hold(&saved); /* the header is written under the writer's locks */
+    int started = 0;
+    int rc = start_held(log_file, data_dir, process_id, explicit_init, err, errlen, &started);
+    dft_signals_release(&saved);
+    if (started)
+        run_hooks(DFT_HOOK_STARTED);
+    return rc;
+}
+
+static int start_held(const char *log_file, const char *data_dir, int64_t process_id,
+                      int explicit_init, char *err, size_t errlen, int *started)
 {
     pthread_mutex_lock(&dft_g.life_lock);
     int state = atomic_load(&dft_g.state);
@@ -484,7 +500,7 @@ int dft_start(const char *log_file, const char *data_dir, int64_t process_id, in
     flusher_start();
     pthread_mutex_unlock(&dft_g.life_lock);
     dft_log(DFT_LOG_INFO, "tracing to %s", dft_g.path);
-    run_hooks(DFT_HOOK_STARTED);
+    *started = 1;
     return 0;
 }
 
@@ -529,11 +545,8 @@ static void finalize_locked(void)
     /* SIGTERM/SIGINT wait until the trace is complete: on this thread they stay
      * pending until the end (a pool terminating a worker that is already
      * finalizing); another thread that takes them waits for `finalizing`. */
-    sigset_t block, saved;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &block, &saved);
+    sigset_t saved;
+    dft_signals_hold(&saved);
     atomic_store(&finalizing, 1);
     run_hooks(DFT_HOOK_FINALIZING); /* e.g. restores the GOT before the end event */
     flusher_stop();
@@ -550,7 +563,7 @@ static void finalize_locked(void)
     dft_writer_close();
     atomic_store(&dft_g.state, DFT_STATE_FINALIZED);
     atomic_store(&finalizing, 0);
-    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    dft_signals_release(&saved);
     dft_log(DFT_LOG_INFO, "finalized %s", dft_g.path ? dft_g.path : "trace");
 }
 
@@ -577,11 +590,7 @@ static void fork_prepare(void)
     pthread_mutex_lock(&dft_g.life_lock);
     /* A SIGTERM taken on this thread while it holds the tracer's locks could
      * not be flushed: it waits until fork() is done. */
-    sigset_t block;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &block, &fork_saved_mask);
+    dft_signals_hold(&fork_saved_mask);
     dft_no_gil_release = 1;
     if (atomic_load(&dft_g.active))
         dft_flush_all_threads(1);
@@ -595,7 +604,7 @@ static void fork_parent(void)
 {
     dft_writer_atfork_parent();
     pthread_mutex_unlock(&dft_g.registry_lock);
-    pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
+    dft_signals_release(&fork_saved_mask);
     pthread_mutex_unlock(&dft_g.life_lock);
 }
 
@@ -612,7 +621,7 @@ static void fork_child(void)
     flusher_after_fork_child();
     atomic_store(&finalizing, 0);
     if (atomic_load(&dft_g.state) != DFT_STATE_ACTIVE) {
-        pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
+        dft_signals_release(&fork_saved_mask);
         return;
     }
     dft_g.real_pid = (int64_t)getpid();
@@ -625,7 +634,7 @@ static void fork_child(void)
         atomic_store(&dft_g.active, 0);
         atomic_store(&dft_g.state, DFT_STATE_DISABLED);
         run_hooks(DFT_HOOK_ABANDONED);
-        pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
+        dft_signals_release(&fork_saved_mask);
         return;
     }
     /* The header stays in this thread's buffer: a child that execs at once
@@ -633,7 +642,7 @@ static void fork_child(void)
      * or by the flusher within the interval. */
     emit_header();
     flusher_start(); /* with SIGTERM still blocked: the new thread blocks all anyway */
-    pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
+    dft_signals_release(&fork_saved_mask);
 }
 
 static void install_process_hooks(void)
