@@ -725,8 +725,15 @@ static void flush_from_signal(void)
             nap_1ms();
         return;
     }
-    if (atomic_load(&dft_g.active))
+    if (atomic_load(&dft_g.active)) {
+        if (atomic_load(&fl.alive)) {
+            static const char msg[] = "dftracer: the flush for a signal did not finish in 3 s; "
+                                      "writing what can be written without waiting\n";
+            ssize_t w = write(2, msg, sizeof msg - 1);
+            (void)w;
+        }
         emergency_flush(); /* no flusher, or it is stuck behind a lock */
+    }
 }
 
 /* Signal handler: async-signal context, no GIL, no blocking locks. */
