@@ -6,7 +6,7 @@ no event is written twice (ids and (thread, sequence) unique), every file
 decodes; SIGTERM keeps every event committed before it, for every thread an
 unbroken run from its first event, and the exit status.
 
-LIFECYCLE_STRESS_ROUNDS (default 1: six children, about 15 s) sets the
+LIFECYCLE_STRESS_ROUNDS (default 2: twelve children, 15-40 s) sets the
 rounds; LIFECYCLE_STRESS_SEED the random delays.
 """
 
@@ -25,7 +25,7 @@ import pytest
 from tracefile import find_traces, read_trace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROUNDS = int(os.environ.get("LIFECYCLE_STRESS_ROUNDS", "1"))
+ROUNDS = int(os.environ.get("LIFECYCLE_STRESS_ROUNDS", "2"))
 SEED = int(os.environ.get("LIFECYCLE_STRESS_SEED", "20"))
 
 
