@@ -1,9 +1,19 @@
 """Process lifecycle glue that needs Python APIs: exit and forked workers.
 
-The core flushes before fork() and finalizes from a C ``atexit`` handler.  Two
-exits bypass both: ``os._exit`` at the end of a forked multiprocessing child
-(Pool and DataLoader workers), and interpreter teardown ordering.  This module
-closes those gaps.
+The core flushes before fork() and exec(), on SIGTERM, every
+DFTRACER_FLUSH_INTERVAL, and finalizes from a C ``atexit`` handler.  Exits
+that bypass atexit are closed here:
+
+- ``os._exit``, how every forked multiprocessing child ends (Pool,
+  ProcessPoolExecutor and DataLoader workers of the fork and forkserver start
+  methods) and how programs skip teardown: ``os._exit`` is wrapped so that it
+  finalizes the trace first (every buffered event, the queue, the end event).
+- the finalizers of a multiprocessing child, which run before its
+  ``os._exit``: one is registered in every child, also when tracing starts
+  only later in it (forkserver children, whose server process is not tracing).
+
+Only a C-level ``_exit()`` (from native code) is not seen; what it loses is
+bounded by the time-based flush (docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -25,13 +35,30 @@ _token = _ForkToken()
 
 
 def _in_forked_worker(_: object) -> None:
-    # multiprocessing clears its finalizer registry at the start of a forked
-    # child, then runs the after-fork callbacks: register the finalizer here so
-    # it runs in util._exit_function() before the child's os._exit().
-    if _core.is_active():
-        from multiprocessing import util
+    # multiprocessing clears its finalizer registry at the start of every child
+    # (fork, spawn, forkserver), then runs the after-fork callbacks: register
+    # the finalizer here so it runs in util._exit_function() before the child's
+    # os._exit().  Registered also when tracing is not active yet: a forkserver
+    # child starts tracing at its first event.  finalize() is a no-op when
+    # nothing was traced.
+    from multiprocessing import util
 
-        util.Finalize(None, _core.finalize, exitpriority=-100)
+    util.Finalize(None, _core.finalize, exitpriority=-100)
+
+
+_real_exit = os._exit
+
+
+def _exit(status: int, /) -> None:  # the signature of os._exit
+    """os._exit, after the trace is finalized (dftracer wraps it)."""
+    try:
+        _core.finalize()
+    except BaseException:  # the process ends whatever happens here
+        pass
+    _real_exit(status)
+
+
+_exit.__wrapped__ = _real_exit  # type: ignore[attr-defined]
 
 
 def install() -> None:
@@ -41,6 +68,8 @@ def install() -> None:
         return
     _installed = True
     atexit.register(_core.finalize)
+    if os._exit is _real_exit:
+        os._exit = _exit
     from multiprocessing import util
 
     util.register_after_fork(_token, _in_forked_worker)

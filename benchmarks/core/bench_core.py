@@ -4,7 +4,8 @@ Run:  python benchmarks/core/bench_core.py [--events N] [--rss-events N]
 
 Prints, measured side by side in one run:
 - ns per log_event() call from Python, against an empty C method call of the
-  same arity (so the Python call overhead itself is visible);
+  same arity (so the Python call overhead itself is visible), and with the
+  time-based flush off (DFTRACER_FLUSH_INTERVAL=0) to show the flusher's cost;
 - sustained events/s end to end (recorded, formatted, compressed, written) from
   one producing thread, with compression on;
 - compressed bytes per event on an op-trace-like mix (torch op names, a few int
@@ -105,7 +106,10 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         hot = run_phase("hot", 200_000, tmp, {"DFTRACER_WRITE_BUFFER_SIZE": "64M"})
+        hot_off = run_phase("hot", 200_000, tmp, {"DFTRACER_WRITE_BUFFER_SIZE": "64M",
+                                                  "DFTRACER_FLUSH_INTERVAL": "0"})
         thr = run_phase("throughput", args.events, tmp)
+        thr_off = run_phase("throughput", args.events, tmp, {"DFTRACER_FLUSH_INTERVAL": "0"})
         mix = run_phase("mix", min(args.events, 2_000_000), tmp)
         rss = run_phase("rss", args.rss_events, tmp)
     n_mix = min(args.events, 2_000_000)
@@ -113,7 +117,9 @@ def main() -> None:
         ("log_event() from Python, ns/call", hot["ns_per_call"], "<= 150"),
         ("  empty C call of same arity, ns", hot["ns_empty_c_call"], "(floor)"),
         ("  tracer work over the floor, ns", hot["ns_per_call"] - hot["ns_empty_c_call"], ""),
+        ("  same, time-based flush off, ns/call", hot_off["ns_per_call"], "(the flusher's cost)"),
         ("sustained events/s, 1 thread, gzip", thr["events_per_s"], ">= 1.5e6"),
+        ("  same, time-based flush off", thr_off["events_per_s"], "(the flusher's cost)"),
         ("  producer ns/event incl. hand-offs", 1e9 / thr["events_per_s"], ""),
         ("compressed bytes/event, op mix", mix["file_bytes"] / n_mix, "<= 18"),
         (f"RSS growth over {args.rss_events:,} events, MiB", rss["rss_growth_mib"], "<= 64"),

@@ -63,13 +63,17 @@ dft_tstate *dft_tstate_get(void)
     ts = calloc(1, sizeof *ts);
     if (!ts)
         return NULL;
+    sigset_t saved;
+    dft_signals_hold(&saved);
     ts->cur = dft_chunk_new();
     if (!ts->cur) {
+        dft_signals_release(&saved);
         free(ts);
         return NULL;
     }
     if (pthread_mutex_init(&ts->lock, NULL) != 0) {
         dft_chunk_free(ts->cur);
+        dft_signals_release(&saved);
         free(ts);
         return NULL;
     }
@@ -78,6 +82,7 @@ dft_tstate *dft_tstate_get(void)
     tls_state = ts;
     pthread_setspecific(tstate_key, ts);
     registry_add(ts);
+    dft_signals_release(&saved);
     return ts;
 }
 
@@ -85,7 +90,18 @@ dft_tstate *dft_tstate_get(void)
  * chunk.  Called by the owner (slow path) or, with snapshot=1, by any thread:
  * then the records are copied and the owner keeps its chunk.
  * Takes ts->lock; any thread, no GIL. */
+static void tstate_handoff_held(dft_tstate *ts, int snapshot);
+
 static void tstate_handoff(dft_tstate *ts, int snapshot)
+{
+    sigset_t saved;
+    dft_signals_hold(&saved);
+    tstate_handoff_held(ts, snapshot);
+    dft_signals_release(&saved);
+}
+
+/* tstate_handoff with SIGTERM/SIGINT held on this thread. */
+static void tstate_handoff_held(dft_tstate *ts, int snapshot)
 {
     pthread_mutex_lock(&ts->lock);
     size_t pos = atomic_load_explicit(&ts->pos, memory_order_acquire);
@@ -113,6 +129,7 @@ static void tstate_handoff(dft_tstate *ts, int snapshot)
         ts->flushed = 0;
         atomic_store_explicit(&ts->pos, 0, memory_order_release);
         out = full;
+        ts->handoffs++;
     }
     out->gen = gen;
     pthread_mutex_unlock(&ts->lock);
@@ -123,6 +140,8 @@ static void tstate_handoff(dft_tstate *ts, int snapshot)
 static void tstate_destroy(void *p)
 {
     dft_tstate *ts = p;
+    sigset_t saved;
+    dft_signals_hold(&saved);
     if (atomic_load(&dft_g.active))
         tstate_handoff(ts, 0);
     pthread_mutex_lock(&dft_g.registry_lock);
@@ -136,18 +155,65 @@ static void tstate_destroy(void *p)
     dft_chunk_free(ts->cur);
     free(ts->scopes);
     free(ts);
+    dft_signals_release(&saved);
 }
 
 /* Snapshots every thread's committed records into the writer; with wait,
  * returns once they are written.  Any thread, no GIL. */
 void dft_flush_all_threads(int wait)
 {
+    sigset_t saved;
+    dft_signals_hold(&saved);
     pthread_mutex_lock(&dft_g.registry_lock);
     for (dft_tstate *ts = dft_g.threads; ts; ts = ts->next)
-        tstate_handoff(ts, ts != tls_state);
+        tstate_handoff_held(ts, ts != tls_state);
     pthread_mutex_unlock(&dft_g.registry_lock);
     if (wait)
         dft_writer_drain();
+    dft_signals_release(&saved);
+}
+
+/* The time-based flush: a thread whose records at [flushed, tick_pos) were
+ * already committed at the previous call, in the same chunk, and are still not
+ * handed off has held them for at least one period, so its buffer is taken as
+ * a snapshot.  Called every half DFTRACER_FLUSH_INTERVAL, an event waits at
+ * most one interval.  Reads what the owner publishes (pos) and never touches
+ * its hot path.  The flusher thread, no GIL. */
+void dft_flush_aged_threads(void)
+{
+    pthread_mutex_lock(&dft_g.registry_lock);
+    for (dft_tstate *ts = dft_g.threads; ts; ts = ts->next) {
+        pthread_mutex_lock(&ts->lock);
+        size_t pos = atomic_load_explicit(&ts->pos, memory_order_acquire);
+        int aged = ts->tick_handoffs == ts->handoffs && ts->tick_flushed == ts->flushed &&
+                   ts->tick_pos > ts->flushed;
+        ts->tick_handoffs = ts->handoffs;
+        ts->tick_flushed = ts->flushed;
+        ts->tick_pos = pos;
+        pthread_mutex_unlock(&ts->lock);
+        if (aged)
+            tstate_handoff(ts, ts != tls_state);
+    }
+    pthread_mutex_unlock(&dft_g.registry_lock);
+}
+
+/* Writes the calling thread's committed records synchronously (the header of
+ * a trace that just started).  Any thread, no GIL; waits only for the file. */
+void dft_flush_own_thread_now(void)
+{
+    dft_tstate *ts = tls_state;
+    if (!ts)
+        return;
+    sigset_t saved;
+    dft_signals_hold(&saved);
+    pthread_mutex_lock(&ts->lock);
+    size_t pos = atomic_load_explicit(&ts->pos, memory_order_acquire);
+    if (pos > ts->flushed) {
+        dft_writer_write_sync(ts->cur->data, ts->flushed, pos);
+        ts->flushed = pos; /* written, or dropped with the writer's one error line */
+    }
+    pthread_mutex_unlock(&ts->lock);
+    dft_signals_release(&saved);
 }
 
 /* In a forked child only the forking thread exists: drop the state of the
@@ -172,6 +238,8 @@ void dft_tstate_forget_others(dft_tstate *keep)
         dft_g.threads = keep;
         keep->tid = (int64_t)syscall(SYS_gettid);
         keep->flushed = 0;
+        keep->handoffs = keep->tick_handoffs = 0;
+        keep->tick_pos = keep->tick_flushed = 0;
         keep->id_next = keep->id_end = 0;
         atomic_store(&keep->pos, 0);
     }

@@ -8,6 +8,12 @@
 dft_tstate *dft_tstate_get(void);
 void dft_tstate_forget_others(dft_tstate *keep); /* in a forked child */
 void dft_flush_all_threads(int wait);
+/* Hands to the writer the buffers of threads whose records were already there
+ * at the previous call (the time-based flush; see core/tracer.c). */
+void dft_flush_aged_threads(void);
+/* Writes the calling thread's committed records at once, bypassing the queue
+ * (a new trace's header). */
+void dft_flush_own_thread_now(void);
 void dft_tstate_reset_current(void);
 /* Records ev on the calling thread; tracing must be active (see dft_emit). */
 int dft_emit_record(const dft_event *ev, int64_t id_override);

@@ -145,6 +145,41 @@ static int parse_int(const char *var, int dflt, int lo, int hi)
     return (int)n;
 }
 
+/* Seconds, a decimal number with an optional "s" or "ms" suffix; 0 (or off)
+ * turns the time-based flush off. */
+static double parse_interval(const char *var, double dflt, double lo, double hi)
+{
+    const char *v = getenv(var);
+    if (!v || !*v)
+        return dflt;
+    if (!strcasecmp(v, "off"))
+        return 0;
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    double scale = 1;
+    if (end != v && !strcasecmp(end, "ms")) {
+        scale = 1e-3;
+        end += 2;
+    } else if (end != v && !strcasecmp(end, "s")) {
+        end += 1;
+    }
+    char used[32];
+    if (end == v || *end || errno || !(x >= 0) || x * scale > 1e9) {
+        snprintf(used, sizeof used, "%g", dflt);
+        warn_env(var, v, "is not a number of seconds (e.g. 1, 0.5, 200ms, 0 for off)", used);
+        return dflt;
+    }
+    x *= scale;
+    if (x != 0 && (x < lo || x > hi)) {
+        double c = x < lo ? lo : hi;
+        snprintf(used, sizeof used, "%g", c);
+        warn_env(var, v, "is out of range", used);
+        return c;
+    }
+    return x;
+}
+
 static int parse_level(void)
 {
     const char *v = getenv("DFTRACER_LOG_LEVEL");
@@ -228,6 +263,8 @@ void dft_config_load(dft_config *c)
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int dflt_writers = ncpu >= 2 ? 2 : 1;
     c->writer_threads = parse_int("DFTRACER_WRITER_THREADS", dflt_writers, 1, 16);
+    c->flush_interval = parse_interval("DFTRACER_FLUSH_INTERVAL", DFT_DEFAULT_FLUSH_INTERVAL,
+                                       DFT_MIN_FLUSH_INTERVAL, DFT_MAX_FLUSH_INTERVAL);
 }
 
 void dft_config_free(dft_config *c)

@@ -21,9 +21,14 @@ typedef struct dft_config {
     int disable_posix;     /* DFTRACER_DISABLE_POSIX */
     int disable_stdio;     /* DFTRACER_DISABLE_STDIO */
     int writer_threads;    /* DFTRACER_WRITER_THREADS, default min(2, CPUs) */
+    double flush_interval; /* DFTRACER_FLUSH_INTERVAL: seconds an event may wait in a
+                              buffer; 0 turns the time-based flush off; default 1 */
 } dft_config;
 
 #define DFT_DEFAULT_WRITE_BUFFER ((size_t)1 << 20)
+#define DFT_DEFAULT_FLUSH_INTERVAL 1.0
+#define DFT_MIN_FLUSH_INTERVAL 0.01
+#define DFT_MAX_FLUSH_INTERVAL 3600.0
 
 /* Fills c from the environment.  An unusable value prints one warning line on
  * stderr naming the variable and the value used instead. */

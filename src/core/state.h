@@ -39,6 +39,10 @@ typedef struct dft_tstate {
     dft_scope *scopes;
     int depth, scopes_cap;
     volatile sig_atomic_t in_emit; /* guards against re-entry from signals */
+    /* The time-based flush (dft_flush_aged_threads), all under lock: hand-offs
+     * so far, and what the previous tick saw. */
+    uint64_t handoffs, tick_handoffs;
+    size_t tick_pos, tick_flushed;
     struct dft_tstate *prev, *next; /* registry, under dft_g.registry_lock */
 } dft_tstate;
 
@@ -75,5 +79,24 @@ typedef struct dft_globals {
 } dft_globals;
 
 extern dft_globals dft_g;
+
+/* The tracer's slow paths (a hand-off, a flush, a thread's first event,
+ * start, finalize, fork) hold locks that the flush of a SIGTERM needs
+ * (core/tracer.c).  SIGTERM and SIGINT wait on this thread until such a path
+ * is done: another thread takes them, or they are delivered right after.
+ * Two system calls per hand-off of a whole buffer; never on the hot path. */
+static inline void dft_signals_hold(sigset_t *saved)
+{
+    sigset_t block;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &block, saved);
+}
+
+static inline void dft_signals_release(const sigset_t *saved)
+{
+    pthread_sigmask(SIG_SETMASK, saved, NULL);
+}
 
 #endif

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,6 +183,111 @@ void dft_flush(void)
     }
 }
 
+/* ---- the flusher thread -------------------------------------------------
+ *
+ * One thread per tracing process, started with the trace and stopped by
+ * finalize.  Every half DFTRACER_FLUSH_INTERVAL it hands the writer the buffer
+ * of each thread whose records have waited a whole period
+ * (dft_flush_aged_threads), so an idle process keeps at most one interval of
+ * events in memory.  A signal handler wakes it with sem_post (async-signal-
+ * safe) to write every thread's committed records and drain the writer queue
+ * while the handler waits: the handler itself takes no lock and allocates
+ * nothing, and the flush runs on a thread that holds no lock of the
+ * interrupted one.  All signals are blocked here; no GIL, never Python. */
+
+static struct {
+    pthread_t thread;
+    int started;          /* a thread to join; under life_lock */
+    sem_t wake;
+    int sem_ready;
+    _Atomic int stop;
+    _Atomic int alive;    /* the thread runs and serves requests */
+    _Atomic unsigned req; /* flush requests from signal handlers */
+    _Atomic unsigned done;
+    double period;        /* seconds between ticks; 0: requests only */
+} fl;
+
+static void *flusher_main(void *arg)
+{
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    dft_no_gil_release = 1; /* never a Python thread */
+    while (!atomic_load(&fl.stop)) {
+        unsigned req = atomic_load(&fl.req);
+        if (req != atomic_load(&fl.done)) {
+            dft_flush_all_threads(1); /* every thread's records, and the queue drained */
+            atomic_store(&fl.done, req);
+            continue;
+        }
+        if (fl.period > 0) {
+            struct timespec t;
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            long long ns = t.tv_nsec + (long long)(fl.period * 1e9);
+            t.tv_sec += (time_t)(ns / 1000000000);
+            t.tv_nsec = (long)(ns % 1000000000);
+            if (sem_clockwait(&fl.wake, CLOCK_MONOTONIC, &t) != 0 && errno == ETIMEDOUT &&
+                !atomic_load(&fl.stop) && atomic_load(&dft_g.active))
+                dft_flush_aged_threads();
+        } else {
+            sem_wait(&fl.wake);
+        }
+    }
+    atomic_store(&fl.alive, 0);
+    return NULL;
+}
+
+/* Starts the flusher for the current trace.  Under life_lock (or single-
+ * threaded in a forked child); no GIL. */
+static void flusher_start(void)
+{
+    if (fl.started)
+        return;
+    if (!fl.sem_ready) {
+        if (sem_init(&fl.wake, 0, 0) != 0) {
+            dft_log(DFT_LOG_ERROR, "sem_init: %s; no time-based flush", strerror(errno));
+            return;
+        }
+        fl.sem_ready = 1;
+    }
+    double iv = dft_g.cfg.flush_interval;
+    fl.period = iv > 0 ? iv / 2 : 0;
+    atomic_store(&fl.stop, 0);
+    atomic_store(&fl.done, atomic_load(&fl.req));
+    atomic_store(&fl.alive, 1);
+    int e = pthread_create(&fl.thread, NULL, flusher_main, NULL);
+    if (e != 0) {
+        atomic_store(&fl.alive, 0);
+        dft_log(DFT_LOG_ERROR, "cannot start the flusher thread: %s; no time-based flush",
+                strerror(e));
+        return;
+    }
+    fl.started = 1;
+}
+
+/* Under life_lock; no GIL.  Waits for a flush in progress to end. */
+static void flusher_stop(void)
+{
+    if (!fl.started)
+        return;
+    atomic_store(&fl.stop, 1);
+    sem_post(&fl.wake);
+    pthread_join(fl.thread, NULL);
+    fl.started = 0;
+    atomic_store(&fl.alive, 0);
+}
+
+/* In a forked child the flusher thread does not exist; its semaphore may be
+ * in any state.  Single-threaded. */
+static void flusher_after_fork_child(void)
+{
+    fl.started = 0;
+    atomic_store(&fl.alive, 0);
+    if (fl.sem_ready)
+        sem_init(&fl.wake, 0, 0);
+}
+
 /* ---- start ------------------------------------------------------------- */
 
 static void read_cmdline(char *buf, size_t cap, size_t *len, char *exec_name, size_t exec_cap)
@@ -310,13 +416,29 @@ static int open_file(int open_now)
 
 static void finalize_locked(void);
 static void install_process_hooks(void);
-static void install_signals(void);
+static void install_signals(int all);
+
+static int start_held(const char *log_file, const char *data_dir, int64_t process_id,
+                      int explicit_init, char *err, size_t errlen, int *started);
 
 /* Starts tracing (explicit_init: from initialize_log; else lazily from the
  * environment).  Returns 0 when tracing, 1 when disabled, -1 with err set.
  * Any thread, no GIL (initialize_log releases it). */
 int dft_start(const char *log_file, const char *data_dir, int64_t process_id, int explicit_init,
               char *err, size_t errlen)
+{
+    sigset_t saved;
+    dft_signals_hold(&saved); /* the header is written under the writer's locks */
+    int started = 0;
+    int rc = start_held(log_file, data_dir, process_id, explicit_init, err, errlen, &started);
+    dft_signals_release(&saved);
+    if (started)
+        run_hooks(DFT_HOOK_STARTED);
+    return rc;
+}
+
+static int start_held(const char *log_file, const char *data_dir, int64_t process_id,
+                      int explicit_init, char *err, size_t errlen, int *started)
 {
     pthread_mutex_lock(&dft_g.life_lock);
     int state = atomic_load(&dft_g.state);
@@ -371,13 +493,14 @@ int dft_start(const char *log_file, const char *data_dir, int64_t process_id, in
     atomic_store(&dft_g.state, DFT_STATE_ACTIVE);
     atomic_store(&dft_g.active, 1);
     install_process_hooks();
-    if (dft_g.cfg.bind_signals)
-        install_signals();
+    install_signals(dft_g.cfg.bind_signals);
     emit_header();
     run_hooks(DFT_HOOK_OPENED);
+    dft_flush_own_thread_now(); /* the header is on disk before tracing goes on */
+    flusher_start();
     pthread_mutex_unlock(&dft_g.life_lock);
     dft_log(DFT_LOG_INFO, "tracing to %s", dft_writer_path());
-    run_hooks(DFT_HOOK_STARTED);
+    *started = 1;
     return 0;
 }
 
@@ -410,12 +533,23 @@ int dft_is_enabled_env(void)
 
 /* ---- finalize ---------------------------------------------------------- */
 
+/* Set while finalize runs: a signal that comes then waits for it (see
+ * on_signal) instead of cutting the end of the trace. */
+static _Atomic int finalizing;
+
 /* Caller holds life_lock; no GIL. */
 static void finalize_locked(void)
 {
     if (atomic_load(&dft_g.state) != DFT_STATE_ACTIVE)
         return;
+    /* SIGTERM/SIGINT wait until the trace is complete: on this thread they stay
+     * pending until the end (a pool terminating a worker that is already
+     * finalizing); another thread that takes them waits for `finalizing`. */
+    sigset_t saved;
+    dft_signals_hold(&saved);
+    atomic_store(&finalizing, 1);
     run_hooks(DFT_HOOK_FINALIZING); /* e.g. restores the GOT before the end event */
+    flusher_stop();
     /* Emits after this point are dropped; the end event must be the last line. */
     atomic_store(&dft_g.active, 0);
     dft_flush_all_threads(1);
@@ -428,6 +562,8 @@ static void finalize_locked(void)
     dft_writer_write_now(&end, id);
     dft_writer_close();
     atomic_store(&dft_g.state, DFT_STATE_FINALIZED);
+    atomic_store(&finalizing, 0);
+    dft_signals_release(&saved);
     dft_log(DFT_LOG_INFO, "finalized %s", dft_g.path ? dft_g.path : "trace");
 }
 
@@ -447,9 +583,14 @@ static void at_exit(void) { dft_finalize(); }
 /* Before fork(): write out everything buffered so the child cannot inherit it
  * (the parent writes it), then hold the locks so the child gets them consistent. */
 /* pthread_atfork prepare: runs in the forking thread, GIL held but never released here. */
+static sigset_t fork_saved_mask; /* under life_lock, from prepare to parent/child */
+
 static void fork_prepare(void)
 {
     pthread_mutex_lock(&dft_g.life_lock);
+    /* A SIGTERM taken on this thread while it holds the tracer's locks could
+     * not be flushed: it waits until fork() is done. */
+    dft_signals_hold(&fork_saved_mask);
     dft_no_gil_release = 1;
     if (atomic_load(&dft_g.active))
         dft_flush_all_threads(1);
@@ -463,6 +604,7 @@ static void fork_parent(void)
 {
     dft_writer_atfork_parent();
     pthread_mutex_unlock(&dft_g.registry_lock);
+    dft_signals_release(&fork_saved_mask);
     pthread_mutex_unlock(&dft_g.life_lock);
 }
 
@@ -476,8 +618,12 @@ static void fork_child(void)
     pthread_mutex_init(&dft_g.life_lock, NULL);
     pthread_mutex_init(&intern.lock, NULL);
     dft_tstate_reset_current();
-    if (atomic_load(&dft_g.state) != DFT_STATE_ACTIVE)
+    flusher_after_fork_child();
+    atomic_store(&finalizing, 0);
+    if (atomic_load(&dft_g.state) != DFT_STATE_ACTIVE) {
+        dft_signals_release(&fork_saved_mask);
         return;
+    }
     dft_g.real_pid = (int64_t)getpid();
     dft_g.pid = dft_g.real_pid;
     make_path();
@@ -488,9 +634,15 @@ static void fork_child(void)
         atomic_store(&dft_g.active, 0);
         atomic_store(&dft_g.state, DFT_STATE_DISABLED);
         run_hooks(DFT_HOOK_ABANDONED);
+        dft_signals_release(&fork_saved_mask);
         return;
     }
+    /* The header stays in this thread's buffer: a child that execs at once
+     * leaves no file; one that lives on has it written with its first chunk,
+     * or by the flusher within the interval. */
     emit_header();
+    flusher_start(); /* with SIGTERM still blocked: the new thread blocks all anyway */
+    dft_signals_release(&fork_saved_mask);
 }
 
 static void install_process_hooks(void)
@@ -505,14 +657,26 @@ static void install_process_hooks(void)
         dft_log(DFT_LOG_ERROR, "atexit failed; call finalize() before exit");
 }
 
-/* ---- signals ----------------------------------------------------------- */
+/* ---- signals -----------------------------------------------------------
+ *
+ * SIGTERM is always handled while tracing (how pools, schedulers and
+ * `kill` end a process): the handler has the flusher write every thread's
+ * committed records and drain the writer queue, waits for it (at most
+ * SIGNAL_WAIT_NS), then does what the signal would have done without dftracer:
+ * the program's own handler runs, or the default action (the process dies by
+ * the signal, so its exit status is kept).  DFTRACER_BIND_SIGNALS=1 adds
+ * SIGINT, SIGABRT and SIGSEGV.  A signal ignored when tracing starts is left
+ * alone (so exec'd children still inherit SIG_IGN). */
 
 static const int bound_signals[] = {SIGTERM, SIGINT, SIGABRT, SIGSEGV};
 #define NSIG_BOUND (sizeof bound_signals / sizeof *bound_signals)
+#define SIGNAL_WAIT_NS 3000000000LL
 static struct sigaction old_actions[NSIG_BOUND];
+static int bound[NSIG_BOUND];
 
 /* Flushes what it can without blocking: the committed records of every thread
- * whose lock is free.  Async-signal context. */
+ * whose lock is free.  The fallback when the flusher cannot serve (not running,
+ * or stuck behind a lock the interrupted thread holds).  Async-signal context. */
 static void emergency_flush(void)
 {
     if (pthread_mutex_trylock(&dft_g.registry_lock) != 0)
@@ -528,12 +692,57 @@ static void emergency_flush(void)
     pthread_mutex_unlock(&dft_g.registry_lock);
 }
 
+static long long mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void nap_1ms(void)
+{
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+}
+
+/* Has the flusher write everything and waits for it; if finalize runs on
+ * another thread, waits for it instead.  Uses only atomics, sem_post,
+ * clock_gettime and nanosleep.  Async-signal context. */
+static void flush_from_signal(void)
+{
+    long long deadline = mono_ns() + SIGNAL_WAIT_NS;
+    if (atomic_load(&dft_g.active) && atomic_load(&fl.alive)) {
+        unsigned mine = atomic_fetch_add(&fl.req, 1) + 1;
+        sem_post(&fl.wake);
+        while ((int)(atomic_load(&fl.done) - mine) < 0 && atomic_load(&fl.alive) &&
+               mono_ns() < deadline)
+            nap_1ms();
+        if ((int)(atomic_load(&fl.done) - mine) >= 0)
+            return;
+    }
+    if (atomic_load(&finalizing)) {
+        while (atomic_load(&finalizing) && mono_ns() < deadline)
+            nap_1ms();
+        return;
+    }
+    if (atomic_load(&dft_g.active)) {
+        if (atomic_load(&fl.alive)) {
+            static const char msg[] = "dftracer: the flush for a signal did not finish in 3 s; "
+                                      "writing what can be written without waiting\n";
+            ssize_t w = write(2, msg, sizeof msg - 1);
+            (void)w;
+        }
+        emergency_flush(); /* no flusher, or it is stuck behind a lock */
+    }
+}
+
 /* Signal handler: async-signal context, no GIL, no blocking locks. */
 static void on_signal(int sig, siginfo_t *info, void *uctx)
 {
     int saved_errno = errno;
-    if (atomic_load(&dft_g.active) && (pid_t)dft_g.real_pid == getpid())
-        emergency_flush();
+    if ((atomic_load(&dft_g.active) || atomic_load(&finalizing)) &&
+        (pid_t)dft_g.real_pid == getpid())
+        flush_from_signal();
     for (size_t i = 0; i < NSIG_BOUND; i++) {
         if (bound_signals[i] != sig)
             continue;
@@ -554,17 +763,26 @@ static void on_signal(int sig, siginfo_t *info, void *uctx)
     errno = saved_errno;
 }
 
-static void install_signals(void)
+/* SIGTERM always; with all (DFTRACER_BIND_SIGNALS), the others too.  Each
+ * signal is bound once per process, chaining to the action it had then.
+ * Under life_lock. */
+static void install_signals(int all)
 {
-    static int done;
-    if (done)
-        return;
-    if (dft_writer_emergency_prepare() != 0) {
-        dft_log(DFT_LOG_ERROR, "out of memory; DFTRACER_BIND_SIGNALS ignored");
-        return;
+    static int prepared;
+    if (!prepared) {
+        if (dft_writer_emergency_prepare() != 0)
+            dft_log(DFT_LOG_ERROR, "out of memory; signals flush only through the flusher");
+        prepared = 1;
     }
-    done = 1;
     for (size_t i = 0; i < NSIG_BOUND; i++) {
+        if (bound[i] || (!all && bound_signals[i] != SIGTERM))
+            continue;
+        struct sigaction cur;
+        if (sigaction(bound_signals[i], NULL, &cur) != 0)
+            continue;
+        bound[i] = 1;
+        if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN)
+            continue; /* ignored by the program: leave it so */
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_sigaction = on_signal;

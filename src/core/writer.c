@@ -42,6 +42,7 @@ static struct {
     pthread_cond_t nonempty, space, idle;
     dft_chunk *head, *tail;
     int queued, busy, max_inflight;
+    int waiting; /* submitters waiting for space, their chunk in hand */
     dft_chunk *pool;
     int pool_len;
     int stopping;
@@ -370,15 +371,20 @@ void dft_writer_submit(dft_chunk *c)
         dft_chunk_free(c);
         return;
     }
+    void *h = NULL;
+    int waited = 0;
     if (W.queued + W.busy >= W.max_inflight) {
+        /* Counted in W.waiting so that a drain (flush, a signal's flush) waits
+         * for this chunk too; queued below without taking the GIL back first,
+         * so a drain never waits on a thread that waits for the GIL. */
+        W.waiting++;
+        waited = 1;
         pthread_mutex_unlock(&W.lock);
-        void *h = gil_release();
+        h = gil_release();
         pthread_mutex_lock(&W.lock);
         while (W.queued + W.busy >= W.max_inflight && W.running)
             pthread_cond_wait(&W.space, &W.lock);
-        pthread_mutex_unlock(&W.lock);
-        gil_restore(h);
-        pthread_mutex_lock(&W.lock);
+        W.waiting--;
     }
     c->next = NULL;
     if (W.tail)
@@ -389,6 +395,8 @@ void dft_writer_submit(dft_chunk *c)
     W.queued++;
     pthread_cond_signal(&W.nonempty);
     pthread_mutex_unlock(&W.lock);
+    if (waited)
+        gil_restore(h);
 }
 
 /* Waits until every submitted chunk is written.  Any thread. */
@@ -396,7 +404,7 @@ void dft_writer_drain(void)
 {
     void *h = gil_release();
     pthread_mutex_lock(&W.lock);
-    while ((W.head || W.busy) && W.running)
+    while ((W.head || W.busy || W.waiting) && W.running)
         pthread_cond_wait(&W.idle, &W.lock);
     pthread_mutex_unlock(&W.lock);
     gil_restore(h);
@@ -596,6 +604,37 @@ void dft_writer_write_now(const dft_event *ev, int64_t id)
         write_piece(wk, wk->json.data, wk->json.len, lines);
 }
 
+/* Formats records and writes them at once with the sync worker, bypassing the
+ * queue: the header of a trace that just started is on disk before the first
+ * event is logged.  W.lock serialises the sync worker with the lazy open in
+ * dft_writer_submit.  Any thread, no GIL. */
+int dft_writer_write_sync(const char *data, size_t start, size_t end)
+{
+    pthread_mutex_lock(&W.lock);
+    if (W.fd < 0 && W.pending && open_file_locked() != 0 && !W.write_error_reported) {
+        W.write_error_reported = 1;
+        dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", W.path,
+                strerror(errno));
+    }
+    int rc = W.fd >= 0 ? 0 : -1;
+    worker *wk = &W.sync;
+    size_t pos = start;
+    while (rc == 0 && pos < end) {
+        wk->json.len = 0;
+        wk->json.failed = 0;
+        size_t before = pos;
+        size_t lines = dft_format_records(&wk->json, data, &pos, end, &W.fmt, PIECE);
+        if (wk->json.failed || pos == before) {
+            dft_log(DFT_LOG_ERROR, "out of memory while formatting; %zu events dropped", lines);
+            rc = -1;
+        } else if (lines) {
+            write_piece(wk, wk->json.data, wk->json.len, lines);
+        }
+    }
+    pthread_mutex_unlock(&W.lock);
+    return rc;
+}
+
 /* Stops the writer threads after the queue is empty and closes the file. */
 void dft_writer_close(void)
 {
@@ -658,7 +697,7 @@ void dft_writer_atfork_child(void)
         c = n;
     }
     W.head = W.tail = NULL;
-    W.queued = W.busy = 0;
+    W.queued = W.busy = W.waiting = 0;
     W.running = 0;
     W.stopping = 0;
     for (int i = 0; i < MAX_WORKERS; i++)
