@@ -12,21 +12,18 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
-
+#include "core/compress.h"
 #include "core/writer.h"
 #include "format/lines.h"
 
 #define PIECE ((size_t)1 << 20)   /* JSON bytes per gzip member */
 #define EMERGENCY_PIECE ((size_t)128 << 10)
-#define ZLEVEL 1
 #define MAX_WORKERS 16
 
 typedef struct worker {
     pthread_t thread;
     int started;
-    z_stream z;
-    int z_ready;
+    dft_compressor *cz; /* made at the first member */
     dft_sbuf json, out;
 } worker;
 
@@ -141,33 +138,22 @@ static int write_all(const char *buf, size_t n)
 
 static int worker_zinit(worker *wk)
 {
-    memset(&wk->z, 0, sizeof wk->z);
-    /* windowBits 15 + 16: a gzip wrapper. */
-    if (deflateInit2(&wk->z, ZLEVEL, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-        return -1;
-    wk->z_ready = 1;
-    return 0;
+    if (!wk->cz)
+        wk->cz = dft_compressor_new();
+    return wk->cz ? 0 : -1;
 }
 
-/* Deflates text into one gzip member in wk->out.  Writer threads, no GIL. */
+/* Deflates text into one gzip member in wk->out (core/compress.c).  Writer
+ * threads, no GIL. */
 static int deflate_member(worker *wk, const char *text, size_t n)
 {
-    if (!wk->z_ready && worker_zinit(wk) != 0)
+    if (worker_zinit(wk) != 0)
         return -1;
-    if (deflateReset(&wk->z) != Z_OK)
-        return -1;
-    uLong bound = deflateBound(&wk->z, (uLong)n);
     wk->out.len = 0;
-    if (dft_sbuf_reserve(&wk->out, bound) != 0)
+    if (dft_sbuf_reserve(&wk->out, dft_compress_bound(n)) != 0)
         return -1;
-    wk->z.next_in = (Bytef *)text;
-    wk->z.avail_in = (uInt)n;
-    wk->z.next_out = (Bytef *)wk->out.data;
-    wk->z.avail_out = (uInt)wk->out.cap;
-    if (deflate(&wk->z, Z_FINISH) != Z_STREAM_END)
-        return -1;
-    wk->out.len = wk->out.cap - wk->z.avail_out;
-    return 0;
+    wk->out.len = dft_compress_member(wk->cz, text, n, wk->out.data, wk->out.cap);
+    return wk->out.len ? 0 : -1;
 }
 
 /* Writes whole lines as one member (or as-is when uncompressed). */
@@ -481,7 +467,7 @@ int dft_writer_emergency_prepare(void)
     if (worker_zinit(wk) != 0)
         return -1;
     if (dft_sbuf_reserve(&wk->json, EMERGENCY_PIECE + 8 * DFT_REC_MAX) != 0 ||
-        dft_sbuf_reserve(&wk->out, deflateBound(&wk->z, EMERGENCY_PIECE + 8 * DFT_REC_MAX)) != 0)
+        dft_sbuf_reserve(&wk->out, dft_compress_bound(EMERGENCY_PIECE + 8 * DFT_REC_MAX)) != 0)
         return -1;
     W.emergency_ready = 1;
     return 0;
@@ -504,20 +490,13 @@ int dft_writer_emergency(const char *data, size_t start, size_t end)
         const char *buf = wk->json.data;
         size_t len = wk->json.len;
         if (W.compression) {
-            if (deflateReset(&wk->z) != Z_OK) {
-                rc = -1;
-                break;
-            }
-            wk->z.next_in = (Bytef *)wk->json.data;
-            wk->z.avail_in = (uInt)wk->json.len;
-            wk->z.next_out = (Bytef *)wk->out.data;
-            wk->z.avail_out = (uInt)wk->out.cap;
-            if (deflate(&wk->z, Z_FINISH) != Z_STREAM_END) {
+            len = dft_compress_member(wk->cz, wk->json.data, wk->json.len, wk->out.data,
+                                      wk->out.cap);
+            if (len == 0) {
                 rc = -1;
                 break;
             }
             buf = wk->out.data;
-            len = wk->out.cap - wk->z.avail_out;
         }
         if (pthread_mutex_trylock(&W.file_lock) != 0) {
             rc = -1;
