@@ -28,6 +28,13 @@ static inline void dft_sbuf_put(dft_sbuf *b, const char *s, size_t n)
 
 #define DFT_SBUF_LIT(b, lit) dft_sbuf_put((b), (lit), sizeof(lit) - 1)
 
+/* The raw forms write at o, which has room (see each), and return the end.
+ * Writers reserve once per line and then call these without checks. */
+char *dft_json_put_int(char *o, int64_t v);          /* at most 20 bytes */
+char *dft_json_put_double(char *o, double v);        /* at most 26 bytes */
+char *dft_json_put_hash(char *o, uint64_t h);        /* 18 bytes */
+char *dft_json_put_string(char *o, const char *s, size_t n); /* at most 6n + 2 */
+
 void dft_json_int(dft_sbuf *b, int64_t v);
 void dft_json_double(dft_sbuf *b, double v);
 /* 16 lowercase hex digits in quotes. */

@@ -85,3 +85,44 @@ def test_bench_writer_rejects_bad_n():
         _core._bench_writer(0)
     with pytest.raises(TypeError):
         _core._bench_writer("10")
+
+
+# ---- the formatter's fast paths -------------------------------------------
+
+
+def test_numbers_and_strings_at_the_fast_path_edges(tmp_path):
+    """Integers across every digit count and sign, floats (integral ones
+    included, printed as Python's repr does), and strings whose special bytes
+    fall at every position of an eight-byte word."""
+    ints = sorted({s * (10 ** k + d) for k in range(19) for d in (-1, 0, 1) for s in (1, -1)}
+                  | {2 ** 63 - 1, -(2 ** 63), 0})
+    floats = [0.0, -0.0, 3.0, -2.0, 1e14, 1e15, 1e16, 0.1, 2.5e-7, 123456.789, -1e300]
+    texts = ["a" * n + c + "b" * m for n in range(10) for m in (0, 3, 9)
+             for c in ("", '"', "\\", "\n", "\x7f", "\u00e9", "\x01")]
+    run_python(
+        f"""
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log({str(tmp_path / 'trace.pfw')!r})
+        t = log.get_time()
+        for i, v in enumerate({ints!r}):
+            log.log_event("i", "n", t, i, {{"v": v}})
+        for i, v in enumerate({floats!r}):
+            log.log_event("f", "n", t, i, float_args={{"v": v}})
+        for i, s in enumerate({texts!r}):
+            log.log_event(s, s, t, i, string_args={{s: s}})
+        log.finalize()
+        """,
+        ENABLED,
+    )
+    [path] = find_traces(str(tmp_path))
+    trace = read_trace(path)
+    got = {e["dur"]: e["args"]["v"] for e in trace.of("X", name="i")}
+    assert [got[i] for i in range(len(ints))] == ints
+    got = {e["dur"]: e["args"]["v"] for e in trace.of("X", name="f")}
+    assert [got[i] for i in range(len(floats))] == floats
+    assert all(isinstance(v, float) for v in got.values())
+    lines = [line for line in gzip.open(path, "rt", encoding="utf-8") if '"name":"f"' in line]
+    assert any('"v":3.0}' in line for line in lines) and any('"v":-0.0}' in line for line in lines)
+    got = {e["dur"]: e for e in trace.of("X", cat=None) if e["cat"] in texts}
+    for i, t in enumerate(texts):
+        assert got[i]["name"] == t and got[i]["cat"] == t and got[i]["args"][t] == t
