@@ -74,35 +74,60 @@ PHASE = textwrap.dedent(
 
     from dftracer.python import dftracer
     log = dftracer.initialize_log(out, None, -1)
+    flush = getattr(log, "flush", lambda: None)  # pydftracer has none
     if phase == "profile":
         from dftracer.python import dft_fn as Profile
         logged = Profile("bench").log(empty)
         wrapped = py_wrap(empty)
-        plain = min(loop(empty, n) for _ in range(2))
-        py = min(loop(wrapped, n) for _ in range(2))
-        log.flush()
-        sustained = loop(logged, n)       # n calls in a row
-        log.flush()
-        burst = 1e9
-        for _ in range(60):               # bursts that fit the buffer
-            burst = min(burst, loop(logged, 4000))
-            log.flush()
-        res = {"plain": plain, "sustained": sustained - plain, "burst": burst - plain,
-               "py_wrapper": py - plain}
+        # Bursts that fit the thread's buffer; the writer drains between them.
+        burst = {"plain": 1e9, "logged": 1e9}
+        for _ in range(60):
+            for name, f in (("plain", empty), ("logged", logged)):
+                burst[name] = min(burst[name], loop(f, 4000))
+                flush()
+        # n calls in a row: wall time, this thread's CPU, the process's CPU
+        # (the writer threads included).
+        def timed(f):
+            t, c = time.thread_time_ns(), time.process_time_ns()
+            wall = loop(f, n)
+            return wall, (time.thread_time_ns() - t) / n, (time.process_time_ns() - c) / n
+        plain, plain_cpu, _ = min(timed(empty) for _ in range(2))
+        py, py_cpu, _ = min(timed(wrapped) for _ in range(2))
+        flush()
+        sus, sus_cpu, sus_proc = timed(logged)
+        flush()
+        res = {"plain": plain, "burst": burst["logged"] - burst["plain"],
+               "sustained": sus - plain, "py_wrapper": py - plain,
+               "sustained_cpu": sus_cpu - plain_cpu, "sustained_proc_cpu": sus_proc - plain_cpu,
+               "py_wrapper_cpu": py_cpu - plain_cpu}
     elif phase == "log_event":
         ev = log.log_event
         names = ["aten::addmm", "aten::linear", "aten::relu", "aten::empty", "aten::t",
                  "aten::transpose", "aten::as_strided", "aten::mm", "aten::add_", "aten::copy_",
                  "aten::view", "aten::convolution", "aten::_convolution", "aten::zeros"]
-        ts = log.get_time()
-        k = len(names)
+        def events(ev, names, ts, n):  # in a function: local, not global, lookups
+            k = len(names)
+            for i in range(n):
+                ev(names[i % k], "PP", ts + i, i & 63)
+
+        def nothing(ev, names, ts, n):  # the same loop without the call
+            k = len(names)
+            for i in range(n):
+                (names[i % k], "PP", ts + i, i & 63)
+
         pc = time.perf_counter_ns
+        ts = log.get_time()
         s = pc()
-        for i in range(n):
-            ev(names[i % k], "PP", ts + i, i & 63)
+        nothing(ev, names, ts, n)
+        floor = (pc() - s) / n
+        t, c, s = time.thread_time_ns(), time.process_time_ns(), pc()
+        events(ev, names, ts, n)
         loop_ns = (pc() - s) / n
+        thread_cpu = (time.thread_time_ns() - t) / n
         log.finalize()
-        res = {"loop_ns": loop_ns, "with_drain_ns": (pc() - s) / n}
+        res = {"loop_ns": loop_ns, "with_drain_ns": (pc() - s) / n, "thread_cpu": thread_cpu,
+               "floor_ns": floor,
+               "proc_cpu": (time.process_time_ns() - c) / n}
     elif phase in ("mix", "mix_noargs"):
         import random
         random.seed(1)
@@ -110,15 +135,17 @@ PHASE = textwrap.dedent(
                  "aten::transpose", "aten::as_strided", "aten::mm", "aten::add_", "aten::copy_",
                  "aten::view", "aten::convolution", "aten::_convolution", "aten::zeros"]
         durs = [0, 1, 1, 2, 3, 5, 8, 13, 40, 200]
-        ev = log.log_event
-        ts = log.get_time()
-        for i in range(n):
-            ts += random.randint(0, 30)
-            if phase == "mix":
-                ev(random.choice(names), "PP", ts, random.choice(durs),
-                   {"device": 0, "input_size": random.choice((0, 64, 1024, 4096))})
-            else:
-                ev(random.choice(names), "PP", ts, random.choice(durs))
+
+        def mix(ev, ts, n, args):
+            for i in range(n):
+                ts += random.randint(0, 30)
+                if args:
+                    ev(random.choice(names), "PP", ts, random.choice(durs),
+                       {"device": 0, "input_size": random.choice((0, 64, 1024, 4096))})
+                else:
+                    ev(random.choice(names), "PP", ts, random.choice(durs))
+
+        mix(log.log_event, log.get_time(), n, phase == "mix")
         log.finalize()
         files = [p for p in glob.glob(os.path.join(os.path.dirname(out), "*"))
                  if os.path.basename(p).startswith(phase) and p.endswith(".gz")]
@@ -170,8 +197,9 @@ def main() -> None:
     ours = a.python == sys.executable
     with tempfile.TemporaryDirectory() as tmp:
         prof = best(a.python, "profile", a.calls, tmp, a.repeat,
-                    ["plain", "sustained", "burst", "py_wrapper"])
-        lev = best(a.python, "log_event", a.calls, tmp, a.repeat, ["loop_ns", "with_drain_ns"])
+                    ["plain", "sustained", "burst", "py_wrapper", "sustained_cpu",
+                     "sustained_proc_cpu", "py_wrapper_cpu"])
+        lev = best(a.python, "log_event", a.calls, tmp, a.repeat, ["loop_ns", "with_drain_ns", "thread_cpu", "proc_cpu", "floor_ns"])
         mix = best(a.python, "mix", a.mix_events, tmp, 1, ["bytes_per_event"]) if ours else None
         mix0 = best(a.python, "mix_noargs", a.mix_events, tmp, 1, ["bytes_per_event"])
         viz = (best(a.python, "viztracer", a.calls // 3, tmp, a.repeat, ["sustained"])
@@ -186,11 +214,16 @@ def main() -> None:
     print(f"  sustained / burst                  {prof['sustained'] / prof['burst']:8.2f} x    (target <= 1.5)")
     print(f"  minimal Python timing wrapper      {prof['py_wrapper']:8.1f} ns")
     print(f"  sustained / Python wrapper         {prof['sustained'] / prof['py_wrapper']:8.2f} x    (target <= 0.5)")
+    print(f"  CPU added, sustained: this thread  {prof['sustained_cpu']:8.1f} ns, all threads "
+          f"{prof['sustained_proc_cpu']:.1f} ns (Python wrapper {prof['py_wrapper_cpu']:.1f} ns)")
     print(f"log_event from one thread, {a.calls:,} in a row, compressed")
     print(f"  loop                               {lev['loop_ns']:8.1f} ns/event  "
           f"{1e3 / lev['loop_ns']:6.2f} M events/s   (target <= 150 ns)")
     print(f"  loop + final drain                 {lev['with_drain_ns']:8.1f} ns/event  "
           f"{1e3 / lev['with_drain_ns']:6.2f} M events/s")
+    print(f"  the loop without the call          {lev['floor_ns']:8.1f} ns/event")
+    print(f"  CPU: this thread                   {lev['thread_cpu']:8.1f} ns/event; all threads "
+          f"{lev['proc_cpu']:.1f} ns/event")
     print(f"compressed bytes/event, torch-like op mix ({a.mix_events:,} events)")
     if mix:
         print(f"  with two int args                  {mix['bytes_per_event']:8.2f}")
