@@ -19,7 +19,8 @@ best of --repeat):
 
 With --python, the first three run under another interpreter whose
 `dftracer.python` is pydftracer (the reference venv of docs/performance.md),
-and --viztracer adds VizTracer's per-call cost on the same empty function.
+and --viztracer PYTHON adds VizTracer's per-call cost on the same empty
+function, run by an interpreter that has VizTracer.
 """
 
 from __future__ import annotations
@@ -192,7 +193,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="fresh runs per phase (best kept)")
     ap.add_argument("--python", default=sys.executable,
                     help="interpreter for the tracer phases (a reference venv)")
-    ap.add_argument("--viztracer", action="store_true", help="also time VizTracer")
+    ap.add_argument("--viztracer", metavar="PYTHON",
+                    help="also time VizTracer, with this interpreter (one that has it)")
     a = ap.parse_args()
     ours = a.python == sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -202,7 +204,7 @@ def main() -> None:
         lev = best(a.python, "log_event", a.calls, tmp, a.repeat, ["loop_ns", "with_drain_ns", "thread_cpu", "proc_cpu", "floor_ns"])
         mix = best(a.python, "mix", a.mix_events, tmp, 1, ["bytes_per_event"]) if ours else None
         mix0 = best(a.python, "mix_noargs", a.mix_events, tmp, 1, ["bytes_per_event"])
-        viz = (best(a.python, "viztracer", a.calls // 3, tmp, a.repeat, ["sustained"])
+        viz = (best(a.viztracer, "viztracer", a.calls // 3, tmp, a.repeat, ["sustained"])
                if a.viztracer else None)
         wr = run_phase(sys.executable, "writer", a.writer_events, tmp, {}) if ours else None
 
