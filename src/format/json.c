@@ -203,17 +203,6 @@ static int utf8_scan(const unsigned char *s, size_t n)
     return need + 1;
 }
 
-/* Nonzero in the high bit of each byte of w that is below 0x20, is 0x7f or
- * above, or is '"' or '\\': the bytes that leave the plain-copy fast path. */
-static inline uint64_t special_bytes(uint64_t w)
-{
-    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
-    uint64_t ctl = (w - ones * 0x20) & ~w;       /* < 0x20 (for bytes < 0x80) */
-    uint64_t q = w ^ (ones * '"'), bs = w ^ (ones * '\\'), del = w ^ (ones * 0x7f);
-    uint64_t eq = ((q - ones) & ~q) | ((bs - ones) & ~bs) | ((del - ones) & ~del);
-    return (ctl | eq | w) & high; /* w's high bit: 0x80 and above */
-}
-
 /* 1 for the bytes copied as they are: printable ASCII but '"' and '\\'. */
 #define R16(x) x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x
 static const unsigned char plain[256] = {
@@ -237,7 +226,7 @@ char *dft_json_put_string(char *o, const char *str, size_t n)
         while (end - s >= 8) {
             uint64_t w;
             memcpy(&w, s, 8);
-            if (special_bytes(w))
+            if (dft_json_special_bytes(w))
                 break;
             memcpy(o, &w, 8);
             o += 8;
@@ -247,7 +236,7 @@ char *dft_json_put_string(char *o, const char *str, size_t n)
             /* The last word of the string overlaps what is already copied. */
             uint64_t w;
             memcpy(&w, end - 8, 8);
-            if (!special_bytes(w)) {
+            if (!dft_json_special_bytes(w)) {
                 memcpy(o + (end - s) - 8, &w, 8);
                 o += end - s;
                 break;

@@ -45,7 +45,7 @@ static inline char *put_tid(char *o, int64_t tid, fmt_const *k)
 }
 #define HHASH_LEN (sizeof(",\"args\":{\"hhash\":") - 1 + 18)
 
-static char *format_args(char *o, const char *p, unsigned nargs, int first)
+static char *format_args(char *o, const char *p, unsigned nargs, int first, const char *lim)
 {
     for (unsigned i = 0; i < nargs; i++) {
         uint8_t type = (uint8_t)p[0];
@@ -54,13 +54,13 @@ static char *format_args(char *o, const char *p, unsigned nargs, int first)
         if (!first)
             *o++ = ',';
         first = 0;
-        o = dft_json_put_string(o, p, kl);
+        o = dft_json_put_string_in(o, p, kl, lim);
         *o++ = ':';
         p += kl;
         if (type == DFT_ARG_STR) {
             uint32_t l;
             memcpy(&l, p, 4);
-            o = dft_json_put_string(o, p + 4, l);
+            o = dft_json_put_string_in(o, p + 4, l, lim);
             p += 4 + l;
             continue;
         }
@@ -86,16 +86,18 @@ static char *format_args(char *o, const char *p, unsigned nargs, int first)
  * keys and punctuation (under 256 bytes). */
 static size_t line_bound(const dft_rec *r) { return 6 * (size_t)r->size + 256; }
 
-static char *format_one(char *o, const dft_rec *r, const dft_fmt_ctx *ctx, fmt_const *k)
+/* lim: the end of the chunk, up to which record bytes may be read. */
+static char *format_one(char *o, const dft_rec *r, const dft_fmt_ctx *ctx, fmt_const *k,
+                        const char *lim)
 {
     const char *p = (const char *)(r + 1);
     PUT_LIT(o, "{\"id\":");
     o = dft_json_put_int(o, r->id);
     PUT_LIT(o, ",\"name\":");
-    o = dft_json_put_string(o, p, r->name_len);
+    o = dft_json_put_string_in(o, p, r->name_len, lim);
     p += r->name_len;
     PUT_LIT(o, ",\"cat\":");
-    o = dft_json_put_string(o, p, r->cat_len);
+    o = dft_json_put_string_in(o, p, r->cat_len, lim);
     p += r->cat_len;
     if (r->pid == 0) {
         memcpy(o, k->pid_tid, sizeof k->pid_tid); /* fixed size: one copy */
@@ -147,7 +149,7 @@ static char *format_one(char *o, const dft_rec *r, const dft_fmt_ctx *ctx, fmt_c
     } else {
         PUT_LIT(o, ",\"args\":{");
     }
-    o = format_args(o, p, r->nargs, first);
+    o = format_args(o, p, r->nargs, first, lim);
     PUT_LIT(o, "}}\n");
     return o;
 }
@@ -167,7 +169,7 @@ size_t dft_format_records(dft_sbuf *out, const char *data, size_t *pos, size_t e
         }
         if (dft_sbuf_reserve(out, line_bound(r)) != 0)
             break; /* out->failed tells the caller */
-        out->len = (size_t)(format_one(out->data + out->len, r, ctx, &k) - out->data);
+        out->len = (size_t)(format_one(out->data + out->len, r, ctx, &k, data + end) - out->data);
         p += r->size;
         lines++;
     }
