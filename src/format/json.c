@@ -44,6 +44,17 @@ static const char digit_pairs[201] = "00010203040506070809"
                                      "80818283848586878889"
                                      "90919293949596979899";
 
+/* Exactly eight digits of u < 10^8, leading zeros included. */
+static inline char *put8(char *o, uint32_t u)
+{
+    uint32_t a = u / 10000, b = u % 10000;
+    memcpy(o, digit_pairs + 2 * (a / 100), 2);
+    memcpy(o + 2, digit_pairs + 2 * (a % 100), 2);
+    memcpy(o + 4, digit_pairs + 2 * (b / 100), 2);
+    memcpy(o + 6, digit_pairs + 2 * (b % 100), 2);
+    return o + 8;
+}
+
 /* The digits of u < 10^8, without leading zeros. */
 static inline char *put_small(char *o, uint32_t u)
 {
@@ -55,6 +66,8 @@ static inline char *put_small(char *o, uint32_t u)
         memcpy(o, digit_pairs + 2 * u, 2);
         return o + 2;
     }
+    if (u >= 10000000)
+        return put8(o, u);
     int n = u < 1000 ? 3 : u < 10000 ? 4 : u < 100000 ? 5 : u < 1000000 ? 6 : u < 10000000 ? 7 : 8;
     char *end = o + n, *p = end;
     while (u >= 100) {
@@ -68,17 +81,6 @@ static inline char *put_small(char *o, uint32_t u)
     else
         p[-1] = (char)('0' + u);
     return end;
-}
-
-/* Exactly eight digits of u < 10^8, leading zeros included. */
-static inline char *put8(char *o, uint32_t u)
-{
-    uint32_t a = u / 10000, b = u % 10000;
-    memcpy(o, digit_pairs + 2 * (a / 100), 2);
-    memcpy(o + 2, digit_pairs + 2 * (a % 100), 2);
-    memcpy(o + 4, digit_pairs + 2 * (b / 100), 2);
-    memcpy(o + 6, digit_pairs + 2 * (b % 100), 2);
-    return o + 8;
 }
 
 char *dft_json_put_int(char *o, int64_t v)

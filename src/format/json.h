@@ -50,7 +50,8 @@ static inline uint64_t dft_json_special_bytes(uint64_t w)
  * readable_end: a string of up to 64 bytes is then checked and copied in whole
  * words, which needs room for 2 + n rounded up to 8 bytes at o.  Inline: it
  * is the writer's per-field path. */
-static inline char *dft_json_put_string_in(char *o, const char *s, size_t n, const char *readable_end)
+static inline __attribute__((always_inline)) char *
+dft_json_put_string_in(char *o, const char *s, size_t n, const char *readable_end)
 {
     size_t words = (n + 7) / 8;
     if (n <= 64 && (size_t)(readable_end - s) >= 8 * words) {
