@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
 #include "core/compress.h"
 #include "core/writer.h"
 #include "format/lines.h"
