@@ -2,6 +2,10 @@
 
 import glob
 import os
+import shlex
+import subprocess
+import sysconfig
+import tempfile
 
 from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
@@ -35,12 +39,47 @@ def _cupti_include():
     return None
 
 
+def _compression_backend():
+    """(name, define_macros, libraries) of the deflate library for the writer.
+
+    DFTRACER_COMPRESSION_BACKEND=auto (default) takes ISA-L's igzip when its
+    header and library link, else libdeflate, else zlib, which the build needs
+    anyway; isal, libdeflate or zlib forces one (an error if it does not link)."""
+    want = os.environ.get("DFTRACER_COMPRESSION_BACKEND", "auto").strip().lower() or "auto"
+    found = {
+        "isal": ("isa-l/igzip_lib.h", "isal", "DFT_COMPRESS_ISAL"),
+        "libdeflate": ("libdeflate.h", "deflate", "DFT_COMPRESS_LIBDEFLATE"),
+    }
+    if want not in ("auto", "zlib", *found):
+        raise SystemExit(f"DFTRACER_COMPRESSION_BACKEND={want!r}: use auto, isal, libdeflate or zlib")
+    cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+    for name in (list(found) if want == "auto" else [want] if want in found else []):
+        header, lib, macro = found[name]
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "t.c")
+            with open(src, "w") as f:
+                f.write(f"#include <{header}>\nint main(void) {{ return 0; }}\n")
+            try:
+                ok = subprocess.run(cc + [src, "-o", os.path.join(tmp, "t"), "-l" + lib],
+                                    capture_output=True).returncode == 0
+            except OSError:
+                ok = False
+        if ok:
+            return name, [(macro, "1")], [lib]
+        if want != "auto":
+            raise SystemExit(f"DFTRACER_COMPRESSION_BACKEND={want}: <{header}> with -l{lib} does not build")
+    return "zlib", [], []
+
+
 define_macros = [("_GNU_SOURCE", "1")]
 include_dirs = ["src"]
 cupti = _cupti_include()
 if cupti and os.environ.get("DFTRACER_BUILD_CUPTI", "1") != "0":
     define_macros.append(("DFT_HAVE_CUPTI", "1"))
     include_dirs.append(cupti)
+
+_backend, _backend_macros, _backend_libs = _compression_backend()
+define_macros += _backend_macros
 
 extra_compile_args = ["-std=c11", "-Wall", "-Wextra", "-O2", "-fvisibility=hidden"]
 extra_link_args = []
@@ -58,7 +97,7 @@ setup(
             depends=sorted(glob.glob("src/**/*.h", recursive=True)),
             include_dirs=include_dirs,
             define_macros=define_macros,
-            libraries=["z", "dl", "pthread"],
+            libraries=_backend_libs + ["z", "dl", "pthread"],
             extra_compile_args=extra_compile_args,
             extra_link_args=extra_link_args,
         )

@@ -4,7 +4,9 @@
 #include <Python.h>
 
 #include "core/clock.h"
+#include "core/compress.h"
 #include "core/core.h"
+#include "core/writer_bench.h"
 #include "format/json.h"
 #define DFT_INTEGRATIONS_TABLE
 #include "integrations.h"
@@ -458,6 +460,43 @@ static PyObject *mod_json_string(PyObject *m, PyObject *arg)
     return r;
 }
 
+/* _compression_backend() -> (name, version, level) of the deflate library
+ * the writer was built with (docs/performance.md). */
+static PyObject *mod_compression_backend(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    return Py_BuildValue("(ssi)", dft_compress_backend(), dft_compress_version(),
+                         dft_compress_level());
+}
+
+/* _bench_writer(n, compress=True) -> dict: the writer's format + compress work
+ * on n synthetic op events, timed alone on this thread (GIL released). */
+static PyObject *mod_bench_writer(PyObject *m, PyObject *args, PyObject *kw)
+{
+    (void)m;
+    static char *kwlist[] = {"n", "compress", NULL};
+    long long n;
+    int compress = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "L|p:_bench_writer", kwlist, &n, &compress))
+        return NULL;
+    if (n <= 0) {
+        PyErr_SetString(PyExc_ValueError, "_bench_writer: n must be positive");
+        return NULL;
+    }
+    dft_writer_bench_result r;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = dft_writer_bench((uint64_t)n, compress, &r);
+    Py_END_ALLOW_THREADS
+    if (rc != 0)
+        return PyErr_NoMemory();
+    return Py_BuildValue("{sKsKsKsdsd}", "events", (unsigned long long)r.events, "json_bytes",
+                         (unsigned long long)r.json_bytes, "gz_bytes",
+                         (unsigned long long)r.gz_bytes, "format_s", r.format_s, "compress_s",
+                         r.compress_s);
+}
+
 static PyObject *mod_finalize(PyObject *m, PyObject *unused)
 {
     return logger_finalize(m, unused);
@@ -523,6 +562,10 @@ static PyMethodDef module_methods[] = {
      "Tests only: moves the fitted TSC clock by ns; False when there is none."},
     {"_hash64", mod_hash64, METH_O, "XXH64 (seed 0) of a bytes-like object."},
     {"_json_string", mod_json_string, METH_O, "The JSON string dftracer writes for bytes."},
+    {"_compression_backend", mod_compression_backend, METH_NOARGS,
+     "(name, version, level) of the deflate library the writer uses."},
+    {"_bench_writer", (PyCFunction)(void (*)(void))mod_bench_writer, METH_VARARGS | METH_KEYWORDS,
+     "_bench_writer(n, compress=True) -> dict: format + compress of n events, timed."},
     {NULL, NULL, 0, NULL},
 };
 

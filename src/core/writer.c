@@ -19,22 +19,21 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
+#include "core/compress.h"
 #include "core/writer.h"
 #include "format/lines.h"
 
 #define PIECE ((size_t)1 << 20)   /* JSON bytes per gzip member */
 #define EMERGENCY_PIECE ((size_t)128 << 10)
-#define ZLEVEL 1
 #define MAX_WORKERS 16
 
 typedef struct worker {
     pthread_t thread;
     int started;
-    z_stream z;
-    int z_ready;
+    dft_compressor *cz; /* made at the first member */
     dft_sbuf json, out;
+    dft_sbuf first; /* "[\n" and the first piece of a file, joined to be deflated */
 } worker;
 
 static struct {
@@ -178,41 +177,34 @@ static int write_all(const char *buf, size_t n)
 
 static int worker_zinit(worker *wk)
 {
-    memset(&wk->z, 0, sizeof wk->z);
-    /* windowBits 15 + 16: a gzip wrapper. */
-    if (deflateInit2(&wk->z, ZLEVEL, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-        return -1;
-    wk->z_ready = 1;
-    return 0;
+    if (!wk->cz)
+        wk->cz = dft_compressor_new();
+    return wk->cz ? 0 : -1;
 }
 
 /* Deflates "[\n" (when bracket is set) followed by text into one gzip member
- * in wk->out.  Allocates only when wk->out is too small (never in the
- * emergency worker, whose buffers are reserved).  Writer threads, no GIL. */
+ * in wk->out (core/compress.c), which takes one contiguous input: the bracket,
+ * once per file, is joined to the text in wk->first.  Allocates only when a
+ * buffer is too small (never in the emergency worker, whose buffers are
+ * reserved).  Writer threads, no GIL. */
 static int deflate_member(worker *wk, int bracket, const char *text, size_t n)
 {
-    if (!wk->z_ready && worker_zinit(wk) != 0)
+    if (worker_zinit(wk) != 0)
         return -1;
-    if (deflateReset(&wk->z) != Z_OK)
-        return -1;
-    uLong bound = deflateBound(&wk->z, (uLong)n + 2);
-    wk->out.len = 0;
-    if (dft_sbuf_reserve(&wk->out, bound) != 0)
-        return -1;
-    wk->z.next_out = (Bytef *)wk->out.data;
-    wk->z.avail_out = (uInt)wk->out.cap;
     if (bracket) {
-        wk->z.next_in = (Bytef *)"[\n";
-        wk->z.avail_in = 2;
-        if (deflate(&wk->z, Z_NO_FLUSH) != Z_OK || wk->z.avail_in != 0)
+        wk->first.len = 0;
+        if (dft_sbuf_reserve(&wk->first, n + 2) != 0)
             return -1;
+        memcpy(wk->first.data, "[\n", 2);
+        memcpy(wk->first.data + 2, text, n);
+        text = wk->first.data;
+        n += 2;
     }
-    wk->z.next_in = (Bytef *)text;
-    wk->z.avail_in = (uInt)n;
-    if (deflate(&wk->z, Z_FINISH) != Z_STREAM_END)
+    wk->out.len = 0;
+    if (dft_sbuf_reserve(&wk->out, dft_compress_bound(n)) != 0)
         return -1;
-    wk->out.len = wk->out.cap - wk->z.avail_out;
-    return 0;
+    wk->out.len = dft_compress_member(wk->cz, text, n, wk->out.data, wk->out.cap);
+    return wk->out.len ? 0 : -1;
 }
 
 /* The bytes to append for text: one gzip member, or the text itself, with
@@ -398,6 +390,7 @@ void dft_writer_submit(dft_chunk *c)
     if (waited)
         gil_restore(h);
 }
+
 
 /* Waits until every submitted chunk is written.  Any thread. */
 void dft_writer_drain(void)
@@ -726,7 +719,8 @@ int dft_writer_emergency_prepare(void)
     if (worker_zinit(wk) != 0)
         return -1;
     if (dft_sbuf_reserve(&wk->json, EMERGENCY_PIECE + 8 * DFT_REC_MAX) != 0 ||
-        dft_sbuf_reserve(&wk->out, deflateBound(&wk->z, EMERGENCY_PIECE + 8 * DFT_REC_MAX + 2) +
+        dft_sbuf_reserve(&wk->first, EMERGENCY_PIECE + 8 * DFT_REC_MAX + 2) != 0 ||
+        dft_sbuf_reserve(&wk->out, dft_compress_bound(EMERGENCY_PIECE + 8 * DFT_REC_MAX + 2) +
                                        EMERGENCY_PIECE + 8 * DFT_REC_MAX + 2) != 0)
         return -1;
     W.emergency_ready = 1;

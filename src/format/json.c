@@ -44,38 +44,87 @@ static const char digit_pairs[201] = "00010203040506070809"
                                      "80818283848586878889"
                                      "90919293949596979899";
 
-void dft_json_int(dft_sbuf *b, int64_t v)
+/* Exactly eight digits of u < 10^8, leading zeros included. */
+static inline char *put8(char *o, uint32_t u)
 {
-    char tmp[24];
-    char *end = tmp + sizeof tmp, *p = end;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    uint32_t a = u / 10000, b = u % 10000;
+    memcpy(o, digit_pairs + 2 * (a / 100), 2);
+    memcpy(o + 2, digit_pairs + 2 * (a % 100), 2);
+    memcpy(o + 4, digit_pairs + 2 * (b / 100), 2);
+    memcpy(o + 6, digit_pairs + 2 * (b % 100), 2);
+    return o + 8;
+}
+
+/* The digits of u < 10^8, without leading zeros. */
+static inline char *put_small(char *o, uint32_t u)
+{
+    if (u < 10) {
+        *o = (char)('0' + u);
+        return o + 1;
+    }
+    if (u < 100) {
+        memcpy(o, digit_pairs + 2 * u, 2);
+        return o + 2;
+    }
+    if (u >= 10000000)
+        return put8(o, u);
+    int n = u < 1000 ? 3 : u < 10000 ? 4 : u < 100000 ? 5 : u < 1000000 ? 6 : u < 10000000 ? 7 : 8;
+    char *end = o + n, *p = end;
     while (u >= 100) {
-        unsigned r = (unsigned)(u % 100);
+        uint32_t r = u % 100;
         u /= 100;
         p -= 2;
         memcpy(p, digit_pairs + 2 * r, 2);
     }
-    if (u >= 10) {
-        p -= 2;
-        memcpy(p, digit_pairs + 2 * u, 2);
-    } else {
-        *--p = (char)('0' + u);
-    }
-    if (v < 0)
-        *--p = '-';
-    dft_sbuf_put(b, p, (size_t)(end - p));
+    if (u >= 10)
+        memcpy(p - 2, digit_pairs + 2 * u, 2);
+    else
+        p[-1] = (char)('0' + u);
+    return end;
 }
 
-void dft_json_double(dft_sbuf *b, double v)
+char *dft_json_put_int(char *o, int64_t v)
+{
+    uint64_t u = (uint64_t)v;
+    if (v < 0) {
+        *o++ = '-';
+        u = (uint64_t)0 - u;
+    }
+    if (u < 100000000u)
+        return put_small(o, (uint32_t)u);
+    if (u < 10000000000000000u) { /* 9 to 16 digits: microsecond timestamps */
+        o = put_small(o, (uint32_t)(u / 100000000u));
+        return put8(o, (uint32_t)(u % 100000000u));
+    }
+    o = put_small(o, (uint32_t)(u / 10000000000000000u));
+    o = put8(o, (uint32_t)(u / 100000000u % 100000000u));
+    return put8(o, (uint32_t)(u % 100000000u));
+}
+
+void dft_json_int(dft_sbuf *b, int64_t v)
+{
+    if (dft_sbuf_reserve(b, 20) == 0)
+        b->len = (size_t)(dft_json_put_int(b->data + b->len, v) - b->data);
+}
+
+char *dft_json_put_double(char *o, double v)
 {
     if (!isfinite(v)) { /* JSON has no NaN/Infinity */
-        DFT_SBUF_LIT(b, "null");
-        return;
+        memcpy(o, "null", 4);
+        return o + 4;
+    }
+    if (v > -1e15 && v < 1e15 && v == (double)(int64_t)v) {
+        /* Integral values print as Python's repr does: "3.0", "-0.0". */
+        if (v == 0 && signbit(v))
+            *o++ = '-';
+        o = dft_json_put_int(o, (int64_t)v);
+        memcpy(o, ".0", 2);
+        return o + 2;
     }
     char tmp[32];
     int n = snprintf(tmp, sizeof tmp, "%.17g", v);
     if (n <= 0 || (size_t)n >= sizeof tmp)
-        return;
+        return o;
     /* Shortest form that reads back the same value, as Python's repr does. */
     for (int prec = 1; prec < 17; prec++) {
         char t2[32];
@@ -86,22 +135,37 @@ void dft_json_double(dft_sbuf *b, double v)
             break;
         }
     }
-    dft_sbuf_put(b, tmp, (size_t)n);
+    memcpy(o, tmp, (size_t)n);
+    o += n;
     /* "1e+20" and "3" are valid JSON numbers; keep floats recognisable. */
     if (!memchr(tmp, '.', (size_t)n) && !memchr(tmp, 'e', (size_t)n) &&
-        !memchr(tmp, 'n', (size_t)n))
-        DFT_SBUF_LIT(b, ".0");
+        !memchr(tmp, 'n', (size_t)n)) {
+        memcpy(o, ".0", 2);
+        o += 2;
+    }
+    return o;
+}
+
+void dft_json_double(dft_sbuf *b, double v)
+{
+    if (dft_sbuf_reserve(b, 26) == 0)
+        b->len = (size_t)(dft_json_put_double(b->data + b->len, v) - b->data);
+}
+
+char *dft_json_put_hash(char *o, uint64_t h)
+{
+    static const char hex[] = "0123456789abcdef";
+    o[0] = '"';
+    for (int i = 0; i < 16; i++)
+        o[1 + i] = hex[(h >> (60 - 4 * i)) & 0xf];
+    o[17] = '"';
+    return o + 18;
 }
 
 void dft_json_hash(dft_sbuf *b, uint64_t h)
 {
-    static const char hex[] = "0123456789abcdef";
-    char tmp[18];
-    tmp[0] = '"';
-    for (int i = 0; i < 16; i++)
-        tmp[1 + i] = hex[(h >> (60 - 4 * i)) & 0xf];
-    tmp[17] = '"';
-    dft_sbuf_put(b, tmp, sizeof tmp);
+    if (dft_sbuf_reserve(b, 18) == 0)
+        b->len = (size_t)(dft_json_put_hash(b->data + b->len, h) - b->data);
 }
 
 /* Decodes the UTF-8 sequence at s.  Returns its length (1-4) when valid, or
@@ -141,25 +205,49 @@ static int utf8_scan(const unsigned char *s, size_t n)
     return need + 1;
 }
 
-void dft_json_string(dft_sbuf *b, const char *str, size_t n)
+/* 1 for the bytes copied as they are: printable ASCII but '"' and '\\'. */
+#define R16(x) x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x
+static const unsigned char plain[256] = {
+    R16(0), R16(0),                                     /* 0x00-0x1f */
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,     /* 0x20-0x2f: '"' */
+    R16(1), R16(1),                                     /* 0x30-0x4f */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,     /* 0x50-0x5f: '\\' */
+    R16(1),                                             /* 0x60-0x6f */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0,     /* 0x70-0x7f: DEL */
+    R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0),
+};
+#undef R16
+
+char *dft_json_put_string(char *o, const char *str, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *s = (const unsigned char *)str, *end = s + n;
-    /* Worst case: every byte becomes \u00XX (6 bytes) or U+FFFD (3 bytes). */
-    if (dft_sbuf_reserve(b, n * 6 + 2) != 0)
-        return;
-    char *o = b->data + b->len;
     *o++ = '"';
     while (s < end) {
-        const unsigned char *run = s;
-        while (s < end && *s >= 0x20 && *s < 0x7f && *s != '"' && *s != '\\')
-            s++;
-        if (s > run) {
-            memcpy(o, run, (size_t)(s - run));
-            o += s - run;
-            if (s == end)
+        /* Plain printable ASCII: eight bytes at a time, then byte by byte. */
+        while (end - s >= 8) {
+            uint64_t w;
+            memcpy(&w, s, 8);
+            if (dft_json_special_bytes(w))
                 break;
+            memcpy(o, &w, 8);
+            o += 8;
+            s += 8;
         }
+        if (s < end && end - s < 8 && (size_t)(end - (const unsigned char *)str) >= 8) {
+            /* The last word of the string overlaps what is already copied. */
+            uint64_t w;
+            memcpy(&w, end - 8, 8);
+            if (!dft_json_special_bytes(w)) {
+                memcpy(o + (end - s) - 8, &w, 8);
+                o += end - s;
+                break;
+            }
+        }
+        while (s < end && plain[*s])
+            *o++ = (char)*s++;
+        if (s == end)
+            break;
         unsigned c = *s;
         if (c < 0x80) {
             *o++ = '\\';
@@ -193,5 +281,13 @@ void dft_json_string(dft_sbuf *b, const char *str, size_t n)
         }
     }
     *o++ = '"';
-    b->len = (size_t)(o - b->data);
+    return o;
+}
+
+void dft_json_string(dft_sbuf *b, const char *str, size_t n)
+{
+    /* Worst case: every byte becomes \u00XX (6 bytes) or U+FFFD (3 bytes). */
+    if (dft_sbuf_reserve(b, n * 6 + 2) != 0)
+        return;
+    b->len = (size_t)(dft_json_put_string(b->data + b->len, str, n) - b->data);
 }

@@ -28,6 +28,61 @@ static inline void dft_sbuf_put(dft_sbuf *b, const char *s, size_t n)
 
 #define DFT_SBUF_LIT(b, lit) dft_sbuf_put((b), (lit), sizeof(lit) - 1)
 
+/* The raw forms write at o, which has room (see each), and return the end.
+ * Writers reserve once per line and then call these without checks. */
+char *dft_json_put_int(char *o, int64_t v);          /* at most 20 bytes */
+char *dft_json_put_double(char *o, double v);        /* at most 26 bytes */
+char *dft_json_put_hash(char *o, uint64_t h);        /* 18 bytes */
+char *dft_json_put_string(char *o, const char *s, size_t n); /* at most 6n + 2 */
+/* Nonzero in the high bit of each byte of w that is below 0x20, is 0x7f or
+ * above, or is '"' or '\\': the bytes that leave the plain-copy fast path. */
+static inline uint64_t dft_json_special_bytes(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    uint64_t ctl = (w - ones * 0x20) & ~w;  /* < 0x20 */
+    uint64_t top = (w + ones) | w;          /* >= 0x7f */
+    uint64_t q = w ^ (ones * '"'), bs = w ^ (ones * '\\');
+    uint64_t eq = ((q - ones) & ~q) | ((bs - ones) & ~bs);
+    return (ctl | top | eq) & high;
+}
+
+/* dft_json_put_string for a string in a buffer that may be read up to
+ * readable_end: a string of up to 64 bytes is then checked and copied in whole
+ * words, which needs room for 2 + n rounded up to 8 bytes at o.  Inline: it
+ * is the writer's per-field path. */
+static inline __attribute__((always_inline)) char *
+dft_json_put_string_in(char *o, const char *s, size_t n, const char *readable_end)
+{
+    size_t words = (n + 7) / 8;
+    if (n <= 64 && (size_t)(readable_end - s) >= 8 * words) {
+        /* Whole words, the last one's bytes past the string masked off: their
+         * flags cannot disturb the string's own (borrows only run upwards). */
+        char *q = o + 1;
+        size_t i = 0;
+        for (; i + 1 < words; i++) {
+            uint64_t w;
+            memcpy(&w, s + 8 * i, 8);
+            if (dft_json_special_bytes(w))
+                return dft_json_put_string(o, s, n);
+            memcpy(q + 8 * i, &w, 8);
+        }
+        size_t tail = n - 8 * i; /* 1 to 8, or 0 for the empty string */
+        if (tail) {
+            uint64_t w;
+            memcpy(&w, s + 8 * i, 8);
+            uint64_t keep = ~0ull >> (64 - 8 * tail);
+            if (dft_json_special_bytes(w) & keep)
+                return dft_json_put_string(o, s, n);
+            memcpy(q + 8 * i, &w, 8);
+        }
+        o[0] = '"';
+        o[1 + n] = '"';
+        return o + n + 2;
+    }
+    return dft_json_put_string(o, s, n);
+}
+
+
 void dft_json_int(dft_sbuf *b, int64_t v);
 void dft_json_double(dft_sbuf *b, double v);
 /* 16 lowercase hex digits in quotes. */

@@ -1,22 +1,66 @@
-/* format/lines.c: record -> JSON line.  Runs on writer threads, no GIL. */
+/* format/lines.c: record -> JSON line.  Runs on writer threads, no GIL.
+ *
+ * One reservation per line (a bound from the record's size), then the line is
+ * written through a raw cursor: literal parts are fixed-size copies, numbers
+ * go through the two-digit table (json.c), strings through the escaper's
+ * eight-bytes-at-a-time plain path, and the parts that are the same on every
+ * line of a file (the pid, the hhash) are formatted once per call. */
 #include "format/lines.h"
 
-static void format_args(dft_sbuf *o, const char *p, unsigned nargs, int first)
+#define PUT_LIT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) += sizeof(lit) - 1)
+
+/* Every line of a call shares these, formatted once. */
+typedef struct fmt_const {
+    char pid_tid[48]; /* ,"pid":<ctx pid>,"tid": */
+    size_t pid_tid_len;
+    char hhash[40];   /* ,"args":{"hhash":"<16 hex>" */
+    int64_t tid;      /* the last line's tid, and its digits */
+    char tid_text[24];
+    size_t tid_len;
+} fmt_const;
+
+static void const_init(fmt_const *k, const dft_fmt_ctx *ctx)
+{
+    char *o = k->pid_tid;
+    PUT_LIT(o, ",\"pid\":");
+    o = dft_json_put_int(o, ctx->pid);
+    PUT_LIT(o, ",\"tid\":");
+    k->pid_tid_len = (size_t)(o - k->pid_tid);
+    o = k->hhash;
+    PUT_LIT(o, ",\"args\":{\"hhash\":");
+    dft_json_put_hash(o, ctx->hhash);
+    k->tid = 0;
+    k->tid_len = (size_t)(dft_json_put_int(k->tid_text, 0) - k->tid_text);
+}
+
+/* A thread's records come in runs: its tid is formatted once per run. */
+static inline char *put_tid(char *o, int64_t tid, fmt_const *k)
+{
+    if (tid != k->tid) {
+        k->tid = tid;
+        k->tid_len = (size_t)(dft_json_put_int(k->tid_text, tid) - k->tid_text);
+    }
+    memcpy(o, k->tid_text, sizeof k->tid_text);
+    return o + k->tid_len;
+}
+#define HHASH_LEN (sizeof(",\"args\":{\"hhash\":") - 1 + 18)
+
+static char *format_args(char *o, const char *p, unsigned nargs, int first, const char *lim)
 {
     for (unsigned i = 0; i < nargs; i++) {
         uint8_t type = (uint8_t)p[0];
         uint8_t kl = (uint8_t)p[1];
         p += 2;
         if (!first)
-            DFT_SBUF_LIT(o, ",");
+            *o++ = ',';
         first = 0;
-        dft_json_string(o, p, kl);
-        DFT_SBUF_LIT(o, ":");
+        o = dft_json_put_string_in(o, p, kl, lim);
+        *o++ = ':';
         p += kl;
         if (type == DFT_ARG_STR) {
             uint32_t l;
             memcpy(&l, p, 4);
-            dft_json_string(o, p + 4, l);
+            o = dft_json_put_string_in(o, p + 4, l, lim);
             p += 4 + l;
             continue;
         }
@@ -28,70 +72,93 @@ static void format_args(dft_sbuf *o, const char *p, unsigned nargs, int first)
         memcpy(&v, p, 8);
         p += 8;
         if (type == DFT_ARG_INT)
-            dft_json_int(o, v.i);
+            o = dft_json_put_int(o, v.i);
         else if (type == DFT_ARG_FLOAT)
-            dft_json_double(o, v.f);
+            o = dft_json_put_double(o, v.f);
         else
-            dft_json_hash(o, v.h);
+            o = dft_json_put_hash(o, v.h);
     }
+    return o;
 }
 
-static void format_one(dft_sbuf *o, const dft_rec *r, const dft_fmt_ctx *ctx)
+/* Room for any line of record r: each byte of the record's strings and keys
+ * may become six, each 8-byte number at most 26 characters, plus the fixed
+ * keys and punctuation (under 256 bytes). */
+static size_t line_bound(const dft_rec *r) { return 6 * (size_t)r->size + 256; }
+
+/* lim: the end of the chunk, up to which record bytes may be read. */
+static char *format_one(char *o, const dft_rec *r, const dft_fmt_ctx *ctx, fmt_const *k,
+                        const char *lim)
 {
     const char *p = (const char *)(r + 1);
-    DFT_SBUF_LIT(o, "{\"id\":");
-    dft_json_int(o, r->id);
-    DFT_SBUF_LIT(o, ",\"name\":");
-    dft_json_string(o, p, r->name_len);
+    PUT_LIT(o, "{\"id\":");
+    o = dft_json_put_int(o, r->id);
+    PUT_LIT(o, ",\"name\":");
+    o = dft_json_put_string_in(o, p, r->name_len, lim);
     p += r->name_len;
-    DFT_SBUF_LIT(o, ",\"cat\":");
-    dft_json_string(o, p, r->cat_len);
+    PUT_LIT(o, ",\"cat\":");
+    o = dft_json_put_string_in(o, p, r->cat_len, lim);
     p += r->cat_len;
-    DFT_SBUF_LIT(o, ",\"pid\":");
-    dft_json_int(o, r->pid ? r->pid : ctx->pid);
-    DFT_SBUF_LIT(o, ",\"tid\":");
-    dft_json_int(o, r->tid);
-    if (r->ph != DFT_PH_METADATA) {
-        DFT_SBUF_LIT(o, ",\"ts\":");
-        dft_json_int(o, r->ts);
+    if (r->pid == 0) {
+        memcpy(o, k->pid_tid, sizeof k->pid_tid); /* fixed size: one copy */
+        o += k->pid_tid_len;
+    } else {
+        PUT_LIT(o, ",\"pid\":");
+        o = dft_json_put_int(o, r->pid);
+        PUT_LIT(o, ",\"tid\":");
     }
-    if (r->ph == DFT_PH_COMPLETE) {
-        DFT_SBUF_LIT(o, ",\"dur\":");
-        dft_json_int(o, r->dur < 0 ? 0 : r->dur);
-    }
+    o = put_tid(o, r->tid, k);
     switch (r->ph) {
-    case DFT_PH_COMPLETE: DFT_SBUF_LIT(o, ",\"ph\":\"X\""); break;
-    case DFT_PH_INSTANT: DFT_SBUF_LIT(o, ",\"ph\":\"i\",\"s\":\"t\""); break;
-    case DFT_PH_COUNTER: DFT_SBUF_LIT(o, ",\"ph\":\"C\""); break;
-    default: DFT_SBUF_LIT(o, ",\"ph\":\"M\""); break;
+    case DFT_PH_COMPLETE:
+        PUT_LIT(o, ",\"ts\":");
+        o = dft_json_put_int(o, r->ts);
+        PUT_LIT(o, ",\"dur\":");
+        o = dft_json_put_int(o, r->dur < 0 ? 0 : r->dur);
+        PUT_LIT(o, ",\"ph\":\"X\"");
+        break;
+    case DFT_PH_INSTANT:
+        PUT_LIT(o, ",\"ts\":");
+        o = dft_json_put_int(o, r->ts);
+        PUT_LIT(o, ",\"ph\":\"i\",\"s\":\"t\"");
+        break;
+    case DFT_PH_COUNTER:
+        PUT_LIT(o, ",\"ts\":");
+        o = dft_json_put_int(o, r->ts);
+        PUT_LIT(o, ",\"ph\":\"C\"");
+        break;
+    default: PUT_LIT(o, ",\"ph\":\"M\""); break;
     }
     int nesting = r->ph != DFT_PH_COUNTER && r->ph != DFT_PH_METADATA &&
                   !(r->flags & DFT_EV_NO_NESTING);
     int with_hhash = ctx->inc_metadata && r->ph != DFT_PH_COUNTER;
     if (!with_hhash && r->nargs == 0) {
-        DFT_SBUF_LIT(o, "}\n");
-        return;
+        PUT_LIT(o, "}\n");
+        return o;
     }
-    DFT_SBUF_LIT(o, ",\"args\":{");
     int first = 1;
     if (with_hhash) {
-        DFT_SBUF_LIT(o, "\"hhash\":");
-        dft_json_hash(o, ctx->hhash);
+        memcpy(o, k->hhash, HHASH_LEN);
+        o += HHASH_LEN;
         if (nesting) {
-            DFT_SBUF_LIT(o, ",\"level\":");
-            dft_json_int(o, r->level);
-            DFT_SBUF_LIT(o, ",\"p_idx\":");
-            dft_json_int(o, r->p_idx);
+            PUT_LIT(o, ",\"level\":");
+            o = dft_json_put_int(o, r->level);
+            PUT_LIT(o, ",\"p_idx\":");
+            o = dft_json_put_int(o, r->p_idx);
         }
         first = 0;
+    } else {
+        PUT_LIT(o, ",\"args\":{");
     }
-    format_args(o, p, r->nargs, first);
-    DFT_SBUF_LIT(o, "}}\n");
+    o = format_args(o, p, r->nargs, first, lim);
+    PUT_LIT(o, "}}\n");
+    return o;
 }
 
 size_t dft_format_records(dft_sbuf *out, const char *data, size_t *pos, size_t end,
                           const dft_fmt_ctx *ctx, size_t limit)
 {
+    fmt_const k;
+    const_init(&k, ctx);
     size_t lines = 0;
     size_t p = *pos;
     while (p + sizeof(dft_rec) <= end && out->len < limit) {
@@ -100,7 +167,9 @@ size_t dft_format_records(dft_sbuf *out, const char *data, size_t *pos, size_t e
             p = end; /* cannot happen for records we encoded; stop rather than misread */
             break;
         }
-        format_one(out, r, ctx);
+        if (dft_sbuf_reserve(out, line_bound(r)) != 0)
+            break; /* out->failed tells the caller */
+        out->len = (size_t)(format_one(out->data + out->len, r, ctx, &k, data + end) - out->data);
         p += r->size;
         lines++;
     }

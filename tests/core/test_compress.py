@@ -1,0 +1,128 @@
+"""The deflate backend chosen at build time (docs/performance.md): whichever it
+is, the trace is a series of standard gzip members that zlib and Python's
+gzip module read, and the writer's own benchmark hook measures real work."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import zlib
+
+import pytest
+
+from dftracer import _core
+from tracefile import find_traces, read_trace, run_python
+
+ENABLED = {"DFTRACER_ENABLE": "1"}
+BACKENDS = {"isal", "libdeflate", "zlib"}
+
+
+def test_backend_is_named_with_version_and_level():
+    name, version, level = _core._compression_backend()
+    assert name in BACKENDS
+    assert version and version[0].isdigit()
+    assert level >= 1
+    # CI builds once per backend with DFTRACER_COMPRESSION_BACKEND and tells
+    # the tests which one it asked for: the build must not fall back silently.
+    want = os.environ.get("DFTRACER_EXPECT_BACKEND")
+    if want:
+        assert name == want
+
+
+def test_many_members_decode_with_zlib_and_gzip(tmp_path):
+    n = 60000
+    run_python(
+        f"""
+        from dftracer.python import dftracer
+        names = ["aten::addmm", "aten::relu", "aten::_convolution", "caf\\u00e9 \\"q\\""]
+        log = dftracer.initialize_log({str(tmp_path / 'trace.pfw')!r})
+        t = log.get_time()
+        for i in range({n}):
+            log.log_event(names[i % 4], "PP", t + i, i % 50,
+                          {{"device": 0, "input_size": i}},
+                          string_args={{"s": "x" * (i % 7)}})
+        log.finalize()
+        """,
+        dict(ENABLED, DFTRACER_WRITE_BUFFER_SIZE="256K"),
+    )
+    [path] = find_traces(str(tmp_path))
+    data = open(path, "rb").read()
+    members, text = 0, b""
+    while data:
+        d = zlib.decompressobj(31)
+        part = d.decompress(data)
+        assert d.eof, "a member does not end where its trailer says"
+        assert part.endswith(b"\n"), "a member must hold whole lines"
+        text += part
+        data = d.unused_data
+        members += 1
+    assert members > 3
+    assert gzip.decompress(open(path, "rb").read()) == text
+    events = read_trace(path).of("X", cat="PP")
+    assert len(events) == n
+    assert sorted(e["args"]["input_size"] for e in events) == list(range(n))
+    for e in events:  # members may land in any order: index by the arg
+        i = e["args"]["input_size"]
+        assert e["name"] == ["aten::addmm", "aten::relu", "aten::_convolution", 'caf\u00e9 "q"'][i % 4]
+        assert e["dur"] == i % 50
+        assert e["args"]["s"] == "x" * (i % 7)
+
+
+def test_bench_writer_formats_and_compresses():
+    r = _core._bench_writer(50000)
+    assert r["events"] >= 50000
+    assert 150 < r["json_bytes"] / r["events"] < 250  # the op mix's lines
+    assert 0 < r["gz_bytes"] < r["json_bytes"] / 5
+    assert r["format_s"] > 0 and r["compress_s"] > 0
+    plain = _core._bench_writer(50000, compress=False)
+    assert plain["gz_bytes"] == 0 and plain["compress_s"] == 0
+    assert plain["json_bytes"] == r["json_bytes"]
+
+
+def test_bench_writer_rejects_bad_n():
+    with pytest.raises(ValueError, match="n must be positive"):
+        _core._bench_writer(0)
+    with pytest.raises(TypeError):
+        _core._bench_writer("10")
+
+
+# ---- the formatter's fast paths -------------------------------------------
+
+
+def test_numbers_and_strings_at_the_fast_path_edges(tmp_path):
+    """Integers across every digit count and sign, floats (integral ones
+    included, printed as Python's repr does), and strings whose special bytes
+    fall at every position of an eight-byte word."""
+    ints = sorted({s * (10 ** k + d) for k in range(19) for d in (-1, 0, 1) for s in (1, -1)}
+                  | {2 ** 63 - 1, -(2 ** 63), 0})
+    floats = [0.0, -0.0, 3.0, -2.0, 1e14, 1e15, 1e16, 0.1, 2.5e-7, 123456.789, -1e300]
+    texts = ["a" * n + c + "b" * m for n in range(10) for m in (0, 3, 9)
+             for c in ("", '"', "\\", "\n", "\x7f", "\u00e9", "\x01")]
+    run_python(
+        f"""
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log({str(tmp_path / 'trace.pfw')!r})
+        t = log.get_time()
+        for i, v in enumerate({ints!r}):
+            log.log_event("i", "n", t, i, {{"v": v}})
+        for i, v in enumerate({floats!r}):
+            log.log_event("f", "n", t, i, float_args={{"v": v}})
+        for i, s in enumerate({texts!r}):
+            log.log_event(s, s, t, i, string_args={{s: s}})
+        log.finalize()
+        """,
+        ENABLED,
+    )
+    [path] = find_traces(str(tmp_path))
+    trace = read_trace(path)
+    got = {e["dur"]: e["args"]["v"] for e in trace.of("X", name="i")}
+    assert [got[i] for i in range(len(ints))] == ints
+    got = {e["dur"]: e["args"]["v"] for e in trace.of("X", name="f")}
+    assert [got[i] for i in range(len(floats))] == floats
+    assert all(isinstance(v, float) for v in got.values())
+    lines = [line for line in gzip.open(path, "rt", encoding="utf-8") if '"name":"f"' in line]
+    assert any('"v":3.0}' in line for line in lines) and any('"v":-0.0}' in line for line in lines)
+    got = {e["dur"]: e for e in trace.of("X", cat=None) if e["cat"] in texts}
+    for i, t in enumerate(texts):
+        assert got[i]["name"] == t and got[i]["cat"] == t and got[i]["args"][t] == t
