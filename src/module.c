@@ -541,6 +541,20 @@ static PyObject *mod_clock_read_cost(PyObject *m, PyObject *arg)
     return PyFloat_FromDouble(ns / (double)n);
 }
 
+static PyObject *mod_handoff_delay(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    long us = PyLong_AsLong(arg);
+    if (us == -1 && PyErr_Occurred())
+        return NULL;
+    if (us < 0 || us > 10000000) {
+        PyErr_SetString(PyExc_ValueError, "delay_us must be within 0..10000000");
+        return NULL;
+    }
+    atomic_store(&dft_g.test_handoff_delay_us, (int)us);
+    Py_RETURN_NONE;
+}
+
 static PyObject *mod_clock_skew(PyObject *m, PyObject *arg)
 {
     (void)m;
@@ -558,6 +572,8 @@ static PyMethodDef module_methods[] = {
      "{'source': 'tsc' or 'monotonic', 'offset_ns': wall minus monotonic clock}."},
     {"_clock_read_cost", mod_clock_read_cost, METH_O,
      "_clock_read_cost(n): ns per tracer-clock read, averaged over n reads."},
+    {"_handoff_delay_for_test", mod_handoff_delay, METH_O,
+     "_handoff_delay_for_test(delay_us): tests only; widens the hand-off window"},
     {"_clock_skew_for_test", mod_clock_skew, METH_O,
      "Tests only: moves the fitted TSC clock by ns; False when there is none."},
     {"_hash64", mod_hash64, METH_O, "XXH64 (seed 0) of a bytes-like object."},

@@ -132,7 +132,11 @@ static void tstate_handoff_held(dft_tstate *ts, int snapshot)
         ts->handoffs++;
     }
     out->gen = gen;
+    dft_writer_handoff_begin(); /* a drain from now on waits for this chunk */
     pthread_mutex_unlock(&ts->lock);
+    int delay = atomic_load_explicit(&dft_g.test_handoff_delay_us, memory_order_relaxed);
+    if (__builtin_expect(delay > 0, 0))
+        usleep((useconds_t)delay);
     dft_writer_submit(out);
 }
 

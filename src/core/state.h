@@ -76,6 +76,9 @@ typedef struct dft_globals {
      * -1 when it cannot tell now (the thread does not hold the GIL).  Runs
      * no Python code. */
     int (*thread_name)(char *buf, size_t cap);
+    /* Tests only: microseconds a thread sleeps between handing a chunk off
+     * and queuing it, to make that window wide (_core._handoff_delay_for_test). */
+    _Atomic int test_handoff_delay_us;
 } dft_globals;
 
 extern dft_globals dft_g;

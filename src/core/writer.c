@@ -42,6 +42,7 @@ static struct {
     dft_chunk *head, *tail;
     int queued, busy, max_inflight;
     int waiting; /* submitters waiting for space, their chunk in hand */
+    _Atomic int in_flight; /* chunks handed off by a thread, not yet queued */
     dft_chunk *pool;
     int pool_len;
     int stopping;
@@ -359,6 +360,8 @@ void dft_writer_submit(dft_chunk *c)
                 strerror(errno));
     }
     if (W.fd < 0 || ensure_workers_locked() != 0) {
+        atomic_fetch_sub(&W.in_flight, 1);
+        pthread_cond_broadcast(&W.idle);
         pthread_mutex_unlock(&W.lock);
         dft_chunk_free(c);
         return;
@@ -385,19 +388,25 @@ void dft_writer_submit(dft_chunk *c)
         W.head = c;
     W.tail = c;
     W.queued++;
+    atomic_fetch_sub(&W.in_flight, 1);
     pthread_cond_signal(&W.nonempty);
     pthread_mutex_unlock(&W.lock);
     if (waited)
         gil_restore(h);
 }
 
+/* Called by a thread handing off a chunk, before it releases the lock under
+ * which the chunk left its buffer: from then on a drain waits for the chunk
+ * until dft_writer_submit has queued it, so a finalize that runs in between
+ * never closes the file under it.  Any thread, no GIL. */
+void dft_writer_handoff_begin(void) { atomic_fetch_add(&W.in_flight, 1); }
 
 /* Waits until every submitted chunk is written.  Any thread. */
 void dft_writer_drain(void)
 {
     void *h = gil_release();
     pthread_mutex_lock(&W.lock);
-    while ((W.head || W.busy || W.waiting) && W.running)
+    while (((W.head || W.busy || W.waiting) && W.running) || atomic_load(&W.in_flight))
         pthread_cond_wait(&W.idle, &W.lock);
     pthread_mutex_unlock(&W.lock);
     gil_restore(h);
@@ -678,6 +687,7 @@ void dft_writer_atfork_parent(void)
  * Single-threaded. */
 void dft_writer_atfork_child(void)
 {
+    atomic_store(&W.in_flight, 0); /* hand-offs of threads that do not exist here */
     pthread_mutex_init(&W.lock, NULL);
     pthread_mutex_init(&W.file_lock, NULL);
     pthread_cond_init(&W.nonempty, NULL);

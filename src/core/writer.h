@@ -18,6 +18,7 @@ int dft_writer_open(const dft_writer_opts *o, int open_now); /* 0, or -1 with er
 extern __thread int dft_no_gil_release;
 dft_chunk *dft_chunk_new(void);                 /* NULL when out of memory */
 void dft_chunk_free(dft_chunk *c);
+void dft_writer_handoff_begin(void);            /* before dft_writer_submit, under the buffer's lock */
 void dft_writer_submit(dft_chunk *c);           /* takes ownership; may wait */
 void dft_writer_drain(void);
 /* Formats and writes one record synchronously (used for the end event). */

@@ -565,3 +565,30 @@ time.sleep(30)
     assert proc.returncode == -signal.SIGTERM, proc.stderr
     tr = read_trace(only_trace(tmp_path))  # complete, with its end event last
     assert len(tr.of("X", name="w")) == 8 * 30000
+
+
+def test_finalize_waits_for_a_chunk_an_exiting_thread_is_handing_off(tmp_path):
+    """A thread's last buffer leaves it when the thread exits (a pthread key
+    destructor, after Python's join() has returned); finalize must not close
+    the file while that chunk is between the thread and the writer queue.
+    The test hook widens that window to 300 ms."""
+    proc = run_python(
+        f"""
+        import threading
+        from dftracer import _core
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log({str(tmp_path / 'exit.pfw')!r})
+        def work():
+            for i in range(5000):
+                log.log_event("w", "c", log.get_time(), 1)
+        _core._handoff_delay_for_test(300000)
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()          # the OS thread still runs its destructors after this
+        log.finalize()
+        """,
+        {"DFTRACER_ENABLE": "1"},
+    )
+    (path,) = find_traces(str(tmp_path), "exit")
+    events = read_trace(path).of("X", cat="c", name="w")
+    assert len(events) == 5000, (len(events), proc.stderr)
