@@ -16,7 +16,10 @@
 #include "config.h"
 #include "dftracer.h"
 
-#define DFT_VERSION "0.1.0"
+/* The version, from dftracer/_version.py (setup.py defines it). */
+#ifndef DFT_VERSION
+#error "DFT_VERSION is defined by setup.py from dftracer/_version.py"
+#endif
 
 /* ---- records ---------------------------------------------------------- */
 
