@@ -16,7 +16,6 @@ import pytest
 
 from tracefile import find_traces, read_lines, read_trace, run_python
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # What each traced process logs: (name, cat, durations, int args)
 READS = [3, 5, 8, 13, 21, 34, 55, 89, 144, 233]
@@ -39,7 +38,7 @@ log.finalize()
 
 
 def cli(*args: str, **kw) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ)
     env.update(kw.pop("env", {}))
     return subprocess.run([sys.executable, "-m", "dftracer", *args], capture_output=True,
                           text=True, env=env, timeout=120, **kw)
