@@ -28,7 +28,6 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' dftracer/_version.p
 DIST_NAME := dftracer_native-$(VERSION)
 # What a --no-isolation build needs (pyproject.toml's build-system.requires).
 BUILD_REQS := 'setuptools>=77' build
-TEST_REQS := 'pytest>=7' 'hypothesis>=6' 'xxhash>=3'
 PYTEST_FLAGS := -q -p no:cacheprovider
 
 # pytest from a scratch folder against the interpreter $(1)'s installed package;
@@ -68,7 +67,7 @@ setup: system-deps $(VENV)/.created
 
 # Tests also exercise the torch integrations: the CPU build of torch.
 setup-test: setup
-	$(PIP) install -q $(TEST_REQS)
+	$(PIP) install -q "$$(ls build/pkg/$(DIST_NAME)-*.whl)[test]"
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q torch==$(TORCH_VERSION)
 	$(PY) -c "import distributed" 2>/dev/null || $(PIP) install -q 'dask[distributed]' || true
 	$(PY) -c "import numpy" 2>/dev/null || $(PIP) install -q numpy || true
@@ -84,7 +83,7 @@ test: setup-test
 
 # The quick development loop: the extension built in place, no install.
 test-dev: system-deps $(VENV)/.created
-	$(PIP) install -q $(TEST_REQS)
+	$(PIP) install -q 'pytest>=7' 'hypothesis>=6' 'xxhash>=3'
 	$(PY) setup.py -q build_ext --inplace
 	PYTHONPATH=$(CURDIR) $(PY) -m pytest tests $(PYTEST_FLAGS)
 
@@ -102,7 +101,7 @@ test-asan: setup-test
 	  status=$$?; rm -rf $$scratch; exit $$status
 
 # dist/: the sdist, and from it a wheel for each supported Python found (each
-# built in build/venv-X.Y, which has the build requirements).
+# built in build/venv-X.Y, which has the build requirements; log in build/).
 sdist: $(VENV)/.created
 	mkdir -p $(DIST)
 	rm -f $(DIST)/$(DIST_NAME).tar.gz
@@ -113,27 +112,29 @@ wheel: system-deps sdist
 	  py=$$(ls -d $(PYENV_ROOT)/versions/$$v.*/bin/python$$v 2>/dev/null | head -1); \
 	  [ -n "$$py" ] || py=$$(command -v python$$v) || { echo "no Python $$v: skipped"; continue; }; \
 	  $$py -c '' || { echo "no Python $$v: skipped"; continue; }; \
-	  venv=build/venv-$$v; \
+	  venv=build/venv-$$v; log=build/wheel-$$v.log; \
 	  [ -x $$venv/bin/python ] || $$py -m venv $$venv; \
-	  $$venv/bin/python -m pip install -q --upgrade pip $(BUILD_REQS); \
+	  $$venv/bin/python -m pip install -q --upgrade $(BUILD_REQS); \
 	  rm -f $(DIST)/$(DIST_NAME)-cp$${v/./}-*.whl; \
-	  echo "wheel for Python $$v"; \
-	  $$venv/bin/python -m pip wheel -q --no-deps --no-build-isolation -w $(DIST) \
-	    $(DIST)/$(DIST_NAME).tar.gz; \
+	  echo "wheel for Python $$v ($$py)"; \
+	  $$venv/bin/python -m pip wheel -v --no-deps --no-build-isolation -w $(DIST) \
+	    $(DIST)/$(DIST_NAME).tar.gz >$$log 2>&1 || { cat $$log; exit 1; }; \
+	  ! grep -i 'warning' $$log | grep -v 'byte-compiling is disabled\|Location .* is ignored' || \
+	    { echo "the build printed warnings ($$log)"; exit 1; }; \
 	done; ls $(DIST)
 
 # Each supported Python: a fresh venv with the wheel from `make wheel` and the
-# test tools (no torch), the suite (tests that need torch skip); then a fresh
+# test extra (no torch), the suite (tests that need torch skip); then a fresh
 # venv where pip builds and installs the sdist, and the suite again.
 test-wheels: wheel
 	@set -e; for v in $(SUPPORTED); do \
 	  whl=$$(ls $(DIST)/$(DIST_NAME)-cp$${v/./}-*.whl 2>/dev/null | head -1); \
-	  [ -n "$$whl" ] || { echo "no wheel for Python $$v"; continue; }; \
+	  [ -n "$$whl" ] || { echo "no wheel for Python $$v: skipped"; continue; }; \
 	  for what in $$whl $(DIST)/$(DIST_NAME).tar.gz; do \
 	    venv=build/test-venv-$$v; rm -rf $$venv; \
 	    build/venv-$$v/bin/python -m venv $$venv; \
 	    echo "== Python $$v: $$what"; \
-	    $$venv/bin/python -m pip install -q "$$what" $(TEST_REQS); \
+	    $$venv/bin/python -m pip install -q "$$what[test]"; \
 	    scratch=$$(mktemp -d); \
 	    (cd $$scratch && DFTRACER_TEST_INSTALLED=1 $(CURDIR)/$$venv/bin/python -m pytest \
 	      $(CURDIR)/tests $(PYTEST_FLAGS)) || { rm -rf $$scratch; exit 1; }; \
