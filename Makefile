@@ -84,6 +84,7 @@ test: setup-test
 # The quick development loop: the extension built in place, no install.
 test-dev: system-deps $(VENV)/.created
 	$(PIP) install -q 'pytest>=7' 'hypothesis>=6' 'xxhash>=3'
+	rm -rf pydftracer.egg-info  # metadata of this project's name before 0.2
 	$(PY) setup.py -q build_ext --inplace
 	PYTHONPATH=$(CURDIR) $(PY) -m pytest tests $(PYTEST_FLAGS)
 

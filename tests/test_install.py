@@ -40,7 +40,8 @@ def _installed_dist():
         dist = metadata.distribution(DIST)
     except metadata.PackageNotFoundError:
         dist = None
-    if dist is not None:
+    # an installed one has a RECORD (a build's egg-info in the source tree has not)
+    if dist is not None and dist.read_text("RECORD") is not None:
         init = os.path.realpath(str(dist.locate_file("dftracer/__init__.py")))
         if init == os.path.realpath(dftracer.__file__):
             return dist
@@ -224,7 +225,9 @@ def test_frame_hook_turns_itself_off_on_an_untested_python(tmp_path):
         log.log_event("still", "works", log.get_time(), 5)
         log.finalize()
     """
-    proc = run_python(code, env={"PYTHONPATH": str(lib), "DFTRACER_ENABLE": "1"})
+    # (from tmp_path: `python -c` puts the current folder first on sys.path)
+    proc = run_python(code, env={"PYTHONPATH": str(lib), "DFTRACER_ENABLE": "1"},
+                      cwd=str(tmp_path))
     have = ".".join(map(str, sys.version_info[:2]))
     assert proc.stdout.startswith(f"RuntimeWarning dftracer: the torch.compile frame hook is off "
                                   f"on Python {have} ("), proc.stdout
