@@ -48,14 +48,14 @@ system-deps:
 	  echo "installing zlib headers"; \
 	  (apt-get update -qq && apt-get install -y -qq zlib1g-dev) >/dev/null; }
 
-$(VENV)/.created:
+$(VENV)/.ready:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip $(BUILD_REQS)
 	touch $@
 
 # The package as a user gets it: an sdist, a wheel built from that sdist, the
 # wheel installed (not editable).  build/pkg holds them (dist/ is `make wheel`'s).
-setup: system-deps $(VENV)/.created
+setup: system-deps $(VENV)/.ready
 	rm -rf build/pkg && mkdir -p build
 	$(PY) -m build --no-isolation --outdir build/pkg . >build/pkg.log 2>&1 || \
 	  { cat build/pkg.log; exit 1; }
@@ -82,7 +82,7 @@ test: setup-test
 	$(call run_installed_tests,$(PY))
 
 # The quick development loop: the extension built in place, no install.
-test-dev: system-deps $(VENV)/.created
+test-dev: system-deps $(VENV)/.ready
 	$(PIP) install -q 'pytest>=7' 'hypothesis>=6' 'xxhash>=3'
 	rm -rf pydftracer.egg-info  # metadata of this project's name before 0.2
 	$(PY) setup.py -q build_ext --inplace
@@ -103,7 +103,7 @@ test-asan: setup-test
 
 # dist/: the sdist, and from it a wheel for each supported Python found (each
 # built in build/venv-X.Y, which has the build requirements; log in build/).
-sdist: $(VENV)/.created
+sdist: $(VENV)/.ready
 	mkdir -p $(DIST)
 	rm -f $(DIST)/$(DIST_NAME).tar.gz
 	$(PY) -m build -q --no-isolation --sdist --outdir $(DIST) .
