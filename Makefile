@@ -95,9 +95,11 @@ test-asan: setup-test
 	DFTRACER_SANITIZE=1 $(PY) setup.py -q build --build-base build/asan \
 	  --build-lib build/asan/lib --build-temp build/asan/tmp
 	@scratch=$$(mktemp -d) && cd $$scratch && \
-	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
-	  PYTHONPATH=$(CURDIR)/build/asan/lib \
+	  PYTHONPATH=$(CURDIR)/build/asan/lib && \
+	  $(abspath $(PY)) -c "import dftracer._core as c; f = c.__file__; \
+	    assert f.startswith('$(CURDIR)/build/asan/'), f; print('testing', f)" && \
 	  $(abspath $(PY)) -m pytest $(CURDIR)/tests $(PYTEST_FLAGS) -m "not no_asan"; \
 	  status=$$?; rm -rf $$scratch; exit $$status
 
