@@ -5,8 +5,8 @@ dftracer-native, pydftracer and dftracer all install a top-level ``dftracer``
 package; with two of them in one environment the files of whichever was
 installed last win, and uninstalling either leaves a broken package.  This
 scans the import path for the others' metadata folders directly (listing a few
-folders costs microseconds; importlib.metadata would add ~30 ms to every
-traced process's start-up).
+folders costs microseconds; importlib.metadata, or even typing, would add
+milliseconds to every traced process's start-up).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from typing import List, Optional, Tuple
 
 #: Distributions other than this one that install the ``dftracer`` package.
 OTHERS = ("pydftracer", "dftracer")
@@ -38,10 +37,10 @@ def _version(meta_dir: str) -> str:
     return "?"
 
 
-def find(path: Optional[List[str]] = None) -> List[Tuple[str, str, str]]:
+def find(path: list[str] | None = None) -> list[tuple[str, str, str]]:
     """(name, version, metadata folder) of each other distribution on path
     (default sys.path), in path order, each name once."""
-    found: List[Tuple[str, str, str]] = []
+    found: list[tuple[str, str, str]] = []
     seen = set()
     for entry in sys.path if path is None else path:
         try:
