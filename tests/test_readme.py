@@ -83,11 +83,15 @@ extras = set(re.findall(r'^(\w+)\s*=\s*\[', text.split("[project.optional-depend
 for req in args[1:]:
     if req.startswith("-"):
         sys.exit("pip stand-in: unexpected option %s" % req)
-    m = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:\[([\w,]+)\])?", req)
+    m = re.fullmatch(r"([A-Za-z0-9_./-]+)(?:\[([\w,]+)\])?", req)
     if not m:
         sys.exit("pip stand-in: not a requirement: %r" % req)
-    if m.group(1) not in (name, {placeholder!r}):
-        sys.exit("pip stand-in: %s is not this project (%s)" % (m.group(1), name))
+    what = m.group(1)
+    dist = name.replace("-", "_")
+    # the project's name, a clone's root, or what `make wheel` writes to dist/
+    built = re.fullmatch(r"dist/%s-[0-9][^/]*(?:\.whl|\.tar\.gz)" % re.escape(dist), what)
+    if what not in (name, {placeholder!r}, ".") and not built:
+        sys.exit("pip stand-in: %s is not this project (%s)" % (what, name))
     for extra in (m.group(2) or "").split(","):
         if extra and extra not in extras:
             sys.exit("pip stand-in: %s has no extra %r (it has %s)" % (name, extra,
@@ -244,7 +248,9 @@ def test_readme_blocks_cover_the_newcomer_path():
     text = "\n".join(b for _, _, b in BLOCKS)
     name = re.search(r'^name\s*=\s*"([^"]+)"', (ROOT / "pyproject.toml").read_text(),
                      re.M).group(1)
-    assert f"pip install {PLACEHOLDER}" in text or f"pip install {name}" in text
+    # the package index has no release yet: from a clone, and from a built wheel
+    assert "pip install ." in text
+    assert f"pip install dist/{name.replace('-', '_')}-" in text
     for needle in ("[report]", "make demo", "make test",
                    "python first.py", "dftracer summary", "dftracer report", "dftracer view",
                    "trace_handler", 'backend="dftracer"', "dftracer run", "-- python train.py"):

@@ -271,9 +271,34 @@ def _aot_backend(graph_id: int, ctx: int, on: bool) -> Callable[..., Any]:
     return aot_autograd(**kwargs)
 
 
+_frame_hook_warned = False
+
+
+def _frame_hook_off() -> bool:
+    """True on a CPython newer than the frame hook was built for (the hook
+    is compiled out there); says so once per process."""
+    global _frame_hook_warned
+    if _core.FRAME_HOOK:
+        return False
+    if not _frame_hook_warned:
+        _frame_hook_warned = True
+        import sys
+        import warnings
+
+        have = ".".join(map(str, sys.version_info[:2]))
+        tested = ".".join(map(str, _core.FRAME_HOOK_MAX_PYTHON))
+        warnings.warn(f"dftracer: the torch.compile frame hook is off on Python {have} (it "
+                      f"depends on CPython internals and is tested up to Python {tested}); "
+                      "@dynamo.compile calls get no `dynamo` spans, graph and op events "
+                      "are still traced", RuntimeWarning, stacklevel=4)
+    return True
+
+
 def _traced_entry(fn: Callable[..., Any], compiled: Callable[..., Any], ctx: int) -> Callable[..., Any]:
     """A wrapper whose inner function has a code object of its own, registered
     with the frame hook, so each call of fn gets one span."""
+    if _frame_hook_off():
+        return compiled
 
     def call(*args: Any, **kwargs: Any) -> Any:
         return compiled(*args, **kwargs)

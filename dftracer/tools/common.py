@@ -34,9 +34,9 @@ def distribution() -> str:
         names = packages_distributions().get("dftracer")
         if names:
             return names[0]
-    except Exception:  # Python < 3.10, or broken metadata
+    except Exception:  # broken metadata
         pass
-    return "pydftracer"
+    return "dftracer-native"
 
 
 def expand_paths(args: argparse.Namespace) -> Tuple[List[str], int]:

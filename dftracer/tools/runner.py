@@ -64,7 +64,7 @@ def _run_dask(func: Callable[..., Dict[str, Any]], items: Sequence[Any], extra: 
         from distributed import Client, as_completed as dask_completed
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise RuntimeError(
-            "--dask needs the dask extra: pip install 'pydftracer[dask]'"
+            "--dask needs the dask extra: pip install 'dftracer-native[dask]'"
         ) from exc
     with Client(address, timeout="30s") as client:
         futures = [client.submit(func, item, *extra, pure=False) for item in items]

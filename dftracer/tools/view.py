@@ -20,7 +20,7 @@ from dftracer.tools import common, paths as _paths, validate, work
 
 HOSTED_UI = "https://ui.perfetto.dev"
 DEFAULT_PORT = 9001  # the port Perfetto's docs and tools use for a local trace
-OFFLINE_EXTRA = "pydftracer[view]"
+OFFLINE_EXTRA = "dftracer-native[view]"
 
 EXAMPLE = f"""example:
   dftracer view ./traces                 # merge them, open ui.perfetto.dev on the result

@@ -6,7 +6,10 @@
 
 #include <stdint.h>
 
-#define DFT_VERSION "0.1.0"
+/* The version, from dftracer/_version.py (setup.py defines it). */
+#ifndef DFT_VERSION
+#error "DFT_VERSION is defined by setup.py from dftracer/_version.py"
+#endif
 
 int dft_start(const char *log_file, const char *data_dir, int64_t process_id, int explicit_init,
               char *err, size_t errlen);

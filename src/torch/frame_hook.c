@@ -31,6 +31,38 @@
 #error "the frame hook needs Python 3.9 or newer"
 #endif
 
+/* The newest CPython (major << 8 | minor) whose frame-evaluation internals
+ * this file was built and tested against.  On a newer one the hook is
+ * compiled out: the module still builds and imports, _core.FRAME_HOOK is
+ * False and dynamo.py says so once (a build may lower the limit to test
+ * that path: -DDFT_FRAME_HOOK_MAX_PY=0x030A). */
+#ifndef DFT_FRAME_HOOK_MAX_PY
+#define DFT_FRAME_HOOK_MAX_PY 0x030D
+#endif
+#define DFT_FRAME_HOOK_ON ((PY_VERSION_HEX >> 16) <= DFT_FRAME_HOOK_MAX_PY)
+
+static int add_flags(PyObject *module)
+{
+    PyObject *flag = PyBool_FromLong(DFT_FRAME_HOOK_ON);
+    int r = PyModule_AddObjectRef(module, "FRAME_HOOK", flag);
+    Py_DECREF(flag);
+    if (r < 0)
+        return -1;
+    PyObject *max = Py_BuildValue("(ii)", DFT_FRAME_HOOK_MAX_PY >> 8, DFT_FRAME_HOOK_MAX_PY & 0xFF);
+    if (!max)
+        return -1;
+    r = PyModule_AddObjectRef(module, "FRAME_HOOK_MAX_PYTHON", max);
+    Py_DECREF(max);
+    return r;
+}
+
+#if !DFT_FRAME_HOOK_ON
+int dft_frame_hook_register(PyObject *module)
+{
+    return add_flags(module);
+}
+#else
+
 /* ---- the frame type and how to read its code object, by version -------- */
 
 #if PY_VERSION_HEX >= 0x030B0000
@@ -340,5 +372,8 @@ static PyMethodDef hook_methods[] = {
 
 int dft_frame_hook_register(PyObject *module)
 {
+    if (add_flags(module) < 0)
+        return -1;
     return PyModule_AddFunctions(module, hook_methods);
 }
+#endif /* DFT_FRAME_HOOK_ON */

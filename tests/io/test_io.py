@@ -18,7 +18,6 @@ import pytest
 
 from tracefile import find_traces, read_trace, run_python
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IO_CATS = ("POSIX", "STDIO")
 
 try:
@@ -43,7 +42,6 @@ def trace_env(tmp_path, data_dir, **extra):
     env = {
         "DFTRACER_ENABLE": "1",
         "DFTRACER_LOG_FILE": str(tmp_path / "trace"),
-        "PYTHONPATH": ROOT,
     }
     if data_dir is not None:
         env["DFTRACER_DATA_DIR"] = str(data_dir)
@@ -403,7 +401,6 @@ if __name__ == "__main__":
 def run_cli(tmp_path, *args, script):
     (tmp_path / "script.py").write_text(script)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
-    env["PYTHONPATH"] = ROOT
     env["IO_DATA"] = str(tmp_path / "data")
     return subprocess.run([sys.executable, "-m", "dftracer.tools.run", *args, "--", sys.executable,
                            "script.py"], cwd=str(tmp_path), env=env, capture_output=True,
@@ -449,7 +446,7 @@ def test_run_no_io_and_bad_command(tmp_path, dirs):
     assert proc.returncode == 3, proc.stderr
     traces = [read_trace(p) for p in find_traces(str(tmp_path), "t")]
     assert len(traces) >= 2 and not any(io_events(t) for t in traces)
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    env = dict(os.environ)
     bad = subprocess.run([sys.executable, "-m", "dftracer.tools.run", "--", "/nonexistent/prog"],
                          env=env, capture_output=True, text=True)
     assert bad.returncode == 127 and "/nonexistent/prog" in bad.stderr

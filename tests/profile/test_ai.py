@@ -9,8 +9,6 @@ from typing import Any, Dict, List
 
 from tracefile import find_traces, read_trace, run_python
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
 
 PRELUDE = """
 import os
@@ -60,7 +58,7 @@ TREE = [
 
 def traced(tmp_path, body: str, enable: bool = True):
     code = PRELUDE.format(d=str(tmp_path)) + textwrap.dedent(body) + "\nlog.finalize()\n"
-    env = {"PYTHONPATH": ROOT}
+    env = {}
     if enable:
         env["DFTRACER_ENABLE"] = "1"
     proc = run_python(code, env=env, cwd=str(tmp_path))
@@ -110,7 +108,7 @@ def test_aliases_and_module():
         assert ai.data.preprocess.derive("collate") is ai.data.preprocess.derive("collate")
         print(ai.data.preprocess.derive("collate").name, ai.data.preprocess.derive("collate").cat)
     """
-    proc = run_python(code, env={"PYTHONPATH": ROOT})
+    proc = run_python(code)
     assert proc.stdout.split() == ["preprocess.collate", "data"]
 
 
@@ -308,7 +306,7 @@ df_logger.finalize()
 def test_seed_000_non_torch_examples_run_unchanged(tmp_path):
     # The non-torch lines of the seed 000 examples (PyTorch Profiler guide) with
     # the model replaced by plain Python; the dftracer lines are verbatim.
-    env = {"PYTHONPATH": ROOT, "DFTRACER_ENABLE": "1"}
+    env = {"DFTRACER_ENABLE": "1"}
     run_python(SEED_TRAINING, env=env, cwd=str(tmp_path))
     run_python(SEED_COMBINED, env=env, cwd=str(tmp_path))
     (train,) = find_traces(str(tmp_path), "training")

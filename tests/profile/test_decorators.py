@@ -18,8 +18,6 @@ import pytest
 
 from tracefile import find_traces, read_trace, run_python
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
 
 from dftracer.python import dft_fn as Profile  # noqa: E402
 
@@ -35,7 +33,7 @@ def traced(tmp_path, body: str, enable: bool = True):
     """Runs body after initialize_log in a fresh interpreter; returns the
     decoded trace (or None when no file was written) and the process."""
     code = PRELUDE.format(d=str(tmp_path)) + textwrap.dedent(body) + "\nlog.finalize()\n"
-    env = {"PYTHONPATH": ROOT}
+    env = {}
     if enable:
         env["DFTRACER_ENABLE"] = "1"
     proc = run_python(code, env=env, cwd=str(tmp_path))

@@ -39,7 +39,7 @@ log.finalize()
 
 
 def cli(*args: str, **kw) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ)
     env.update(kw.pop("env", {}))
     return subprocess.run([sys.executable, "-m", "dftracer", *args], capture_output=True,
                           text=True, env=env, timeout=120, **kw)

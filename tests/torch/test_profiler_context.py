@@ -31,7 +31,6 @@ from dftracer.python.torch import (  # noqa: E402
 )
 from dftracer.python.torch import _outputs  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 CUDA = torch.cuda.is_available()
 NEEDS_CUDA = "needs a CUDA device; this torch/machine has none"
 try:
@@ -532,7 +531,6 @@ print("TRACE", c.trace_path)
 
 def _env(extra):
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     env.update(extra)
     return env
 
