@@ -29,6 +29,9 @@ DIST_NAME := dftracer_native-$(VERSION)
 # What a --no-isolation build needs (pyproject.toml's build-system.requires).
 BUILD_REQS := 'setuptools>=77' build
 PYTEST_FLAGS := -q -p no:cacheprovider
+# A build log line that is a warning (the compiler's "x.c:1:2: warning:",
+# setuptools' "warning:", Python's "...Warning:"), not a file name with "warning" in it.
+WARNING_LINE := (^|[ :])([A-Za-z]*Warning|[Ww]arning):
 
 # pytest from a scratch folder against the interpreter $(1)'s installed package;
 # $(2): extra pytest arguments.  DFTRACER_TEST_INSTALLED makes conftest.py check
@@ -66,7 +69,7 @@ setup: system-deps $(VENV)/.ready
 	$(PY) -m build --no-isolation --outdir build/pkg . >build/pkg.log 2>&1 || \
 	  { cat build/pkg.log; exit 1; }
 	@# (byte-compiling is off when PYTHONDONTWRITEBYTECODE is set: not the build's)
-	@! grep -i 'warning' build/pkg.log | grep -v 'byte-compiling is disabled' || \
+	@! grep -E "$(WARNING_LINE)" build/pkg.log | grep -v 'byte-compiling is disabled' || \
 	  { echo "the build printed warnings (build/pkg.log)"; exit 1; }
 	-@$(PIP) uninstall -q -y pydftracer 2>/dev/null  # the name this project had before 0.2
 	$(PIP) install -q --force-reinstall --no-deps build/pkg/$(DIST_NAME)-*.whl
@@ -138,7 +141,7 @@ wheel: system-deps sdist
 	  DFTRACER_COMPRESSION_BACKEND=$(WHEEL_BACKEND) \
 	  $$venv/bin/python -m pip wheel -v --no-deps --no-build-isolation -w $(DIST) \
 	    $(DIST)/$(DIST_NAME).tar.gz >$$log 2>&1 || { cat $$log; exit 1; }; \
-	  ! grep -i 'warning' $$log | grep -v 'byte-compiling is disabled\|Location .* is ignored' || \
+	  ! grep -E "$(WARNING_LINE)" $$log | grep -v 'byte-compiling is disabled\|Location .* is ignored' || \
 	    { echo "the build printed warnings ($$log)"; exit 1; }; \
 	done; ls $(DIST)
 
