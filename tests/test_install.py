@@ -83,7 +83,7 @@ def test_installed_distribution_holds_exactly_the_source_tree_package():
     pth = str(dist.locate_file("dftracer-preload.pth"))
     assert os.path.dirname(pth) == os.path.dirname(os.path.dirname(dftracer.__file__))
     # and the console script is there
-    assert [ep.value for ep in dist.entry_points if ep.name == "dftracer"] == ["dftracer.cli:main"]
+    assert [ep.value for ep in dist.entry_points if ep.name == "dftracer"] == ["dftracer.tools.cli:main"]
 
 
 def test_subprocesses_import_the_same_package():

@@ -146,7 +146,15 @@ def test_same_torch_program_equivalent_trace(tmp_path):
                              cwd="/").stdout.strip()
     if version != str(sys.version_info[:2]):
         pytest.skip(f"the reference python is {version}; this torch needs {sys.version_info[:2]}")
-    site = os.path.dirname(os.path.dirname(torch.__file__))
+    # torch for the reference, from this interpreter's site-packages, but not
+    # our own dftracer installed there (it would shadow pydftracer's).
+    site = tmp_path / "site"
+    site.mkdir()
+    torch_site = os.path.dirname(os.path.dirname(torch.__file__))
+    for entry in os.listdir(torch_site):
+        if not entry.lower().startswith("dftracer"):
+            os.symlink(os.path.join(torch_site, entry), site / entry)
+    site = str(site)
     (tmp_path / "ref").mkdir()
     (tmp_path / "ours").mkdir()
     ref_events, _ = _run(reference, str(tmp_path / "ref"),

@@ -26,6 +26,8 @@ except ImportError:  # pragma: no cover - the helper comes with the Perfetto tes
     browser_support = None
 
 pytestmark = [
+    # Under `make test-asan` LD_PRELOAD would carry libasan into Chromium.
+    pytest.mark.no_asan,
     pytest.mark.skipif(browser_support is None, reason="tests/browser_support.py is missing"),
     pytest.mark.skipif(importlib.util.find_spec("plotly") is None,
                        reason="the report extra (plotly) is not installed"),
