@@ -204,24 +204,13 @@ static PyObject *eventreader_next(EventReaderObject *self)
 static PyObject *eventreader_status(EventReaderObject *self, void *unused)
 {
     (void)unused;
-    switch (self->status) {
-    case -1:
-        return PyUnicode_FromString("reading");
-    case DFT_RD_EOF:
-        return PyUnicode_FromString("ok");
-    case DFT_RD_TRUNCATED:
-        return PyUnicode_FromString("truncated");
-    case DFT_RD_CORRUPT:
-        return PyUnicode_FromString("corrupt");
-    default:
-        return PyUnicode_FromString("error");
-    }
+    return dft_rd_status_str(self->status);
 }
 
 static PyObject *eventreader_message(EventReaderObject *self, void *unused)
 {
     (void)unused;
-    return PyUnicode_DecodeUTF8(self->rd.err, (Py_ssize_t)strlen(self->rd.err), "replace");
+    return dft_rd_message_str(&self->rd);
 }
 
 static PyGetSetDef eventreader_getset[] = {

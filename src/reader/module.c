@@ -87,10 +87,11 @@ static PyObject *linereader_next(LineReaderObject *self)
     return batch;
 }
 
-static PyObject *linereader_status(LineReaderObject *self, void *unused)
+/* A reader's end as the readers' Python objects report it (status -1: not
+ * at the end yet), and why it ended early (rd->err, or ''). */
+PyObject *dft_rd_status_str(int status)
 {
-    (void)unused;
-    switch (self->status) {
+    switch (status) {
     case -1:
         return PyUnicode_FromString("reading");
     case DFT_RD_EOF:
@@ -104,10 +105,21 @@ static PyObject *linereader_status(LineReaderObject *self, void *unused)
     }
 }
 
+PyObject *dft_rd_message_str(const dft_rd *rd)
+{
+    return PyUnicode_DecodeUTF8(rd->err, (Py_ssize_t)strlen(rd->err), "replace");
+}
+
+static PyObject *linereader_status(LineReaderObject *self, void *unused)
+{
+    (void)unused;
+    return dft_rd_status_str(self->status);
+}
+
 static PyObject *linereader_message(LineReaderObject *self, void *unused)
 {
     (void)unused;
-    return PyUnicode_DecodeUTF8(self->rd.err, (Py_ssize_t)strlen(self->rd.err), "replace");
+    return dft_rd_message_str(&self->rd);
 }
 
 static PyObject *linereader_members(LineReaderObject *self, void *unused)

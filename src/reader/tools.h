@@ -20,4 +20,9 @@ PyObject *dft_tools_rewrite_file(PyObject *module, PyObject *args, PyObject *kwa
 int dft_tools_register(PyObject *module);
 int dft_tools_register_events(PyObject *module); /* reader/events.c */
 
+/* The status and message attributes of the readers' Python objects. */
+struct dft_rd;
+PyObject *dft_rd_status_str(int status);
+PyObject *dft_rd_message_str(const struct dft_rd *rd);
+
 #endif
