@@ -171,6 +171,9 @@ def test_json_objects_that_are_no_trace_events_are_rejected(tmp_path):
         assert str(p) in out and "not a dftracer trace" in out and why in out, out
 
 
+# Its traced program forks with writer threads alive, which GCC 12's libasan
+# allocator does not survive reliably (as the other fork tests).
+@pytest.mark.no_asan
 def test_merged_file_is_a_valid_trace(tmp_path):
     code = """
         import os
