@@ -470,15 +470,17 @@ static PyObject *mod_compression_backend(PyObject *m, PyObject *unused)
                          dft_compress_level());
 }
 
-/* _bench_writer(n, compress=True) -> dict: the writer's format + compress work
- * on n synthetic op events, timed alone on this thread (GIL released). */
+/* _bench_writer(n, compress=True, args=True) -> dict: the writer's format +
+ * compress work on n synthetic op events, timed alone on this thread (GIL
+ * released). */
 static PyObject *mod_bench_writer(PyObject *m, PyObject *args, PyObject *kw)
 {
     (void)m;
-    static char *kwlist[] = {"n", "compress", NULL};
+    static char *kwlist[] = {"n", "compress", "args", NULL};
     long long n;
-    int compress = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "L|p:_bench_writer", kwlist, &n, &compress))
+    int compress = 1, with_args = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "L|pp:_bench_writer", kwlist, &n, &compress,
+                                     &with_args))
         return NULL;
     if (n <= 0) {
         PyErr_SetString(PyExc_ValueError, "_bench_writer: n must be positive");
@@ -487,7 +489,7 @@ static PyObject *mod_bench_writer(PyObject *m, PyObject *args, PyObject *kw)
     dft_writer_bench_result r;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = dft_writer_bench((uint64_t)n, compress, &r);
+    rc = dft_writer_bench((uint64_t)n, compress, with_args, &r);
     Py_END_ALLOW_THREADS
     if (rc != 0)
         return PyErr_NoMemory();
@@ -581,7 +583,7 @@ static PyMethodDef module_methods[] = {
     {"_compression_backend", mod_compression_backend, METH_NOARGS,
      "(name, version, level) of the deflate library the writer uses."},
     {"_bench_writer", (PyCFunction)(void (*)(void))mod_bench_writer, METH_VARARGS | METH_KEYWORDS,
-     "_bench_writer(n, compress=True) -> dict: format + compress of n events, timed."},
+     "_bench_writer(n, compress=True, args=True) -> dict: format + compress of n events, timed."},
     {NULL, NULL, 0, NULL},
 };
 

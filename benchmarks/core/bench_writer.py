@@ -14,8 +14,11 @@ best of --repeat):
 - compressed bytes per event on a torch-like mix of op names (random names,
   timestamps a few microseconds apart, short durations), with and without two
   int args;
+- the same lines recompressed by gzip -9 and xz -9e, to show what the best
+  general-purpose compressors make of them;
 - the writer alone (format + compress on one writer thread, no I/O, thread
-  CPU time) from `_core._bench_writer`, with the deflate backend's name.
+  CPU time) from `_core._bench_writer`, on the op mix with and without args,
+  with the deflate backend's name.
 
 With --python, the first three run under another interpreter whose
 `dftracer.python` is pydftracer (the reference venv of docs/performance.md),
@@ -40,6 +43,7 @@ PHASE = textwrap.dedent(
     import glob, json, os, sys, time
     phase, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     res = {}
+    BOUND_LINES = 200_000
 
     def empty():
         pass
@@ -151,12 +155,26 @@ PHASE = textwrap.dedent(
         files = [p for p in glob.glob(os.path.join(os.path.dirname(out), "*"))
                  if os.path.basename(p).startswith(phase) and p.endswith(".gz")]
         res = {"bytes_per_event": sum(os.path.getsize(p) for p in files) / n}
+        if phase == "mix_noargs":
+            # What the best general-purpose compressors make of the same lines:
+            # the first BOUND_LINES event lines of the trace, recompressed.
+            import gzip, lzma, zlib
+            lines = []
+            for p in files:
+                for line in gzip.decompress(open(p, "rb").read()).splitlines(keepends=True):
+                    if b'"cat":"PP"' in line and len(lines) < BOUND_LINES:
+                        lines.append(line)
+            text = b"".join(lines)
+            res["bound_lines"] = len(lines)
+            res["zlib9"] = len(zlib.compress(text, 9)) / len(lines)
+            res["xz9e"] = len(lzma.compress(text, preset=9 | lzma.PRESET_EXTREME)) / len(lines)
     elif phase == "writer":
         from dftracer import _core
-        r = min((_core._bench_writer(n) for _ in range(3)),
-                key=lambda r: r["format_s"] + r["compress_s"])
         name, version, level = _core._compression_backend()
-        res = dict(r, backend=f"{name} {version} level {level}")
+        res = {"backend": f"{name} {version} level {level}"}
+        for key, with_args in (("args", True), ("noargs", False)):
+            res[key] = min((_core._bench_writer(n, args=with_args) for _ in range(3)),
+                           key=lambda r: r["format_s"] + r["compress_s"])
     print(json.dumps(res))
     """
 )
@@ -203,7 +221,8 @@ def main() -> None:
                      "sustained_proc_cpu", "py_wrapper_cpu"])
         lev = best(a.python, "log_event", a.calls, tmp, a.repeat, ["loop_ns", "with_drain_ns", "thread_cpu", "proc_cpu", "floor_ns"])
         mix = best(a.python, "mix", a.mix_events, tmp, 1, ["bytes_per_event"]) if ours else None
-        mix0 = best(a.python, "mix_noargs", a.mix_events, tmp, 1, ["bytes_per_event"])
+        mix0 = best(a.python, "mix_noargs", a.mix_events, tmp, 1,
+                    ["bytes_per_event", "bound_lines", "zlib9", "xz9e"])
         viz = (best(a.viztracer, "viztracer", a.calls // 3, tmp, a.repeat, ["sustained"])
                if a.viztracer else None)
         wr = run_phase(sys.executable, "writer", a.writer_events, tmp, {}) if ours else None
@@ -230,16 +249,23 @@ def main() -> None:
     if mix:
         print(f"  with two int args                  {mix['bytes_per_event']:8.2f}")
     print(f"  without args                       {mix0['bytes_per_event']:8.2f}       (target <= 4.9)")
+    print(f"  the same lines (first {mix0['bound_lines']:,}) recompressed: gzip -9 {mix0['zlib9']:.2f}, "
+          f"xz -9e {mix0['xz9e']:.2f}")
     if viz:
         print(f"VizTracer on the same empty function {viz['sustained']:8.1f} ns added per call")
     if wr:
-        ev = wr["events"]
-        fmt, cmp_ = wr["format_s"] / ev * 1e9, wr["compress_s"] / ev * 1e9
-        print(f"writer alone, one writer thread ({wr['backend']}; {ev:,} events, thread CPU time)")
-        print(f"  format                             {fmt:8.1f} ns/event  {wr['json_bytes'] / ev:6.1f} JSON bytes/event")
-        print(f"  compress                           {cmp_:8.1f} ns/event  {wr['gz_bytes'] / ev:6.2f} bytes/event")
-        print(f"  format + compress                  {fmt + cmp_:8.1f} ns/event  "
-              f"{1e3 / (fmt + cmp_):6.2f} M events/s   (target >= 10)")
+        print(f"writer alone, one writer thread ({wr['backend']}; thread CPU time)")
+        for key, what in (("noargs", "op mix, no args (the log_event line)"),
+                          ("args", "op mix with two int args")):
+            r = wr[key]
+            ev = r["events"]
+            fmt, cmp_ = r["format_s"] / ev * 1e9, r["compress_s"] / ev * 1e9
+            print(f"  {what}: {ev:,} events")
+            print(f"    format                           {fmt:8.1f} ns/event  {r['json_bytes'] / ev:6.1f} JSON bytes/event")
+            print(f"    compress                         {cmp_:8.1f} ns/event  {r['gz_bytes'] / ev:6.2f} bytes/event"
+                  f"  ({r['json_bytes'] / r['compress_s'] / 1e9:.2f} GB/s of JSON)")
+            print(f"    format + compress                {fmt + cmp_:8.1f} ns/event  "
+                  f"{1e3 / (fmt + cmp_):6.2f} M events/s   (target >= 10)")
 
 
 if __name__ == "__main__":

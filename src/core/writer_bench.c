@@ -19,8 +19,8 @@ static double cpu_now(void)
 }
 
 /* The op mix of benchmarks/core/bench_core.py: torch op names, timestamps a
- * few microseconds apart, short durations, two int args. */
-static char *encode_mix(size_t *len)
+ * few microseconds apart, short durations, two int args or none. */
+static char *encode_mix(size_t *len, int with_args)
 {
     static const char *const names[] = {
         "aten::addmm", "aten::linear", "aten::relu", "aten::empty", "aten::t",
@@ -44,7 +44,7 @@ static char *encode_mix(size_t *len)
         };
         dft_event ev = {.name = name, .name_len = strlen(name), .cat = "PP", .cat_len = 2,
                         .ts = ts, .dur = durs[(seed >> 24) % 10], .ph = DFT_PH_COMPLETE,
-                        .args = args, .nargs = 2};
+                        .args = args, .nargs = with_args ? 2 : 0};
         size_t size = dft_record_size(&ev);
         if (used + size > cap) {
             char *p = realloc(data, cap * 2);
@@ -63,11 +63,11 @@ static char *encode_mix(size_t *len)
     return data;
 }
 
-int dft_writer_bench(uint64_t n, int compress, dft_writer_bench_result *res)
+int dft_writer_bench(uint64_t n, int compress, int with_args, dft_writer_bench_result *res)
 {
     memset(res, 0, sizeof *res);
     size_t len = 0;
-    char *data = encode_mix(&len);
+    char *data = encode_mix(&len, with_args);
     dft_compressor *cz = compress ? dft_compressor_new() : NULL;
     dft_sbuf json = {0}, out = {0};
     int rc = -1;

@@ -16,7 +16,9 @@ typedef struct dft_writer_bench_result {
 
 /* Formats n events into JSON pieces of the writer's size and (with compress)
  * deflates each into one gzip member, as one writer thread does, without
- * writing anything.  0, or -1 when out of memory.  Any thread, no GIL. */
-int dft_writer_bench(uint64_t n, int compress, dft_writer_bench_result *res);
+ * writing anything.  with_args: each event carries two int args (the op mix
+ * of the profiler's events) or none (the @Profile.log / log_event line).
+ * 0, or -1 when out of memory.  Any thread, no GIL. */
+int dft_writer_bench(uint64_t n, int compress, int with_args, dft_writer_bench_result *res);
 
 #endif

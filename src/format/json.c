@@ -33,7 +33,7 @@ void dft_sbuf_free(dft_sbuf *b)
     b->failed = 0;
 }
 
-static const char digit_pairs[201] = "00010203040506070809"
+const char dft_json_digit_pairs[201] = "00010203040506070809"
                                      "10111213141516171819"
                                      "20212223242526272829"
                                      "30313233343536373839"
@@ -44,17 +44,6 @@ static const char digit_pairs[201] = "00010203040506070809"
                                      "80818283848586878889"
                                      "90919293949596979899";
 
-/* Exactly eight digits of u < 10^8, leading zeros included. */
-static inline char *put8(char *o, uint32_t u)
-{
-    uint32_t a = u / 10000, b = u % 10000;
-    memcpy(o, digit_pairs + 2 * (a / 100), 2);
-    memcpy(o + 2, digit_pairs + 2 * (a % 100), 2);
-    memcpy(o + 4, digit_pairs + 2 * (b / 100), 2);
-    memcpy(o + 6, digit_pairs + 2 * (b % 100), 2);
-    return o + 8;
-}
-
 /* The digits of u < 10^8, without leading zeros. */
 static inline char *put_small(char *o, uint32_t u)
 {
@@ -63,21 +52,21 @@ static inline char *put_small(char *o, uint32_t u)
         return o + 1;
     }
     if (u < 100) {
-        memcpy(o, digit_pairs + 2 * u, 2);
+        memcpy(o, dft_json_digit_pairs + 2 * u, 2);
         return o + 2;
     }
     if (u >= 10000000)
-        return put8(o, u);
+        return dft_json_put8(o, u);
     int n = u < 1000 ? 3 : u < 10000 ? 4 : u < 100000 ? 5 : u < 1000000 ? 6 : u < 10000000 ? 7 : 8;
     char *end = o + n, *p = end;
     while (u >= 100) {
         uint32_t r = u % 100;
         u /= 100;
         p -= 2;
-        memcpy(p, digit_pairs + 2 * r, 2);
+        memcpy(p, dft_json_digit_pairs + 2 * r, 2);
     }
     if (u >= 10)
-        memcpy(p - 2, digit_pairs + 2 * u, 2);
+        memcpy(p - 2, dft_json_digit_pairs + 2 * u, 2);
     else
         p[-1] = (char)('0' + u);
     return end;
@@ -94,11 +83,11 @@ char *dft_json_put_int(char *o, int64_t v)
         return put_small(o, (uint32_t)u);
     if (u < 10000000000000000u) { /* 9 to 16 digits: microsecond timestamps */
         o = put_small(o, (uint32_t)(u / 100000000u));
-        return put8(o, (uint32_t)(u % 100000000u));
+        return dft_json_put8(o, (uint32_t)(u % 100000000u));
     }
     o = put_small(o, (uint32_t)(u / 10000000000000000u));
-    o = put8(o, (uint32_t)(u / 100000000u % 100000000u));
-    return put8(o, (uint32_t)(u % 100000000u));
+    o = dft_json_put8(o, (uint32_t)(u / 100000000u % 100000000u));
+    return dft_json_put8(o, (uint32_t)(u % 100000000u));
 }
 
 void dft_json_int(dft_sbuf *b, int64_t v)

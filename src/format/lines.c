@@ -3,8 +3,10 @@
  * One reservation per line (a bound from the record's size), then the line is
  * written through a raw cursor: literal parts are fixed-size copies, numbers
  * go through the two-digit table (json.c), strings through the escaper's
- * eight-bytes-at-a-time plain path, and the parts that are the same on every
- * line of a file (the pid, the hhash) are formatted once per call. */
+ * one-load plain path, and the parts that are the same on every line of a
+ * file (the pid, the hhash) are formatted once per call.  What changes little
+ * from one line to the next is formatted from the previous line's text: the
+ * tid, the high digits of the timestamp, an id one above the last. */
 #include "format/lines.h"
 
 #define PUT_LIT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) += sizeof(lit) - 1)
@@ -17,6 +19,12 @@ typedef struct fmt_const {
     int64_t tid;      /* the last line's tid, and its digits */
     char tid_text[24];
     size_t tid_len;
+    int64_t id;       /* the last line's id (-1: none), and its digits */
+    char id_text[24];
+    size_t id_len;
+    uint64_t ts_hi;   /* ts / 10^8 of the last 9-to-16-digit ts (0: none) */
+    char ts_hi_text[8];
+    size_t ts_hi_len;
 } fmt_const;
 
 static void const_init(fmt_const *k, const dft_fmt_ctx *ctx)
@@ -31,6 +39,10 @@ static void const_init(fmt_const *k, const dft_fmt_ctx *ctx)
     dft_json_put_hash(o, ctx->hhash);
     k->tid = 0;
     k->tid_len = (size_t)(dft_json_put_int(k->tid_text, 0) - k->tid_text);
+    k->id = -1;
+    k->id_len = 0;
+    k->ts_hi = 0;
+    k->ts_hi_len = 0;
 }
 
 /* A thread's records come in runs: its tid is formatted once per run. */
@@ -42,6 +54,54 @@ static inline char *put_tid(char *o, int64_t tid, fmt_const *k)
     }
     memcpy(o, k->tid_text, sizeof k->tid_text);
     return o + k->tid_len;
+}
+/* A thread's ids mostly count up by one: the last id's digits, incremented. */
+static inline char *put_id(char *o, int64_t id, fmt_const *k)
+{
+    int done = 0;
+    if (id > 0 && k->id >= 0 && (uint64_t)id == (uint64_t)k->id + 1) {
+        char *d = k->id_text + k->id_len - 1;
+        while (d >= k->id_text && *d == '9')
+            *d-- = '0';
+        if (d >= k->id_text) { /* else all nines: one digit more, formatted */
+            ++*d;
+            done = 1;
+        }
+    }
+    if (!done)
+        k->id_len = (size_t)(dft_json_put_int(k->id_text, id) - k->id_text);
+    k->id = id;
+    memcpy(o, k->id_text, sizeof k->id_text);
+    return o + k->id_len;
+}
+
+/* Microsecond timestamps have 16 digits of which the first 8 change every
+ * 100 s: those are reused, the last 8 formatted. */
+static inline char *put_ts(char *o, int64_t ts, fmt_const *k)
+{
+    uint64_t u = (uint64_t)ts;
+    if (ts < 100000000 || u >= 10000000000000000u)
+        return dft_json_put_int(o, ts);
+    uint64_t hi = u / 100000000u; /* 1 to 99,999,999 */
+    if (hi != k->ts_hi) {
+        k->ts_hi = hi;
+        k->ts_hi_len = (size_t)(dft_json_put_int(k->ts_hi_text, (int64_t)hi) - k->ts_hi_text);
+    }
+    memcpy(o, k->ts_hi_text, sizeof k->ts_hi_text);
+    return dft_json_put8(o + k->ts_hi_len, (uint32_t)(u - hi * 100000000u));
+}
+/* Durations, levels and most int args are below 100: no call for those. */
+static inline char *put_int(char *o, int64_t v)
+{
+    if ((uint64_t)v < 10) {
+        *o = (char)('0' + v);
+        return o + 1;
+    }
+    if ((uint64_t)v < 100) {
+        memcpy(o, dft_json_digit_pairs + 2 * v, 2);
+        return o + 2;
+    }
+    return dft_json_put_int(o, v);
 }
 #define HHASH_LEN (sizeof(",\"args\":{\"hhash\":") - 1 + 18)
 
@@ -72,7 +132,7 @@ static char *format_args(char *o, const char *p, unsigned nargs, int first, cons
         memcpy(&v, p, 8);
         p += 8;
         if (type == DFT_ARG_INT)
-            o = dft_json_put_int(o, v.i);
+            o = put_int(o, v.i);
         else if (type == DFT_ARG_FLOAT)
             o = dft_json_put_double(o, v.f);
         else
@@ -83,7 +143,9 @@ static char *format_args(char *o, const char *p, unsigned nargs, int first, cons
 
 /* Room for any line of record r: each byte of the record's strings and keys
  * may become six, each 8-byte number at most 26 characters, plus the fixed
- * keys and punctuation (under 256 bytes). */
+ * keys and punctuation (under 256 bytes).  The header's 64 bytes (384 of the
+ * bound) give at least 200 bytes to spare, which the fixed-size copies past a
+ * field's end (at most 23 bytes) use. */
 static size_t line_bound(const dft_rec *r) { return 6 * (size_t)r->size + 256; }
 
 /* lim: the end of the chunk, up to which record bytes may be read. */
@@ -92,7 +154,7 @@ static char *format_one(char *o, const dft_rec *r, const dft_fmt_ctx *ctx, fmt_c
 {
     const char *p = (const char *)(r + 1);
     PUT_LIT(o, "{\"id\":");
-    o = dft_json_put_int(o, r->id);
+    o = put_id(o, r->id, k);
     PUT_LIT(o, ",\"name\":");
     o = dft_json_put_string_in(o, p, r->name_len, lim);
     p += r->name_len;
@@ -104,26 +166,26 @@ static char *format_one(char *o, const dft_rec *r, const dft_fmt_ctx *ctx, fmt_c
         o += k->pid_tid_len;
     } else {
         PUT_LIT(o, ",\"pid\":");
-        o = dft_json_put_int(o, r->pid);
+        o = put_int(o, r->pid);
         PUT_LIT(o, ",\"tid\":");
     }
     o = put_tid(o, r->tid, k);
     switch (r->ph) {
     case DFT_PH_COMPLETE:
         PUT_LIT(o, ",\"ts\":");
-        o = dft_json_put_int(o, r->ts);
+        o = put_ts(o, r->ts, k);
         PUT_LIT(o, ",\"dur\":");
-        o = dft_json_put_int(o, r->dur < 0 ? 0 : r->dur);
+        o = put_int(o, r->dur < 0 ? 0 : r->dur);
         PUT_LIT(o, ",\"ph\":\"X\"");
         break;
     case DFT_PH_INSTANT:
         PUT_LIT(o, ",\"ts\":");
-        o = dft_json_put_int(o, r->ts);
+        o = put_ts(o, r->ts, k);
         PUT_LIT(o, ",\"ph\":\"i\",\"s\":\"t\"");
         break;
     case DFT_PH_COUNTER:
         PUT_LIT(o, ",\"ts\":");
-        o = dft_json_put_int(o, r->ts);
+        o = put_ts(o, r->ts, k);
         PUT_LIT(o, ",\"ph\":\"C\"");
         break;
     default: PUT_LIT(o, ",\"ph\":\"M\""); break;
@@ -139,11 +201,13 @@ static char *format_one(char *o, const dft_rec *r, const dft_fmt_ctx *ctx, fmt_c
     if (with_hhash) {
         memcpy(o, k->hhash, HHASH_LEN);
         o += HHASH_LEN;
-        if (nesting) {
+        if (nesting && r->level == 1 && r->p_idx == -1) {
+            PUT_LIT(o, ",\"level\":1,\"p_idx\":-1"); /* outside any scope: most events */
+        } else if (nesting) {
             PUT_LIT(o, ",\"level\":");
-            o = dft_json_put_int(o, r->level);
+            o = put_int(o, r->level);
             PUT_LIT(o, ",\"p_idx\":");
-            o = dft_json_put_int(o, r->p_idx);
+            o = put_int(o, r->p_idx);
         }
         first = 0;
     } else {
@@ -161,13 +225,14 @@ size_t dft_format_records(dft_sbuf *out, const char *data, size_t *pos, size_t e
     const_init(&k, ctx);
     size_t lines = 0;
     size_t p = *pos;
-    while (p + sizeof(dft_rec) <= end && out->len < limit) {
+    while (p + sizeof(dft_rec) <= end && out->len < limit && !out->failed) {
         const dft_rec *r = (const dft_rec *)(data + p);
         if (r->size < sizeof(dft_rec) || p + r->size > end) {
             p = end; /* cannot happen for records we encoded; stop rather than misread */
             break;
         }
-        if (dft_sbuf_reserve(out, line_bound(r)) != 0)
+        size_t bound = line_bound(r);
+        if (out->cap - out->len < bound && dft_sbuf_reserve(out, bound) != 0)
             break; /* out->failed tells the caller */
         out->len = (size_t)(format_one(out->data + out->len, r, ctx, &k, data + end) - out->data);
         p += r->size;

@@ -12,7 +12,7 @@ import zlib
 import pytest
 
 from dftracer import _core
-from tracefile import find_traces, read_trace, run_python
+from tracefile import check_event, find_traces, read_trace, run_python
 
 ENABLED = {"DFTRACER_ENABLE": "1"}
 BACKENDS = {"isal", "libdeflate", "zlib"}
@@ -78,6 +78,10 @@ def test_bench_writer_formats_and_compresses():
     plain = _core._bench_writer(50000, compress=False)
     assert plain["gz_bytes"] == 0 and plain["compress_s"] == 0
     assert plain["json_bytes"] == r["json_bytes"]
+    bare = _core._bench_writer(50000, compress=False, args=False)
+    # the same events less ',"device":0,"input_size":N' (26 to 30 bytes)
+    per_line = plain["json_bytes"] / plain["events"] - bare["json_bytes"] / bare["events"]
+    assert 26 < per_line < 30
 
 
 def test_bench_writer_rejects_bad_n():
@@ -90,6 +94,43 @@ def test_bench_writer_rejects_bad_n():
 # ---- the formatter's fast paths -------------------------------------------
 
 
+def test_timestamps_and_ids_reused_from_the_previous_line(tmp_path):
+    """The formatter reuses the high eight digits of the last timestamp and
+    counts the last id up by one: every value must still come out exactly,
+    across each boundary where that reuse has to stop."""
+    tss = [0, 7, 99_999_999, 100_000_000, 100_000_001, 199_999_999, 200_000_000,
+           1_795_446_016_619_112, 1_795_446_099_999_999, 1_795_446_100_000_000,
+           1_795_446_100_000_000, 9_999_999_999_999_999, 10_000_000_000_000_000,
+           2 ** 62, 1_795_446_016_619_112, 123, -5]
+    n = 12_000  # ids run through 10, 100, 1,000 and 10,000
+    run_python(
+        f"""
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log({str(tmp_path / 'trace.pfw')!r})
+        for i, t in enumerate({tss!r}):
+            log.log_event("t", "n", t, i)
+        for i in range({n}):
+            log.log_event("c", "n", 1_795_446_016_619_112 + 37 * i, i)
+        log.finalize()
+        """,
+        dict(ENABLED, DFTRACER_WRITE_BUFFER_SIZE="64K"),
+    )
+    [path] = find_traces(str(tmp_path))
+    # Timestamps out of the epoch's range are the point here: the format
+    # checks run on the rest through check=True below.
+    trace = read_trace(path, check=False)
+    got = {e["dur"]: e["ts"] for e in trace.of("X", name="t")}
+    assert [got[i] for i in range(len(tss))] == tss
+    counted = sorted(trace.of("X", name="c"), key=lambda e: e["dur"])
+    assert [e["ts"] for e in counted] == [1_795_446_016_619_112 + 37 * i for i in range(n)]
+    ids = [e["id"] for e in counted]
+    assert ids == list(range(ids[0], ids[0] + n))  # one thread: consecutive
+    all_ids = [e["id"] for e in trace.events if "id" in e]
+    assert len(all_ids) == len(set(all_ids))
+    for i, e in enumerate(counted):
+        check_event(e, f"event {i}")
+
+
 def test_numbers_and_strings_at_the_fast_path_edges(tmp_path):
     """Integers across every digit count and sign, floats (integral ones
     included, printed as Python's repr does), and strings whose special bytes
@@ -97,7 +138,7 @@ def test_numbers_and_strings_at_the_fast_path_edges(tmp_path):
     ints = sorted({s * (10 ** k + d) for k in range(19) for d in (-1, 0, 1) for s in (1, -1)}
                   | {2 ** 63 - 1, -(2 ** 63), 0})
     floats = [0.0, -0.0, 3.0, -2.0, 1e14, 1e15, 1e16, 0.1, 2.5e-7, 123456.789, -1e300]
-    texts = ["a" * n + c + "b" * m for n in range(10) for m in (0, 3, 9)
+    texts = ["a" * n + c + "b" * m for n in range(18) for m in (0, 3, 9)
              for c in ("", '"', "\\", "\n", "\x7f", "\u00e9", "\x01")]
     run_python(
         f"""
