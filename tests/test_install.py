@@ -236,3 +236,39 @@ def test_frame_hook_turns_itself_off_on_an_untested_python(tmp_path):
     assert f"tested up to Python {older[0]}.{older[1]})" in proc.stdout
     (path,) = find_traces(str(tmp_path))
     assert [e["name"] for e in read_trace(path).user_events()] == ["still"]
+
+
+def _mapped_libraries():
+    """Paths of the shared libraries mapped into this process."""
+    with open("/proc/self/maps") as f:
+        return {line.split(None, 5)[5].strip() for line in f
+                if len(line.split(None, 5)) == 6 and ".so" in line}
+
+
+DEFLATE_LIBS = {"isal": "libisal", "libdeflate": "libdeflate"}
+
+
+@pytest.mark.skipif(os.environ.get("DFTRACER_TEST_WHEEL") != "1",
+                    reason="make test-wheels checks the wheels of `make wheel` (DFTRACER_TEST_WHEEL=1)")
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc/self/maps")
+def test_the_wheel_carries_its_deflate_library():
+    """A wheel built with ISA-L or libdeflate loads its own copy of the library
+    (grafted by auditwheel into dftracer_native.libs/), not the system's: it
+    must run where that library is not installed.  A zlib wheel loads neither."""
+    dist = _installed_dist()
+    backend = _core._compression_backend()[0]
+    want = os.environ.get("DFTRACER_EXPECT_BACKEND")
+    if want:
+        assert backend == want
+    mapped = [p for p in _mapped_libraries()
+              if os.path.basename(p).startswith(tuple(DEFLATE_LIBS.values()))]
+    if backend == "zlib":
+        assert mapped == []
+        return
+    libs_dir = os.path.realpath(str(dist.locate_file("dftracer_native.libs")))
+    assert mapped, f"{DEFLATE_LIBS[backend]} is not loaded"
+    for p in mapped:
+        assert os.path.realpath(p).startswith(libs_dir + os.sep), \
+            f"{p} is loaded from outside the wheel ({libs_dir})"
+    recorded = [str(f) for f in dist.files if str(f).startswith("dftracer_native.libs/")]
+    assert any(os.path.basename(r).startswith(DEFLATE_LIBS[backend]) for r in recorded)
