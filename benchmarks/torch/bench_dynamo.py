@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, List
 
 import torch
@@ -34,6 +33,7 @@ from functorch.compile import make_boxed_func
 from torch._dynamo.backends.common import aot_autograd
 
 from dftracer.python import dftracer, dynamo
+from dftracer.python.dynamo import CallStackRecord  # the record pydftracer's backend stacks
 
 
 class SmallCNN(torch.nn.Module):
@@ -49,15 +49,6 @@ class SmallCNN(torch.nn.Module):
         x = torch.relu(self.conv2(x))
         x = x.flatten(1)
         return torch.log_softmax(self.fc(x), dim=1)
-
-
-@dataclass
-class CallStackRecord:
-    op_name: str
-    op_type: str
-    target: str
-    timestamp_us: int
-    grad_enabled: bool
 
 
 class PyLogger:

@@ -42,28 +42,12 @@ static PyObject *eventreader_new(PyTypeObject *type, PyObject *args, PyObject *k
     static char *kwlist[] = {"path", NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:_EventReader", kwlist, &path))
         return NULL;
-    PyObject *bytes;
-    if (!PyUnicode_FSConverter(path, &bytes))
-        return NULL;
     EventReaderObject *self = (EventReaderObject *)type->tp_alloc(type, 0);
-    if (!self) {
-        Py_DECREF(bytes);
+    if (!self)
         return NULL;
-    }
     self->status = -1;
     self->strs = PyDict_New();
-    if (!self->strs) {
-        Py_DECREF(bytes);
-        Py_DECREF(self);
-        return NULL;
-    }
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = dft_rd_open(&self->rd, PyBytes_AS_STRING(bytes));
-    Py_END_ALLOW_THREADS
-    Py_DECREF(bytes);
-    if (rc < 0) {
-        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+    if (!self->strs || dft_rd_open_path(&self->rd, path) < 0) {
         Py_DECREF(self);
         return NULL;
     }

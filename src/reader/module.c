@@ -27,21 +27,10 @@ static PyObject *linereader_new(PyTypeObject *type, PyObject *args, PyObject *kw
     static char *kwlist[] = {"path", NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:_LineReader", kwlist, &path))
         return NULL;
-    PyObject *bytes;
-    if (!PyUnicode_FSConverter(path, &bytes))
-        return NULL;
     LineReaderObject *self = (LineReaderObject *)type->tp_alloc(type, 0);
-    if (!self) {
-        Py_DECREF(bytes);
+    if (!self)
         return NULL;
-    }
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = dft_rd_open(&self->rd, PyBytes_AS_STRING(bytes));
-    Py_END_ALLOW_THREADS
-    Py_DECREF(bytes);
-    if (rc < 0) {
-        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+    if (dft_rd_open_path(&self->rd, path) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -89,6 +78,23 @@ static PyObject *linereader_next(LineReaderObject *self)
 
 /* A reader's end as the readers' Python objects report it (status -1: not
  * at the end yet), and why it ended early (rd->err, or ''). */
+int dft_rd_open_path(dft_rd *rd, PyObject *path)
+{
+    PyObject *bytes;
+    if (!PyUnicode_FSConverter(path, &bytes))
+        return -1;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = dft_rd_open(rd, PyBytes_AS_STRING(bytes));
+    Py_END_ALLOW_THREADS
+    Py_DECREF(bytes);
+    if (rc < 0) {
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        return -1;
+    }
+    return 0;
+}
+
 PyObject *dft_rd_status_str(int status)
 {
     switch (status) {

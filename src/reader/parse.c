@@ -31,6 +31,22 @@ static int fail(pstate *s, const char *why)
     return -1;
 }
 
+/* After a member of an object or array: 1 when a ',' follows (another
+ * member), 0 after the closing bracket, -1 (why) when neither does. */
+static int after_member(pstate *s, char close, const char *why)
+{
+    ws(s);
+    if (s->p < s->end && *s->p == ',') {
+        s->p++;
+        return 1;
+    }
+    if (s->p < s->end && *s->p == close) {
+        s->p++;
+        return 0;
+    }
+    return fail(s, why);
+}
+
 /* Strict checks of a string body: escapes and control characters. */
 static int check_string_body(pstate *s, const char *b, const char *e)
 {
@@ -227,16 +243,9 @@ static int skip_value(pstate *s, int depth)
             }
             if (skip_value(s, depth + 1) < 0)
                 return -1;
-            ws(s);
-            if (s->p < s->end && *s->p == ',') {
-                s->p++;
-                continue;
-            }
-            if (s->p < s->end && *s->p == close) {
-                s->p++;
-                return 0;
-            }
-            return fail(s, obj ? "missing ',' or '}'" : "missing ',' or ']'");
+            int more = after_member(s, close, obj ? "missing ',' or '}'" : "missing ',' or ']'");
+            if (more <= 0)
+                return more;
         }
     }
     default:
@@ -339,16 +348,11 @@ static int args_object(pstate *s, dft_line *l)
         if (val.p && l->nrefs < DFT_LINE_REFS &&
             ((key.n >= 4 && memcmp(key.p + key.n - 4, "hash", 4) == 0) || KEY_IS(key, "cwd")))
             l->refs[l->nrefs++] = val;
-        ws(s);
-        if (s->p < s->end && *s->p == ',') {
-            s->p++;
-            continue;
-        }
-        if (s->p < s->end && *s->p == '}') {
-            s->p++;
+        int more = after_member(s, '}', "missing ',' or '}' in args");
+        if (more < 0)
+            return -1;
+        if (more == 0)
             break;
-        }
-        return fail(s, "missing ',' or '}' in args");
     }
     /* Bytes moved: for read/write calls what the call returned (else what was
      * asked), for other events a size argument. */
@@ -451,16 +455,11 @@ static int general(pstate *s, dft_line *l)
             rc = skip_value(s, 1);
         if (rc < 0)
             return -1;
-        ws(s);
-        if (s->p < s->end && *s->p == ',') {
-            s->p++;
-            continue;
-        }
-        if (s->p < s->end && *s->p == '}') {
-            s->p++;
+        int more = after_member(s, '}', "missing ',' or '}'");
+        if (more < 0)
+            return -1;
+        if (more == 0)
             break;
-        }
-        return fail(s, "missing ',' or '}'");
     }
     ws(s);
     if (s->p != s->end)

@@ -22,6 +22,9 @@ int dft_tools_register_events(PyObject *module); /* reader/events.c */
 
 /* The status and message attributes of the readers' Python objects. */
 struct dft_rd;
+/* Opens the trace at path (str, bytes or os.PathLike) into rd, the file
+ * opened without the GIL: 0, or -1 with TypeError/OSError naming the path. */
+int dft_rd_open_path(struct dft_rd *rd, PyObject *path);
 PyObject *dft_rd_status_str(int status);
 PyObject *dft_rd_message_str(const struct dft_rd *rd);
 
