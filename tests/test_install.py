@@ -257,9 +257,6 @@ def test_the_wheel_carries_its_deflate_library():
     must run where that library is not installed.  A zlib wheel loads neither."""
     dist = _installed_dist()
     backend = _core._compression_backend()[0]
-    want = os.environ.get("DFTRACER_EXPECT_BACKEND")
-    if want:
-        assert backend == want
     mapped = [p for p in _mapped_libraries()
               if os.path.basename(p).startswith(tuple(DEFLATE_LIBS.values()))]
     if backend == "zlib":

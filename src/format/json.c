@@ -72,7 +72,7 @@ static inline char *put_small(char *o, uint32_t u)
     return end;
 }
 
-char *dft_json_put_int(char *o, int64_t v)
+char *dft_json_put_int_any(char *o, int64_t v)
 {
     uint64_t u = (uint64_t)v;
     if (v < 0) {

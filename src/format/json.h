@@ -33,7 +33,7 @@ static inline void dft_sbuf_put(dft_sbuf *b, const char *s, size_t n)
 
 /* The raw forms write at o, which has room (see each), and return the end.
  * Writers reserve once per line and then call these without checks. */
-char *dft_json_put_int(char *o, int64_t v);          /* at most 20 bytes */
+char *dft_json_put_int_any(char *o, int64_t v);      /* at most 20 bytes */
 char *dft_json_put_double(char *o, double v);        /* at most 26 bytes */
 char *dft_json_put_hash(char *o, uint64_t h);        /* 18 bytes */
 char *dft_json_put_string(char *o, const char *s, size_t n); /* at most 6n + 2 */
@@ -51,6 +51,21 @@ static inline char *dft_json_put8(char *o, uint32_t u)
     memcpy(o + 4, dft_json_digit_pairs + 2 * (b / 100), 2);
     memcpy(o + 6, dft_json_digit_pairs + 2 * (b % 100), 2);
     return o + 8;
+}
+
+/* Any int64, at most 20 bytes.  Inline for the ones below 100 (durations,
+ * levels, most int args): no call for those. */
+static inline char *dft_json_put_int(char *o, int64_t v)
+{
+    if ((uint64_t)v < 10) {
+        *o = (char)('0' + v);
+        return o + 1;
+    }
+    if ((uint64_t)v < 100) {
+        memcpy(o, dft_json_digit_pairs + 2 * v, 2);
+        return o + 2;
+    }
+    return dft_json_put_int_any(o, v);
 }
 /* Nonzero in the high bit of each byte of w that is below 0x20, is 0x7f or
  * above, or is '"' or '\\': the bytes that leave the plain-copy fast path. */

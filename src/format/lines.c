@@ -90,19 +90,6 @@ static inline char *put_ts(char *o, int64_t ts, fmt_const *k)
     memcpy(o, k->ts_hi_text, sizeof k->ts_hi_text);
     return dft_json_put8(o + k->ts_hi_len, (uint32_t)(u - hi * 100000000u));
 }
-/* Durations, levels and most int args are below 100: no call for those. */
-static inline char *put_int(char *o, int64_t v)
-{
-    if ((uint64_t)v < 10) {
-        *o = (char)('0' + v);
-        return o + 1;
-    }
-    if ((uint64_t)v < 100) {
-        memcpy(o, dft_json_digit_pairs + 2 * v, 2);
-        return o + 2;
-    }
-    return dft_json_put_int(o, v);
-}
 #define HHASH_LEN (sizeof(",\"args\":{\"hhash\":") - 1 + 18)
 
 static char *format_args(char *o, const char *p, unsigned nargs, int first, const char *lim)
@@ -132,7 +119,7 @@ static char *format_args(char *o, const char *p, unsigned nargs, int first, cons
         memcpy(&v, p, 8);
         p += 8;
         if (type == DFT_ARG_INT)
-            o = put_int(o, v.i);
+            o = dft_json_put_int(o, v.i);
         else if (type == DFT_ARG_FLOAT)
             o = dft_json_put_double(o, v.f);
         else
@@ -166,7 +153,7 @@ static char *format_one(char *o, const dft_rec *r, const dft_fmt_ctx *ctx, fmt_c
         o += k->pid_tid_len;
     } else {
         PUT_LIT(o, ",\"pid\":");
-        o = put_int(o, r->pid);
+        o = dft_json_put_int(o, r->pid);
         PUT_LIT(o, ",\"tid\":");
     }
     o = put_tid(o, r->tid, k);
@@ -175,7 +162,7 @@ static char *format_one(char *o, const dft_rec *r, const dft_fmt_ctx *ctx, fmt_c
         PUT_LIT(o, ",\"ts\":");
         o = put_ts(o, r->ts, k);
         PUT_LIT(o, ",\"dur\":");
-        o = put_int(o, r->dur < 0 ? 0 : r->dur);
+        o = dft_json_put_int(o, r->dur < 0 ? 0 : r->dur);
         PUT_LIT(o, ",\"ph\":\"X\"");
         break;
     case DFT_PH_INSTANT:
@@ -205,9 +192,9 @@ static char *format_one(char *o, const dft_rec *r, const dft_fmt_ctx *ctx, fmt_c
             PUT_LIT(o, ",\"level\":1,\"p_idx\":-1"); /* outside any scope: most events */
         } else if (nesting) {
             PUT_LIT(o, ",\"level\":");
-            o = put_int(o, r->level);
+            o = dft_json_put_int(o, r->level);
             PUT_LIT(o, ",\"p_idx\":");
-            o = put_int(o, r->p_idx);
+            o = dft_json_put_int(o, r->p_idx);
         }
         first = 0;
     } else {
