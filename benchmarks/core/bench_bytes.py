@@ -23,19 +23,19 @@ import sys
 import tempfile
 import textwrap
 
+from op_mix import PHASE_HEADER  # this script's folder is sys.path[0]
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SETS = ["one name", "one name, varying dur", "cycled names", "random mix"]
 
-PHASE = textwrap.dedent(
+PHASE = PHASE_HEADER + textwrap.dedent(
     r"""
     import glob, os, random, sys
     from dftracer.python import dftracer
     which, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    names = ["aten::addmm", "aten::linear", "aten::relu", "aten::empty", "aten::t",
-             "aten::transpose", "aten::as_strided", "aten::mm", "aten::add_", "aten::copy_",
-             "aten::view", "aten::convolution", "aten::_convolution", "aten::zeros"]
-    durs = [0, 1, 1, 2, 3, 5, 8, 13, 40, 200]
+    names = OP_NAMES
+    durs = DURATIONS_US
     log = dftracer.initialize_log(out, None, -1)
     ev, ts = log.log_event, log.get_time()
     random.seed(1)

@@ -25,14 +25,14 @@ import sys
 import tempfile
 import textwrap
 
-PHASE = textwrap.dedent(
+from op_mix import PHASE_HEADER  # this script's folder is sys.path[0]
+
+PHASE = PHASE_HEADER + textwrap.dedent(
     r"""
     import gc, glob, json, os, resource, sys, time
     from dftracer.python import dftracer
     phase, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    names = ["aten::addmm", "aten::linear", "aten::relu", "aten::empty", "aten::t",
-             "aten::transpose", "aten::as_strided", "aten::mm", "aten::add_", "aten::copy_",
-             "aten::view", "aten::convolution", "aten::_convolution", "aten::zeros"]
+    names = OP_NAMES
     log = dftracer.initialize_log(out, None, -1)
     ev = log.log_event
     res = {}
@@ -68,7 +68,7 @@ PHASE = textwrap.dedent(
         import random
         random.seed(1)
         ts = log.get_time()
-        durs = [0, 1, 1, 2, 3, 5, 8, 13, 40, 200]
+        durs = DURATIONS_US
         for i in range(n):
             ts += random.randint(0, 30)
             ev(random.choice(names), "PP", ts, random.choice(durs),

@@ -36,9 +36,11 @@ import sys
 import tempfile
 import textwrap
 
+from op_mix import PHASE_HEADER  # this script's folder is sys.path[0]
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-PHASE = textwrap.dedent(
+PHASE = PHASE_HEADER + textwrap.dedent(
     r"""
     import glob, json, os, sys, time
     phase, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -107,9 +109,7 @@ PHASE = textwrap.dedent(
                "py_wrapper_cpu": py_cpu - plain_cpu}
     elif phase == "log_event":
         ev = log.log_event
-        names = ["aten::addmm", "aten::linear", "aten::relu", "aten::empty", "aten::t",
-                 "aten::transpose", "aten::as_strided", "aten::mm", "aten::add_", "aten::copy_",
-                 "aten::view", "aten::convolution", "aten::_convolution", "aten::zeros"]
+        names = OP_NAMES
         def events(ev, names, ts, n):  # in a function: local, not global, lookups
             k = len(names)
             for i in range(n):
@@ -136,10 +136,8 @@ PHASE = textwrap.dedent(
     elif phase in ("mix", "mix_noargs"):
         import random
         random.seed(1)
-        names = ["aten::addmm", "aten::linear", "aten::relu", "aten::empty", "aten::t",
-                 "aten::transpose", "aten::as_strided", "aten::mm", "aten::add_", "aten::copy_",
-                 "aten::view", "aten::convolution", "aten::_convolution", "aten::zeros"]
-        durs = [0, 1, 1, 2, 3, 5, 8, 13, 40, 200]
+        names = OP_NAMES
+        durs = DURATIONS_US
 
         def mix(ev, ts, n, args):
             for i in range(n):
