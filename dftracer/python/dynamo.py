@@ -127,7 +127,9 @@ def _aot_has_inference_compiler() -> bool:
     return "inference_compiler" in inspect.signature(aot_module_simplified).parameters
 
 
-# ---- compile accounting: torch's compile callbacks, re-registered after reset()
+# ---- compile accounting: torch's compile callbacks.  Registered when a
+# function is decorated and, since torch._dynamo.reset() drops them, again by
+# the backend at each compilation; never on the call path of a compiled function.
 
 
 def _on_compile_start(_: Any) -> None:
@@ -139,6 +141,7 @@ def _on_compile_end(_: Any) -> None:
 
 
 def _ensure_compile_callbacks() -> None:
+    """Registers the callbacks unless they are (a scan of torch's list)."""
     handler = getattr(getattr(torch, "_dynamo", None), "callback_handler", None)
     if handler is not None and _on_compile_start not in handler.start_callbacks:
         handler.register_start_callback(_on_compile_start)
@@ -201,6 +204,7 @@ class Dynamo:
             on = self._enable and _tracing_enabled()
             _core._dyn_compile_begin()
             try:
+                _ensure_compile_callbacks()  # for the next compilation, after a reset()
                 if not autograd:
                     if on:
                         phase = "forward" if torch.is_grad_enabled() else "inference"
@@ -229,6 +233,7 @@ class Dynamo:
             if not on:
                 backend = "aot_eager" if autograd else "eager"
                 return torch.compile(fn, backend=backend, **compile_kwargs)  # type: ignore
+            _ensure_compile_callbacks()
             compiled = torch.compile(fn, backend=self.backend(autograd), **compile_kwargs)
             return _traced_entry(fn, compiled, self._ctx)  # type: ignore[return-value]
 
@@ -314,7 +319,6 @@ def _traced_entry(fn: Callable[..., Any], compiled: Callable[..., Any], ctx: int
 
     def entry(*args: Any, **kwargs: Any) -> Any:
         ensure_hook()
-        _ensure_compile_callbacks()
         return inner(*args, **kwargs)
 
     functools.update_wrapper(entry, fn)

@@ -14,7 +14,34 @@ from typing import Any, Dict, Optional, Tuple
 from dftracer import _core
 from dftracer.tools.common import long_line_message
 
-_RANK_RE = re.compile(r"\brank (\d+)", re.IGNORECASE)
+# The rank rule of docs/trace-format.md, as src/reader/summary.c (rank_of,
+# rank_digits) applies it: tests/tools/test_rank.py holds both to one table.
+_RANK_SUFFIX = re.compile(r"(?:.* )?rank ([0-9]+)", re.DOTALL)
+_RANK_MAX = 2**31 - 1  # ranks are C ints in MPI and torch.distributed
+
+
+def _rank_digits(text: str) -> Optional[int]:
+    if not (text.isascii() and text.isdigit()):
+        return None
+    value = int(text)
+    return value if value <= _RANK_MAX else None
+
+
+def rank_of_process_name(name: str) -> Optional[int]:
+    """The rank in a process_name: the name is `rank <N>` or ends in
+    ` rank <N>` (the tracer writes `<exec> rank <N>`); None when it has none."""
+    m = _RANK_SUFFIX.fullmatch(name)
+    return _rank_digits(m.group(1)) if m else None
+
+
+def rank_of_value(value: Any) -> Optional[int]:
+    """The rank in the value of a `rank` metadata event (an integer or a
+    string of digits), or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if 0 <= value <= _RANK_MAX else None
+    return _rank_digits(value) if isinstance(value, str) else None
 
 
 def _failure(path: str, exc: OSError) -> Dict[str, Any]:
@@ -63,7 +90,8 @@ def _loads(line: bytes) -> Tuple[Optional[Dict[str, Any]], str]:
 
 
 def file_info(path: str, max_batches: int = 4) -> Dict[str, Any]:
-    """Host, pid, rank and process name from the head of a file."""
+    """Host, pid, rank and process name from the head of a file (the rank of
+    a `rank` metadata event wins over the process_name's, as in summary)."""
     info: Dict[str, Any] = {"path": path, "status": "ok", "message": "", "host": "",
                             "pid": None, "rank": None, "process_name": "", "events": 0}
     try:
@@ -72,6 +100,7 @@ def file_info(path: str, max_batches: int = 4) -> Dict[str, Any]:
         return _failure(path, exc)
     parsed = lineno = first_bad = 0
     bad_why = ""
+    meta_rank: Optional[int] = None
     for n, batch in enumerate(reader):
         for line in batch:
             lineno += 1
@@ -94,16 +123,15 @@ def file_info(path: str, max_batches: int = 4) -> Dict[str, Any]:
                 info["process_name"] = str(args.get("name", ""))
                 if isinstance(ev.get("pid"), int):
                     info["pid"] = ev["pid"]
-                m = _RANK_RE.search(info["process_name"])
-                if m and info["rank"] is None:
-                    info["rank"] = int(m.group(1))
-            elif args.get("name") == "rank" and info["rank"] is None:
-                try:
-                    info["rank"] = int(args.get("value"))
-                except (TypeError, ValueError):
-                    pass
+                if info["rank"] is None:
+                    info["rank"] = rank_of_process_name(info["process_name"])
+            elif args.get("name") == "rank":
+                value = rank_of_value(args.get("value"))
+                meta_rank = meta_rank if value is None else value
         if info["host"] and info["process_name"] or n + 1 >= max_batches:
             break
+    if meta_rank is not None:
+        info["rank"] = meta_rank
     if parsed == 0 and reader.status in ("ok", "reading"):
         long_lines, first_long = reader.long_lines
         if long_lines and (not first_bad or first_long <= first_bad):

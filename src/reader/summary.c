@@ -13,6 +13,7 @@
 #include "reader/tools.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,20 +144,42 @@ static void copy_sv(char *dst, size_t cap, dft_sv v)
     dst[n] = 0;
 }
 
-static int64_t rank_of(const char *process_name)
+/* A rank written as text: ASCII digits only, at most INT32_MAX (ranks are
+ * C ints in MPI and torch.distributed); -1 for anything else. */
+static int64_t rank_digits(const char *p, size_t n)
 {
-    const char *r = strstr(process_name, "rank ");
-    if (!r)
-        r = strstr(process_name, "Rank ");
-    if (!r)
+    int64_t v = 0;
+    if (n == 0)
         return -1;
-    char *end;
-    long long v = strtoll(r + 5, &end, 10);
-    return end == r + 5 ? -1 : v;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (p[i] - '0');
+        if (v > INT32_MAX)
+            return -1;
+    }
+    return v;
+}
+
+/* The rank in a process_name (docs/trace-format.md): the name is `rank <N>`
+ * or ends in ` rank <N>`, as the tracer writes `<exec> rank <N>`; -1 when
+ * it has none.  dftracer/tools/work.py applies the same rule. */
+static int64_t rank_of(dft_sv name)
+{
+    static const char word[] = "rank ";
+    const size_t wl = sizeof word - 1;
+    size_t d = name.n;
+    while (d > 0 && name.p[d - 1] >= '0' && name.p[d - 1] <= '9')
+        d--;
+    if (d == name.n || d < wl || memcmp(name.p + d - wl, word, wl) != 0)
+        return -1;
+    if (d > wl && name.p[d - wl - 1] != ' ')
+        return -1;
+    return rank_digits(name.p + d, name.n - d);
 }
 
 /* Metadata: host, process name and rank (our process_name, or the older
- * tools' PR/CM "rank"). */
+ * tools' PR/CM "rank", which wins). */
 static void metadata(summary *s, const dft_line *l)
 {
     if (l->name.n == 2 && memcmp(l->name.p, "HH", 2) == 0 && !s->host[0])
@@ -164,17 +187,14 @@ static void metadata(summary *s, const dft_line *l)
     else if (l->name.n == 12 && memcmp(l->name.p, "process_name", 12) == 0) {
         copy_sv(s->process_name, sizeof s->process_name, l->a_name);
         if (s->rank < 0)
-            s->rank = rank_of(s->process_name);
+            s->rank = rank_of(l->a_name);
         if (l->have & DFT_HAVE_PID) {
             s->pid = l->pid;
             s->have_pid = 1;
         }
-    } else if (l->a_name.n == 4 && memcmp(l->a_name.p, "rank", 4) == 0 && l->a_value.n > 0) {
-        char tmp[32];
-        copy_sv(tmp, sizeof tmp, l->a_value);
-        char *end;
-        long long v = strtoll(tmp, &end, 10);
-        if (end != tmp)
+    } else if (l->a_name.n == 4 && memcmp(l->a_name.p, "rank", 4) == 0) {
+        int64_t v = rank_digits(l->a_value.p, l->a_value.n);
+        if (v >= 0)
             s->rank = v;
     }
 }

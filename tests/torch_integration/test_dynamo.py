@@ -338,6 +338,74 @@ def test_recompilation_on_new_shapes_is_reported(traced):
     assert all(s["args"]["graphs"] == 1 for s in spans)
 
 
+class CountingList(list):
+    """A callback list that counts the times it is searched or walked."""
+
+    reads = 0
+
+    def __contains__(self, item):
+        CountingList.reads += 1
+        return super().__contains__(item)
+
+    def __iter__(self):
+        CountingList.reads += 1
+        return super().__iter__()
+
+    def index(self, *args):
+        CountingList.reads += 1
+        return super().index(*args)
+
+    def count(self, item):
+        CountingList.reads += 1
+        return super().count(item)
+
+
+def test_calls_do_not_look_at_the_compile_callbacks(traced, monkeypatch):
+    from dftracer.python import dynamo
+
+    handler = torch._dynamo.callback_handler
+    monkeypatch.setattr(handler, "start_callbacks", CountingList(handler.start_callbacks))
+    monkeypatch.setattr(handler, "end_callbacks", CountingList(handler.end_callbacks))
+
+    @dynamo.compile
+    def f(x):
+        return torch.sin(x) + 1
+
+    assert dynamo._on_compile_start in handler.start_callbacks  # registered when decorated
+    assert dynamo._on_compile_end in handler.end_callbacks
+    x = torch.randn(4)
+    f(x)  # compiles: torch runs the callbacks, the backend checks them
+    reads = CountingList.reads
+    for _ in range(20):
+        assert torch.allclose(f(x), torch.sin(x) + 1)
+    assert CountingList.reads == reads  # no call searched them
+    spans = frames(traced())
+    assert [s["args"]["mode"] for s in spans] == ["compile"] + ["cached"] * 20
+    assert spans[0]["args"]["compile_us"] > 0
+
+
+def test_compile_callbacks_come_back_after_reset(traced):
+    from dftracer.python import dynamo
+
+    handler = torch._dynamo.callback_handler
+
+    @dynamo.compile(dynamic=False)
+    def f(x):
+        return (x * 2).sum()
+
+    torch._dynamo.reset()  # drops torch's callbacks, ours included
+    assert dynamo._on_compile_start not in handler.start_callbacks
+    f(torch.randn(2, 3))  # timed in the backend; the backend registers them again
+    assert handler.start_callbacks.count(dynamo._on_compile_start) == 1
+    assert handler.end_callbacks.count(dynamo._on_compile_end) == 1
+    f(torch.randn(4, 3))
+    f(torch.randn(4, 3))
+    assert handler.start_callbacks.count(dynamo._on_compile_start) == 1
+    spans = frames(traced())
+    assert [s["args"]["mode"] for s in spans] == ["compile", "recompile", "cached"]
+    assert all(s["args"]["compile_us"] > 0 for s in spans[:2])
+
+
 def test_dynamo_instance_args_on_every_event_and_update(traced):
     from dftracer.python import Dynamo
 

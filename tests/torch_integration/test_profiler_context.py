@@ -4,8 +4,11 @@ on CPU torch (docs/profiler.md)."""
 from __future__ import annotations
 
 import argparse
+import ast
 import collections
+import dataclasses
 import functools
+import inspect
 import gzip
 import json
 import os
@@ -30,6 +33,7 @@ from dftracer.python.torch import (  # noqa: E402
     step_profiler,
 )
 from dftracer.python.torch import _outputs  # noqa: E402
+from dftracer.python.torch._options import PROFILER_DEFAULTS, ProfilerOptions  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 NEEDS_CUDA = "needs a CUDA device; this torch/machine has none"
@@ -387,6 +391,88 @@ def test_unwritable_output_dir_raises_before_work(tmp_path):
     with pytest.raises(OSError, match="output_dir"):
         train()
     assert ran == []
+
+
+# ---------------------------------------------------------------- one definition of the options
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "profiler.md"
+FIELDS = {f.name: f for f in dataclasses.fields(ProfilerOptions)}
+PROSE = object()
+
+
+def docs_table(heading: str) -> list:
+    section = DOCS.read_text().split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in section.splitlines() if line.startswith("|")]
+    return rows[2:]  # after the header and its |---| line
+
+
+def literal(cell: str):
+    m = re.fullmatch(r"`([^`]*)`", cell)
+    try:
+        return ast.literal_eval(m.group(1)) if m else PROSE
+    except (ValueError, SyntaxError):
+        return PROSE
+
+
+def test_options_table_in_the_docs_is_the_options_dataclass():
+    rows = {row[0].strip("`"): row for row in docs_table("Options")}
+    assert set(rows) == set(FIELDS)
+    for name, f in FIELDS.items():
+        _, default, profiler_default, _ = rows[name]
+        if f.default is None:  # the docs say what None means
+            if f.metadata["env"]:
+                assert f"${f.metadata['env']}" in default, name
+            continue
+        assert literal(default) == f.default, name
+        got = f.default if profiler_default == "same" else literal(profiler_default)
+        assert got == PROFILER_DEFAULTS.get(name, f.default), name
+
+
+def test_flags_table_in_the_docs_is_the_parser():
+    parser = add_profiler_args(argparse.ArgumentParser())
+    flags = {s for a in parser._actions for s in a.option_strings if s.startswith("--profile")}
+    flags.discard("--no-profile-record-shapes")  # argparse's other half of the switch
+    documented = {flag for row in docs_table("Command-line flags")
+                  for flag in re.findall(r"`(--profile[a-z-]*)", row[0])}
+    assert documented == flags == {f.metadata["flag"] for f in FIELDS.values() if f.metadata["flag"]}
+
+
+def test_parameter_lists_are_the_options(tmp_path):
+    sig = inspect.signature(ProfilerContext)
+    assert list(sig.parameters) == list(FIELDS)
+    # callers pass these by position: the field order must not change
+    positional = [n for n, p in sig.parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    assert positional == ["enabled", "activities", "output_dir", "profile_name", "with_stack",
+                          "record_shapes", "profile_memory", "with_flops", "wait", "warmup",
+                          "active", "repeat", "skip_first", "export_chrome", "tensorboard",
+                          "summary"]
+    assert {n: p.default for n, p in sig.parameters.items()} == {n: f.default for n, f in FIELDS.items()}
+    for fn, defaults in ((profile_function, {}), (profiler, PROFILER_DEFAULTS)):
+        params = inspect.signature(fn).parameters
+        assert list(params) == ["_func", *FIELDS]
+        assert all(p.kind is p.KEYWORD_ONLY for n, p in params.items() if n != "_func")
+        assert {n: p.default for n, p in params.items() if n != "_func"} == {
+            n: defaults.get(n, f.default) for n, f in FIELDS.items()}
+    c = ProfilerContext(False, "cuda", tmp_path, "pos", True, False, True, False, 2, 0, 4, 5, 1,
+                        False, True, False, nsight_output="n")
+    assert c._opts == ProfilerOptions(
+        enabled=False, activities=["GPU"], output_dir=tmp_path, profile_name="pos", with_stack=True,
+        record_shapes=False, profile_memory=True, with_flops=False, wait=2, warmup=0, active=4,
+        repeat=5, skip_first=1, export_chrome=False, tensorboard=True, summary=False,
+        nsight_output="n")
+
+
+def test_bad_calls_raise_type_error_naming_the_function(tmp_path):
+    for make, owner in ((lambda: ProfilerContext(bogus=1), "ProfilerContext"),
+                        (lambda: profile_function(bogus=1), "profile_function"),
+                        (lambda: profiler(bogus=1), "profiler")):
+        with pytest.raises(TypeError, match=rf"^{owner}\(\) got an unexpected keyword argument 'bogus'"):
+            make()
+    with pytest.raises(TypeError, match="too many positional"):
+        profile_function(train_step, True)
+    with pytest.raises(TypeError, match="too many positional"):
+        ProfilerContext(*[True] * 17)
 
 
 # ---------------------------------------------------------------- decorators

@@ -46,13 +46,8 @@ def trace_handler(profiler_result: Any) -> None:
 
 
 # After trace_handler: the profiler context looks it up in this module.
-from dftracer.python.torch.profiler_context import (  # noqa: E402
-    ProfilerContext,
-    add_profiler_args,
-    create_profiler_from_args,
-    profile_function,
-    profiler,
-    step_profiler,
-)
+from dftracer.python.torch.profiler_context import ProfilerContext, profile_function  # noqa: E402
+from dftracer.python.torch.profiler_context import profiler, step_profiler  # noqa: E402
+from dftracer.python.torch._profiler_args import add_profiler_args, create_profiler_from_args  # noqa: E402
 from dftracer.python.common import TagDType, TagType, TagValue, dftracer, get_time_scale  # noqa: E402
 from dftracer.python.torch import common  # noqa: E402,F401  (pydftracer's submodule)

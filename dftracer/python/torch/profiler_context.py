@@ -7,7 +7,6 @@ Importing this module does not import torch; creating a profiler does.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import inspect
 import os
@@ -16,9 +15,10 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
 
-from dftracer.python.torch import _outputs
+from dftracer.python.torch import _options, _outputs
+from dftracer.python.torch._options import ProfilerOptions
 from dftracer.python.torch._outputs import note
 from dftracer.python.torch._summary import format_summary
 
@@ -33,35 +33,9 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-ENV_DIR = "DFTRACER_PROFILER_DIR"
-DEFAULT_DIR = "./profiler_logs"
-ACTIVITIES = ("CPU", "GPU", "MEM")
-_ALIASES = {"CPU": "CPU", "GPU": "GPU", "CUDA": "GPU", "MEM": "MEM", "MEMORY": "MEM"}
-
 # Innermost active context last; step_profiler() steps it.
 _active: List["ProfilerContext"] = []
 _active_lock = threading.Lock()
-
-
-def default_output_dir() -> str:
-    return os.environ.get(ENV_DIR) or DEFAULT_DIR
-
-
-def _activity_name(item: Any) -> str:
-    """'CPU', 'GPU' or 'MEM' for a name (any case; 'CUDA' is 'GPU') or a
-    torch.profiler.ProfilerActivity member."""
-    name = getattr(item, "name", item)
-    if isinstance(name, str) and name.strip().upper() in _ALIASES:
-        return _ALIASES[name.strip().upper()]
-    raise ValueError(f"activities: unknown activity {item!r}; use {', '.join(ACTIVITIES)}")
-
-
-def _count(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, not {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
 
 
 def _writable_dir(path: Union[str, os.PathLike]) -> Path:
@@ -87,68 +61,12 @@ def _quietly(action: Callable[[], None]) -> None:
         action()
 
 
-class _Options:
-    """Every option of a profiling run, checked before any work starts."""
-
-    def __init__(
-        self,
-        *,
-        enabled: bool,
-        activities: Optional[Iterable[Any]],
-        output_dir: Optional[Union[str, os.PathLike]],
-        profile_name: Optional[str],
-        with_stack: bool,
-        record_shapes: bool,
-        profile_memory: bool,
-        with_flops: bool,
-        with_modules: bool,
-        wait: int,
-        warmup: int,
-        active: int,
-        repeat: int,
-        skip_first: int,
-        export_chrome: bool,
-        tensorboard: bool,
-        summary: bool,
-        nsight_enabled: bool,
-        nsight_output: str,
-    ) -> None:
-        if activities is None:
-            activities = ("CPU", "GPU")
-        if isinstance(activities, (str, bytes)):
-            activities = [activities]
-        names = [_activity_name(a) for a in activities]
-        if not names:
-            raise ValueError("activities must name at least one of CPU, GPU, MEM")
-        self.activities = list(dict.fromkeys(names))
-        if profile_name is not None and (not isinstance(profile_name, str) or not profile_name
-                                         or os.sep in profile_name):
-            raise ValueError(f"profile_name must be a non-empty file name, not {profile_name!r}")
-        if not isinstance(nsight_output, str) or not nsight_output:
-            raise ValueError(f"nsight_output must be a non-empty string, not {nsight_output!r}")
-        self.enabled = bool(enabled)
-        self.output_dir = output_dir
-        self.profile_name = profile_name
-        self.with_stack = bool(with_stack)
-        self.record_shapes = bool(record_shapes)
-        self.profile_memory = bool(profile_memory)
-        self.with_flops = bool(with_flops)
-        self.with_modules = bool(with_modules)
-        self.wait = _count("wait", wait, 0)
-        self.warmup = _count("warmup", warmup, 0)
-        self.active = _count("active", active, 1)
-        self.repeat = _count("repeat", repeat, 0)
-        self.skip_first = _count("skip_first", skip_first, 0)
-        self.export_chrome = bool(export_chrome)
-        self.tensorboard = bool(tensorboard)
-        self.summary = bool(summary)
-        self.nsight_enabled = bool(nsight_enabled)
-        self.nsight_output = nsight_output
-
-    def replace(self, **changes: Any) -> "_Options":
-        values = dict(vars(self))
-        values.update(changes)
-        return _Options(**values)
+# The parameter lists, from ProfilerOptions (docs/profiler.md "Options").
+_CONTEXT_PARAMS = _options.signature(keyword_only=False)
+_FUNC = inspect.Parameter("_func", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
+_PROFILE_FUNCTION_PARAMS = _options.signature(keyword_only=True, leading=[_FUNC])
+_PROFILER_PARAMS = _options.signature(keyword_only=True, leading=[_FUNC],
+                                      defaults=_options.PROFILER_DEFAULTS)
 
 
 class ProfilerContext:
@@ -163,50 +81,25 @@ class ProfilerContext:
     that never steps is profiled whole.
     """
 
-    def __init__(
-        self,
-        enabled: bool = True,
-        activities: Optional[Iterable[Any]] = ("CPU", "GPU"),
-        output_dir: Optional[Union[str, os.PathLike]] = None,
-        profile_name: Optional[str] = None,
-        with_stack: bool = False,
-        record_shapes: bool = True,
-        profile_memory: bool = False,
-        with_flops: bool = True,
-        wait: int = 0,
-        warmup: int = 1,
-        active: int = 3,
-        repeat: int = 1,
-        skip_first: int = 0,
-        export_chrome: bool = True,
-        tensorboard: bool = False,
-        summary: bool = True,
-        *,
-        with_modules: bool = False,
-        nsight_enabled: bool = False,
-        nsight_output: str = "nsight_profile",
-    ) -> None:
-        self._opts = _Options(
-            enabled=enabled, activities=activities, output_dir=output_dir,
-            profile_name=profile_name, with_stack=with_stack, record_shapes=record_shapes,
-            profile_memory=profile_memory, with_flops=with_flops, with_modules=with_modules,
-            wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first,
-            export_chrome=export_chrome, tensorboard=tensorboard, summary=summary,
-            nsight_enabled=nsight_enabled, nsight_output=nsight_output,
-        )
-        self._init_from(self._opts)
+    def __init__(self, *args: Any, **options: Any) -> None:
+        # The parameters are ProfilerOptions' fields (see __signature__ below).
+        self._init_from(ProfilerOptions(**_options.bind("ProfilerContext", _CONTEXT_PARAMS, args, options)))
+
+    __init__.__signature__ = _CONTEXT_PARAMS.replace(  # type: ignore[attr-defined]
+        parameters=[inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+                    *_CONTEXT_PARAMS.parameters.values()])
 
     @classmethod
-    def _from_options(cls, opts: _Options) -> "ProfilerContext":
+    def _from_options(cls, opts: ProfilerOptions) -> "ProfilerContext":
         self = cls.__new__(cls)
-        self._opts = opts
         self._init_from(opts)
         return self
 
-    def _init_from(self, opts: _Options) -> None:
+    def _init_from(self, opts: ProfilerOptions) -> None:
+        self._opts = opts
         self.enabled = opts.enabled
         self.profile_name = opts.profile_name or f"profile_{int(time.time())}"
-        self.output_dir = Path(opts.output_dir if opts.output_dir is not None else default_output_dir())
+        self.output_dir = Path(opts.output_dir if opts.output_dir is not None else _options.default_output_dir())
         if self.enabled:
             self.output_dir = _writable_dir(self.output_dir)
         self.trace_paths: List[Path] = []
@@ -517,7 +410,7 @@ def step_profiler() -> None:
         context.step()
 
 
-def _decorator(opts: _Options, func: F) -> F:
+def _decorator(opts: ProfilerOptions, func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not opts.enabled:
@@ -531,127 +424,31 @@ def _decorator(opts: _Options, func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def profile_function(
-    _func: Optional[F] = None,
-    *,
-    enabled: bool = True,
-    activities: Optional[Iterable[Any]] = ("CPU", "GPU"),
-    output_dir: Optional[Union[str, os.PathLike]] = None,
-    profile_name: Optional[str] = None,
-    with_stack: bool = False,
-    record_shapes: bool = True,
-    profile_memory: bool = False,
-    with_flops: bool = True,
-    wait: int = 0,
-    warmup: int = 1,
-    active: int = 3,
-    repeat: int = 1,
-    skip_first: int = 0,
-    export_chrome: bool = True,
-    tensorboard: bool = False,
-    summary: bool = True,
-    with_modules: bool = False,
-    nsight_enabled: bool = False,
-    nsight_output: str = "nsight_profile",
-) -> Any:
+def _decorate(owner: str, params: inspect.Signature, args: Any, options: Any) -> Any:
+    """What profile_function/profiler return: the decorated function, or a
+    decorator when called without one."""
+    values = _options.bind(owner, params, args, options)
+    func = values.pop("_func")
+    opts = ProfilerOptions(**values)
+    return _decorator(opts, func) if func is not None else functools.partial(_decorator, opts)
+
+
+def profile_function(*args: Any, **options: Any) -> Any:
     """Decorator: each call of the function runs inside a ProfilerContext with
     these options (profile_name defaults to the function's name)."""
-    opts = _Options(
-        enabled=enabled, activities=activities, output_dir=output_dir, profile_name=profile_name,
-        with_stack=with_stack, record_shapes=record_shapes, profile_memory=profile_memory,
-        with_flops=with_flops, with_modules=with_modules, wait=wait, warmup=warmup, active=active,
-        repeat=repeat, skip_first=skip_first, export_chrome=export_chrome, tensorboard=tensorboard,
-        summary=summary, nsight_enabled=nsight_enabled, nsight_output=nsight_output,
-    )
-    if _func is not None:
-        return _decorator(opts, _func)
-    return functools.partial(_decorator, opts)
+    return _decorate("profile_function", _PROFILE_FUNCTION_PARAMS, args, options)
 
 
-def profiler(
-    _func: Optional[F] = None,
-    *,
-    enabled: bool = True,
-    output_dir: Optional[Union[str, os.PathLike]] = None,
-    skip_first: int = 1,
-    wait: int = 1,
-    warmup: int = 1,
-    active: int = 3,
-    repeat: int = 1,
-    with_stack: bool = False,
-    with_flops: bool = True,
-    with_modules: bool = False,
-    nsight_enabled: bool = False,
-    nsight_output: str = "nsight_profile",
-    activities: Optional[Iterable[Any]] = ("CPU", "GPU"),
-    profile_name: Optional[str] = None,
-    record_shapes: bool = True,
-    profile_memory: bool = False,
-    export_chrome: bool = True,
-    tensorboard: bool = True,
-    summary: bool = True,
-) -> Any:
+def profiler(*args: Any, **options: Any) -> Any:
     """The training-loop decorator: `@profiler()` on the function, and
-    `step_profiler()` at the end of each step inside it.  output_dir defaults
-    to $DFTRACER_PROFILER_DIR or ./profiler_logs."""
-    return profile_function(
-        _func, enabled=enabled, activities=activities, output_dir=output_dir,
-        profile_name=profile_name, with_stack=with_stack, record_shapes=record_shapes,
-        profile_memory=profile_memory, with_flops=with_flops, wait=wait, warmup=warmup,
-        active=active, repeat=repeat, skip_first=skip_first, export_chrome=export_chrome,
-        tensorboard=tensorboard, summary=summary, with_modules=with_modules,
-        nsight_enabled=nsight_enabled, nsight_output=nsight_output,
-    )
+    `step_profiler()` at the end of each step inside it (defaults: skip_first
+    1, wait 1, tensorboard on).  output_dir defaults to
+    $DFTRACER_PROFILER_DIR or ./profiler_logs."""
+    return _decorate("profiler", _PROFILER_PARAMS, args, options)
 
 
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+profile_function.__signature__ = _PROFILE_FUNCTION_PARAMS  # type: ignore[attr-defined]
+profiler.__signature__ = _PROFILER_PARAMS  # type: ignore[attr-defined]
 
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def add_profiler_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Adds the --profile* flags (docs/profiler.md) to `parser` and returns it."""
-    group = parser.add_argument_group("profiling (torch.profiler + dftracer)")
-    group.add_argument("--profile", action="store_true", help="enable the profiler")
-    group.add_argument("--profile-name", default=None, help="profile name prefix (default: profile_<unix time>)")
-    group.add_argument("--profile-dir", default=None,
-                       help=f"output directory (default: ${ENV_DIR} or {DEFAULT_DIR})")
-    group.add_argument("--profile-activities", nargs="+", default=["CPU", "GPU"], type=str.upper,
-                       choices=list(ACTIVITIES), metavar="{CPU,GPU,MEM}",
-                       help="what to profile (default: CPU GPU)")
-    group.add_argument("--profile-with-stack", action="store_true", help="record Python stacks")
-    group.add_argument("--profile-record-shapes", action=argparse.BooleanOptionalAction, default=True,
-                       help="record input shapes (default: on)")
-    group.add_argument("--profile-wait", type=_non_negative, default=0, help="steps to wait (default: 0)")
-    group.add_argument("--profile-warmup", type=_non_negative, default=1, help="warmup steps (default: 1)")
-    group.add_argument("--profile-active", type=_positive, default=3, help="active steps (default: 3)")
-    group.add_argument("--profile-repeat", type=_non_negative, default=1,
-                       help="profiling cycles, 0 = until the end (default: 1)")
-    return parser
-
-
-def create_profiler_from_args(args: argparse.Namespace, profile_name: Optional[str] = None) -> ProfilerContext:
-    """A ProfilerContext from the flags of add_profiler_args (disabled unless
-    --profile); `profile_name` is used when --profile-name was not given."""
-    activities: Sequence[str] = getattr(args, "profile_activities", None) or ("CPU", "GPU")
-    return ProfilerContext(
-        enabled=bool(getattr(args, "profile", False)),
-        activities=activities,
-        output_dir=getattr(args, "profile_dir", None),
-        profile_name=getattr(args, "profile_name", None) or profile_name,
-        with_stack=bool(getattr(args, "profile_with_stack", False)),
-        record_shapes=bool(getattr(args, "profile_record_shapes", True)),
-        wait=getattr(args, "profile_wait", 0),
-        warmup=getattr(args, "profile_warmup", 1),
-        active=getattr(args, "profile_active", 3),
-        repeat=getattr(args, "profile_repeat", 1),
-    )
+# The --profile* flags live in their own module; these names stay here too.
+from dftracer.python.torch._profiler_args import add_profiler_args, create_profiler_from_args  # noqa: E402
