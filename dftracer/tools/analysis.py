@@ -24,6 +24,12 @@ from dftracer.tools.summary import _unescape
 
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 
+# The longest duration used (src/reader/reader.h, DFT_DUR_MAX_US; docs/cli.md,
+# "Bad durations"): events whose dur is negative or longer, or whose end does
+# not fit in 64 bits, are left out as they are by the summary pass.
+DUR_MAX_US = 365 * 24 * 3600 * 1000000
+_TS_MAX = 2**63 - 1
+
 # (cat, name) tests for the classes the report charts
 WAIT, COMPUTE = 1, 2
 
@@ -90,6 +96,8 @@ def analyze_file(path: str, t0: int, bin_us: int) -> Dict[str, Any]:
     for batch in reader:
         events += len(batch)
         for cat, name, pid, tid, ts, dur, io in batch:
+            if not 0 <= dur <= DUR_MAX_US or ts > _TS_MAX - dur:
+                continue  # a bad duration: summary counts it, no time uses it
             ent = cache.get((cat, name, pid, tid))
             if ent is None:
                 k = keys.get((cat, name))
@@ -251,7 +259,7 @@ def merge(results: List[Dict[str, Any]], hosts: Dict[str, str]) -> Dict[str, Any
     per_proc: Dict[Tuple[str, int], Dict[str, int]] = {}
     steps: List[Dict[str, Any]] = []
     for r in results:
-        if r.get("status") not in ("ok", "truncated"):
+        if r.get("status") not in ("ok", "truncated", "corrupt"):
             continue
         host = hosts.get(r["path"], "")
         for cat, name, v in r["self_by_name"]:

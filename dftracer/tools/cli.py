@@ -49,7 +49,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except BrokenPipeError:  # e.g. piped into head
         return 0
     except (OSError, RuntimeError) as exc:
-        print(f"dftracer: {exc}", file=sys.stderr)
+        from dftracer.tools.common import err
+
+        err(str(exc))
         return 2
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
@@ -46,8 +47,36 @@ def expand_paths(args: argparse.Namespace) -> Tuple[List[str], int]:
     return files, EXIT_BAD_INPUT if errors else EXIT_OK
 
 
+# What must not reach a terminal raw: C0 controls, DEL, C1 controls (U+009B
+# is a CSI too), the bidirectional overrides, line separators, and the lone
+# surrogates that stand for undecodable bytes of a file name.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                          r"\ud800-\udfff]")
+
+
+def _escape(m: "re.Match[str]") -> str:
+    c = ord(m.group())
+    if 0xDC80 <= c <= 0xDCFF:  # os.fsdecode's stand-in for the byte c - 0xDC00
+        return f"\\x{c - 0xDC00:02x}"
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def printable(text: str) -> str:
+    """text with every control character written as an escape (\\x1b,
+    \\u202e): names, categories and paths from a trace or the command line
+    never reach the terminal raw.  Every text output of the CLI goes through
+    it (err, say, and the tables)."""
+    return _UNPRINTABLE.sub(_escape, text)
+
+
+def say(line: str, file: Any = None) -> None:
+    """Prints one line of output (stdout unless file), control characters
+    escaped."""
+    print(printable(line), file=file or sys.stdout)
+
+
 def err(msg: str) -> None:
-    print(f"dftracer: {msg}", file=sys.stderr)
+    print(f"dftracer: {printable(msg)}", file=sys.stderr)
 
 
 LINE_MAX_TEXT = "16 MiB"  # src/reader/reader.h DFT_RD_LINE_MAX; docs/trace-format.md
@@ -128,7 +157,9 @@ def fmt_bytes(n: int) -> str:
 
 
 def table(headers: List[str], rows: List[List[str]], right: Iterable[int]) -> str:
+    """The rows under the headers in aligned columns, every cell printable()."""
     right = set(right)
+    rows = [[printable(c) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row):

@@ -69,7 +69,7 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
     events (self time, I/O bins, steps, waiting versus computing)."""
     bys = ["cat", "name", "pid"]
     summ = summary.aggregate(results, bys)
-    good = [r for r in results if r.get("status") in ("ok", "truncated") and "groups" in r]
+    good = [r for r in results if summary.readable(r)]
     starts = [r["ts_min"] for r in good if r["has_ts"]]
     ends = [r["end_max"] for r in good if r["has_ts"]]
     t0 = min(starts) if starts else 0
@@ -323,6 +323,19 @@ def _table(headers: List[str], rows: List[List[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _caveats(ov: Dict[str, Any]) -> List[str]:
+    """What the reader of the page must know about the numbers (as summary
+    says it under its overview line)."""
+    out = []
+    if ov.get("corrupt_files"):
+        out.append(f"{ov['corrupt_files']} corrupt files: only their events before the "
+                   "corruption are counted.")
+    if ov.get("bad_duration_events"):
+        out.append(f"{ov['bad_duration_events']:,} complete events with a bad duration "
+                   "(negative, or longer than 365 days) are left out of every time and share.")
+    return out
+
+
 def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
     import plotly.io as pio
     import plotly.offline
@@ -345,6 +358,7 @@ def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
             f"({ov['complete_events']:,} complete), wall time {common.fmt_us(ov['wall_us'])}, "
             f"traced time {common.fmt_us(ov['traced_us'])} (all processes), "
             f"I/O {common.fmt_bytes(ov['io_bytes'])}.") + "</p>",
+        "".join(f"<p>{html.escape(line)}</p>" for line in _caveats(ov)),
         "<h2>By category</h2>",
         _table(["category", "count", "total", "mean", "p50", "p99", "share", "I/O"],
                [[r["cat"], f"{r['count']:,}", common.fmt_us(r["total_us"]),
@@ -377,7 +391,7 @@ def main(args: argparse.Namespace) -> int:
         common.err(f"{args.output}: the directory {out_dir} does not exist")
         return common.EXIT_BAD_INPUT
     results, status = summary.collect(args, label="summary")
-    if not any(r.get("status") in ("ok", "truncated") and "groups" in r for r in results):
+    if not any(summary.readable(r) for r in results):
         if results:
             common.err("no readable trace files; no report written")
         return common.EXIT_BAD_INPUT
@@ -388,8 +402,8 @@ def main(args: argparse.Namespace) -> int:
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(page)
     os.replace(tmp, args.output)
-    print(f"report written to {args.output} ({len(page) / 2**20:.1f} MiB, "
-          f"{len(data['charts'])} charts); open it in a browser", file=sys.stderr)
+    common.say(f"report written to {args.output} ({len(page) / 2**20:.1f} MiB, "
+               f"{len(data['charts'])} charts); open it in a browser", file=sys.stderr)
     return status
 
 

@@ -27,6 +27,8 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from dftracer.tools.common import printable
+
 PTH_NAME = "dftracer-preload.pth"
 
 
@@ -244,7 +246,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.log_file:
         log_dir = os.path.dirname(env["DFTRACER_LOG_FILE"])
         if not os.path.isdir(log_dir):
-            sys.stderr.write(f"dftracer run: --log-file directory does not exist: {log_dir}\n")
+            sys.stderr.write(printable(f"dftracer run: --log-file directory does not exist: "
+                                       f"{log_dir}") + "\n")
             return 2
     stem = _trace_stem(env)
     before = _snapshot(stem)
@@ -264,7 +267,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             all_in_dir = bool(traces) and _only_these_in_dir(stem, traces)
         except OSError:
             all_in_dir = False
-        sys.stderr.write(where_message(traces, stem, pid, all_in_dir))
+        text = where_message(traces, stem, pid, all_in_dir)
+        sys.stderr.write("".join(printable(line) + "\n" for line in text.splitlines()))
     sys.stderr.flush()
     if rc < 0:  # die of the same signal, so that callers see what the command saw
         try:

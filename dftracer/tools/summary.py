@@ -95,8 +95,25 @@ class Group:
             self.hist[b] = self.hist.get(b, 0) + n
 
 
+def readable(r: Dict[str, Any]) -> bool:
+    """Whether a per-file result has events to use: a file read to its end or
+    to a torn tail, or a corrupt one up to the corruption (its events before
+    it are sound; the command still exits with 2)."""
+    if "groups" not in r:
+        return False
+    return r.get("status") in ("ok", "truncated") or (
+        r.get("status") == "corrupt" and r.get("events", 0) > 0)
+
+
+def bad_duration_message(r: Dict[str, Any]) -> str:
+    n = r["bad_durations"]
+    return (f"{r['path']}: {n} complete event{'s' if n != 1 else ''} with a bad duration "
+            f"(first: line {r['first_bad_duration_line']}, dur {r['first_bad_duration']}); "
+            "left out of every time and share")
+
+
 def aggregate(results: List[Dict[str, Any]], bys: List[str]) -> Dict[str, Any]:
-    files = [r for r in results if r.get("status") in ("ok", "truncated") and "groups" in r]
+    files = [r for r in results if readable(r)]
     tables: Dict[str, Dict[Tuple[Any, ...], Group]] = {by: {} for by in bys}
     traced = 0
     ts_min = ts_max = None
@@ -136,7 +153,9 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str]) -> Dict[str, Any]:
             "counter_events": sum(r["counter"] for r in files),
             "metadata_events": sum(r["metadata"] for r in files),
             "bad_lines": sum(r["bad_lines"] for r in files),
+            "bad_duration_events": sum(r.get("bad_durations", 0) for r in files),
             "truncated_files": sum(1 for r in files if r["status"] == "truncated"),
+            "corrupt_files": sum(1 for r in files if r["status"] == "corrupt"),
             "unfinalized_files": sum(1 for r in files if not r["finalized"]),
             "wall_us": (ts_max - ts_min) if ts_min is not None else 0,
             "traced_us": traced,
@@ -183,6 +202,12 @@ def render(summary: Dict[str, Any], bys: List[str], top: int) -> str:
     if ov["truncated_files"] or ov["unfinalized_files"]:
         parts.append(f"{ov['truncated_files']} files with a truncated tail, "
                      f"{ov['unfinalized_files']} without an end event")
+    if ov["corrupt_files"]:
+        parts.append(f"{ov['corrupt_files']} corrupt files: their events before the "
+                     "corruption are counted")
+    if ov["bad_duration_events"]:
+        parts.append(f"{ov['bad_duration_events']:,} complete events with a bad duration "
+                     "(negative, or longer than 365 days): left out of every time and share")
     titles = {"cat": "By category", "name": "By name", "pid": "By process",
               "tid": "By thread"}
     for by in bys:
@@ -231,6 +256,8 @@ def collect(args: argparse.Namespace, label: str = "summary") -> Tuple[List[Dict
             common.err(f"warning: {r['path']}: no events")
         else:
             common.report_bad_lines([r])
+        if r.get("bad_durations") and readable(r):
+            common.err("warning: " + bad_duration_message(r))
     return results, status
 
 

@@ -66,27 +66,27 @@ def main(args: argparse.Namespace) -> int:
         if v == "ok":
             if not args.quiet:
                 end = "" if r["finalized"] else " (no end event: the process did not finalize)"
-                print(f"OK         {path}: {r['events']:,} events, {r['members']} gzip members{end}")
+                common.say(f"OK         {path}: {r['events']:,} events, {r['members']} gzip members{end}")
         elif v == "empty":
-            print(f"EMPTY      {path}: no events (the process wrote nothing)")
+            common.say(f"EMPTY      {path}: no events (the process wrote nothing)")
         elif v == "truncated":
-            print(f"TRUNCATED  {path}: {r['events']:,} readable events; {r['message']}")
+            common.say(f"TRUNCATED  {path}: {r['events']:,} readable events; {r['message']}")
         elif v == "not-a-trace":
-            print(f"ERROR      {path}: not a dftracer trace ({'; '.join(r['problems'][:2])})")
+            common.say(f"ERROR      {path}: not a dftracer trace ({'; '.join(r['problems'][:2])})")
         elif v in ("missing", "error"):
-            print(f"ERROR      {path}: {common.describe(r)}")
+            common.say(f"ERROR      {path}: {common.describe(r)}")
         elif v == "corrupt":
-            print(f"CORRUPT    {path}: {r['message']}; {r.get('events', 0):,} events readable "
+            common.say(f"CORRUPT    {path}: {r['message']}; {r.get('events', 0):,} events readable "
                   "before it")
         else:
-            print(f"INVALID    {path}: {r['problem_count']} problems in {r['events']:,} events")
+            common.say(f"INVALID    {path}: {r['problem_count']} problems in {r['events']:,} events")
             for msg in r["problems"]:
-                print(f"  {msg}")
+                common.say(f"  {msg}")
             if r["problem_count"] > len(r["problems"]):
-                print(f"  ... {r['problem_count'] - len(r['problems'])} more")
+                common.say(f"  ... {r['problem_count'] - len(r['problems'])} more")
     if not args.json and len(results) > 1:
         counts: Dict[str, int] = {}
         for r in results:
             counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-        print(f"{len(results)} files: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+        common.say(f"{len(results)} files: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     return status

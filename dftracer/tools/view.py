@@ -91,7 +91,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         path = urllib.parse.unquote(urllib.parse.urlsplit(path).path)
         if path == self.trace_route:
             return self.trace_path
-        if self.ui_dir:
+        if self.ui_dir and "\0" not in path:  # a NUL (%00) names no file: 404
             root = os.path.realpath(self.ui_dir)
             full = os.path.realpath(os.path.join(root, path.lstrip("/")))
             if full == root or full.startswith(root + os.sep):

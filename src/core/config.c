@@ -145,6 +145,20 @@ static int parse_int(const char *var, int dflt, int lo, int hi)
     return (int)n;
 }
 
+/* The length of the decimal number at the start of v (digits, an optional
+ * fraction: "5", "0.5", ".5"), or 0.  strtod alone would also take hex
+ * ("0x10" is 16), "inf", "nan", exponents and leading blanks. */
+static size_t decimal_len(const char *v)
+{
+    size_t i = 0, digits = 0;
+    while (isdigit((unsigned char)v[i]))
+        i++, digits++;
+    if (v[i] == '.')
+        for (i++; isdigit((unsigned char)v[i]); i++)
+            digits++;
+    return digits ? i : 0;
+}
+
 /* Seconds, a decimal number with an optional "s" or "ms" suffix; 0 (or off)
  * turns the time-based flush off. */
 static double parse_interval(const char *var, double dflt, double lo, double hi)
@@ -156,7 +170,10 @@ static double parse_interval(const char *var, double dflt, double lo, double hi)
         return 0;
     char *end;
     errno = 0;
-    double x = strtod(v, &end);
+    size_t n = decimal_len(v);
+    double x = n ? strtod(v, &end) : 0;
+    if (!n || end != v + n)
+        end = (char *)v; /* not a decimal number: rejected below */
     double scale = 1;
     if (end != v && !strcasecmp(end, "ms")) {
         scale = 1e-3;
@@ -167,7 +184,7 @@ static double parse_interval(const char *var, double dflt, double lo, double hi)
     char used[32];
     if (end == v || *end || errno || !(x >= 0) || x * scale > 1e9) {
         snprintf(used, sizeof used, "%g", dflt);
-        warn_env(var, v, "is not a number of seconds (e.g. 1, 0.5, 200ms, 0 for off)", used);
+        warn_env(var, v, "is not a decimal number of seconds (e.g. 1, 0.5, 200ms, 0 for off)", used);
         return dflt;
     }
     x *= scale;

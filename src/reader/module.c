@@ -89,7 +89,7 @@ int dft_rd_open_path(dft_rd *rd, PyObject *path)
     Py_END_ALLOW_THREADS
     Py_DECREF(bytes);
     if (rc < 0) {
-        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        dft_rd_raise_open_error(path, rd, errno);
         return -1;
     }
     return 0;

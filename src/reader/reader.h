@@ -46,6 +46,7 @@ typedef struct dft_rd {
     int eof;            /* no more input */
     int zero_tail;      /* only zero bytes seen since the last member */
     int done;           /* no more output will come */
+    int not_regular;    /* dft_rd_open refused a FIFO, socket or device (err says which) */
     int skipping;       /* inside a line of DFT_RD_LINE_MAX bytes or more */
     uint64_t line_no;   /* the number of the line last returned (1-based) */
     uint64_t long_lines, first_long_line, last_long_line; /* lines skipped as too long */
@@ -53,7 +54,9 @@ typedef struct dft_rd {
     char err[256];
 } dft_rd;
 
-/* Opens path; returns 0, or -1 with errno set (err filled).  A path ending in
+/* Opens path; returns 0, or -1 with errno set (err filled).  Only regular
+ * files are read: a FIFO, socket or device (a symlink to /dev/zero) is refused
+ * without blocking, with not_regular set and errno EINVAL.  A path ending in
  * ".gz" whose bytes are not gzip reads as DFT_RD_CORRUPT ("not gzip ..."). */
 int dft_rd_open(dft_rd *r, const char *path);
 /* The next line without its '\n' (a last line without '\n' is returned too).
@@ -62,6 +65,23 @@ int dft_rd_open(dft_rd *r, const char *path);
  * r->long_lines).  Returns DFT_RD_OK or the status that ended the stream. */
 dft_rd_status dft_rd_next(dft_rd *r, const char **line, size_t *len);
 void dft_rd_close(dft_rd *r);
+
+/* "a FIFO", "a socket", ... for a file mode that is not a regular file. */
+const char *dft_file_kind(unsigned mode);
+
+/* ---- durations --------------------------------------------------------- */
+
+/* The longest duration the readers use (docs/cli.md, "Bad durations"): 365
+ * days in microseconds.  A complete event whose dur is negative, longer, or
+ * whose ts + dur does not fit in 64 bits is counted and reported, and left
+ * out of every sum, percentile and time range. */
+#define DFT_DUR_MAX_US ((int64_t)365 * 24 * 3600 * 1000000)
+#define DFT_DUR_MAX_TEXT "365 days"
+
+static inline int dft_dur_ok(int64_t ts, int64_t dur)
+{
+    return dur >= 0 && dur <= DFT_DUR_MAX_US && ts <= INT64_MAX - dur;
+}
 
 /* ---- line parser ------------------------------------------------------ */
 
@@ -126,6 +146,20 @@ typedef struct dft_u64map {
 int dft_u64map_get(dft_u64map *m, uint64_t key, int create, size_t *slot);
 /* Frees the map, and each value with free() when free_vals. */
 void dft_u64map_free(dft_u64map *m, int free_vals);
+
+/* ---- a set of event ids (reader/idset.c) ------------------------------- */
+
+/* Ids grouped in ranges of 65,536: a range holds a sorted array of the
+ * offsets seen, or a bitmap (8 KiB) once that is smaller.  Memory: one bit per
+ * id where ids are dense, at most about 100 bytes per id where they are
+ * scattered, whatever their values. */
+typedef struct dft_idset {
+    dft_u64map ranges;
+} dft_idset;
+
+/* Adds id: 1 when it was there already, 0 when new, -1 out of memory. */
+int dft_idset_add(dft_idset *s, uint64_t id);
+void dft_idset_free(dft_idset *s);
 
 /* A hash token (16 hex digits, or the older tools' decimal integer) as a
  * number; returns 0, or -1 when the token is neither. */

@@ -8,8 +8,10 @@
  * process renumbered, ids and p_idx renumbered as (id + 1) * nfiles + index
  * so they stay unique across the merged files, and the older tools'
  * unescaped strings escaped.  Output goes to `part` as gzip members of about
- * 1 MiB.  Memory: the hash definitions and one member.  Runs without the GIL
- * except to build the result. */
+ * 1 MiB.  Memory: one member, and the hash definitions' strings, packed one
+ * after another in one buffer (a definition costs its string and about 40
+ * bytes of map, never a block of its own).  Runs without the GIL except to
+ * build the result. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -24,7 +26,8 @@
 #define MEMBER_BYTES (1u << 20)
 
 typedef struct rewriter {
-    dft_u64map names; /* hash -> malloc'd JSON string (with quotes) */
+    dft_u64map names; /* hash -> offset + 1 in strs of its JSON string */
+    dft_sbuf strs;    /* the strings, with quotes, each ending in a NUL */
     int64_t old_pid, new_pid, nfiles, index;
     int chrome;
     dft_sbuf buf;
@@ -279,7 +282,7 @@ static int put_args(rewriter *w, const char **p, const char *end)
                 dft_u64map_get(&w->names, h, 0, &slot) == 1) {
                 put_string(b, resolved_key(k));
                 DFT_SBUF_LIT(b, ":");
-                const char *s = w->names.vals[slot];
+                const char *s = w->strs.data + ((uintptr_t)w->names.vals[slot] - 1);
                 dft_sbuf_put(b, s, strlen(s));
                 done = 1;
             } else
@@ -432,14 +435,12 @@ static int collect_names(rewriter *w, dft_rd *r)
             goto oom;
         if (f)
             continue;
-        dft_sbuf s = {0};
-        put_string(&s, l.a_name);
-        if (s.failed || dft_sbuf_reserve(&s, 1) < 0) {
-            dft_sbuf_free(&s);
+        size_t off = w->strs.len;
+        put_string(&w->strs, l.a_name);
+        dft_sbuf_put(&w->strs, "", 1); /* its NUL */
+        if (w->strs.failed)
             goto oom;
-        }
-        s.data[s.len] = 0;
-        w->names.vals[slot] = s.data;
+        w->names.vals[slot] = (void *)(uintptr_t)(off + 1);
     }
     return (int)st;
 oom:
@@ -518,15 +519,18 @@ PyObject *dft_tools_rewrite_file(PyObject *module, PyObject *args, PyObject *kwa
     dft_rd r1, r2;
     memset(&r2, 0, sizeof r2);
     int st = 0, open_err = 0, out_err = 0;
+    const dft_rd *open_rd = NULL; /* the reader whose open failed */
     Py_BEGIN_ALLOW_THREADS
-    if (dft_rd_open(&r1, PyBytes_AS_STRING(pb)) < 0)
+    if (dft_rd_open(&r1, PyBytes_AS_STRING(pb)) < 0) {
         open_err = errno;
-    else {
+        open_rd = &r1;
+    } else {
         st = collect_names(&w, &r1);
         dft_rd_close(&r1);
-        if (st >= 0 && dft_rd_open(&r2, PyBytes_AS_STRING(pb)) < 0)
+        if (st >= 0 && dft_rd_open(&r2, PyBytes_AS_STRING(pb)) < 0) {
             open_err = errno;
-        else if (st >= 0) {
+            open_rd = &r2;
+        } else if (st >= 0) {
             w.out = fopen(PyBytes_AS_STRING(partb), "wb");
             if (!w.out)
                 out_err = errno;
@@ -543,8 +547,7 @@ PyObject *dft_tools_rewrite_file(PyObject *module, PyObject *args, PyObject *kwa
     Py_END_ALLOW_THREADS
     PyObject *result = NULL;
     if (open_err) {
-        errno = open_err;
-        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        dft_rd_raise_open_error(path, open_rd, open_err);
     } else if (out_err) {
         errno = out_err;
         PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, part);
@@ -563,7 +566,8 @@ PyObject *dft_tools_rewrite_file(PyObject *module, PyObject *args, PyObject *kwa
                                (unsigned long long)r2.long_lines, "first_long_line",
                                (unsigned long long)r2.first_long_line);
     }
-    dft_u64map_free(&w.names, 1);
+    dft_u64map_free(&w.names, 0);
+    dft_sbuf_free(&w.strs);
     dft_sbuf_free(&w.buf);
     Py_DECREF(pb);
     Py_DECREF(partb);

@@ -3,9 +3,11 @@
  * One streaming pass over a trace file aggregating complete events per
  * (cat, name, pid, tid): count, total/min/max duration, I/O bytes and a
  * log-linear duration histogram (exact below 16 us, 16 bins per power of two
- * above: percentiles within about 3%).  The caller merges these partial
- * results across files and groups them as asked, so memory depends on the
- * number of distinct keys, never on the number of events. */
+ * above: percentiles within about 3%; reader/hist.c).  The caller merges these
+ * partial results across files and groups them as asked, so memory depends on
+ * the number of distinct keys, never on the number of events.  Complete events
+ * with a bad duration (reader.h, dft_dur_ok) are counted apart and left out of
+ * the groups and the time range. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -23,8 +25,9 @@ typedef struct agg {
     size_t cat_len, name_len;
     int64_t pid, tid;
     uint64_t count, io_events;
-    int64_t total, min, max, io_bytes;
-    uint64_t *hist; /* DFT_HIST_BINS counts */
+    uint64_t total, total_hi; /* sum of durations: 128 bits, hi:lo (it cannot wrap) */
+    int64_t min, max, io_bytes;
+    dft_hist hist;
 } agg;
 
 typedef struct summary {
@@ -36,18 +39,9 @@ typedef struct summary {
     int have_ts, have_pid, finalized;
     char host[256], process_name[512], first_bad[160];
     uint64_t first_bad_line;
+    uint64_t bad_dur, first_bad_dur_line; /* complete events with a bad duration */
+    int64_t first_bad_dur;
 } summary;
-
-int dft_hist_bin(int64_t v)
-{
-    if (v < 16)
-        return v < 0 ? 0 : (int)v;
-    int e = 63 - __builtin_clzll((unsigned long long)v); /* >= 4 */
-    if (e > DFT_HIST_MAX_EXP)
-        return DFT_HIST_BINS - 1;
-    int sub = (int)((v >> (e - 4)) & 15);
-    return 16 + (e - 4) * 16 + sub;
-}
 
 static uint64_t key_hash(const dft_line *l)
 {
@@ -101,11 +95,9 @@ static agg *lookup(summary *s, const dft_line *l)
     agg *a = &s->slots[j];
     a->cat = malloc(l->cat.n + 1);
     a->name = malloc(l->name.n + 1);
-    a->hist = calloc(DFT_HIST_BINS, sizeof *a->hist);
-    if (!a->cat || !a->name || !a->hist) {
+    if (!a->cat || !a->name) {
         free(a->cat);
         free(a->name);
-        free(a->hist);
         memset(a, 0, sizeof *a);
         return NULL;
     }
@@ -131,7 +123,7 @@ static void summary_free(summary *s)
             continue;
         free(s->slots[i].cat);
         free(s->slots[i].name);
-        free(s->slots[i].hist);
+        dft_hist_free(&s->slots[i].hist);
     }
     free(s->slots);
 }
@@ -244,7 +236,15 @@ static int summarize(dft_rd *r, summary *s)
             s->other++;
             break;
         }
-        if (l.have & DFT_HAVE_TS) {
+        /* A bad duration is counted, and the event is left out of the time
+         * range and the groups (docs/cli.md, "Bad durations"). */
+        int dur_ok = !(l.have & DFT_HAVE_DUR) ||
+                     dft_dur_ok((l.have & DFT_HAVE_TS) ? l.ts : 0, l.dur);
+        if (!dur_ok && l.ph == 'X' && s->bad_dur++ == 0) {
+            s->first_bad_dur_line = s->lines;
+            s->first_bad_dur = l.dur;
+        }
+        if ((l.have & DFT_HAVE_TS) && dur_ok) {
             int64_t end = l.ts + ((l.have & DFT_HAVE_DUR) ? l.dur : 0);
             if (!s->have_ts || l.ts < s->ts_min)
                 s->ts_min = l.ts;
@@ -261,16 +261,18 @@ static int summarize(dft_rd *r, summary *s)
             }
             continue;
         }
+        if (!dur_ok)
+            continue;
         agg *a = lookup(s, &l);
-        if (!a)
+        if (!a || dft_hist_add(&a->hist, l.dur) < 0)
             return -1;
         a->count++;
-        a->total += l.dur;
+        a->total += (uint64_t)l.dur;
+        a->total_hi += a->total < (uint64_t)l.dur; /* the carry */
         if (l.dur < a->min)
             a->min = l.dur;
         if (l.dur > a->max)
             a->max = l.dur;
-        a->hist[dft_hist_bin(l.dur)]++;
         if (l.have & DFT_HAVE_IO) {
             a->io_bytes += l.io_bytes;
             a->io_events++;
@@ -281,24 +283,20 @@ static int summarize(dft_rd *r, summary *s)
     return (int)st;
 }
 
-static PyObject *hist_dict(const uint64_t *hist)
+/* hi * 2^64 + lo as a Python int (a new reference), or NULL. */
+static PyObject *u128_long(uint64_t hi, uint64_t lo)
 {
-    PyObject *d = PyDict_New();
-    if (!d)
-        return NULL;
-    for (int i = 0; i < DFT_HIST_BINS; i++) {
-        if (!hist[i])
-            continue;
-        PyObject *k = PyLong_FromLong(i), *v = PyLong_FromUnsignedLongLong(hist[i]);
-        int rc = (k && v) ? PyDict_SetItem(d, k, v) : -1;
-        Py_XDECREF(k);
-        Py_XDECREF(v);
-        if (rc < 0) {
-            Py_DECREF(d);
-            return NULL;
-        }
-    }
-    return d;
+    if (!hi)
+        return PyLong_FromUnsignedLongLong(lo);
+    PyObject *h = PyLong_FromUnsignedLongLong(hi), *l = PyLong_FromUnsignedLongLong(lo);
+    PyObject *shift = PyLong_FromLong(64);
+    PyObject *hs = (h && shift) ? PyNumber_Lshift(h, shift) : NULL;
+    PyObject *sum = (hs && l) ? PyNumber_Or(hs, l) : NULL;
+    Py_XDECREF(h);
+    Py_XDECREF(l);
+    Py_XDECREF(shift);
+    Py_XDECREF(hs);
+    return sum;
 }
 
 static PyObject *groups_list(const summary *s)
@@ -310,24 +308,28 @@ static PyObject *groups_list(const summary *s)
         const agg *a = &s->slots[i];
         if (!a->hash)
             continue;
-        PyObject *h = hist_dict(a->hist);
-        if (!h)
+        PyObject *h = dft_hist_dict(&a->hist);
+        PyObject *total = u128_long(a->total_hi, a->total);
+        if (!h || !total) {
+            Py_XDECREF(h);
+            Py_XDECREF(total);
             goto fail;
+        }
         PyObject *t = Py_BuildValue(
-            "(s#s#LLKLLLLKN)", a->cat, (Py_ssize_t)a->cat_len, a->name, (Py_ssize_t)a->name_len,
-            (long long)a->pid, (long long)a->tid, (unsigned long long)a->count,
-            (long long)a->total, (long long)a->min, (long long)a->max, (long long)a->io_bytes,
+            "(s#s#LLKOLLLKN)", a->cat, (Py_ssize_t)a->cat_len, a->name, (Py_ssize_t)a->name_len,
+            (long long)a->pid, (long long)a->tid, (unsigned long long)a->count, total,
+            (long long)a->min, (long long)a->max, (long long)a->io_bytes,
             (unsigned long long)a->io_events, h);
         if (!t) {
             /* names that are not UTF-8 (older tools): decode with replacement */
             PyErr_Clear();
             PyObject *c = PyUnicode_DecodeUTF8(a->cat, (Py_ssize_t)a->cat_len, "replace");
             PyObject *nm = PyUnicode_DecodeUTF8(a->name, (Py_ssize_t)a->name_len, "replace");
-            h = hist_dict(a->hist);
+            h = dft_hist_dict(&a->hist);
             if (c && nm && h)
-                t = Py_BuildValue("(NNLLKLLLLKN)", c, nm, (long long)a->pid, (long long)a->tid,
-                                  (unsigned long long)a->count, (long long)a->total,
-                                  (long long)a->min, (long long)a->max, (long long)a->io_bytes,
+                t = Py_BuildValue("(NNLLKOLLLKN)", c, nm, (long long)a->pid, (long long)a->tid,
+                                  (unsigned long long)a->count, total, (long long)a->min,
+                                  (long long)a->max, (long long)a->io_bytes,
                                   (unsigned long long)a->io_events, h);
             else {
                 Py_XDECREF(c);
@@ -335,6 +337,7 @@ static PyObject *groups_list(const summary *s)
                 Py_XDECREF(h);
             }
         }
+        Py_DECREF(total);
         if (!t || PyList_Append(list, t) < 0) {
             Py_XDECREF(t);
             goto fail;
@@ -379,7 +382,7 @@ PyObject *dft_tools_summarize_file(PyObject *module, PyObject *arg)
     rc = open_rc < 0 ? 0 : summarize(&r, &s);
     Py_END_ALLOW_THREADS
     if (open_rc < 0) {
-        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, arg);
+        dft_rd_raise_open_error(arg, &r, errno);
         Py_DECREF(bytes);
         return NULL;
     }
@@ -403,7 +406,7 @@ PyObject *dft_tools_summarize_file(PyObject *module, PyObject *arg)
     }
     result = Py_BuildValue(
         "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:z,s:K,s:N,s:N,s:L,s:L,s:O,s:L,s:L,"
-        "s:O,s:L,s:K,s:K,s:N}",
+        "s:O,s:L,s:K,s:K,s:K,s:K,s:L,s:N}",
         "path", arg, "status", status_name(rc), "message", r.err, "members",
         (unsigned long long)r.members, "lines", (unsigned long long)s.lines, "events",
         (unsigned long long)s.events, "bad_lines", (unsigned long long)s.bad_lines, "complete",
@@ -415,7 +418,10 @@ PyObject *dft_tools_summarize_file(PyObject *module, PyObject *arg)
         s.have_ts ? Py_True : Py_False, "ts_min", (long long)s.ts_min, "end_max",
         (long long)s.end_max, "finalized", s.finalized ? Py_True : Py_False, "num_events",
         (long long)s.num_events, "long_lines", (unsigned long long)r.long_lines,
-        "first_long_line", (unsigned long long)r.first_long_line, "groups", groups);
+        "first_long_line", (unsigned long long)r.first_long_line, "bad_durations",
+        (unsigned long long)s.bad_dur, "first_bad_duration_line",
+        (unsigned long long)s.first_bad_dur_line, "first_bad_duration",
+        (long long)s.first_bad_dur, "groups", groups);
 done:
     summary_free(&s);
     dft_rd_close(&r);

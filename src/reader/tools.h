@@ -14,6 +14,20 @@
 
 int dft_hist_bin(int64_t v);
 
+/* One group's histogram (reader/hist.c): the (bin, count) pairs it uses, or
+ * the dense array once it uses many bins.  Zero-initialised is empty. */
+typedef struct dft_hist {
+    uint64_t *dense; /* DFT_HIST_BINS counts, or NULL */
+    uint64_t *pairs; /* (bin << 48) | count, while dense is NULL */
+    uint32_t npairs, cap;
+} dft_hist;
+
+/* Counts duration v: 0, or -1 out of memory.  Runs without the GIL. */
+int dft_hist_add(dft_hist *h, int64_t v);
+/* {bin: count} for the bins used (a new reference), or NULL. */
+PyObject *dft_hist_dict(const dft_hist *h);
+void dft_hist_free(dft_hist *h);
+
 PyObject *dft_tools_summarize_file(PyObject *module, PyObject *path);
 PyObject *dft_tools_validate_file(PyObject *module, PyObject *path);
 PyObject *dft_tools_rewrite_file(PyObject *module, PyObject *args, PyObject *kwargs);
@@ -26,6 +40,10 @@ struct dft_rd;
  * opened without the GIL: 0, or -1 with TypeError/OSError naming the path. */
 int dft_rd_open_path(struct dft_rd *rd, PyObject *path);
 PyObject *dft_rd_status_str(int status);
+/* Raises OSError naming path for a dft_rd_open that failed with errno err
+ * (reader/oserror.c): "not a regular file (a FIFO)" and the like when the
+ * reader refused the file, else errno's words. */
+void dft_rd_raise_open_error(PyObject *path, const struct dft_rd *rd, int err);
 PyObject *dft_rd_message_str(const struct dft_rd *rd);
 
 #endif

@@ -10,8 +10,9 @@
  * process instead: one process_name and one start per pid, and at most one
  * end, its last event.
  * A torn last member is reported as a truncated tail with the number of
- * readable events.  Memory: a paged bitmap of the ids seen (one bit per id)
- * and sets of hash values, never the events themselves. */
+ * readable events.  Memory: the set of ids seen (reader/idset.c: a bit per id
+ * when they are dense, at most about 100 bytes per id when they are not) and
+ * sets of hash values, never the events themselves. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -23,11 +24,11 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #define MAX_PROBLEMS 20
-#define PAGE_BITS 16 /* ids per bitmap page: 65536 (8 KiB) */
 
 /* What one process (pid) of the file has: the rules of a merged file. */
 typedef struct vproc {
@@ -36,7 +37,8 @@ typedef struct vproc {
 } vproc;
 
 typedef struct vstate {
-    dft_u64map id_pages, defined, used, procs;
+    dft_idset ids;
+    dft_u64map defined, used, procs;
     uint64_t lines, events, bad_lines, dup_ids, hh, process_name, start, end;
     uint64_t events_before_end, lines_after_end, undefined;
     int64_t num_events;
@@ -55,26 +57,6 @@ static void problem(vstate *v, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(v->problems[v->nproblems++], sizeof v->problems[0], fmt, ap);
     va_end(ap);
-}
-
-/* 1 when id was seen before; -1 out of memory. */
-static int id_seen(vstate *v, int64_t id)
-{
-    uint64_t u = (uint64_t)id;
-    size_t slot;
-    int f = dft_u64map_get(&v->id_pages, u >> PAGE_BITS, 1, &slot);
-    if (f < 0)
-        return -1;
-    if (!f) {
-        v->id_pages.vals[slot] = calloc((1u << PAGE_BITS) / 8, 1);
-        if (!v->id_pages.vals[slot])
-            return -1;
-    }
-    unsigned char *page = v->id_pages.vals[slot];
-    uint64_t bit = u & ((1u << PAGE_BITS) - 1);
-    int seen = (page[bit >> 3] >> (bit & 7)) & 1;
-    page[bit >> 3] |= (unsigned char)(1u << (bit & 7));
-    return seen;
 }
 
 #define NAME_IS(l, lit) ((l).name.n == sizeof(lit) - 1 && memcmp((l).name.p, lit, sizeof(lit) - 1) == 0)
@@ -137,11 +119,17 @@ static int validate(dft_rd *r, vstate *v)
                     (unsigned long long)v->lines);
         if ((l.have & DFT_HAVE_DUR) && l.dur < 0)
             problem(v, "line %llu: negative dur", (unsigned long long)v->lines);
+        else if ((l.have & DFT_HAVE_DUR) && l.dur > DFT_DUR_MAX_US)
+            problem(v, "line %llu: dur %lld is longer than " DFT_DUR_MAX_TEXT,
+                    (unsigned long long)v->lines, (long long)l.dur);
+        else if ((l.have & DFT_HAVE_DUR) && !dft_dur_ok((l.have & DFT_HAVE_TS) ? l.ts : 0, l.dur))
+            problem(v, "line %llu: ts + dur is past the end of 64-bit time",
+                    (unsigned long long)v->lines);
         if (l.have & DFT_HAVE_ID) {
             if (l.id < 1)
                 problem(v, "line %llu: id %lld is not >= 1", (unsigned long long)v->lines,
                         (long long)l.id);
-            int seen = id_seen(v, l.id);
+            int seen = dft_idset_add(&v->ids, (uint64_t)l.id);
             if (seen < 0)
                 return -1;
             if (seen && v->dup_ids++ < 5)
@@ -219,7 +207,12 @@ static int validate(dft_rd *r, vstate *v)
  * member.  Runs without the GIL. */
 static int first_member_ok(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+        close(fd); /* replaced by a FIFO or a device since the pass: never wait on it */
+        return 1;
+    }
     if (fd < 0)
         return 1;
     unsigned char in[16384];
@@ -301,7 +294,7 @@ PyObject *dft_tools_validate_file(PyObject *module, PyObject *arg)
     Py_DECREF(bytes);
     PyObject *result = NULL;
     if (open_rc < 0) {
-        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, arg);
+        dft_rd_raise_open_error(arg, &r, errno);
         free(v);
         return NULL;
     }
@@ -383,7 +376,7 @@ PyObject *dft_tools_validate_file(PyObject *module, PyObject *arg)
                            (unsigned long long)v->problem_count, "problems",
                            problems);
 done:
-    dft_u64map_free(&v->id_pages, 1);
+    dft_idset_free(&v->ids);
     dft_u64map_free(&v->defined, 0);
     dft_u64map_free(&v->used, 0);
     dft_u64map_free(&v->procs, 1);

@@ -275,7 +275,9 @@ def test_flush_interval_bounds_how_long_an_event_waits(tmp_path):
 
 @pytest.mark.parametrize(
     "value,used",
-    [("soon", "1"), ("-1", "1"), ("5min", "1"), ("0.001", "0.01"), ("99999", "3600")],
+    [("soon", "1"), ("-1", "1"), ("5min", "1"), ("0.001", "0.01"), ("99999", "3600"),
+     # not decimal: strtod alone took hex (16 s), exponents and blanks silently (issue 30)
+     ("0x10", "1"), ("0x10ms", "1"), ("1e1", "1"), ("\t2", "1"), ("+2", "1"), ("inf", "1")],
 )
 def test_bad_flush_interval_warns_once_naming_the_value_used(tmp_path, value, used):
     proc = run_python(

@@ -214,3 +214,76 @@ def test_merged_file_is_a_valid_trace(tmp_path):
     pid = events[start]["pid"]
     assert f"pid {pid}: 0 start events (expected 1)" in r["problems"]
     assert f"pid {end['pid']}: 2 end events" in r["problems"]
+
+
+# ---- memory that must not follow id values or definitions (issue 30) ---------------------
+
+def many_lines_trace(path, kind: str, n: int):
+    """n lines after the header: events whose ids are 65,536 apart (sparse),
+    FH definitions (fh), or events with n distinct names (names)."""
+    if kind == "sparse":
+        body = ['{"id":%d,"name":"s","cat":"a","pid":5,"tid":5,"ts":%d,"dur":1,"ph":"X"}'
+                % ((i + 1) << 16, 1700000000000000 + i) for i in range(n)]
+    elif kind == "fh":
+        body = ['{"id":%d,"name":"FH","cat":"dftracer","pid":5,"tid":5,"ph":"M",'
+                '"args":{"name":"/d/f%d","value":"%016x"}}' % (i + 4, i, i + 256)
+                for i in range(n)]
+    else:
+        body = ['{"id":%d,"name":"n%d","cat":"a","pid":5,"tid":5,"ts":%d,"dur":%d,"ph":"X"}'
+                % (i + 4, i, 1700000000000000 + i, i % 1000) for i in range(n)]
+    path.write_bytes(member(("\n".join(HEADER + body) + "\n").encode()))
+    return path
+
+
+@pytest.mark.no_asan  # ASan keeps freed memory in quarantine: RSS says nothing there
+def test_memory_follows_neither_id_values_nor_definitions(tmp_path):
+    """docs/cli.md, "Memory": validate's id check, merge's hash strings and
+    summary's groups stay within what the output needs.  Measured with
+    getrusage in a process of its own, against the CLI on a small file; each
+    command must also finish well within a time bound (no quadratic work)."""
+    import time
+
+    n = 30000
+    small = tmp_path / "small-1-app.pfw.gz"
+    small.write_bytes(member(("\n".join(HEADER + [event(9)]) + "\n").encode()))
+    _, _, base = cli_peak_rss("summary", str(small))
+    sparse = many_lines_trace(tmp_path / "sparse-5-app.pfw.gz", "sparse", n)
+    fh = many_lines_trace(tmp_path / "fh-5-app.pfw.gz", "fh", n)
+    names = many_lines_trace(tmp_path / "names-5-app.pfw.gz", "names", n)
+    checks = [
+        (["validate", str(sparse)], 8 << 20),  # ids 65,536 apart: no page per id
+        (["validate", str(fh)], 8 << 20),
+        (["merge", str(fh), "-o", str(tmp_path / "m.pfw.gz")], 8 << 20),  # 30k paths
+        (["convert", str(fh), "-o", str(tmp_path / "c.json.gz")], 8 << 20),
+        (["summary", str(names)], 64 << 20),  # 30k rows: about 2 KB each in Python
+    ]
+    for args, allowed in checks:
+        t = time.monotonic()
+        rc, err, peak = cli_peak_rss(*args)
+        took = time.monotonic() - t
+        assert rc in (0, 1), (args, err)
+        assert peak - base < allowed, (args, (peak - base) >> 20, "MiB over the small file")
+        assert took < 30, (args, took)
+
+
+def test_duplicate_ids_are_found_however_the_ids_are_spread(tmp_path):
+    """validate's id set (src/reader/idset.c) keeps a range of ids as a sorted
+    array until it would be larger than a bitmap: duplicates are found in
+    either form and across the switch, for ids far apart and near 2^63."""
+    import random
+
+    rng = random.Random(30)
+    ids = [4 + i for i in range(3000)]                      # dense: array, then bitmap
+    ids += [(k + 1) << 16 for k in range(2000)]             # one id per range
+    ids += [(1 << 40) + rng.randrange(1 << 16) for _ in range(600)]  # around the switch
+    ids += [2**63 - 1 - k for k in range(10)]
+    dups = rng.sample(ids, 250)
+    ids += dups
+    rng.shuffle(ids)
+    body = ['{"id":%d,"name":"s","cat":"a","pid":5,"tid":5,"ts":1700000000000000,"dur":1,'
+            '"ph":"X","args":{"hhash":"00000000000000aa"}}' % i for i in ids]
+    p = tmp_path / "dups-5-app.pfw"
+    p.write_text("\n".join(HEADER + body) + "\n")
+    r = json.loads(cli("validate", str(p), "--json").stdout)
+    expected = len(ids) - len(set(ids) | {1, 2, 3}) + 3
+    assert r["duplicate_ids"] == expected >= 250
