@@ -215,8 +215,8 @@ static int key_is(dft_sv k, const char *lit)
     return k.n == n && memcmp(k.p, lit, n) == 0;
 }
 
-/* The key a resolved hash argument gets. */
-static dft_sv resolved_key(dft_sv k)
+/* The key a resolved hash argument gets (built in buf when it is new). */
+static dft_sv resolved_key(dft_sv k, char *buf, size_t cap)
 {
     static const struct {
         const char *from, *to;
@@ -226,6 +226,13 @@ static dft_sv resolved_key(dft_sv k)
             return (dft_sv){renames[i].to, strlen(renames[i].to)};
     if (k.n > 5 && memcmp(k.p + k.n - 5, "_hash", 5) == 0)
         return (dft_sv){k.p, k.n - 5};
+    /* a second file of one event (rename's new_fhash, sendfile's out_fhash) */
+    if (k.n > 6 && memcmp(k.p + k.n - 6, "_fhash", 6) == 0 && k.n - 1 <= cap) {
+        size_t n = k.n - 5; /* keeps the '_' */
+        memcpy(buf, k.p, n);
+        memcpy(buf + n, "file", 4);
+        return (dft_sv){buf, n + 4};
+    }
     return k;
 }
 
@@ -277,7 +284,8 @@ static int put_args(rewriter *w, const char **p, const char *end)
             size_t slot;
             if (tok.p && dft_hash_token(tok, &h) == 0 &&
                 dft_u64map_get(&w->names, h, 0, &slot) == 1) {
-                put_string(b, resolved_key(k));
+                char key[256];
+                put_string(b, resolved_key(k, key, sizeof key));
                 DFT_SBUF_LIT(b, ":");
                 const char *s = w->names.vals[slot];
                 dft_sbuf_put(b, s, strlen(s));
