@@ -428,8 +428,11 @@ static int general(pstate *s, dft_line *l)
                                                  : skip_value(s, 1);
         } else if (KEY_IS(key, "ph")) {
             rc = token(s, &val, &iv, &is_int);
-            if (rc == 0)
+            if (rc == 0) {
                 l->ph = ph_letter(val, is_int, iv);
+                if (is_int)
+                    l->have |= DFT_HAVE_NUMERIC_PH;
+            }
         } else if (KEY_IS(key, "args")) {
             /* args needs the name and cat for its byte rule: parsed after the rest */
             ws(s);

@@ -78,6 +78,7 @@ typedef struct dft_sv {
 #define DFT_HAVE_DUR 0x10
 #define DFT_HAVE_IO 0x20
 #define DFT_HAVE_NUM_EVENTS 0x40
+#define DFT_HAVE_NUMERIC_PH 0x80 /* "ph":1 ... (dftracer 2.x) */
 
 #define DFT_LINE_REFS 8
 
