@@ -159,9 +159,11 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
 def _usable_as_is(path: str) -> Optional[Dict[str, Any]]:
     """None when the file can be served as it is; else its validate result
-    (a problem such as an old member layout, or a torn tail: merge fixes it)."""
+    (a problem such as an old member layout, a torn tail, or dftracer 2.x's
+    format: merge fixes it)."""
     r = work.validate_file(path)
-    return None if validate.verdict(r) == "ok" else r
+    # dftracer 2.x's numeric "ph" is not Perfetto's: merge writes dftracer's format
+    return None if validate.verdict(r) == "ok" and r.get("format") != "dftracer-2.x" else r
 
 
 def _prepare(files: list, tmp: str) -> Optional[str]:

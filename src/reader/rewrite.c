@@ -7,7 +7,9 @@
  * cmd_hash -> cmd, exec_hash -> exec, x_hash -> x, cwd stays cwd), the
  * process renumbered, ids and p_idx renumbered as (id + 1) * nfiles + index
  * so they stay unique across the merged files, and the older tools'
- * unescaped strings escaped.  Output goes to `part` as gzip members of about
+ * unescaped strings escaped.  dftracer 2.x's lines get dftracer's shape: a
+ * string "ph" for its numeric one, and an id for its metadata, which has
+ * none.  Output goes to `part` as gzip members of about
  * 1 MiB.  Memory: the hash definitions and one member.  Runs without the GIL
  * except to build the result. */
 #define PY_SSIZE_T_CLEAN
@@ -30,6 +32,7 @@ typedef struct rewriter {
     dft_sbuf buf;
     FILE *out;
     uint64_t events, bad_lines, first_bad_line;
+    uint64_t no_id; /* dftracer 2.x events without an id so far */
     const char *first_bad;
     char err[256];
 } rewriter;
@@ -318,8 +321,13 @@ static int put_args(rewriter *w, const char **p, const char *end)
     }
 }
 
-/* One event line; returns 0, or -1 when it does not parse (nothing kept). */
-static int put_event(rewriter *w, const char *p, const char *end)
+/* Ids given to the events that have none (dftracer 2.x's metadata): above
+ * any id a tracer writes, renumbered like the others. */
+#define NO_ID_BASE ((int64_t)1 << 40)
+
+/* One event line; returns 0, or -1 when it does not parse (nothing kept).
+ * add_id >= 0: the line has no id; it gets this one. */
+static int put_event(rewriter *w, const char *p, const char *end, int64_t add_id)
 {
     dft_sbuf *b = &w->buf;
     size_t mark = b->len;
@@ -330,8 +338,14 @@ static int put_event(rewriter *w, const char *p, const char *end)
         goto bad;
     p++;
     DFT_SBUF_LIT(b, "{");
+    int first = 1;
+    if (add_id >= 0) {
+        DFT_SBUF_LIT(b, "\"id\":");
+        dft_json_int(b, new_id(w, add_id));
+        first = 0;
+    }
     ws(&p, end);
-    for (int first = 1; p < end && *p != '}'; first = 0) {
+    for (; p < end && *p != '}'; first = 0) {
         dft_sv k;
         ws(&p, end);
         if (dft_json_scan_string(&p, end, &k) < 0)
@@ -352,6 +366,11 @@ static int put_event(rewriter *w, const char *p, const char *end)
             p += n;
         } else if (key_is(k, "pid") && (n = is_int_token(p, end, &iv)) > 0) {
             dft_json_int(b, iv == w->old_pid ? w->new_pid : iv);
+            p += n;
+        } else if (key_is(k, "ph") && (n = is_int_token(p, end, &iv)) > 0) {
+            /* dftracer 2.x's numeric phases */
+            const char *ph = iv == 2 ? "\"C\"" : iv == 4 ? "\"M\"" : "\"X\"";
+            dft_sbuf_put(b, ph, 3);
             p += n;
         } else if (key_is(k, "args")) {
             if (put_args(w, &p, end) < 0)
@@ -429,7 +448,8 @@ static int collect_names(rewriter *w, dft_rd *r)
     dft_line l;
     dft_rd_status st;
     while ((st = dft_rd_next(r, &text, &n)) == DFT_RD_OK) {
-        if (dft_line_is_bracket(text, n) || !memchr(text, 'M', n) ||
+        /* HH, FH and SH all hold an 'H' */
+        if (dft_line_is_bracket(text, n) || !memchr(text, 'H', n) ||
             dft_line_parse(text, n, DFT_PARSE_LENIENT, &l, &why) < 0 || !hash_def(&l))
             continue;
         uint64_t h;
@@ -481,7 +501,8 @@ static int write_events(rewriter *w, dft_rd *r)
         }
         if (hash_def(&l) || (l.ph == 'M' && NAME_IS(l, "process_name")))
             continue;
-        if (put_event(w, text, text + n) < 0) {
+        int64_t add_id = (l.have & DFT_HAVE_ID) ? -1 : NO_ID_BASE + (int64_t)w->no_id++;
+        if (put_event(w, text, text + n, add_id) < 0) {
             bad_line(w, r, "not JSON");
             continue;
         }

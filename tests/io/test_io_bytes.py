@@ -291,3 +291,40 @@ def test_merge_names_both_files(moves, tmp_path):
     assert sent and all(a["file"] == str(data / "posix.bin") for a in sent)
     assert {a["out_file"] for a in sent} == {str(data / "sent.bin"), str(data / "copied.bin")}
     assert not any(k.endswith("hash") for e in merged for k in e.get("args", {}))
+
+
+def docs_bytes_rule():
+    """{name: the "bytes" column} of the docs table."""
+    text = open(DOCS).read()
+    section = text.split("### Intercepted calls", 1)[1].split("\n\n`dftracer.io_calls()`", 1)[0]
+    rules = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[1] in ("POSIX", "STDIO"):
+            for name in re.findall(r"`([A-Za-z_0-9]+)`", cells[0]):
+                rules[name] = (cells[1], cells[3])
+    return rules
+
+
+def test_summary_counts_every_call_as_the_docs_table_says(tmp_path):
+    """One event per intercepted call, each with size=4, count=10, ret=3 (and
+    one more with ret=-1, a failure): summary's bytes per name follow the
+    table's last column, for every call dftracer intercepts."""
+    rules = docs_bytes_rule()
+    code = f"""
+    from dftracer.python import dftracer
+    log = dftracer.initialize_log({str(tmp_path / "t")!r}, None, -1)
+    t = log.get_time()
+    for name, cat in {sorted((n, c) for n, (c, _) in rules.items())!r}:
+        log.log_event(name, cat, t, 1, int_args={{"size": 4, "count": 10, "ret": 3}})
+        log.log_event(name, cat, t, 1, int_args={{"size": 4, "count": 10, "ret": -1}})
+    log.finalize()
+    """
+    run_python(code, env={"DFTRACER_ENABLE": "1"}, cwd=str(tmp_path))
+    proc = cli("summary", str(tmp_path), "--json", "--by", "name", "--top", "0")
+    rows = {r["name"]: r for r in json.loads(proc.stdout)["by_name"]}
+    expect = {"`ret`": (3, 2), "`size` × `ret`": (12, 2), "1 (0 at the end)": (1, 2),
+              "`count` (0 on failure)": (10, 2), "-": (0, 0)}
+    for name, (_, rule) in rules.items():
+        got = (rows[name]["io_bytes"], rows[name]["io_events"])
+        assert got == expect[rule], (name, rule, got)

@@ -161,3 +161,33 @@ def test_fresh_reference_trace_is_valid(tmp_path, inc_metadata):
                    env=env, cwd=str(tmp_path), check=True, capture_output=True, timeout=120)
     (path,) = glob.glob(str(tmp_path / "trace-*.pfw.gz"))
     check_reference_file(path, inc_metadata == "1")
+
+
+def test_merge_and_view_rewrite_reference_traces_into_dftracer_format(tmp_path):
+    """merge gives 2.x's events a string ph and their metadata an id, resolves
+    their hashes, and the result is a valid merge output; view serves that."""
+    out = tmp_path / "merged.pfw"
+    proc = cli("merge", WITH_ARGS, WITHOUT_ARGS, "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    lines = out.read_text().splitlines()
+    assert lines[0] == "["
+    events = [json.loads(line) for line in lines[1:]]
+    assert all(e["ph"] in ("X", "M") and isinstance(e["id"], int) for e in events)
+    assert len({e["id"] for e in events}) == len(events)
+    names = [e["args"]["name"] for e in events if e["name"] == "process_name"]
+    assert len(names) == 2 and all("[host " in n and "host ?" not in n for n in names)
+    sent = [e for e in events if e["name"] == "sendfile64" and "args" in e]
+    assert len(sent) == 2 and all(e["args"]["file"].endswith("/data/b.bin") for e in sent)
+    assert not any(k.endswith("hash") for e in events for k in e.get("args", {}))
+    rc, (r,) = validate(out)
+    assert rc == 0 and r["format"] == "dftracer-merged", r
+    # dftracer view serves such a merge, not the 2.x file as it is
+    import urllib.request
+    from test_view import Viewer
+
+    with Viewer(WITH_ARGS, "--no-browser") as v:
+        with urllib.request.urlopen(v.trace_url, timeout=10) as resp:
+            body = resp.read()
+        v.stop()
+    text = gzip.decompress(body).decode()
+    assert text.startswith("[\n") and '"ph":1' not in text and '"ph":"X"' in text
