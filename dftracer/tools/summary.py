@@ -183,10 +183,13 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str],
                             key=lambda p: (p["rank"] is None, p["rank"] or 0, p["host"],
                                            p["pid"])),
     }
+    walls: Dict[int, int] = {}  # many rows share their files: sum each set once
     for by in bys:
         rows = []
         for key, g in tables[by].items():
-            wall = _wall_of(g.files, spans)
+            wall = walls.get(g.files)
+            if wall is None:
+                wall = walls[g.files] = _wall_of(g.files, spans)
             row: Dict[str, Any] = {}
             for f, v in zip(GROUPINGS[by], key):
                 row[f] = _unescape(v) if isinstance(v, str) else v
