@@ -19,9 +19,9 @@ except ImportError as _e:
         "(python setup.py build_ext --inplace)") from _e
 
 from dftracer import _conflicts, _lifecycle
-from dftracer._core import __version__
+from dftracer._core import __version__, io_calls
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "io_calls"]
 
 _conflicts.warn()
 _lifecycle.install()

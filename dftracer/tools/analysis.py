@@ -20,7 +20,7 @@ from array import array
 from typing import Any, Dict, List, Optional, Tuple
 
 from dftracer import _core
-from dftracer.tools.summary import _unescape
+from dftracer.tools.summary import _unescape, name_group
 
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 
@@ -250,9 +250,12 @@ def _step_number(name: str, kind: str, pid: int, counters: Dict[Tuple[int, str],
     return n
 
 
-def merge(results: List[Dict[str, Any]], hosts: Dict[str, str]) -> Dict[str, Any]:
+def merge(results: List[Dict[str, Any]], hosts: Dict[str, str],
+          group_numbered: bool = True) -> Dict[str, Any]:
     """Adds up analyze_file results; hosts maps each path to its host (from
-    the summary) so that processes are told apart by (host, pid)."""
+    the summary) so that processes are told apart by (host, pid).  With
+    group_numbered, self times by name are grouped as the summary's by-name
+    table is (ProfilerStep#*); steps keep their numbers."""
     self_by_name: Dict[Tuple[str, str], int] = {}
     self_by_proc_cat: Dict[Tuple[str, int, str], int] = {}
     io: Dict[Tuple[str, int], List[float]] = {}
@@ -263,7 +266,8 @@ def merge(results: List[Dict[str, Any]], hosts: Dict[str, str]) -> Dict[str, Any
             continue
         host = hosts.get(r["path"], "")
         for cat, name, v in r["self_by_name"]:
-            self_by_name[(cat, name)] = self_by_name.get((cat, name), 0) + v
+            key = (cat, name_group(name) if group_numbered else name)
+            self_by_name[key] = self_by_name.get(key, 0) + v
         for pid, cat, v in r["self_by_pid_cat"]:
             k = (host, pid, cat)
             self_by_proc_cat[k] = self_by_proc_cat.get(k, 0) + v

@@ -43,6 +43,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--bins", type=int, default=120, metavar="N",
                    help="time bins of the I/O chart (default 120)")
     p.add_argument("--title", default=None, help="the page's title (default: the paths)")
+    p.add_argument("--no-group", action="store_true",
+                   help="show numbered names (ProfilerStep#3, ...) one by one in the "
+                        "top-functions charts instead of as one ProfilerStep#* bar")
     p.set_defaults(func=main)
 
 
@@ -68,7 +71,8 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
     --by cat --by name --by pid --json` gives it) plus the analysis of their
     events (self time, I/O bins, steps, waiting versus computing)."""
     bys = ["cat", "name", "pid"]
-    summ = summary.aggregate(results, bys)
+    grouped = not getattr(args, "no_group", False)
+    summ = summary.aggregate(results, bys, group_numbered=grouped)
     good = [r for r in results if summary.readable(r)]
     starts = [r["ts_min"] for r in good if r["has_ts"]]
     ends = [r["end_max"] for r in good if r["has_ts"]]
@@ -86,7 +90,7 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
         "bin_us": bin_us,
         "ranks": {f"{p['host']}:{p['pid']}": p["rank"] for p in summ["processes"]},
     }
-    data.update(analysis.merge(per_file, hosts))
+    data.update(analysis.merge(per_file, hosts, group_numbered=grouped))
     return data
 
 

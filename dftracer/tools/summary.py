@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from typing import Any, Dict, List, Tuple
 
@@ -37,6 +38,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--top", type=int, default=20, metavar="N",
                    help="rows per table, largest total first (0: all; default 20)")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    p.add_argument("--no-group", action="store_true",
+                   help="in the by-name table, list numbered names (ProfilerStep#3, "
+                        "ProfilerStep#4, ...) one by one instead of as one ProfilerStep#* row")
     p.set_defaults(func=main)
 
 
@@ -65,6 +69,15 @@ def percentile(hist: Dict[int, int], count: int, q: float, lo: int, hi: int) -> 
 
 # ---- aggregation -------------------------------------------------------------
 
+_NUMBERED = re.compile(r"#\d+$")
+
+
+def name_group(name: str) -> str:
+    """The by-name row a name belongs to: numbered names share one, e.g.
+    ProfilerStep#12 -> ProfilerStep#* (docs/cli.md, "Numbered names")."""
+    return _NUMBERED.sub("#*", name)
+
+
 def _unescape(s: str) -> str:
     if "\\" not in s:
         return s
@@ -75,10 +88,11 @@ def _unescape(s: str) -> str:
 
 
 class Group:
-    __slots__ = ("count", "total", "min", "max", "io_bytes", "io_events", "hist")
+    __slots__ = ("count", "total", "min", "max", "io_bytes", "io_events", "hist", "files")
 
     def __init__(self) -> None:
         self.count = self.total = self.io_bytes = self.io_events = 0
+        self.files = 0  # bit i: the group has events in file i
         self.min = None  # type: Any
         self.max = None  # type: Any
         self.hist: Dict[int, int] = {}
@@ -112,14 +126,32 @@ def bad_duration_message(r: Dict[str, Any]) -> str:
             "left out of every time and share")
 
 
-def aggregate(results: List[Dict[str, Any]], bys: List[str]) -> Dict[str, Any]:
+def _wall_of(files: int, spans: List[int]) -> int:
+    """The summed wall time of the files whose bits are set: the time a row's
+    share is of (docs/cli.md, "share")."""
+    wall = 0
+    while files:
+        low = files & -files
+        wall += spans[low.bit_length() - 1]
+        files ^= low
+    return wall
+
+
+def aggregate(results: List[Dict[str, Any]], bys: List[str],
+              group_numbered: bool = True) -> Dict[str, Any]:
+    """The summary of per-file results; with group_numbered, the by-name table
+    has one row per numbered name family (ProfilerStep#*)."""
     files = [r for r in results if readable(r)]
     tables: Dict[str, Dict[Tuple[Any, ...], Group]] = {by: {} for by in bys}
+    names: Dict[Tuple[Any, ...], set] = {}  # by-name row -> the names it holds
+    spans: List[int] = []  # per file: its wall time (first event to last)
     traced = 0
     ts_min = ts_max = None
     processes: Dict[Tuple[str, int], Dict[str, Any]] = {}
-    for r in files:
+    for index, r in enumerate(files):
         span = r["end_max"] - r["ts_min"] if r["has_ts"] else 0
+        spans.append(span)
+        bit = 1 << index
         traced += span
         if r["has_ts"]:
             ts_min = r["ts_min"] if ts_min is None else min(ts_min, r["ts_min"])
@@ -138,11 +170,16 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str]) -> Dict[str, Any]:
             proc["io_bytes"] += io
             row = {"cat": cat, "name": name, "host": r["host"], "pid": pid, "tid": tid}
             for by in bys:
-                key = tuple(row[f] for f in GROUPINGS[by])
+                if by == "name" and group_numbered:
+                    key = (cat, name_group(name))
+                    names.setdefault(key, set()).add(name)
+                else:
+                    key = tuple(row[f] for f in GROUPINGS[by])
                 g = tables[by].get(key)
                 if g is None:
                     g = tables[by][key] = Group()
                 g.add(count, total, lo, hi, io, io_n, hist)
+                g.files |= bit
     out: Dict[str, Any] = {
         "overview": {
             "files": len(files),
@@ -165,9 +202,13 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str]) -> Dict[str, Any]:
                             key=lambda p: (p["rank"] is None, p["rank"] or 0, p["host"],
                                            p["pid"])),
     }
+    walls: Dict[int, int] = {}  # many rows share their files: sum each set once
     for by in bys:
         rows = []
         for key, g in tables[by].items():
+            wall = walls.get(g.files)
+            if wall is None:
+                wall = walls[g.files] = _wall_of(g.files, spans)
             row: Dict[str, Any] = {}
             for f, v in zip(GROUPINGS[by], key):
                 row[f] = _unescape(v) if isinstance(v, str) else v
@@ -179,10 +220,13 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str]) -> Dict[str, Any]:
                 "p99_us": percentile(g.hist, g.count, 0.99, g.min, g.max),
                 "min_us": g.min,
                 "max_us": g.max,
-                "share": g.total / traced if traced else 0.0,
+                "share": g.total / wall if wall else 0.0,
+                "process_wall_us": wall,
                 "io_bytes": g.io_bytes,
                 "io_events": g.io_events,
             })
+            if by == "name":
+                row["names"] = len(names[key]) if group_numbered else 1
             rows.append(row)
         rows.sort(key=lambda x: (-x["total_us"], -x["count"]))
         out["by_" + by] = rows
@@ -190,6 +234,12 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str]) -> Dict[str, Any]:
 
 
 # ---- output ------------------------------------------------------------------
+
+def _cell(row: Dict[str, Any], key: str) -> str:
+    if key == "name" and row.get("names", 1) > 1:
+        return f"{row['name']} ({row['names']} names)"
+    return str(row[key])
+
 
 def render(summary: Dict[str, Any], bys: List[str], top: int) -> str:
     ov = summary["overview"]
@@ -214,7 +264,7 @@ def render(summary: Dict[str, Any], bys: List[str], top: int) -> str:
         rows = summary["by_" + by]
         shown = rows if top <= 0 else rows[:top]
         keys = list(GROUPINGS[by])
-        body = [[str(r[k]) for k in keys] + [
+        body = [[_cell(r, k) for k in keys] + [
             f"{r['count']:,}", common.fmt_us(r["total_us"]), common.fmt_us(r["mean_us"]),
             common.fmt_us(r["p50_us"]), common.fmt_us(r["p99_us"]), f"{100 * r['share']:.1f}%",
             common.fmt_bytes(r["io_bytes"])] for r in shown]
@@ -266,7 +316,7 @@ def main(args: argparse.Namespace) -> int:
     if not results:
         return status
     bys = args.by or ["cat", "name"]
-    summary = aggregate(results, bys)
+    summary = aggregate(results, bys, group_numbered=not args.no_group)
     if args.json:
         json.dump(summary, sys.stdout, indent=1)
         sys.stdout.write("\n")

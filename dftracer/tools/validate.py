@@ -23,13 +23,28 @@ def add_parser(sub: Any) -> None:
         "validate", help="check that traces decode and follow the trace format",
         description="Checks every file: every gzip member decodes, every line is JSON, ids "
                     "are unique, the metadata (HH, process_name, start, end, hash "
-                    "definitions) is complete.  A torn last member (a crashed process) is "
-                    "reported with the number of readable events.",
+                    "definitions) is complete.  Says which format a file is: dftracer's, "
+                    "dftracer merge's output, or dftracer 2.x's (pydftracer 2.0.6), each "
+                    "checked against its own rules; every problem names the rule it "
+                    "breaks.  A torn last member (a crashed process) is reported with the "
+                    "number of readable events.",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     common.add_common(p)
     p.add_argument("--json", action="store_true", help="one JSON object per file on stdout")
     p.add_argument("-q", "--quiet", action="store_true", help="print only files with problems")
     p.set_defaults(func=main)
+
+
+# The formats validate tells apart (docs/trace-format.md, "Valid files").
+FORMATS = {
+    "dftracer": "dftracer trace",
+    "dftracer-merged": "dftracer merge output",
+    "dftracer-2.x": "dftracer 2.x trace (pydftracer 2.0.6 / dftracer 2.2.0)",
+}
+
+
+def describe_format(r: Dict[str, Any]) -> str:
+    return FORMATS.get(r.get("format") or "", "")
 
 
 def verdict(r: Dict[str, Any]) -> str:
@@ -63,14 +78,16 @@ def main(args: argparse.Namespace) -> int:
             sys.stdout.write("\n")
             continue
         path = r["path"]
+        fmt = describe_format(r)
         if v == "ok":
             if not args.quiet:
                 end = "" if r["finalized"] else " (no end event: the process did not finalize)"
-                common.say(f"OK         {path}: {r['events']:,} events, {r['members']} gzip members{end}")
+                common.say(f"OK         {path}: {fmt}, {r['events']:,} events, {r['members']} gzip "
+                      f"members{end}")
         elif v == "empty":
             common.say(f"EMPTY      {path}: no events (the process wrote nothing)")
         elif v == "truncated":
-            common.say(f"TRUNCATED  {path}: {r['events']:,} readable events; {r['message']}")
+            common.say(f"TRUNCATED  {path}: {fmt}, {r['events']:,} readable events; {r['message']}")
         elif v == "not-a-trace":
             common.say(f"ERROR      {path}: not a dftracer trace ({'; '.join(r['problems'][:2])})")
         elif v in ("missing", "error"):
@@ -79,7 +96,8 @@ def main(args: argparse.Namespace) -> int:
             common.say(f"CORRUPT    {path}: {r['message']}; {r.get('events', 0):,} events readable "
                   "before it")
         else:
-            common.say(f"INVALID    {path}: {r['problem_count']} problems in {r['events']:,} events")
+            common.say(f"INVALID    {path}: {fmt}, {r['problem_count']} problems in {r['events']:,} "
+                  "events")
             for msg in r["problems"]:
                 common.say(f"  {msg}")
             if r["problem_count"] > len(r["problems"]):

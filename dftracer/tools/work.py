@@ -114,7 +114,7 @@ def file_info(path: str, max_batches: int = 4) -> Dict[str, Any]:
             parsed += 1
             if info["pid"] is None and isinstance(ev.get("pid"), int):
                 info["pid"] = ev["pid"]
-            if ev.get("ph") != "M":
+            if ev.get("ph") not in ("M", 4):  # 4: dftracer 2.x's metadata
                 continue
             args = ev.get("args") or {}
             if ev.get("name") == "HH" and not info["host"]:

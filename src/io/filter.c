@@ -279,17 +279,19 @@ uint64_t dft_io_fd_hash(dft_fd_slot *s, int fd)
 
 static struct {
     _Atomic(uintptr_t) addr;
+    _Atomic(size_t) len;
     _Atomic uint64_t hash;
     _Atomic uint64_t gen;
 } maps[MAP_SLOTS];
 static _Atomic int nmaps;
 
 /* Any thread, no GIL.  A full table only loses the munmap event. */
-void dft_io_map_track(void *addr, uint64_t hash)
+void dft_io_map_track(void *addr, size_t len, uint64_t hash)
 {
     for (size_t i = 0; i < MAP_SLOTS; i++) {
         uintptr_t expected = 0;
         if (atomic_compare_exchange_strong(&maps[i].addr, &expected, (uintptr_t)addr)) {
+            atomic_store(&maps[i].len, len);
             atomic_store(&maps[i].gen, atomic_load(&dft_g.gen));
             atomic_store(&maps[i].hash, hash);
             atomic_fetch_add(&nmaps, 1);
@@ -314,6 +316,24 @@ uint64_t dft_io_map_untrack(void *addr)
             atomic_fetch_sub(&nmaps, 1);
             return h;
         }
+    }
+    return 0;
+}
+
+/* Any thread, no GIL.  A slot being filled in may read as another map's
+ * length for an instant: at worst one msync is traced or not by mistake. */
+uint64_t dft_io_map_find(const void *addr)
+{
+    if (atomic_load_explicit(&nmaps, memory_order_relaxed) == 0)
+        return 0;
+    uintptr_t a = (uintptr_t)addr;
+    for (size_t i = 0; i < MAP_SLOTS; i++) {
+        uintptr_t start = atomic_load_explicit(&maps[i].addr, memory_order_relaxed);
+        if (!start || a < start || a - start >= atomic_load(&maps[i].len))
+            continue;
+        if (atomic_load(&maps[i].gen) != atomic_load(&dft_g.gen))
+            return 0; /* mapped before fork(): its FH line is in the parent's file */
+        return atomic_load(&maps[i].hash);
     }
     return 0;
 }

@@ -53,8 +53,10 @@ void dft_io_fd_untrack(int fd);
  * inherited across fork() is re-interned from /proc/self/fd once. */
 uint64_t dft_io_fd_hash(dft_fd_slot *s, int fd);
 
-/* Memory maps of traced files, by address. */
-void dft_io_map_track(void *addr, uint64_t hash);
+/* Memory maps of traced files, by start address and length. */
+void dft_io_map_track(void *addr, size_t len, uint64_t hash);
 uint64_t dft_io_map_untrack(void *addr); /* its fhash, or 0 */
+/* The fhash of the traced map holding addr (msync), or 0. */
+uint64_t dft_io_map_find(const void *addr);
 
 #endif

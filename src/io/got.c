@@ -31,7 +31,7 @@
 #define DFT_GOT_UNSUPPORTED 1
 #endif
 
-#define MAX_HOOKS 128
+#define MAX_HOOKS 256 /* the wrappers of io/ (about 130) plus dlopen and dlsym */
 
 static pthread_mutex_t got_lock = PTHREAD_MUTEX_INITIALIZER;
 static dft_io_hook hooks[MAX_HOOKS];

@@ -3,8 +3,10 @@
  *
  * io_start/io_stop run from the core's lifecycle hooks (core/core.h), under
  * life_lock, when a trace file opens and before finalize writes the end event. */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <string.h>
 
 #include "core/core.h"
 #include "integrations.h"
@@ -13,6 +15,19 @@
 /* ---- lifecycle --------------------------------------------------------------- */
 
 static int installed_posix, installed_stdio;
+
+/* Every wrapper table, with the category its events carry. */
+static const struct {
+    const char *cat;
+    const dft_io_hook *hooks;
+    const size_t *n;
+} tables[] = {
+    {"POSIX", dft_io_posix_hooks, &dft_io_posix_nhooks},
+    {"POSIX", dft_io_posix_data_hooks, &dft_io_posix_data_nhooks},
+    {"STDIO", dft_io_stdio_hooks, &dft_io_stdio_nhooks},
+};
+#define NTABLES (sizeof tables / sizeof *tables)
+#define MAX_WRAPPERS 250
 
 /* Under life_lock, tracing active. */
 static void io_start(void)
@@ -29,14 +44,15 @@ static void io_start(void)
         dft_log(DFT_LOG_INFO, "dftracer: DFTRACER_DATA_DIR is not set; I/O not traced");
         return;
     }
-    dft_io_hook list[128];
+    dft_io_hook list[MAX_WRAPPERS];
     size_t n = 0;
-    if (!c->disable_posix)
-        for (size_t i = 0; i < dft_io_posix_nhooks && n < 128; i++)
-            list[n++] = dft_io_posix_hooks[i];
-    if (!c->disable_stdio)
-        for (size_t i = 0; i < dft_io_stdio_nhooks && n < 128; i++)
-            list[n++] = dft_io_stdio_hooks[i];
+    for (size_t t = 0; t < NTABLES; t++) {
+        int posix = strcmp(tables[t].cat, "POSIX") == 0;
+        if (posix ? c->disable_posix : c->disable_stdio)
+            continue;
+        for (size_t i = 0; i < *tables[t].n && n < MAX_WRAPPERS; i++)
+            list[n++] = tables[t].hooks[i];
+    }
     int r = dft_got_install(list, n);
     if (r < 0)
         dft_log(DFT_LOG_ERROR, "dftracer: out of memory rewriting the GOT; some I/O not traced");
@@ -117,13 +133,37 @@ static PyObject *io_wrapper(PyObject *m, PyObject *arg)
     const char *name = PyUnicode_AsUTF8(arg);
     if (!name)
         return NULL;
-    const dft_io_hook *tables[2] = {dft_io_posix_hooks, dft_io_stdio_hooks};
-    size_t sizes[2] = {dft_io_posix_nhooks, dft_io_stdio_nhooks};
-    for (int t = 0; t < 2; t++)
-        for (size_t i = 0; i < sizes[t]; i++)
-            if (strcmp(tables[t][i].name, name) == 0)
-                return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)tables[t][i].wrapper);
+    for (size_t t = 0; t < NTABLES; t++)
+        for (size_t i = 0; i < *tables[t].n; i++)
+            if (strcmp(tables[t].hooks[i].name, name) == 0)
+                return PyLong_FromUnsignedLongLong(
+                    (unsigned long long)(uintptr_t)tables[t].hooks[i].wrapper);
     Py_RETURN_NONE;
+}
+
+/* io_calls() -> [(name, cat, defined)]: every libc function dftracer
+ * intercepts, the category of its events, and whether this process's libc
+ * defines it (a name libc lacks is never installed).  GIL held. */
+static PyObject *io_calls(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    PyObject *list = PyList_New(0);
+    if (!list)
+        return NULL;
+    for (size_t t = 0; t < NTABLES; t++)
+        for (size_t i = 0; i < *tables[t].n; i++) {
+            const char *name = tables[t].hooks[i].name;
+            PyObject *row = Py_BuildValue("(ssO)", name, tables[t].cat,
+                                          dlsym(RTLD_DEFAULT, name) ? Py_True : Py_False);
+            if (!row || PyList_Append(list, row) < 0) {
+                Py_XDECREF(row);
+                Py_DECREF(list);
+                return NULL;
+            }
+            Py_DECREF(row);
+        }
+    return list;
 }
 
 /* _io_traced_path(path) -> the normalised path when it is under the data dir */
@@ -147,6 +187,10 @@ static PyMethodDef io_methods[] = {
     {"_io_got_slots", io_got_slots, METH_O,
      "_io_got_slots(name) -> [(object, slot, value)] for every GOT slot importing name."},
     {"_io_wrapper", io_wrapper, METH_O, "_io_wrapper(name) -> address of dftracer's wrapper."},
+    {"io_calls", io_calls, METH_NOARGS,
+     "io_calls() -> [(name, cat, defined)]: the libc functions whose calls on traced files "
+     "are recorded (docs/io-tracing.md), the category of their events, and whether this "
+     "process's libc defines them."},
     {"_io_traced_path", io_traced_path, METH_O,
      "_io_traced_path(path) -> normalised path if traced now, else None."},
     {NULL, NULL, 0, NULL},

@@ -1,4 +1,8 @@
-/* io/posix.c: wrappers for the POSIX file API (events with cat "POSIX").
+/* io/posix.c: wrappers for the POSIX calls that name files and manage
+ * descriptors (events with cat "POSIX"): open and its fortified forms, close,
+ * dup, fcntl, the stat family, mmap, unlink/rename/mkdir/rmdir and
+ * directories.  The calls that move, sync or size data are in
+ * io/posix_data.c.
  *
  * Each wrapper is installed in GOT slots by io/got.c and forwards to the
  * definition found by dlsym(RTLD_DEFAULT) at install time.  Wrappers run on
@@ -11,7 +15,6 @@
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/types.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "io/wrap.h"
@@ -28,20 +31,6 @@ static inline int fresh_fd(int fd)
         dft_io_fd_untrack(fd);
     return fd;
 }
-
-#define PATH_BEGIN(NAME, DIRFD, PATH, PASS)                                         \
-    if (!dft_io_enter())                                                            \
-        return PASS;                                                                \
-    char abs_[PATH_MAX];                                                            \
-    size_t n_ = dft_io_path_traced(DIRFD, PATH, abs_, sizeof abs_);                 \
-    if (!n_) {                                                                      \
-        dft_io_leave();                                                             \
-        return PASS;                                                                \
-    }                                                                               \
-    dft_io_ev ev_;                                                                  \
-    dft_io_begin(&ev_, NAME, CAT)
-
-#define PATH_HASH() dft_intern(DFT_INTERN_FILE, abs_, n_)
 
 /* ---- open / close ---------------------------------------------------------- */
 
@@ -170,6 +159,55 @@ static int w_creat64(const char *path, mode_t mode)
                        mode);
 }
 
+/* _FORTIFY_SOURCE builds call these for an open without O_CREAT whose
+ * flags are not a compile-time constant (no mode argument). */
+static int (*real___open_2)(const char *, int);
+static int (*real___open64_2)(const char *, int);
+static int (*real___openat_2)(int, const char *, int);
+static int (*real___openat64_2)(int, const char *, int);
+
+static int via_open_2(int dirfd, const char *path, int flags, ...)
+{
+    (void)dirfd;
+    return real___open_2(path, flags);
+}
+
+static int via_open64_2(int dirfd, const char *path, int flags, ...)
+{
+    (void)dirfd;
+    return real___open64_2(path, flags);
+}
+
+static int via_openat_2(int dirfd, const char *path, int flags, ...)
+{
+    return real___openat_2(dirfd, path, flags);
+}
+
+static int via_openat64_2(int dirfd, const char *path, int flags, ...)
+{
+    return real___openat64_2(dirfd, path, flags);
+}
+
+static int w___open_2(const char *path, int flags)
+{
+    return open_common("__open_2", via_open_2, AT_FDCWD, path, flags, 0);
+}
+
+static int w___open64_2(const char *path, int flags)
+{
+    return open_common("__open64_2", via_open64_2, AT_FDCWD, path, flags, 0);
+}
+
+static int w___openat_2(int dirfd, const char *path, int flags)
+{
+    return open_common("__openat_2", via_openat_2, dirfd, path, flags, 0);
+}
+
+static int w___openat64_2(int dirfd, const char *path, int flags)
+{
+    return open_common("__openat64_2", via_openat64_2, dirfd, path, flags, 0);
+}
+
 static int w_close(int fd)
 {
     FD_BEGIN("close", fd, real_close(fd));
@@ -261,124 +299,6 @@ static int w_fcntl64(int fd, int cmd, ...)
     va_end(ap);
     return fcntl_common("fcntl64", real_fcntl64, fd, cmd, arg);
 }
-
-/* ---- read / write ---------------------------------------------------------- */
-
-static ssize_t (*real_read)(int, void *, size_t);
-static ssize_t (*real_write)(int, const void *, size_t);
-static ssize_t (*real_pread)(int, void *, size_t, off_t);
-static ssize_t (*real_pread64)(int, void *, size_t, off_t);
-static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
-static ssize_t (*real_pwrite64)(int, const void *, size_t, off_t);
-static ssize_t (*real_readv)(int, const struct iovec *, int);
-static ssize_t (*real_writev)(int, const struct iovec *, int);
-
-#define RW_WRAPPER(FN, NAME, BUF_T)                                                 \
-    static ssize_t w_##FN(int fd, BUF_T buf, size_t count)                          \
-    {                                                                               \
-        FD_BEGIN(NAME, fd, real_##FN(fd, buf, count));                              \
-        CALL(ssize_t, real_##FN(fd, buf, count));                                   \
-        FD_ARGS(fd);                                                                \
-        dft_io_int(&ev_, "count", (int64_t)count);                                  \
-        dft_io_int(&ev_, "ret", r_);                                                \
-        dft_io_finish(&ev_, r_ < 0, e_);                                            \
-        return r_;                                                                  \
-    }
-
-#define PRW_WRAPPER(FN, NAME, BUF_T)                                                \
-    static ssize_t w_##FN(int fd, BUF_T buf, size_t count, off_t off)               \
-    {                                                                               \
-        FD_BEGIN(NAME, fd, real_##FN(fd, buf, count, off));                         \
-        CALL(ssize_t, real_##FN(fd, buf, count, off));                              \
-        FD_ARGS(fd);                                                                \
-        dft_io_int(&ev_, "count", (int64_t)count);                                  \
-        dft_io_int(&ev_, "offset", (int64_t)off);                                   \
-        dft_io_int(&ev_, "ret", r_);                                                \
-        dft_io_finish(&ev_, r_ < 0, e_);                                            \
-        return r_;                                                                  \
-    }
-
-static int64_t iov_bytes(const struct iovec *iov, int n)
-{
-    int64_t total = 0;
-    for (int i = 0; iov && i < n; i++)
-        total += (int64_t)iov[i].iov_len;
-    return total;
-}
-
-#define RWV_WRAPPER(FN, NAME)                                                       \
-    static ssize_t w_##FN(int fd, const struct iovec *iov, int n)                   \
-    {                                                                               \
-        FD_BEGIN(NAME, fd, real_##FN(fd, iov, n));                                   \
-        CALL(ssize_t, real_##FN(fd, iov, n));                                        \
-        FD_ARGS(fd);                                                                \
-        dft_io_int(&ev_, "count", n >= 0 ? iov_bytes(iov, n) : 0);                  \
-        dft_io_int(&ev_, "iovcnt", n);                                              \
-        dft_io_int(&ev_, "ret", r_);                                                \
-        dft_io_finish(&ev_, r_ < 0, e_);                                            \
-        return r_;                                                                  \
-    }
-
-RW_WRAPPER(read, "read", void *)
-RW_WRAPPER(write, "write", const void *)
-PRW_WRAPPER(pread, "pread", void *)
-PRW_WRAPPER(pread64, "pread64", void *)
-PRW_WRAPPER(pwrite, "pwrite", const void *)
-PRW_WRAPPER(pwrite64, "pwrite64", const void *)
-RWV_WRAPPER(readv, "readv")
-RWV_WRAPPER(writev, "writev")
-
-/* ---- seek, sync, truncate -------------------------------------------------- */
-
-static off_t (*real_lseek)(int, off_t, int);
-static off_t (*real_lseek64)(int, off_t, int);
-static int (*real_fsync)(int);
-static int (*real_fdatasync)(int);
-static int (*real_ftruncate)(int, off_t);
-static int (*real_ftruncate64)(int, off_t);
-
-#define SEEK_WRAPPER(FN, NAME)                                                      \
-    static off_t w_##FN(int fd, off_t off, int whence)                              \
-    {                                                                               \
-        FD_BEGIN(NAME, fd, real_##FN(fd, off, whence));                              \
-        CALL(off_t, real_##FN(fd, off, whence));                                     \
-        FD_ARGS(fd);                                                                \
-        dft_io_int(&ev_, "offset", (int64_t)off);                                   \
-        dft_io_int(&ev_, "whence", whence);                                         \
-        dft_io_int(&ev_, "ret", (int64_t)r_);                                       \
-        dft_io_finish(&ev_, r_ < 0, e_);                                            \
-        return r_;                                                                  \
-    }
-
-#define FD_INT_WRAPPER(FN, NAME)                                                    \
-    static int w_##FN(int fd)                                                       \
-    {                                                                               \
-        FD_BEGIN(NAME, fd, real_##FN(fd));                                           \
-        CALL(int, real_##FN(fd));                                                    \
-        FD_ARGS(fd);                                                                \
-        dft_io_int(&ev_, "ret", r_);                                                \
-        dft_io_finish(&ev_, r_ < 0, e_);                                            \
-        return r_;                                                                  \
-    }
-
-#define TRUNC_WRAPPER(FN, NAME)                                                     \
-    static int w_##FN(int fd, off_t len)                                            \
-    {                                                                               \
-        FD_BEGIN(NAME, fd, real_##FN(fd, len));                                      \
-        CALL(int, real_##FN(fd, len));                                               \
-        FD_ARGS(fd);                                                                \
-        dft_io_int(&ev_, "size", (int64_t)len);                                     \
-        dft_io_int(&ev_, "ret", r_);                                                \
-        dft_io_finish(&ev_, r_ < 0, e_);                                            \
-        return r_;                                                                  \
-    }
-
-SEEK_WRAPPER(lseek, "lseek")
-SEEK_WRAPPER(lseek64, "lseek64")
-FD_INT_WRAPPER(fsync, "fsync")
-FD_INT_WRAPPER(fdatasync, "fdatasync")
-TRUNC_WRAPPER(ftruncate, "ftruncate")
-TRUNC_WRAPPER(ftruncate64, "ftruncate64")
 
 /* ---- the stat family ------------------------------------------------------- */
 
@@ -500,7 +420,7 @@ static int (*real_munmap)(void *, size_t);
         CALL(void *, real_##FN(addr, len, prot, flags, fd, off));                   \
         uint64_t h = dft_io_fd_hash(slot_, fd);                                     \
         if (r_ != MAP_FAILED)                                                       \
-            dft_io_map_track(r_, h);                                                \
+            dft_io_map_track(r_, len, h);                                                \
         dft_io_hash(&ev_, "fhash", h);                                              \
         dft_io_int(&ev_, "fd", fd);                                                 \
         dft_io_int(&ev_, "size", (int64_t)len);                                     \
@@ -641,17 +561,16 @@ static int w_closedir(DIR *d)
 #define HOOK(FN) {#FN, (void *)w_##FN, (void **)&real_##FN}
 
 const dft_io_hook dft_io_posix_hooks[] = {
-    HOOK(open),      HOOK(open64),      HOOK(openat),     HOOK(openat64),   HOOK(creat),
-    HOOK(creat64),   HOOK(close),       HOOK(dup),        HOOK(dup2),       HOOK(dup3),
-    HOOK(fcntl),     HOOK(fcntl64),
-    HOOK(read),      HOOK(write),       HOOK(pread),      HOOK(pread64),    HOOK(pwrite),
-    HOOK(pwrite64),  HOOK(readv),       HOOK(writev),     HOOK(lseek),      HOOK(lseek64),
-    HOOK(fsync),     HOOK(fdatasync),   HOOK(ftruncate),  HOOK(ftruncate64), HOOK(stat),
-    HOOK(stat64),    HOOK(lstat),       HOOK(lstat64),    HOOK(fstat),      HOOK(fstat64),
-    HOOK(fstatat),   HOOK(fstatat64),   HOOK(statx),      HOOK(__xstat),    HOOK(__xstat64),
-    HOOK(__lxstat),  HOOK(__lxstat64),  HOOK(__fxstat),   HOOK(__fxstat64), HOOK(__fxstatat),
-    HOOK(__fxstatat64), HOOK(mmap),     HOOK(mmap64),     HOOK(munmap),     HOOK(unlink),
-    HOOK(rmdir),     HOOK(mkdir),       HOOK(rename),     HOOK(opendir),    HOOK(readdir),
-    HOOK(readdir64), HOOK(closedir),
+    HOOK(open),       HOOK(open64),       HOOK(openat),      HOOK(openat64),
+    HOOK(__open_2),   HOOK(__open64_2),   HOOK(__openat_2),  HOOK(__openat64_2),
+    HOOK(creat),      HOOK(creat64),      HOOK(close),       HOOK(dup),
+    HOOK(dup2),       HOOK(dup3),         HOOK(fcntl),       HOOK(fcntl64),
+    HOOK(stat),       HOOK(stat64),       HOOK(lstat),       HOOK(lstat64),
+    HOOK(fstat),      HOOK(fstat64),      HOOK(fstatat),     HOOK(fstatat64),
+    HOOK(statx),      HOOK(__xstat),      HOOK(__xstat64),   HOOK(__lxstat),
+    HOOK(__lxstat64), HOOK(__fxstat),     HOOK(__fxstat64),  HOOK(__fxstatat),
+    HOOK(__fxstatat64), HOOK(mmap),       HOOK(mmap64),      HOOK(munmap),
+    HOOK(unlink),     HOOK(rmdir),        HOOK(mkdir),       HOOK(rename),
+    HOOK(opendir),    HOOK(readdir),      HOOK(readdir64),   HOOK(closedir),
 };
 const size_t dft_io_posix_nhooks = sizeof dft_io_posix_hooks / sizeof *dft_io_posix_hooks;

@@ -11,6 +11,7 @@
 #define DFT_IO_WRAP_H
 
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -102,13 +103,33 @@ DFT_IO_INLINE void dft_io_str(dft_io_ev *e, const char *key, const char *s)
     dft_io_hash(&ev_, "fhash", dft_io_fd_hash(slot_, FD));                          \
     dft_io_int(&ev_, "fd", FD)
 
+/* The body of a path wrapper: PATH_BEGIN returns PASS at once for a busy
+ * thread or an untraced path, else starts event ev_ with the normalised path
+ * in abs_ (n_ bytes); PATH_HASH interns it. */
+#define PATH_BEGIN(NAME, DIRFD, PATH, PASS)                                         \
+    if (!dft_io_enter())                                                            \
+        return PASS;                                                                \
+    char abs_[PATH_MAX];                                                            \
+    size_t n_ = dft_io_path_traced(DIRFD, PATH, abs_, sizeof abs_);                 \
+    if (!n_) {                                                                      \
+        dft_io_leave();                                                             \
+        return PASS;                                                                \
+    }                                                                               \
+    dft_io_ev ev_;                                                                  \
+    dft_io_begin(&ev_, NAME, CAT)
+
+#define PATH_HASH() dft_intern(DFT_INTERN_FILE, abs_, n_)
+
 /* Records e (adding errno when failed), clears the busy flag and restores
  * err as errno.  Any thread, no GIL. */
 void dft_io_finish(dft_io_ev *e, int failed, int err);
 
-/* The hook tables of io/posix.c and io/stdio.c. */
+/* The hook tables of io/posix.c, io/posix_data.c and io/stdio.c (module.c
+ * installs them and lists them in _core.io_calls()). */
 extern const dft_io_hook dft_io_posix_hooks[];
 extern const size_t dft_io_posix_nhooks;
+extern const dft_io_hook dft_io_posix_data_hooks[];
+extern const size_t dft_io_posix_data_nhooks;
 extern const dft_io_hook dft_io_stdio_hooks[];
 extern const size_t dft_io_stdio_nhooks;
 

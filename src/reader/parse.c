@@ -279,19 +279,10 @@ static int token(pstate *s, dft_sv *out, int64_t *iv, int *is_int)
     return skip_value(s, 1);
 }
 
-static int contains(dft_sv h, const char *needle)
-{
-    size_t n = strlen(needle);
-    for (size_t i = 0; i + n <= h.n; i++)
-        if (memcmp(h.p + i, needle, n) == 0)
-            return 1;
-    return 0;
-}
-
 /* The args object: picks out hhash, name, value, num_events and byte counts. */
 static int args_object(pstate *s, dft_line *l)
 {
-    int64_t size = -1, image_size = -1, ret = -1, count = -1;
+    dft_io_args io = {0, 0, 0, 0, 0};
     ws(s);
     if (s->p >= s->end || *s->p != '{')
         return skip_value(s, 1);
@@ -316,26 +307,34 @@ static int args_object(pstate *s, dft_line *l)
             return -1;
         switch (key.n) {
         case 3:
-            if (KEY_IS(key, "ret") && is_int)
-                ret = iv;
+            if (KEY_IS(key, "ret") && is_int) {
+                io.ret = iv;
+                io.have |= DFT_IO_RET;
+            }
             break;
         case 4:
             if (KEY_IS(key, "name"))
                 l->a_name = val;
-            else if (KEY_IS(key, "size") && is_int)
-                size = iv;
+            else if (KEY_IS(key, "size") && is_int) {
+                io.size = iv;
+                io.have |= DFT_IO_SIZE;
+            }
             break;
         case 5:
             if (KEY_IS(key, "hhash"))
                 l->hhash = val;
             else if (KEY_IS(key, "value"))
                 l->a_value = val;
-            else if (KEY_IS(key, "count") && is_int)
-                count = iv;
+            else if (KEY_IS(key, "count") && is_int) {
+                io.count = iv;
+                io.have |= DFT_IO_COUNT;
+            }
             break;
         case 10:
-            if (KEY_IS(key, "image_size") && is_int)
-                image_size = iv;
+            if (KEY_IS(key, "image_size") && is_int) {
+                io.image_size = iv;
+                io.have |= DFT_IO_IMAGE_SIZE;
+            }
             else if (KEY_IS(key, "num_events") && is_int) {
                 l->num_events = iv;
                 l->have |= DFT_HAVE_NUM_EVENTS;
@@ -354,19 +353,8 @@ static int args_object(pstate *s, dft_line *l)
         if (more == 0)
             break;
     }
-    /* Bytes moved: for read/write calls what the call returned (else what was
-     * asked), for other events a size argument. */
-    int64_t bytes = -1;
-    if (size < 0 && image_size < 0 && ret < 0 && count < 0)
-        return 0;
-    if (contains(l->name, "read") || contains(l->name, "write"))
-        bytes = ret >= 0 ? ret : size >= 0 ? size : count;
-    else
-        bytes = size >= 0 ? size : image_size;
-    if (bytes >= 0) {
-        l->io_bytes = bytes;
+    if (io.have && dft_io_bytes(l->cat, l->name, &io, &l->io_bytes))
         l->have |= DFT_HAVE_IO;
-    }
     return 0;
 }
 
@@ -399,6 +387,7 @@ static char ph_letter(dft_sv v, int is_num, int64_t iv)
 /* General path: any key order. */
 static int general(pstate *s, dft_line *l)
 {
+    const char *args_at = NULL;
     ws(s);
     if (s->p >= s->end || *s->p != '{')
         return fail(s, "not a JSON object");
@@ -439,18 +428,16 @@ static int general(pstate *s, dft_line *l)
                                                  : skip_value(s, 1);
         } else if (KEY_IS(key, "ph")) {
             rc = token(s, &val, &iv, &is_int);
-            if (rc == 0)
-                l->ph = ph_letter(val, is_int, iv);
-        } else if (KEY_IS(key, "args")) {
-            /* args needs the name for its byte rule: parse it after the rest */
-            const char *a = s->p;
-            rc = skip_value(s, 1);
             if (rc == 0) {
-                const char *after = s->p;
-                s->p = a;
-                rc = args_object(s, l);
-                s->p = after;
+                l->ph = ph_letter(val, is_int, iv);
+                if (is_int)
+                    l->have |= DFT_HAVE_NUMERIC_PH;
             }
+        } else if (KEY_IS(key, "args")) {
+            /* args needs the name and cat for its byte rule: parsed after the rest */
+            ws(s);
+            args_at = s->p;
+            rc = skip_value(s, 1);
         } else
             rc = skip_value(s, 1);
         if (rc < 0)
@@ -464,6 +451,13 @@ static int general(pstate *s, dft_line *l)
     ws(s);
     if (s->p != s->end)
         return fail(s, "text after the object");
+    if (args_at) {
+        const char *end = s->p;
+        s->p = args_at;
+        if (args_object(s, l) < 0)
+            return -1;
+        s->p = end;
+    }
     return 0;
 }
 

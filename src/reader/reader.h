@@ -98,6 +98,7 @@ typedef struct dft_sv {
 #define DFT_HAVE_DUR 0x10
 #define DFT_HAVE_IO 0x20
 #define DFT_HAVE_NUM_EVENTS 0x40
+#define DFT_HAVE_NUMERIC_PH 0x80 /* "ph":1 ... (dftracer 2.x) */
 
 #define DFT_LINE_REFS 8
 
@@ -109,11 +110,26 @@ typedef struct dft_line {
     dft_sv hhash;     /* args.hhash token contents (hex string or digits) */
     dft_sv a_name;    /* args.name, metadata events */
     dft_sv a_value;   /* args.value token contents, metadata events */
-    int64_t io_bytes; /* see DFT_HAVE_IO and reader/parse.c */
+    int64_t io_bytes; /* see DFT_HAVE_IO and reader/iobytes.c */
     int64_t num_events;
     unsigned nrefs;   /* hash-valued args (keys ending in "hash", and cwd) */
     dft_sv refs[DFT_LINE_REFS];
 } dft_line;
+
+/* The byte arguments of one event (reader/iobytes.c). */
+#define DFT_IO_SIZE 0x1
+#define DFT_IO_COUNT 0x2
+#define DFT_IO_RET 0x4
+#define DFT_IO_IMAGE_SIZE 0x8
+
+typedef struct dft_io_args {
+    unsigned have; /* DFT_IO_* bits */
+    int64_t size, count, ret, image_size;
+} dft_io_args;
+
+/* The bytes an event with this cat, name and args moved (docs/cli.md, "I/O
+ * bytes"): returns 1 with *bytes set for an event that moves data, else 0. */
+int dft_io_bytes(dft_sv cat, dft_sv name, const dft_io_args *a, int64_t *bytes);
 
 typedef enum dft_parse_mode {
     DFT_PARSE_LENIENT = 0, /* accept the older tools' unescaped strings */

@@ -7,11 +7,12 @@
  * cmd_hash -> cmd, exec_hash -> exec, x_hash -> x, cwd stays cwd), the
  * process renumbered, ids and p_idx renumbered as (id + 1) * nfiles + index
  * so they stay unique across the merged files, and the older tools'
- * unescaped strings escaped.  Output goes to `part` as gzip members of about
- * 1 MiB.  Memory: one member, and the hash definitions' strings, packed one
- * after another in one buffer (a definition costs its string and about 40
- * bytes of map, never a block of its own).  Runs without the GIL except to
- * build the result. */
+ * unescaped strings escaped.  dftracer 2.x's lines get dftracer's shape: a
+ * string "ph" for its numeric one, and an id for its metadata, which has
+ * none.  Output goes to `part` as gzip members of about 1 MiB.  Memory: one
+ * member, and the hash definitions' strings, packed one after another in one
+ * buffer (a definition costs its string and about 40 bytes of map, never a
+ * block of its own).  Runs without the GIL except to build the result. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -33,6 +34,7 @@ typedef struct rewriter {
     dft_sbuf buf;
     FILE *out;
     uint64_t events, bad_lines, first_bad_line;
+    uint64_t no_id; /* dftracer 2.x events without an id so far */
     const char *first_bad;
     char err[256];
 } rewriter;
@@ -218,8 +220,8 @@ static int key_is(dft_sv k, const char *lit)
     return k.n == n && memcmp(k.p, lit, n) == 0;
 }
 
-/* The key a resolved hash argument gets. */
-static dft_sv resolved_key(dft_sv k)
+/* The key a resolved hash argument gets (built in buf when it is new). */
+static dft_sv resolved_key(dft_sv k, char *buf, size_t cap)
 {
     static const struct {
         const char *from, *to;
@@ -229,6 +231,13 @@ static dft_sv resolved_key(dft_sv k)
             return (dft_sv){renames[i].to, strlen(renames[i].to)};
     if (k.n > 5 && memcmp(k.p + k.n - 5, "_hash", 5) == 0)
         return (dft_sv){k.p, k.n - 5};
+    /* a second file of one event (rename's new_fhash, sendfile's out_fhash) */
+    if (k.n > 6 && memcmp(k.p + k.n - 6, "_fhash", 6) == 0 && k.n - 1 <= cap) {
+        size_t n = k.n - 5; /* keeps the '_' */
+        memcpy(buf, k.p, n);
+        memcpy(buf + n, "file", 4);
+        return (dft_sv){buf, n + 4};
+    }
     return k;
 }
 
@@ -280,7 +289,8 @@ static int put_args(rewriter *w, const char **p, const char *end)
             size_t slot;
             if (tok.p && dft_hash_token(tok, &h) == 0 &&
                 dft_u64map_get(&w->names, h, 0, &slot) == 1) {
-                put_string(b, resolved_key(k));
+                char key[256];
+                put_string(b, resolved_key(k, key, sizeof key));
                 DFT_SBUF_LIT(b, ":");
                 const char *s = w->strs.data + ((uintptr_t)w->names.vals[slot] - 1);
                 dft_sbuf_put(b, s, strlen(s));
@@ -313,8 +323,13 @@ static int put_args(rewriter *w, const char **p, const char *end)
     }
 }
 
-/* One event line; returns 0, or -1 when it does not parse (nothing kept). */
-static int put_event(rewriter *w, const char *p, const char *end)
+/* Ids given to the events that have none (dftracer 2.x's metadata): above
+ * any id a tracer writes, renumbered like the others. */
+#define NO_ID_BASE ((int64_t)1 << 40)
+
+/* One event line; returns 0, or -1 when it does not parse (nothing kept).
+ * add_id >= 0: the line has no id; it gets this one. */
+static int put_event(rewriter *w, const char *p, const char *end, int64_t add_id)
 {
     dft_sbuf *b = &w->buf;
     size_t mark = b->len;
@@ -325,8 +340,14 @@ static int put_event(rewriter *w, const char *p, const char *end)
         goto bad;
     p++;
     DFT_SBUF_LIT(b, "{");
+    int first = 1;
+    if (add_id >= 0) {
+        DFT_SBUF_LIT(b, "\"id\":");
+        dft_json_int(b, new_id(w, add_id));
+        first = 0;
+    }
     ws(&p, end);
-    for (int first = 1; p < end && *p != '}'; first = 0) {
+    for (; p < end && *p != '}'; first = 0) {
         dft_sv k;
         ws(&p, end);
         if (dft_json_scan_string(&p, end, &k) < 0)
@@ -347,6 +368,11 @@ static int put_event(rewriter *w, const char *p, const char *end)
             p += n;
         } else if (key_is(k, "pid") && (n = is_int_token(p, end, &iv)) > 0) {
             dft_json_int(b, iv == w->old_pid ? w->new_pid : iv);
+            p += n;
+        } else if (key_is(k, "ph") && (n = is_int_token(p, end, &iv)) > 0) {
+            /* dftracer 2.x's numeric phases */
+            const char *ph = iv == 2 ? "\"C\"" : iv == 4 ? "\"M\"" : "\"X\"";
+            dft_sbuf_put(b, ph, 3);
             p += n;
         } else if (key_is(k, "args")) {
             if (put_args(w, &p, end) < 0)
@@ -424,7 +450,8 @@ static int collect_names(rewriter *w, dft_rd *r)
     dft_line l;
     dft_rd_status st;
     while ((st = dft_rd_next(r, &text, &n)) == DFT_RD_OK) {
-        if (dft_line_is_bracket(text, n) || !memchr(text, 'M', n) ||
+        /* HH, FH and SH all hold an 'H' */
+        if (dft_line_is_bracket(text, n) || !memchr(text, 'H', n) ||
             dft_line_parse(text, n, DFT_PARSE_LENIENT, &l, &why) < 0 || !hash_def(&l))
             continue;
         uint64_t h;
@@ -474,7 +501,8 @@ static int write_events(rewriter *w, dft_rd *r)
         }
         if (hash_def(&l) || (l.ph == 'M' && NAME_IS(l, "process_name")))
             continue;
-        if (put_event(w, text, text + n) < 0) {
+        int64_t add_id = (l.have & DFT_HAVE_ID) ? -1 : NO_ID_BASE + (int64_t)w->no_id++;
+        if (put_event(w, text, text + n, add_id) < 0) {
             bad_line(w, r, "not JSON");
             continue;
         }

@@ -9,6 +9,11 @@
  * before it.  A merged file (no hash left: `dftracer merge`) is checked per
  * process instead: one process_name and one start per pid, and at most one
  * end, its last event.
+ * A file written by dftracer 2.x (pydftracer 2.0.6 over dftracer 2.2.0:
+ * numeric "ph", no "[" line, metadata without ids, strings not escaped) is
+ * recognised by its first event line and checked against that format's
+ * rules.  Every problem names the rule it breaks (docs/trace-format.md,
+ * "Valid files").
  * A torn last member is reported as a truncated tail with the number of
  * readable events.  Memory: the set of ids seen (reader/idset.c: a bit per id
  * when they are dense, at most about 100 bytes per id when they are not) and
@@ -30,6 +35,20 @@
 
 #define MAX_PROBLEMS 20
 
+/* The formats told apart (docs/trace-format.md, "Valid files"). */
+enum format { FMT_UNKNOWN, FMT_DFTRACER, FMT_REFERENCE };
+
+/* The rules, by number, as docs/trace-format.md lists them. */
+static const char *const rule_names[] = {
+    NULL,
+    "one JSON event per line",
+    "unique ids >= 1",
+    "one HH, process_name and start",
+    "every hash defined once",
+    "end last, counting the events before it",
+    "'[' and an event line in the first gzip member",
+};
+
 /* What one process (pid) of the file has: the rules of a merged file. */
 typedef struct vproc {
     int64_t pid;
@@ -40,23 +59,31 @@ typedef struct vstate {
     dft_idset ids;
     dft_u64map defined, used, procs;
     uint64_t lines, events, bad_lines, dup_ids, hh, process_name, start, end;
+    uint64_t id_events; /* dftracer 2.x: events with an id (not metadata) before end */
     uint64_t events_before_end, lines_after_end, undefined;
     int64_t num_events;
     int header_seen, oom;
+    enum format format;
+    uint64_t numeric_ph_lines, string_ph_lines;
     char problems[MAX_PROBLEMS][200];
     unsigned nproblems;
     uint64_t problem_count;
 } vstate;
 
-static void problem(vstate *v, const char *fmt, ...)
+/* Records a problem breaking rule (1..6), its message followed by the rule. */
+static void problem(vstate *v, int rule, const char *fmt, ...)
 {
     v->problem_count++;
     if (v->nproblems >= MAX_PROBLEMS)
         return;
+    char *out = v->problems[v->nproblems++];
+    size_t cap = sizeof v->problems[0];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(v->problems[v->nproblems++], sizeof v->problems[0], fmt, ap);
+    int n = vsnprintf(out, cap, fmt, ap);
     va_end(ap);
+    if (n >= 0 && (size_t)n < cap)
+        snprintf(out + n, cap - (size_t)n, " (rule %d: %s)", rule, rule_names[rule]);
 }
 
 #define NAME_IS(l, lit) ((l).name.n == sizeof(lit) - 1 && memcmp((l).name.p, lit, sizeof(lit) - 1) == 0)
@@ -70,10 +97,10 @@ static void long_lines(vstate *v, const dft_rd *r, uint64_t *seen)
     *seen = r->long_lines;
     v->bad_lines += k;
     if (k == 1)
-        problem(v, "line %llu: longer than the %s line limit; skipped",
+        problem(v, 1, "line %llu: longer than the %s line limit; skipped",
                 (unsigned long long)r->last_long_line, DFT_RD_LINE_MAX_TEXT);
     else {
-        problem(v, "%llu lines up to line %llu: longer than the %s line limit; skipped",
+        problem(v, 1, "%llu lines up to line %llu: longer than the %s line limit; skipped",
                 (unsigned long long)k, (unsigned long long)r->last_long_line,
                 DFT_RD_LINE_MAX_TEXT);
         v->problem_count += k - 1;
@@ -92,48 +119,69 @@ static int validate(dft_rd *r, vstate *v)
     while ((st = dft_rd_next(r, &text, &n)) == DFT_RD_OK) {
         long_lines(v, r, &long_seen);
         v->lines = r->line_no;
-        if (v->lines == 1) {
-            if (!(n == 1 && text[0] == '['))
-                problem(v, "line 1: the file does not start with '['");
-            else
-                v->header_seen = 1;
-        }
+        if (v->lines == 1 && n == 1 && text[0] == '[')
+            v->header_seen = 1;
         if (dft_line_is_bracket(text, n))
             continue;
-        const char *why;
+        const char *why, *lenient_why;
         if (dft_line_parse(text, n, DFT_PARSE_STRICT, &l, &why) < 0) {
-            v->bad_lines++;
-            problem(v, "line %llu: %s", (unsigned long long)v->lines, why);
-            continue;
+            /* dftracer 2.x writes strings as they are, unescaped: the
+             * readers take them as the older dialect (docs/cli.md) */
+            int ok = v->format != FMT_DFTRACER &&
+                     dft_line_parse(text, n, DFT_PARSE_LENIENT, &l, &lenient_why) == 0 &&
+                     (v->format == FMT_REFERENCE || (l.have & DFT_HAVE_NUMERIC_PH));
+            if (!ok) {
+                v->bad_lines++;
+                problem(v, 1, "line %llu: %s", (unsigned long long)v->lines, why);
+                continue;
+            }
         }
+        if (v->format == FMT_UNKNOWN) {
+            /* the first event line tells the format */
+            v->format = (l.have & DFT_HAVE_NUMERIC_PH) ? FMT_REFERENCE : FMT_DFTRACER;
+            if (v->format == FMT_DFTRACER && !v->header_seen)
+                problem(v, 1, "line 1: the file does not start with '['");
+        }
+        int ref = v->format == FMT_REFERENCE;
+        if (l.have & DFT_HAVE_NUMERIC_PH)
+            v->numeric_ph_lines++;
+        else
+            v->string_ph_lines++;
+        if (ref != ((l.have & DFT_HAVE_NUMERIC_PH) != 0))
+            problem(v, 1, "line %llu: a %s \"ph\" in a file whose first event has a %s one",
+                    (unsigned long long)v->lines, ref ? "string" : "numeric",
+                    ref ? "numeric" : "string");
         v->events++;
-        if (v->end)
+        /* dftracer 2.x: metadata has no id, and may follow end */
+        int counted = !(ref && l.ph == 'M');
+        if (v->end && counted)
             v->lines_after_end++;
-        unsigned need = DFT_HAVE_ID | DFT_HAVE_PID | DFT_HAVE_TID;
+        unsigned need = DFT_HAVE_PID | DFT_HAVE_TID | (counted ? DFT_HAVE_ID : 0);
         if (l.ph == 'X' || l.ph == 'i' || l.ph == 'C')
             need |= DFT_HAVE_TS;
         if (l.ph == 'X')
             need |= DFT_HAVE_DUR;
         if ((l.have & need) != need || !l.name.p || !l.cat.p || l.ph == '?')
-            problem(v, "line %llu: missing keys (id, name, cat, pid, tid, ts, dur, ph)",
-                    (unsigned long long)v->lines);
+            problem(v, 1, "line %llu: missing keys (%sname, cat, pid, tid, %sph)",
+                    (unsigned long long)v->lines, counted ? "id, " : "",
+                    l.ph == 'X' ? "ts, dur, " : l.ph == 'M' ? "" : "ts, ");
         if ((l.have & DFT_HAVE_DUR) && l.dur < 0)
-            problem(v, "line %llu: negative dur", (unsigned long long)v->lines);
+            problem(v, 1, "line %llu: negative dur", (unsigned long long)v->lines);
         else if ((l.have & DFT_HAVE_DUR) && l.dur > DFT_DUR_MAX_US)
-            problem(v, "line %llu: dur %lld is longer than " DFT_DUR_MAX_TEXT,
+            problem(v, 1, "line %llu: dur %lld is longer than " DFT_DUR_MAX_TEXT,
                     (unsigned long long)v->lines, (long long)l.dur);
         else if ((l.have & DFT_HAVE_DUR) && !dft_dur_ok((l.have & DFT_HAVE_TS) ? l.ts : 0, l.dur))
-            problem(v, "line %llu: ts + dur is past the end of 64-bit time",
+            problem(v, 1, "line %llu: ts + dur is past the end of 64-bit time",
                     (unsigned long long)v->lines);
         if (l.have & DFT_HAVE_ID) {
             if (l.id < 1)
-                problem(v, "line %llu: id %lld is not >= 1", (unsigned long long)v->lines,
+                problem(v, 2, "line %llu: id %lld is not >= 1", (unsigned long long)v->lines,
                         (long long)l.id);
             int seen = dft_idset_add(&v->ids, (uint64_t)l.id);
             if (seen < 0)
                 return -1;
             if (seen && v->dup_ids++ < 5)
-                problem(v, "line %llu: duplicate id %lld", (unsigned long long)v->lines,
+                problem(v, 2, "line %llu: duplicate id %lld", (unsigned long long)v->lines,
                         (long long)l.id);
             else if (seen)
                 v->problem_count++;
@@ -150,18 +198,19 @@ static int validate(dft_rd *r, vstate *v)
             if (pr->end)
                 pr->after_end++;
         }
+        int is_end = 0;
         if (l.ph == 'M') {
             if (NAME_IS(l, "HH") || NAME_IS(l, "FH") || NAME_IS(l, "SH")) {
                 uint64_t h;
                 if (dft_hash_token(l.a_value, &h) < 0 || !l.a_name.p) {
-                    problem(v, "line %llu: %.2s without a hash value and name",
+                    problem(v, 4, "line %llu: %.2s without a hash value and name",
                             (unsigned long long)v->lines, l.name.p);
                 } else {
                     int f = dft_u64map_get(&v->defined, h, 1, &slot);
                     if (f < 0)
                         return -1;
                     if (f && !NAME_IS(l, "HH"))
-                        problem(v, "line %llu: %.2s %.*s defined twice",
+                        problem(v, 4, "line %llu: %.2s %.*s defined twice",
                                 (unsigned long long)v->lines, l.name.p, (int)l.a_value.n,
                                 l.a_value.p);
                 }
@@ -178,16 +227,19 @@ static int validate(dft_rd *r, vstate *v)
                 if (pr)
                     pr->start++;
             } else if (NAME_IS(l, "end")) {
+                is_end = 1;
                 v->end++;
                 if (pr) {
                     pr->end++;
                     pr->after_end = 0;
                 }
-                v->events_before_end = v->events - 1;
+                v->events_before_end = ref ? v->id_events : v->events - 1;
                 v->lines_after_end = 0;
                 v->num_events = (l.have & DFT_HAVE_NUM_EVENTS) ? l.num_events : -1;
             }
         }
+        if (counted && !is_end)
+            v->id_events++;
         for (unsigned i = 0; i < l.nrefs; i++) {
             uint64_t h;
             if (dft_hash_token(l.refs[i], &h) == 0 && dft_u64map_get(&v->used, h, 1, &slot) < 0)
@@ -305,10 +357,12 @@ PyObject *dft_tools_validate_file(PyObject *module, PyObject *arg)
     /* File-level checks, once everything is read (docs/trace-format.md,
      * "Valid files"). */
     int torn = rc != DFT_RD_EOF;
-    if (v->events > 0 && v->header_seen && !layout_ok)
-        problem(v, "the first gzip member does not hold '[' and a whole event line: "
+    if (v->events > 0 && v->header_seen && !layout_ok && v->format == FMT_DFTRACER)
+        problem(v, 6, "the first gzip member does not hold '[' and a whole event line: "
                    "Perfetto refuses this file (dftracer merge rewrites it)");
-    int merged = v->events > 0 && v->hh == 0 && v->defined.used == 0 && v->used.used == 0;
+    int ref = v->format == FMT_REFERENCE;
+    int merged = !ref && v->events > 0 && v->hh == 0 && v->defined.used == 0 &&
+                 v->used.used == 0;
     if (merged) {
         /* A merged file: hashes resolved, the rules hold per process. */
         for (size_t i = 0; i < v->procs.cap; i++) {
@@ -316,41 +370,46 @@ PyObject *dft_tools_validate_file(PyObject *module, PyObject *arg)
             if (!pr)
                 continue;
             if (pr->process_name != 1)
-                problem(v, "pid %lld: %llu process_name events (expected 1)",
+                problem(v, 3, "pid %lld: %llu process_name events (expected 1)",
                         (long long)pr->pid, (unsigned long long)pr->process_name);
             if (pr->start != 1)
-                problem(v, "pid %lld: %llu start events (expected 1)", (long long)pr->pid,
+                problem(v, 3, "pid %lld: %llu start events (expected 1)", (long long)pr->pid,
                         (unsigned long long)pr->start);
             if (pr->end > 1)
-                problem(v, "pid %lld: %llu end events", (long long)pr->pid,
+                problem(v, 5, "pid %lld: %llu end events", (long long)pr->pid,
                         (unsigned long long)pr->end);
             if (pr->end == 1 && pr->after_end)
-                problem(v, "pid %lld: %llu events after its end", (long long)pr->pid,
+                problem(v, 5, "pid %lld: %llu events after its end", (long long)pr->pid,
                         (unsigned long long)pr->after_end);
         }
     } else if (v->events > 0) {
         if (v->hh != 1)
-            problem(v, "%llu HH events (expected 1)", (unsigned long long)v->hh);
-        if (v->process_name != 1)
-            problem(v, v->process_name ? "%llu process_name events (expected 1)"
-                                       : "no process_name event",
+            problem(v, 3, "%llu HH events (expected 1)", (unsigned long long)v->hh);
+        /* dftracer 2.x writes no process_name */
+        if (ref ? v->process_name > 1 : v->process_name != 1)
+            problem(v, 3, v->process_name ? "%llu process_name events (expected 1)"
+                                          : "no process_name event",
                     (unsigned long long)v->process_name);
         if (v->start != 1)
-            problem(v, "%llu start events (expected 1)", (unsigned long long)v->start);
+            problem(v, 3, "%llu start events (expected 1)", (unsigned long long)v->start);
         if (v->end > 1)
-            problem(v, "%llu end events", (unsigned long long)v->end);
+            problem(v, 5, "%llu end events", (unsigned long long)v->end);
         if (v->end == 1 && v->lines_after_end)
-            problem(v, "%llu events after end", (unsigned long long)v->lines_after_end);
-        if (v->end == 1 && v->num_events != (int64_t)v->events_before_end)
-            problem(v, "end.num_events is %lld but %llu events precede it",
-                    (long long)v->num_events, (unsigned long long)v->events_before_end);
+            problem(v, 5, "%llu events after end", (unsigned long long)v->lines_after_end);
+        /* dftracer 2.x leaves num_events out without DFTRACER_INC_METADATA=1 */
+        if (v->end == 1 && v->num_events != (int64_t)v->events_before_end &&
+            !(ref && v->num_events < 0))
+            problem(v, 5, "end.num_events is %lld but %llu events%s precede it",
+                    (long long)v->num_events, (unsigned long long)v->events_before_end,
+                    ref ? " with an id" : "");
         for (size_t i = 0; i < v->used.cap; i++) {
             size_t slot;
             if (v->used.keys[i] && dft_u64map_get(&v->defined, v->used.keys[i] - 1, 0, &slot) != 1)
                 v->undefined++;
         }
         if (v->undefined)
-            problem(v, "%llu hash values used but never defined", (unsigned long long)v->undefined);
+            problem(v, 4, "%llu hash values used but never defined",
+                    (unsigned long long)v->undefined);
     }
     PyObject *problems = PyList_New(0);
     if (!problems)
@@ -365,14 +424,18 @@ PyObject *dft_tools_validate_file(PyObject *module, PyObject *arg)
         }
         Py_DECREF(s);
     }
-    result = Py_BuildValue("{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:O,s:O,s:O,s:K,s:N}", "path", arg,
+    const char *format = v->events == 0 ? NULL
+                         : ref          ? "dftracer-2.x"
+                         : merged       ? "dftracer-merged"
+                                        : "dftracer";
+    result = Py_BuildValue("{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:O,s:O,s:O,s:z,s:K,s:N}", "path", arg,
                            "status", status_name(rc), "message", torn ? r.err : "", "members",
                            (unsigned long long)r.members, "lines", (unsigned long long)v->lines,
                            "events", (unsigned long long)v->events, "bad_lines",
                            (unsigned long long)v->bad_lines, "duplicate_ids",
                            (unsigned long long)v->dup_ids, "finalized",
                            v->end ? Py_True : Py_False, "header", v->header_seen ? Py_True : Py_False,
-                           "merged", merged ? Py_True : Py_False, "problem_count",
+                           "merged", merged ? Py_True : Py_False, "format", format, "problem_count",
                            (unsigned long long)v->problem_count, "problems",
                            problems);
 done:

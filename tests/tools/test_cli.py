@@ -346,7 +346,7 @@ def test_validate_reports_a_truncated_tail(truncated):
     r = json.loads(proc.stdout)
     assert r["verdict"] == "truncated" and r["events"] == n and n > 0
     text = cli("validate", str(p)).stdout
-    assert f"TRUNCATED  {p}: {n:,} readable events" in text
+    assert f"TRUNCATED  {p}: dftracer trace, {n:,} readable events" in text
 
 
 def test_summary_uses_the_readable_part_of_a_truncated_file(truncated, two_ranks):

@@ -116,7 +116,8 @@ def test_the_longest_duration_is_a_year(tmp_path):
     assert out["overview"]["bad_duration_events"] == 1
     r = json.loads(cli("validate", str(p), "--json").stdout)
     assert r["verdict"] == "invalid"
-    assert r["problems"] == [f"line 6: dur {DUR_MAX + 1} is longer than 365 days"]
+    assert r["problems"] == [f"line 6: dur {DUR_MAX + 1} is longer than 365 days "
+                             "(rule 1: one JSON event per line)"]
 
 
 # ---- 7: FIFOs, sockets, devices ------------------------------------------------------------------
@@ -149,7 +150,7 @@ def test_only_regular_files_are_read_the_rest_named(odd_files):
     assert json.loads(proc.stdout)["overview"]["complete_events"] == 2  # start and step
     proc = cli("validate", str(d), timeout=30)
     assert proc.returncode == 2
-    assert f"OK         {good}: 4 events" in proc.stdout
+    assert f"OK         {good}: dftracer trace, 4 events" in proc.stdout
     assert all(f"{d / name}: not a regular file ({kind})" in proc.stderr
                for name, kind in ODD.items())
     # Named on the command line: the same, and the commands go on.
@@ -242,7 +243,7 @@ def test_control_characters_are_printed_escaped(tmp_path):
         f.write(p.read_bytes())
     proc = cli("validate", os.fsdecode(raw))
     assert proc.returncode == 1, proc.stderr
-    assert "t\\xff\\x1b-6-app.pfw.gz: 1 problems" in proc.stdout, proc.stdout
+    assert "t\\xff\\x1b-6-app.pfw.gz: dftracer trace, 1 problems" in proc.stdout, proc.stdout
     assert "Traceback" not in proc.stderr
 
 

@@ -117,8 +117,8 @@ def test_over_long_line_is_reported_and_skipped_by_every_command(hostile, tmp_pa
     proc = cli("validate", str(p), "--json")
     r = json.loads(proc.stdout)
     assert proc.returncode == 1 and r["verdict"] == "invalid"
-    assert f"line 7: {LIMIT_TEXT}" in r["problems"]
-    assert "line 9: nested too deeply" in r["problems"]
+    assert f"line 7: {LIMIT_TEXT} (rule 1: one JSON event per line)" in r["problems"]
+    assert "line 9: nested too deeply (rule 1: one JSON event per line)" in r["problems"]
     assert r["events"] == 9  # 3 header events and 6 steps
 
 
@@ -212,8 +212,10 @@ def test_merged_file_is_a_valid_trace(tmp_path):
     r = json.loads(cli("validate", str(bad), "--json").stdout)
     assert r["verdict"] == "invalid" and r["merged"]
     pid = events[start]["pid"]
-    assert f"pid {pid}: 0 start events (expected 1)" in r["problems"]
-    assert f"pid {end['pid']}: 2 end events" in r["problems"]
+    assert (f"pid {pid}: 0 start events (expected 1) (rule 3: one HH, process_name and start)"
+            in r["problems"])
+    assert (f"pid {end['pid']}: 2 end events (rule 5: end last, counting the events before it)"
+            in r["problems"])
 
 
 # ---- memory that must not follow id values or definitions (issue 30) ---------------------

@@ -1,4 +1,5 @@
-"""dftracer view (docs/cli.md): serving, CORS, merging, Ctrl-C, bad input.
+"""dftracer view (docs/cli.md): serving, CORS, who may read the trace,
+merging, Ctrl-C, bad input.
 
 The browser side (the Perfetto UI loading what view serves) is in
 tests/tools/test_perfetto_browser.py."""
@@ -82,27 +83,105 @@ def lines_of(data: bytes) -> list:
     return [json.loads(line) for line in text.split("\n")[1:] if line.strip()]
 
 
+UI = "https://ui.perfetto.dev"
+PREFLIGHT = {"Access-Control-Request-Method": "GET",
+             "Access-Control-Request-Private-Network": "true"}
+
+
+def status_of(url: str, method: str = "GET", headers=None):
+    """(status, headers) of a request, errors included."""
+    try:
+        status, h, _ = fetch(url, method, headers)
+        return status, h
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers)
+
+
 def test_one_file_is_served_as_is_with_cors_until_sigint(tmp_path):
     path = make_trace(tmp_path / "t")
     with Viewer(path, "--no-browser") as v:
         name = os.path.basename(path)
         assert v.trace_url.startswith("http://127.0.0.1:") and v.trace_url.endswith("/" + name)
-        assert v.ui_url == f"https://ui.perfetto.dev/#!/?url={v.trace_url}"
+        assert v.ui_url == f"{UI}/#!/?url={v.trace_url}"
         status, headers, body = fetch(v.trace_url)
         assert status == 200 and body == open(path, "rb").read()
-        assert headers["Access-Control-Allow-Origin"] == "*"
+        assert "Access-Control-Allow-Origin" not in headers  # no page asked
+        # The Perfetto UI's page reads it: CORS names that origin, not "*".
+        status, headers, body = fetch(v.trace_url, headers={"Origin": UI})
+        assert status == 200 and body == open(path, "rb").read()
+        assert headers["Access-Control-Allow-Origin"] == UI and headers["Vary"] == "Origin"
         # The preflight a browser sends before a page on another origin reads
         # from a private address.
-        status, headers, _ = fetch(v.trace_url, "OPTIONS", {
-            "Origin": "https://ui.perfetto.dev", "Access-Control-Request-Method": "GET",
-            "Access-Control-Request-Private-Network": "true"})
+        status, headers, _ = fetch(v.trace_url, "OPTIONS", {"Origin": UI, **PREFLIGHT})
         assert status == 204 and headers["Access-Control-Allow-Private-Network"] == "true"
+        assert headers["Access-Control-Allow-Origin"] == UI
         assert "GET" in headers["Access-Control-Allow-Methods"]
         with pytest.raises(urllib.error.HTTPError) as e:
             fetch(v.trace_url.rsplit("/", 1)[0] + "/etc/passwd")
         assert e.value.code == 404
         rc, out, err = v.stop()
     assert rc == 0 and "stopped" in out and err == ""
+
+
+def test_trace_url_holds_an_unguessable_token(tmp_path):
+    """The trace is only at /TOKEN/NAME: 128 random bits, new at each start."""
+    path = make_trace(tmp_path / "t", n=1)
+    name = os.path.basename(path)
+    tokens = []
+    for _ in range(2):
+        with Viewer(path, "--no-browser") as v:
+            base, token, tail = v.trace_url.rsplit("/", 2)
+            assert tail == name and len(token) >= 22  # token_urlsafe(16)
+            tokens.append(token)
+            assert fetch(v.trace_url)[0] == 200
+            for guess in (f"{base}/{name}", f"{base}/trace", f"{base}/{token[:-1]}x/{name}",
+                          f"{base}/{token}", f"{base}/{token}/", f"{base}/"):
+                assert status_of(guess)[0] == 404, guess
+            v.stop()
+    assert tokens[0] != tokens[1]
+
+
+@pytest.mark.parametrize("origin", ["https://evil.example", "http://127.0.0.1:1",
+                                    "https://ui.perfetto.dev.evil.example", "null"])
+def test_a_page_of_another_origin_cannot_read_the_trace(tmp_path, origin):
+    """What a page open in the browser while view serves would send: its
+    Origin.  Refused (403) with no CORS header, so the browser gives the page
+    nothing, for the trace, the preflight and any other path."""
+    path = make_trace(tmp_path / "t", n=1)
+    with Viewer(path, "--no-browser") as v:
+        for method, extra in (("GET", {}), ("HEAD", {}), ("OPTIONS", PREFLIGHT)):
+            status, headers = status_of(v.trace_url, method, {"Origin": origin, **extra})
+            assert status == 403, (method, status)
+            assert "Access-Control-Allow-Origin" not in headers
+            assert "Access-Control-Allow-Private-Network" not in headers
+        # the Perfetto UI's origin still reads it
+        assert fetch(v.trace_url, headers={"Origin": UI})[0] == 200
+        rc, _, err = v.stop()
+    assert rc == 0 and err == ""
+
+
+def test_dns_rebinding_is_refused(tmp_path):
+    """A page whose domain was rebound to 127.0.0.1 reaches this port with its
+    own name in Host (and, being same-origin to itself, no Origin): 403."""
+    path = make_trace(tmp_path / "t", n=1)
+    with Viewer(path, "--no-browser") as v:
+        port = v.trace_url.split(":")[2].split("/")[0]
+        for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}",
+                     f"10.0.0.1:{port}", ""):
+            status, headers = status_of(v.trace_url, headers={"Host": host})
+            assert status == 403, host
+            assert "Access-Control-Allow-Origin" not in headers
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost:9002", "127.0.0.1"):
+            assert status_of(v.trace_url, headers={"Host": host})[0] == 200, host
+        v.stop()
+
+
+def test_host_check_names():
+    assert view.host_is_loopback("127.0.0.1:9001") and view.host_is_loopback("[::1]:9001")
+    assert view.host_is_loopback("LOCALHOST:80") and view.host_is_loopback("localhost")
+    for bad in (None, "", "evil.example:9001", "[::2]:9001", "127.0.0.2:9001",
+                "localhost.evil.example", "127.0.0.1:9001:1"):
+        assert not view.host_is_loopback(bad), bad
 
 
 def test_many_files_are_merged_and_the_merge_is_served(tmp_path):
@@ -160,10 +239,15 @@ def test_browser_is_opened_on_the_ui_url(tmp_path):
 def test_offline_serves_the_ui_build_on_the_same_port(tmp_path):
     path = make_trace(tmp_path / "t", n=1)
     with Viewer(path, "--offline", "--no-browser") as v:
-        base = v.trace_url.rsplit("/", 1)[0]
+        base = v.trace_url.rsplit("/", 2)[0]
         assert v.ui_url == f"{base}/#!/?url={v.trace_url}"
         status, headers, body = fetch(base + "/")
         assert status == 200 and b"Perfetto UI" in body
+        # the local UI's origin reads the trace; the hosted UI's is not needed
+        _, headers, _ = fetch(v.trace_url, headers={"Origin": base})
+        assert headers["Access-Control-Allow-Origin"] == base
+        assert status_of(v.trace_url, headers={"Origin": UI})[0] == 403
+        assert status_of(base + "/", headers={"Origin": "https://evil.example"})[0] == 403
         v.stop()
 
 
