@@ -14,6 +14,7 @@
 
 #include "core/buffer.h"
 #include "core/clock.h"
+#include "core/signals.h"
 #include "core/writer.h"
 
 #define ID_BLOCK 4096
@@ -175,6 +176,25 @@ void dft_flush_all_threads(int wait)
     if (wait)
         dft_writer_drain();
     dft_signals_release(&saved);
+}
+
+/* Writes what it can without blocking: the committed records of every
+ * thread whose lock is free.  A signal's fallback when the flusher cannot
+ * serve (not running, or stuck behind a lock the interrupted thread holds).
+ * Async-signal context. */
+void dft_flush_threads_from_signal(void)
+{
+    if (pthread_mutex_trylock(&dft_g.registry_lock) != 0)
+        return;
+    for (dft_tstate *ts = dft_g.threads; ts; ts = ts->next) {
+        if (pthread_mutex_trylock(&ts->lock) != 0)
+            continue;
+        size_t pos = atomic_load_explicit(&ts->pos, memory_order_acquire);
+        if (pos > ts->flushed && dft_writer_emergency(ts->cur->data, ts->flushed, pos) == 0)
+            ts->flushed = pos;
+        pthread_mutex_unlock(&ts->lock);
+    }
+    pthread_mutex_unlock(&dft_g.registry_lock);
 }
 
 /* The time-based flush: a thread whose records at [flushed, tick_pos) were

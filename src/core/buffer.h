@@ -8,6 +8,9 @@
 dft_tstate *dft_tstate_get(void);
 void dft_tstate_forget_others(dft_tstate *keep); /* in a forked child */
 void dft_flush_all_threads(int wait);
+/* Writes, without blocking, the records of every thread whose lock is free
+ * (a signal handler's fallback).  Async-signal context. */
+void dft_flush_threads_from_signal(void);
 /* Hands to the writer the buffers of threads whose records were already there
  * at the previous call (the time-based flush; see core/tracer.c). */
 void dft_flush_aged_threads(void);

@@ -83,23 +83,4 @@ typedef struct dft_globals {
 
 extern dft_globals dft_g;
 
-/* The tracer's slow paths (a hand-off, a flush, a thread's first event,
- * start, finalize, fork) hold locks that the flush of a SIGTERM needs
- * (core/tracer.c).  SIGTERM and SIGINT wait on this thread until such a path
- * is done: another thread takes them, or they are delivered right after.
- * Two system calls per hand-off of a whole buffer; never on the hot path. */
-static inline void dft_signals_hold(sigset_t *saved)
-{
-    sigset_t block;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &block, saved);
-}
-
-static inline void dft_signals_release(const sigset_t *saved)
-{
-    pthread_sigmask(SIG_SETMASK, saved, NULL);
-}
-
 #endif
