@@ -32,7 +32,8 @@ static void restore_gil(void *h)
 
 /* ---- thread names ------------------------------------------------------ */
 
-/* dft_g.thread_name: threading.current_thread().name, read as
+/* The core's thread_name hook (dft_set_python_hooks):
+ * threading.current_thread().name, read as
  * threading._active[get_ident()]._name without running Python code (no call,
  * no import), so it is safe inside the tracer's emit path.  -1 when the
  * calling thread does not hold the GIL; 0 when it is not a threading thread.
@@ -112,8 +113,8 @@ static int export_env(void)
         const char *value;
     } items[] = {
         {"DFTRACER_ENABLE", "1"},
-        {"DFTRACER_LOG_FILE", dft_g.cfg.log_file},
-        {"DFTRACER_DATA_DIR", dft_g.cfg.data_dir},
+        {"DFTRACER_LOG_FILE", dft_trace_config()->log_file},
+        {"DFTRACER_DATA_DIR", dft_trace_config()->data_dir},
     };
     for (size_t i = 0; i < sizeof items / sizeof *items && rc == 0; i++) {
         if (!items[i].value)
@@ -208,14 +209,15 @@ static PyObject *logger_initialize_log(PyObject *unused, PyObject *args, PyObjec
     }
     const char *lf_s = lf_holder ? PyBytes_AS_STRING(lf_holder) : NULL;
     const char *dd_s = dd_holder ? PyBytes_AS_STRING(dd_holder) : NULL;
-    int was_active = atomic_load(&dft_g.state) == DFT_STATE_ACTIVE && dft_g.explicit_init;
+    int was_active = dft_trace_state() == DFT_STATE_ACTIVE && dft_trace_explicit();
     if (was_active && lf_s) {
         char *stem = dft_config_stem(lf_s);
-        if (stem && dft_g.cfg.log_file && strcmp(stem, dft_g.cfg.log_file) != 0 &&
+        const char *cur = dft_trace_config()->log_file;
+        if (stem && cur && strcmp(stem, cur) != 0 &&
             PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
                              "dftracer is already tracing to %s; initialize_log(%s) ignored "
                              "(call finalize() first)",
-                             dft_g.path, lf_s) < 0) {
+                             dft_trace_path(), lf_s) < 0) {
             free(stem);
             Py_XDECREF(lf_holder);
             Py_XDECREF(dd_holder);
@@ -242,8 +244,7 @@ static PyObject *logger_initialize_log(PyObject *unused, PyObject *args, PyObjec
     Py_XDECREF(dd_holder);
     if (rc < 0) {
         int e = errno;
-        PyObject *exc = PyObject_CallFunction(PyExc_OSError, "isz", e, err,
-                                              dft_g.path ? dft_g.path : NULL);
+        PyObject *exc = PyObject_CallFunction(PyExc_OSError, "isz", e, err, dft_trace_path());
         if (exc) {
             PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
             Py_DECREF(exc);
@@ -294,7 +295,7 @@ static PyObject *logger_log_event(PyObject *self, PyObject *const *args, Py_ssiz
         return NULL;
     if (v[7] && v[7] != Py_None && !PyDict_Check(v[7]))
         return dft_pyargs_type_error("relations", "a dict or None", v[7]);
-    if (!atomic_load_explicit(&dft_g.active, memory_order_relaxed) && dft_lazy_start() != 0) {
+    if (!dft_trace_ready()) {
         /* Inactive: still reject what would be rejected when active. */
         if (!PyUnicode_Check(v[0]) || !PyUnicode_Check(v[1]))
             return dft_pyargs_type_error(!PyUnicode_Check(v[0]) ? "name" : "cat", "str",
@@ -334,7 +335,7 @@ static PyObject *logger_log_metadata_event(PyObject *self, PyObject *const *args
         return dft_pyargs_type_error("key", "str", v[0]);
     if (!PyUnicode_Check(v[1]))
         return dft_pyargs_type_error("value", "str", v[1]);
-    if (!atomic_load_explicit(&dft_g.active, memory_order_relaxed) && dft_lazy_start() != 0)
+    if (!dft_trace_ready())
         Py_RETURN_NONE;
     PyObject *kb = NULL, *vb = NULL;
     const char *k = dft_pyargs_utf8(v[0], &kl, &kb);
@@ -379,11 +380,11 @@ static PyObject *logger_trace_path(PyObject *self, void *closure)
 {
     (void)self;
     (void)closure;
-    if (atomic_load(&dft_g.state) == DFT_STATE_UNINIT || !dft_g.path ||
-        atomic_load(&dft_g.state) == DFT_STATE_DISABLED)
+    int state = dft_trace_state();
+    const char *path = dft_trace_path();
+    if (state == DFT_STATE_UNINIT || state == DFT_STATE_DISABLED || !path)
         Py_RETURN_NONE;
-    const char *path = dft_writer_path();
-    return PyUnicode_DecodeFSDefault(path ? path : dft_g.path);
+    return PyUnicode_DecodeFSDefault(path);
 }
 
 static PyMethodDef logger_methods[] = {
@@ -553,7 +554,7 @@ static PyObject *mod_handoff_delay(PyObject *m, PyObject *arg)
         PyErr_SetString(PyExc_ValueError, "delay_us must be within 0..10000000");
         return NULL;
     }
-    atomic_store(&dft_g.test_handoff_delay_us, (int)us);
+    dft_handoff_delay_for_test((int)us);
     Py_RETURN_NONE;
 }
 
@@ -621,9 +622,7 @@ PyMODINIT_FUNC PyInit__core(void)
             goto fail;
     }
     dft_clock_init();
-    dft_g.before_wait = release_gil;
-    dft_g.after_wait = restore_gil;
-    dft_g.thread_name = py_thread_name;
+    dft_set_python_hooks(release_gil, restore_gil, py_thread_name);
     if (PyModule_AddObjectRef(m, "dftracer", (PyObject *)&LoggerType) < 0 ||
         PyModule_AddObjectRef(m, "logger", logger_singleton) < 0 ||
         PyModule_AddStringConstant(m, "__version__", DFT_VERSION) < 0)

@@ -1,6 +1,8 @@
 """src/ is layered (docs/architecture.md): a file includes headers only from
 its own folder and the folders below it, so the core knows no integration,
-the integrations know the core, and the reader stands apart on the format."""
+the integrations know the core, and the reader stands apart on the format.
+The core's state is private to core/: the layers above see it through
+core/core.h (and the self-contained clock, config and compress headers)."""
 import os
 import re
 
@@ -22,6 +24,11 @@ ALLOWED = {
 # The integration table is for module.c and the integrations registering in it.
 TABLE_USERS = {"profile", "torch", "io", "gpu", "reader", ""}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# The core headers other folders may include; the rest of core/ is private.
+CORE_FACE = {"core/core.h", "core/clock.h", "core/config.h", "core/compress.h",
+             "core/writer_bench.h"}
+# The core's global state: named only inside core/.
+CORE_STATE = re.compile(r"\bdft_(g|trace)\b")
 
 
 def sources():
@@ -58,3 +65,19 @@ def test_includes_follow_the_layers():
             if here and there != here and there not in ALLOWED[here]:
                 bad.append(f"{path} includes {inc}")
     assert not bad, "includes against the layers:\n" + "\n".join(bad)
+
+
+def test_core_state_is_private():
+    """Outside core/, files reach the core through core/core.h's functions:
+    none includes another core header or names the core's global state."""
+    bad = []
+    for path in sources():
+        if path.startswith("core" + os.sep):
+            continue
+        with open(os.path.join(SRC, path), encoding="utf-8") as f:
+            text = f.read()
+        bad += [f"{path} includes {inc}" for inc in INCLUDE.findall(text)
+                if inc.startswith("core/") and inc not in CORE_FACE]
+        bad += [f"{path}:{text.count(chr(10), 0, m.start()) + 1} names {m.group(0)}"
+                for m in CORE_STATE.finditer(text)]
+    assert not bad, "the core's private state used outside core/:\n" + "\n".join(bad)

@@ -110,7 +110,7 @@ static void tstate_handoff_held(dft_tstate *ts, int snapshot)
         pthread_mutex_unlock(&ts->lock);
         return;
     }
-    uint64_t gen = atomic_load_explicit(&dft_g.gen, memory_order_relaxed);
+    uint64_t gen = atomic_load_explicit(&dft_trace.gen, memory_order_relaxed);
     dft_chunk *out = dft_chunk_new();
     if (!out) {
         pthread_mutex_unlock(&ts->lock);
@@ -147,7 +147,7 @@ static void tstate_destroy(void *p)
     dft_tstate *ts = p;
     sigset_t saved;
     dft_signals_hold(&saved);
-    if (atomic_load(&dft_g.active))
+    if (atomic_load(&dft_trace.active))
         tstate_handoff(ts, 0);
     pthread_mutex_lock(&dft_g.registry_lock);
     registry_remove_locked(ts);
@@ -297,7 +297,7 @@ int dft_emit_record(const dft_event *ev, int64_t id_override)
     if (ts->in_emit)
         return -1; /* re-entered from a signal handler on this thread */
     ts->in_emit = 1;
-    uint64_t gen = atomic_load_explicit(&dft_g.gen, memory_order_relaxed);
+    uint64_t gen = atomic_load_explicit(&dft_trace.gen, memory_order_relaxed);
     if (__builtin_expect(ts->gen != gen, 0)) {
         ts->gen = gen;
         announce_thread(ts);
@@ -428,4 +428,48 @@ void dft_scope_pop(void)
     dft_tstate *ts = tls_state;
     if (ts && ts->depth > 0)
         ts->depth--;
+}
+
+/* Tests only (_core._handoff_delay_for_test): microseconds a thread sleeps
+ * between handing a chunk off and queuing it, to make that window wide. */
+void dft_handoff_delay_for_test(int us) { atomic_store(&dft_g.test_handoff_delay_us, us); }
+
+/* ---- scope tokens ------------------------------------------------------- */
+
+/* Callers have checked that tracing is active.  Any thread, no GIL. */
+void dft_scope_open(dft_scope_tok *t)
+{
+    t->ts = NULL;
+    dft_tstate *ts = dft_tstate_get();
+    if (!ts)
+        return;
+    int before = ts->depth;
+    dft_enter_scope();
+    if (ts->depth == before + 1) {
+        t->ts = ts;
+        t->depth = ts->depth;
+    }
+}
+
+/* Any thread, no GIL. */
+void dft_scope_close(dft_scope_tok *t)
+{
+    dft_tstate *ts = t->ts;
+    if (ts && ts == tls_state && ts->depth == t->depth)
+        ts->depth--; /* dft_scope_pop on the owning thread */
+    t->ts = NULL;
+}
+
+/* Any thread, no GIL. */
+void dft_scope_close_here(dft_scope_tok *t)
+{
+    dft_tstate *ts = t->ts; /* the calling thread's, when set */
+    if (ts && ts->depth == t->depth)
+        ts->depth--;
+}
+
+/* Any thread, no GIL. */
+int dft_scope_current(const dft_scope_tok *t)
+{
+    return t->ts && t->ts == tls_state && t->ts->depth == t->depth;
 }

@@ -18,9 +18,8 @@ void dft_flush_aged_threads(void);
  * (a new trace's header). */
 void dft_flush_own_thread_now(void);
 void dft_tstate_reset_current(void);
-/* Records ev on the calling thread; tracing must be active (see dft_emit). */
-int dft_emit_record(const dft_event *ev, int64_t id_override);
-/* Opens/closes a nesting scope on the calling thread (see dft_enter_scope). */
+/* Opens/closes a nesting scope on the calling thread (dft_enter_scope,
+ * dft_exit_scope; the scope tokens of core/core.h are built on them). */
 void dft_scope_push(void);
 void dft_scope_pop(void);
 

@@ -54,7 +54,7 @@ static void *flusher_main(void *arg)
             t.tv_sec += (time_t)(ns / 1000000000);
             t.tv_nsec = (long)(ns % 1000000000);
             if (sem_clockwait(&flusher.wake, CLOCK_MONOTONIC, &t) != 0 && errno == ETIMEDOUT &&
-                !atomic_load(&flusher.stop) && atomic_load(&dft_g.active))
+                !atomic_load(&flusher.stop) && atomic_load(&dft_trace.active))
                 dft_flush_aged_threads();
         } else {
             sem_wait(&flusher.wake);

@@ -1,7 +1,8 @@
-/* core/intern.c: the set of hashes a trace file has defined (FH/SH), so
- * that each interned string's metadata event is written once per file.  An
- * open-addressing set of XXH64 values, emptied when a new file starts (the
- * trace generation changes). */
+/* core/intern.c: what a trace file defines once.  The hashes of interned
+ * strings (FH/SH): an open-addressing set of XXH64 values, so that each
+ * string's metadata event is written the first time it appears in the file;
+ * and the lanes (GPU streams, devices) named so far.  Both are emptied when a
+ * new file starts (the trace generation changes). */
 #include "core/intern.h"
 
 #include <pthread.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "core/state.h"
+#include "core/tracer.h"
 
 static struct {
     pthread_mutex_t lock;
@@ -22,7 +24,7 @@ int dft_intern_insert(uint64_t h)
 {
     if (h == 0)
         h = 1; /* 0 marks empty slots; a collision here only repeats an FH line */
-    uint64_t gen = atomic_load(&dft_g.gen);
+    uint64_t gen = atomic_load(&dft_trace.gen);
     pthread_mutex_lock(&intern.lock);
     if (intern.gen != gen) {
         if (intern.slots)
@@ -67,5 +69,66 @@ int dft_intern_insert(uint64_t h)
     return fresh;
 }
 
+/* Any thread, no GIL. */
+uint64_t dft_intern(dft_intern_kind kind, const char *s, size_t len)
+{
+    if (!atomic_load_explicit(&dft_trace.active, memory_order_relaxed) && dft_lazy_start() != 0)
+        return 0;
+    uint64_t h = dft_hash64(s, len);
+    if (dft_intern_insert(h) == 1)
+        dft_emit_meta(kind == DFT_INTERN_FILE ? "FH" : "SH", 0, 0, s, len, NULL, 0, 1, h);
+    return h;
+}
+
+/* ---- lanes ------------------------------------------------------------- */
+
+/* Lanes named in the current file.  When full, further lanes are named again
+ * each time they appear: a repeated thread_name line, never a missing one. */
+#define LANES_MAX 1024
+static struct {
+    pthread_mutex_t lock;
+    uint64_t gen;
+    size_t n;
+    struct {
+        int64_t pid, tid;
+    } lane[LANES_MAX];
+} lanes = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Any thread, no GIL. */
+int dft_name_lane_once(int64_t pid, int64_t tid, const char *thread_name,
+                       const char *process_name)
+{
+    uint64_t gen = dft_trace_gen();
+    int fresh = 1, new_pid = 1;
+    pthread_mutex_lock(&lanes.lock);
+    if (lanes.gen != gen) {
+        lanes.n = 0;
+        lanes.gen = gen;
+    }
+    for (size_t i = 0; i < lanes.n && fresh; i++) {
+        if (lanes.lane[i].pid != pid)
+            continue;
+        new_pid = 0;
+        fresh = lanes.lane[i].tid != tid;
+    }
+    if (fresh && lanes.n < LANES_MAX) {
+        lanes.lane[lanes.n].pid = pid;
+        lanes.lane[lanes.n].tid = tid;
+        lanes.n++;
+    }
+    pthread_mutex_unlock(&lanes.lock);
+    if (!fresh)
+        return 0;
+    if (process_name && new_pid)
+        dft_emit_meta("process_name", pid, tid, process_name, strlen(process_name),
+                      "process_name", 12, 0, 0);
+    dft_name_lane(pid, tid, thread_name);
+    return 1;
+}
+
 /* Single-threaded (a forked child). */
-void dft_intern_after_fork_child(void) { pthread_mutex_init(&intern.lock, NULL); }
+void dft_intern_after_fork_child(void)
+{
+    pthread_mutex_init(&intern.lock, NULL);
+    pthread_mutex_init(&lanes.lock, NULL);
+}

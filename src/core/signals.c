@@ -32,14 +32,14 @@ static int bound[NSIG_BOUND];
 static void flush_from_signal(void)
 {
     long long deadline = dft_signal_clock_ns() + SIGNAL_WAIT_NS;
-    if (atomic_load(&dft_g.active) && dft_flusher_flush_for_signal(deadline))
+    if (atomic_load(&dft_trace.active) && dft_flusher_flush_for_signal(deadline))
         return;
     if (atomic_load(&dft_finalizing)) {
         while (atomic_load(&dft_finalizing) && dft_signal_clock_ns() < deadline)
             dft_signal_nap_1ms();
         return;
     }
-    if (atomic_load(&dft_g.active)) {
+    if (atomic_load(&dft_trace.active)) {
         if (dft_flusher_alive()) {
             static const char msg[] = "dftracer: the flush for a signal did not finish in 3 s; "
                                       "writing what can be written without waiting\n";
@@ -54,7 +54,7 @@ static void flush_from_signal(void)
 static void on_signal(int sig, siginfo_t *info, void *uctx)
 {
     int saved_errno = errno;
-    if ((atomic_load(&dft_g.active) || atomic_load(&dft_finalizing)) &&
+    if ((atomic_load(&dft_trace.active) || atomic_load(&dft_finalizing)) &&
         (pid_t)dft_g.real_pid == getpid())
         flush_from_signal();
     for (size_t i = 0; i < NSIG_BOUND; i++) {

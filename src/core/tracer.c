@@ -48,12 +48,12 @@ static void run_hooks(dft_hook_event ev)
 /* ---- public C API ------------------------------------------------------ */
 
 /* Any thread, no GIL. */
-int dft_active(void) { return atomic_load_explicit(&dft_g.active, memory_order_relaxed); }
+int dft_active(void) { return atomic_load_explicit(&dft_trace.active, memory_order_relaxed); }
 
 /* Any thread, no GIL. */
 int dft_emit(const dft_event *ev)
 {
-    if (!atomic_load_explicit(&dft_g.active, memory_order_relaxed) && dft_lazy_start() != 0)
+    if (!atomic_load_explicit(&dft_trace.active, memory_order_relaxed) && dft_lazy_start() != 0)
         return 1;
     return dft_emit_record(ev, 0);
 }
@@ -61,7 +61,7 @@ int dft_emit(const dft_event *ev)
 /* Any thread, no GIL. */
 void dft_enter_scope(void)
 {
-    if (!atomic_load_explicit(&dft_g.active, memory_order_relaxed) && dft_lazy_start() != 0)
+    if (!atomic_load_explicit(&dft_trace.active, memory_order_relaxed) && dft_lazy_start() != 0)
         return;
     dft_scope_push();
 }
@@ -78,8 +78,9 @@ int dft_emit_complete(const char *name, const char *cat, int64_t ts, int64_t dur
     return dft_emit(&ev);
 }
 
-static int emit_meta(const char *kind, int64_t pid, int64_t tid, const char *key, size_t key_len,
-                     const char *value, size_t value_len, int value_is_hash, uint64_t hash)
+/* Any thread, no GIL. */
+int dft_emit_meta(const char *kind, int64_t pid, int64_t tid, const char *key, size_t key_len,
+                  const char *value, size_t value_len, int value_is_hash, uint64_t hash)
 {
     dft_arg args[2] = {
         {.key = "name", .type = DFT_ARG_STR, .v.s = {key, key_len}},
@@ -98,33 +99,46 @@ static int emit_meta(const char *kind, int64_t pid, int64_t tid, const char *key
 int dft_emit_metadata(const char *kind, const char *key, size_t key_len, const char *value,
                       size_t value_len)
 {
-    return emit_meta(kind, 0, 0, key, key_len, value, value_len, 0, 0);
+    return dft_emit_meta(kind, 0, 0, key, key_len, value, value_len, 0, 0);
 }
 
 /* Any thread, no GIL. */
 int dft_name_lane(int64_t pid, int64_t tid, const char *name)
 {
-    return emit_meta("thread_name", pid, tid, name, strlen(name), "thread_name", 11, 0, 0);
-}
-
-/* Any thread, no GIL. */
-uint64_t dft_intern(dft_intern_kind kind, const char *s, size_t len)
-{
-    if (!atomic_load_explicit(&dft_g.active, memory_order_relaxed) && dft_lazy_start() != 0)
-        return 0;
-    uint64_t h = dft_hash64(s, len);
-    if (dft_intern_insert(h) == 1)
-        emit_meta(kind == DFT_INTERN_FILE ? "FH" : "SH", 0, 0, s, len, NULL, 0, 1, h);
-    return h;
+    return dft_emit_meta("thread_name", pid, tid, name, strlen(name), "thread_name", 11, 0, 0);
 }
 
 /* Takes locks; not for signal handlers. */
 void dft_flush(void)
 {
-    if (atomic_load(&dft_g.active)) {
+    if (atomic_load(&dft_trace.active)) {
         run_hooks(DFT_HOOK_FLUSH);
         dft_flush_all_threads(1);
     }
+}
+
+/* ---- what the trace is ------------------------------------------------- */
+
+int64_t dft_trace_pid(void) { return dft_g.pid; }
+
+/* Any thread. */
+const char *dft_trace_path(void)
+{
+    const char *p = dft_writer_path();
+    return p ? p : dft_g.path;
+}
+
+int dft_trace_explicit(void) { return dft_g.explicit_init; }
+
+const dft_config *dft_trace_config(void) { return &dft_g.cfg; }
+
+/* At import, GIL held, before any trace. */
+void dft_set_python_hooks(void *(*release_gil)(void), void (*restore_gil)(void *),
+                          int (*thread_name)(char *buf, size_t cap))
+{
+    dft_g.before_wait = release_gil;
+    dft_g.after_wait = restore_gil;
+    dft_g.thread_name = thread_name;
 }
 
 /* ---- start ------------------------------------------------------------- */
@@ -175,7 +189,7 @@ static void read_cmdline(char *buf, size_t cap, size_t *len, char *exec_name, si
 /* Writes HH, process_name and the start event on the calling thread. */
 static void emit_header(void) /* under life_lock, no GIL */
 {
-    emit_meta("HH", 0, 0, dft_g.hostname, strlen(dft_g.hostname), NULL, 0, 1, dft_g.hhash);
+    dft_emit_meta("HH", 0, 0, dft_g.hostname, strlen(dft_g.hostname), NULL, 0, 1, dft_g.hhash);
     dft_intern_insert(dft_g.hhash);
     char cmd[4096], exec_name[256], pname[300];
     size_t cmd_len;
@@ -187,7 +201,7 @@ static void emit_header(void) /* under life_lock, no GIL */
         n = 0;
     if ((size_t)n >= sizeof pname)
         n = (int)sizeof pname - 1;
-    emit_meta("process_name", 0, 0, pname, (size_t)n, "process_name", 12, 0, 0);
+    dft_emit_meta("process_name", 0, 0, pname, (size_t)n, "process_name", 12, 0, 0);
     if (!dft_g.cfg.inc_metadata) {
         dft_arg a = {.key = "version", .type = DFT_ARG_STR, .v.s = {DFT_VERSION, strlen(DFT_VERSION)}};
         dft_event ev = {.name = "start", .name_len = 5, .cat = "dftracer", .cat_len = 8,
@@ -259,9 +273,7 @@ static void install_process_hooks(void);
 static int start_held(const char *log_file, const char *data_dir, int64_t process_id,
                       int explicit_init, char *err, size_t errlen, int *started);
 
-/* Starts tracing (explicit_init: from initialize_log; else lazily from the
- * environment).  Returns 0 when tracing, 1 when disabled, -1 with err set.
- * Any thread, no GIL (initialize_log releases it). */
+/* Any thread, no GIL (initialize_log releases it). */
 int dft_start(const char *log_file, const char *data_dir, int64_t process_id, int explicit_init,
               char *err, size_t errlen)
 {
@@ -279,7 +291,7 @@ static int start_held(const char *log_file, const char *data_dir, int64_t proces
                       int explicit_init, char *err, size_t errlen, int *started)
 {
     pthread_mutex_lock(&dft_g.life_lock);
-    int state = atomic_load(&dft_g.state);
+    int state = atomic_load(&dft_trace.state);
     if (state == DFT_STATE_ACTIVE) {
         if (!explicit_init || dft_g.explicit_init) {
             pthread_mutex_unlock(&dft_g.life_lock);
@@ -294,7 +306,7 @@ static int start_held(const char *log_file, const char *data_dir, int64_t proces
     dft_config_free(&dft_g.cfg);
     dft_config_load(&dft_g.cfg);
     if (!dft_g.cfg.enable) {
-        atomic_store(&dft_g.state, DFT_STATE_DISABLED);
+        atomic_store(&dft_trace.state, DFT_STATE_DISABLED);
         pthread_mutex_unlock(&dft_g.life_lock);
         return 1;
     }
@@ -321,15 +333,15 @@ static int start_held(const char *log_file, const char *data_dir, int64_t proces
         int e = dft_g.path ? errno : ENOMEM;
         snprintf(err, errlen, "cannot open trace file %s: %s", dft_g.path ? dft_g.path : "?",
                  strerror(e));
-        atomic_store(&dft_g.state, explicit_init ? DFT_STATE_UNINIT : DFT_STATE_DISABLED);
+        atomic_store(&dft_trace.state, explicit_init ? DFT_STATE_UNINIT : DFT_STATE_DISABLED);
         pthread_mutex_unlock(&dft_g.life_lock);
         errno = e;
         return -1;
     }
     dft_g.explicit_init = explicit_init;
-    atomic_fetch_add(&dft_g.gen, 1);
-    atomic_store(&dft_g.state, DFT_STATE_ACTIVE);
-    atomic_store(&dft_g.active, 1);
+    atomic_fetch_add(&dft_trace.gen, 1);
+    atomic_store(&dft_trace.state, DFT_STATE_ACTIVE);
+    atomic_store(&dft_trace.active, 1);
     install_process_hooks();
     dft_signals_install(dft_g.cfg.bind_signals);
     emit_header();
@@ -342,12 +354,10 @@ static int start_held(const char *log_file, const char *data_dir, int64_t proces
     return 0;
 }
 
-/* The hot path's fallback when tracing is not active: starts tracing from the
- * environment the first time (DFTRACER_ENABLE), else returns 1 at once.
- * Any thread, no GIL. */
+/* Any thread, no GIL. */
 int dft_lazy_start(void)
 {
-    int state = atomic_load_explicit(&dft_g.state, memory_order_relaxed);
+    int state = atomic_load_explicit(&dft_trace.state, memory_order_relaxed);
     if (state == DFT_STATE_ACTIVE)
         return 0;
     if (state != DFT_STATE_UNINIT)
@@ -357,7 +367,7 @@ int dft_lazy_start(void)
         dft_log(DFT_LOG_ERROR, "%s; tracing disabled", err);
         return 1;
     }
-    return atomic_load(&dft_g.active) ? 0 : 1;
+    return atomic_load(&dft_trace.active) ? 0 : 1;
 }
 
 int dft_is_enabled_env(void)
@@ -374,7 +384,7 @@ int dft_is_enabled_env(void)
 /* Caller holds life_lock; no GIL. */
 static void finalize_locked(void)
 {
-    if (atomic_load(&dft_g.state) != DFT_STATE_ACTIVE)
+    if (atomic_load(&dft_trace.state) != DFT_STATE_ACTIVE)
         return;
     /* SIGTERM/SIGINT wait until the trace is complete: on this thread they stay
      * pending until the end (a pool terminating a worker that is already
@@ -385,7 +395,7 @@ static void finalize_locked(void)
     run_hooks(DFT_HOOK_FINALIZING); /* e.g. restores the GOT before the end event */
     dft_flusher_stop();
     /* Emits after this point are dropped; the end event must be the last line. */
-    atomic_store(&dft_g.active, 0);
+    atomic_store(&dft_trace.active, 0);
     dft_flush_all_threads(1);
     dft_tstate *ts = dft_tstate_get();
     int64_t id = ts ? atomic_fetch_add(&dft_g.next_id_block, 1) : 0;
@@ -395,7 +405,7 @@ static void finalize_locked(void)
                      .args = &a, .nargs = 1};
     dft_writer_write_now(&end, id);
     dft_writer_close();
-    atomic_store(&dft_g.state, DFT_STATE_FINALIZED);
+    atomic_store(&dft_trace.state, DFT_STATE_FINALIZED);
     atomic_store(&dft_finalizing, 0);
     dft_signals_release(&saved);
     dft_log(DFT_LOG_INFO, "finalized %s", dft_g.path ? dft_g.path : "trace");
@@ -426,7 +436,7 @@ static void fork_prepare(void)
      * not be flushed: it waits until fork() is done. */
     dft_signals_hold(&fork_saved_mask);
     dft_no_gil_release = 1;
-    if (atomic_load(&dft_g.active))
+    if (atomic_load(&dft_trace.active))
         dft_flush_all_threads(1);
     dft_no_gil_release = 0;
     pthread_mutex_lock(&dft_g.registry_lock);
@@ -454,19 +464,19 @@ static void fork_child(void)
     dft_tstate_reset_current();
     dft_flusher_after_fork_child();
     atomic_store(&dft_finalizing, 0);
-    if (atomic_load(&dft_g.state) != DFT_STATE_ACTIVE) {
+    if (atomic_load(&dft_trace.state) != DFT_STATE_ACTIVE) {
         dft_signals_release(&fork_saved_mask);
         return;
     }
     dft_g.real_pid = (int64_t)getpid();
     dft_g.pid = dft_g.real_pid;
     make_path();
-    atomic_fetch_add(&dft_g.gen, 1);
+    atomic_fetch_add(&dft_trace.gen, 1);
     if (!dft_g.path || open_file(0) != 0) {
         dft_log(DFT_LOG_ERROR, "forked child cannot open %s: %s; tracing disabled",
                 dft_g.path ? dft_g.path : "trace", strerror(errno));
-        atomic_store(&dft_g.active, 0);
-        atomic_store(&dft_g.state, DFT_STATE_DISABLED);
+        atomic_store(&dft_trace.active, 0);
+        atomic_store(&dft_trace.state, DFT_STATE_DISABLED);
         run_hooks(DFT_HOOK_ABANDONED);
         dft_signals_release(&fork_saved_mask);
         return;

@@ -259,7 +259,7 @@ static void write_piece(worker *wk, const char *text, size_t n, size_t lines)
 /* Formats and writes the records of one chunk.  Writer threads, no GIL. */
 static void process_chunk(worker *wk, dft_chunk *c)
 {
-    if (c->gen != atomic_load(&dft_g.gen))
+    if (c->gen != atomic_load(&dft_trace.gen))
         return; /* records of an earlier file (inherited across fork) */
     size_t pos = c->start;
     while (pos < c->end) {

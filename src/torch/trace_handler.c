@@ -19,15 +19,6 @@
 
 #include <stdio.h>
 
-/* Lanes already named in the current trace file (device, stream). */
-#define LANES_MAX 256
-static struct {
-    uint64_t gen;
-    int64_t pid, tid;
-} named_lanes[LANES_MAX];
-static size_t nnamed_lanes;
-static pthread_mutex_t lanes_lock = PTHREAD_MUTEX_INITIALIZER; /* handlers run without the GIL */
-
 /* The results object handled last, so that a second call for the same cycle
  * (a handler chained twice) writes nothing. */
 static uint64_t last_gen;
@@ -36,58 +27,37 @@ static PyObject *last_results; /* borrowed identity only, never dereferenced */
 
 /* ---- writing (no GIL) ------------------------------------------------------ */
 
-/* Names a device lane once per trace file.  Any thread, no GIL. */
-static void name_lane(const pp_event *e, int64_t pid, uint64_t gen)
+/* Names the lane of device event e (on lane pid) the first time it appears
+ * in the trace file.  Any thread, no GIL. */
+static void name_lane(const pp_event *e, int64_t pid)
 {
-    pthread_mutex_lock(&lanes_lock);
-    for (size_t i = 0; i < nnamed_lanes; i++)
-        if (named_lanes[i].gen == gen && named_lanes[i].pid == pid && named_lanes[i].tid == e->tid) {
-            pthread_mutex_unlock(&lanes_lock);
-            return;
-        }
-    int new_pid = 1;
-    for (size_t i = 0; i < nnamed_lanes; i++)
-        if (named_lanes[i].gen == gen && named_lanes[i].pid == pid)
-            new_pid = 0;
-    if (nnamed_lanes == LANES_MAX) /* a new file: forget the old ones */
-        nnamed_lanes = 0;
-    named_lanes[nnamed_lanes].gen = gen;
-    named_lanes[nnamed_lanes].pid = pid;
-    named_lanes[nnamed_lanes].tid = e->tid;
-    nnamed_lanes++;
-    pthread_mutex_unlock(&lanes_lock);
-    char buf[96];
-    if (new_pid) {
-        int len = snprintf(buf, sizeof buf, "%s:%d (pid %lld)", dft_pp_device_label(e->device_type),
-                           (int)e->device_index, (long long)dft_g.pid);
-        dft_arg args[2] = {
-            {.key = "name", .type = DFT_ARG_STR, .v.s = {buf, (size_t)len}},
-            {.key = "value", .type = DFT_ARG_STR, .v.s = {"process_name", 12}},
-        };
-        dft_event ev = {.name = "process_name", .name_len = 12, .cat = "dftracer", .cat_len = 8,
-                        .ph = DFT_PH_METADATA, .pid = pid, .tid = e->tid, .args = args,
-                        .nargs = 2};
-        dft_emit(&ev);
-    }
-    snprintf(buf, sizeof buf, "%s:%d stream %lld", dft_pp_device_label(e->device_type),
-             (int)e->device_index, (long long)e->tid);
-    dft_name_lane(pid, e->tid, buf);
+    char process_name[96], stream_name[96];
+    const char *label = dft_pp_device_label(e->device_type);
+    snprintf(process_name, sizeof process_name, "%s:%d (pid %lld)", label, (int)e->device_index,
+             (long long)dft_trace_pid());
+    snprintf(stream_name, sizeof stream_name, "%s:%d stream %lld", label, (int)e->device_index,
+             (long long)e->tid);
+    dft_name_lane_once(pid, e->tid, stream_name, process_name);
 }
 
 /* Writes the staged events; returns how many were recorded.  No GIL. */
 static Py_ssize_t emit_all(const pp_vec *v, int64_t offset_ns)
 {
-    uint64_t gen = atomic_load(&dft_g.gen);
     Py_ssize_t written = 0;
     dft_arg args[DFT_PP_NARGS];
+    int64_t named_pid = 0, named_tid = 0; /* the lane named last: kernels come in runs */
     for (size_t i = 0; i < v->n; i++) {
         const pp_event *e = &v->ev[i];
         dft_event ev;
         if (!dft_pp_to_event(e, offset_ns, args, &ev))
             continue;
         if (e->device_type != DEV_CPU) {
-            ev.pid = dft_pp_device_lane_pid(dft_g.pid, e->device_index);
-            name_lane(e, ev.pid, gen);
+            ev.pid = dft_pp_device_lane_pid(dft_trace_pid(), e->device_index);
+            if (ev.pid != named_pid || e->tid != named_tid) {
+                name_lane(e, ev.pid);
+                named_pid = ev.pid;
+                named_tid = e->tid;
+            }
         }
         if (dft_emit(&ev) == 0)
             written++;
@@ -102,12 +72,14 @@ static Py_ssize_t emit_all(const pp_vec *v, int64_t offset_ns)
 static PyObject *torch_trace_handler(PyObject *mod, PyObject *prof)
 {
     (void)mod;
-    if (!atomic_load_explicit(&dft_g.active, memory_order_relaxed) && dft_lazy_start() != 0) {
-        if (atomic_load(&dft_g.state) == DFT_STATE_FINALIZED)
+    if (!dft_trace_ready()) {
+        if (dft_trace_state() == DFT_STATE_FINALIZED) {
+            const char *path = dft_trace_path();
             return PyErr_Format(PyExc_RuntimeError,
                                 "trace_handler: the trace was finalized before this profiler "
                                 "cycle ended; its events were not written (%s is complete)",
-                                dft_g.path ? dft_g.path : "the trace file");
+                                path ? path : "the trace file");
+        }
         return PyLong_FromLong(0);
     }
     PyObject *profiler = NULL;
@@ -120,7 +92,7 @@ static PyObject *torch_trace_handler(PyObject *mod, PyObject *prof)
     int64_t trace_start = 0;
     if (!start || dft_kineto_i64(start, &trace_start) < 0)
         goto done;
-    uint64_t gen = atomic_load(&dft_g.gen);
+    uint64_t gen = dft_trace_gen();
     if (results == last_results && trace_start == last_trace_start && gen == last_gen) {
         ret = PyLong_FromLong(0); /* this cycle was written already */
         goto done;
