@@ -2,7 +2,8 @@
  * adds its types and functions to dftracer._core through one function here,
  * called from PyInit__core with the GIL held, in table order.  Returns 0, or
  * -1 with an exception set.  Only module.c includes this table; an
- * integration includes it for its own declaration. */
+ * integration includes it for its own declaration, the test extension for
+ * dft_core_module_create. */
 #ifndef DFT_INTEGRATIONS_H
 #define DFT_INTEGRATIONS_H
 
@@ -19,6 +20,13 @@ int dft_register_cupti(PyObject *module);          /* gpu/: GPU activity */
 int dft_dynamo_state_register(PyObject *module);   /* torch/dynamo_state.c: contexts */
 int dft_dynamo_register(PyObject *module);         /* torch/dynamo_timing.c: graph timers */
 int dft_frame_hook_register(PyObject *module);     /* torch/frame_hook.c: PEP 523 hook */
+
+/* module.c: a module made from def holding what dftracer._core holds (the
+ * logger type, the module functions, every integration in table order).
+ * PyInit__core's, and the test extension's (src/testing/testcore.c), whose
+ * def adds its own functions.  A new reference, or NULL with an exception. */
+struct PyModuleDef;
+PyObject *dft_core_module_create(struct PyModuleDef *def);
 
 #ifdef DFT_INTEGRATIONS_TABLE
 static const dft_integration_fn dft_integrations[] = {

@@ -6,8 +6,6 @@
 #include "core/clock.h"
 #include "core/compress.h"
 #include "core/core.h"
-#include "core/writer_bench.h"
-#include "format/json.h"
 #define DFT_INTEGRATIONS_TABLE
 #include "integrations.h"
 #include "binding/pyargs.h"
@@ -433,34 +431,6 @@ static PyObject *mod_get_time(PyObject *m, PyObject *unused)
     return PyLong_FromLongLong(dft_clock_us());
 }
 
-static PyObject *mod_hash64(PyObject *m, PyObject *arg)
-{
-    (void)m;
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    uint64_t h = dft_hash64(view.buf, (size_t)view.len);
-    PyBuffer_Release(&view);
-    return PyLong_FromUnsignedLongLong(h);
-}
-
-/* _json_string(bytes) -> str: the escaper, for tests. */
-static PyObject *mod_json_string(PyObject *m, PyObject *arg)
-{
-    (void)m;
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    dft_sbuf b = {0};
-    dft_json_string(&b, view.buf, (size_t)view.len);
-    PyBuffer_Release(&view);
-    if (b.failed)
-        return PyErr_NoMemory();
-    PyObject *r = PyUnicode_DecodeUTF8(b.data, (Py_ssize_t)b.len, "strict");
-    dft_sbuf_free(&b);
-    return r;
-}
-
 /* _compression_backend() -> (name, version, level) of the deflate library
  * the writer was built with (docs/performance.md). */
 static PyObject *mod_compression_backend(PyObject *m, PyObject *unused)
@@ -469,35 +439,6 @@ static PyObject *mod_compression_backend(PyObject *m, PyObject *unused)
     (void)unused;
     return Py_BuildValue("(ssi)", dft_compress_backend(), dft_compress_version(),
                          dft_compress_level());
-}
-
-/* _bench_writer(n, compress=True, args=True) -> dict: the writer's format +
- * compress work on n synthetic op events, timed alone on this thread (GIL
- * released). */
-static PyObject *mod_bench_writer(PyObject *m, PyObject *args, PyObject *kw)
-{
-    (void)m;
-    static char *kwlist[] = {"n", "compress", "args", NULL};
-    long long n;
-    int compress = 1, with_args = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "L|pp:_bench_writer", kwlist, &n, &compress,
-                                     &with_args))
-        return NULL;
-    if (n <= 0) {
-        PyErr_SetString(PyExc_ValueError, "_bench_writer: n must be positive");
-        return NULL;
-    }
-    dft_writer_bench_result r;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = dft_writer_bench((uint64_t)n, compress, with_args, &r);
-    Py_END_ALLOW_THREADS
-    if (rc != 0)
-        return PyErr_NoMemory();
-    return Py_BuildValue("{sKsKsKsdsd}", "events", (unsigned long long)r.events, "json_bytes",
-                         (unsigned long long)r.json_bytes, "gz_bytes",
-                         (unsigned long long)r.gz_bytes, "format_s", r.format_s, "compress_s",
-                         r.compress_s);
 }
 
 static PyObject *mod_finalize(PyObject *m, PyObject *unused)
@@ -520,71 +461,14 @@ static PyObject *mod_clock_info(PyObject *m, PyObject *unused)
                          (long long)dft_clock_offset_ns);
 }
 
-/* ns per tracer-clock read, over n reads timed with CLOCK_MONOTONIC. */
-static PyObject *mod_clock_read_cost(PyObject *m, PyObject *arg)
-{
-    (void)m;
-    long n = PyLong_AsLong(arg);
-    if (n == -1 && PyErr_Occurred())
-        return NULL;
-    if (n <= 0) {
-        PyErr_SetString(PyExc_ValueError, "n must be a positive number of reads");
-        return NULL;
-    }
-    volatile int64_t sink = 0;
-    struct timespec a, b;
-    Py_BEGIN_ALLOW_THREADS
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    for (long i = 0; i < n; i++)
-        sink += dft_clock_ns();
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    Py_END_ALLOW_THREADS
-    (void)sink;
-    double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
-    return PyFloat_FromDouble(ns / (double)n);
-}
-
-static PyObject *mod_handoff_delay(PyObject *m, PyObject *arg)
-{
-    (void)m;
-    long us = PyLong_AsLong(arg);
-    if (us == -1 && PyErr_Occurred())
-        return NULL;
-    if (us < 0 || us > 10000000) {
-        PyErr_SetString(PyExc_ValueError, "delay_us must be within 0..10000000");
-        return NULL;
-    }
-    dft_handoff_delay_for_test((int)us);
-    Py_RETURN_NONE;
-}
-
-static PyObject *mod_clock_skew(PyObject *m, PyObject *arg)
-{
-    (void)m;
-    long long ns = PyLong_AsLongLong(arg);
-    if (ns == -1 && PyErr_Occurred())
-        return NULL;
-    return PyBool_FromLong(dft_clock_skew_for_test((int64_t)ns));
-}
-
 static PyMethodDef module_methods[] = {
     {"get_time", mod_get_time, METH_NOARGS, "Microseconds since the epoch (tracer clock)."},
     {"finalize", mod_finalize, METH_NOARGS, "Finalizes the trace (used at exit)."},
     {"is_active", mod_is_active, METH_NOARGS, "True while events are being recorded."},
     {"_clock_info", mod_clock_info, METH_NOARGS,
      "{'source': 'tsc' or 'monotonic', 'offset_ns': wall minus monotonic clock}."},
-    {"_clock_read_cost", mod_clock_read_cost, METH_O,
-     "_clock_read_cost(n): ns per tracer-clock read, averaged over n reads."},
-    {"_handoff_delay_for_test", mod_handoff_delay, METH_O,
-     "_handoff_delay_for_test(delay_us): tests only; widens the hand-off window"},
-    {"_clock_skew_for_test", mod_clock_skew, METH_O,
-     "Tests only: moves the fitted TSC clock by ns; False when there is none."},
-    {"_hash64", mod_hash64, METH_O, "XXH64 (seed 0) of a bytes-like object."},
-    {"_json_string", mod_json_string, METH_O, "The JSON string dftracer writes for bytes."},
     {"_compression_backend", mod_compression_backend, METH_NOARGS,
      "(name, version, level) of the deflate library the writer uses."},
-    {"_bench_writer", (PyCFunction)(void (*)(void))mod_bench_writer, METH_VARARGS | METH_KEYWORDS,
-     "_bench_writer(n, compress=True, args=True) -> dict: format + compress of n events, timed."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -606,14 +490,14 @@ static struct PyModuleDef core_module = {
     .m_name = "dftracer._core",
     .m_doc = "dftracer's native core: clock, buffers, writers and the logger.",
     .m_size = -1,
-    .m_methods = module_methods,
 };
 
-PyMODINIT_FUNC PyInit__core(void)
+/* GIL held, at import. */
+PyObject *dft_core_module_create(struct PyModuleDef *def)
 {
     if (PyType_Ready(&LoggerType) < 0)
         return NULL;
-    PyObject *m = PyModule_Create(&core_module);
+    PyObject *m = PyModule_Create(def);
     if (!m)
         return NULL;
     if (!logger_singleton) {
@@ -623,7 +507,8 @@ PyMODINIT_FUNC PyInit__core(void)
     }
     dft_clock_init();
     dft_set_python_hooks(release_gil, restore_gil, py_thread_name);
-    if (PyModule_AddObjectRef(m, "dftracer", (PyObject *)&LoggerType) < 0 ||
+    if (PyModule_AddFunctions(m, module_methods) < 0 ||
+        PyModule_AddObjectRef(m, "dftracer", (PyObject *)&LoggerType) < 0 ||
         PyModule_AddObjectRef(m, "logger", logger_singleton) < 0 ||
         PyModule_AddStringConstant(m, "__version__", DFT_VERSION) < 0)
         goto fail;
@@ -641,3 +526,5 @@ fail:
     Py_DECREF(m);
     return NULL;
 }
+
+PyMODINIT_FUNC PyInit__core(void) { return dft_core_module_create(&core_module); }

@@ -19,6 +19,10 @@
 
 #define ID_BLOCK 4096
 
+#ifdef DFT_TESTING
+_Atomic int dft_test_handoff_delay_us;
+#endif
+
 static __thread dft_tstate *tls_state __attribute__((tls_model("initial-exec")));
 static pthread_key_t tstate_key;
 static pthread_once_t tstate_key_once = PTHREAD_ONCE_INIT;
@@ -135,9 +139,11 @@ static void tstate_handoff_held(dft_tstate *ts, int snapshot)
     out->gen = gen;
     dft_writer_handoff_begin(); /* a drain from now on waits for this chunk */
     pthread_mutex_unlock(&ts->lock);
-    int delay = atomic_load_explicit(&dft_g.test_handoff_delay_us, memory_order_relaxed);
-    if (__builtin_expect(delay > 0, 0))
+#ifdef DFT_TESTING
+    int delay = atomic_load_explicit(&dft_test_handoff_delay_us, memory_order_relaxed);
+    if (delay > 0)
         usleep((useconds_t)delay);
+#endif
     dft_writer_submit(out);
 }
 
@@ -429,10 +435,6 @@ void dft_scope_pop(void)
     if (ts && ts->depth > 0)
         ts->depth--;
 }
-
-/* Tests only (_core._handoff_delay_for_test): microseconds a thread sleeps
- * between handing a chunk off and queuing it, to make that window wide. */
-void dft_handoff_delay_for_test(int us) { atomic_store(&dft_g.test_handoff_delay_us, us); }
 
 /* ---- scope tokens ------------------------------------------------------- */
 

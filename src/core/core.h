@@ -23,6 +23,14 @@
 /* The version, from dftracer/_version.py (setup.py defines it). */
 #ifndef DFT_VERSION
 #error "DFT_VERSION is defined by setup.py from dftracer/_version.py"
+#ifdef DFT_TESTING
+/* ---- test hooks: only in the test extension (src/testing/) ------------------ */
+
+/* Microseconds a thread sleeps between handing a full buffer off and queuing
+ * it, to make that window wide (core/buffer.c). */
+extern _Atomic int dft_test_handoff_delay_us;
+#endif
+
 #endif
 
 /* ---- lifecycle (core/tracer.c) ------------------------------------------ */
@@ -154,9 +162,6 @@ void dft_scope_close_here(dft_scope_tok *t);
 /* 1 when t's scope is the innermost one of the calling thread. */
 int dft_scope_current(const dft_scope_tok *t);
 
-/* Tests only: widens the window between a hand-off and the queue (us). */
-void dft_handoff_delay_for_test(int us);
-
 static inline int dft_scope_opened(const dft_scope_tok *t) { return t->ts != 0; }
 
 /* Names the lane (pid, tid) (a GPU stream, a device) with a thread_name
@@ -166,5 +171,13 @@ static inline int dft_scope_opened(const dft_scope_tok *t) { return t->ts != 0; 
  * no GIL. */
 int dft_name_lane_once(int64_t pid, int64_t tid, const char *thread_name,
                        const char *process_name);
+
+#ifdef DFT_TESTING
+/* ---- test hooks: only in the test extension (src/testing/) ------------------ */
+
+/* Microseconds a thread sleeps between handing a full buffer off and queuing
+ * it, to make that window wide (core/buffer.c). */
+extern _Atomic int dft_test_handoff_delay_us;
+#endif
 
 #endif

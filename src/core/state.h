@@ -71,9 +71,6 @@ typedef struct dft_globals {
     void (*after_wait)(void *);
     /* The calling thread's Python name (see dft_set_python_hooks). */
     int (*thread_name)(char *buf, size_t cap);
-    /* Tests only: microseconds a thread sleeps between handing a chunk off
-     * and queuing it, to make that window wide (_core._handoff_delay_for_test). */
-    _Atomic int test_handoff_delay_us;
 } dft_globals;
 
 extern dft_globals dft_g;

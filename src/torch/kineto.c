@@ -198,16 +198,9 @@ static int read_event(PyObject *const *m, PyObject *ev, pp_vec *v, const pp_opts
         e->dev_mem = dft_pp_is_gpu_mem_device(e->device_type) ? nbytes : 0;
         e->device_type = DEV_CPU; /* as torch reports these events */
         e->kind = is_mem ? KIND_MEMORY : KIND_OOM;
-        if (is_mem) {
-            pp_mem *r = dft_pp_push_mem(v);
-            if (!r) {
-                PyErr_NoMemory();
-                goto drop_err;
-            }
-            r->ts_ns = e->start_ns;
-            r->cpu = e->cpu_mem;
-            r->dev = e->dev_mem;
-            r->ev = v->n - 1;
+        if (is_mem && dft_pp_note_memory(v) < 0) {
+            PyErr_NoMemory();
+            goto drop_err;
         }
         return 0;
     }

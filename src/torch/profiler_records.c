@@ -26,7 +26,7 @@ pp_event *dft_pp_push(pp_vec *v)
     return e;
 }
 
-pp_mem *dft_pp_push_mem(pp_vec *v)
+static pp_mem *push_mem(pp_vec *v)
 {
     if (v->nmem == v->capmem) {
         size_t cap = v->capmem ? v->capmem * 2 : 256;
@@ -37,6 +37,19 @@ pp_mem *dft_pp_push_mem(pp_vec *v)
         v->capmem = cap;
     }
     return &v->mem[v->nmem++];
+}
+
+int dft_pp_note_memory(pp_vec *v)
+{
+    pp_mem *r = push_mem(v);
+    if (!r)
+        return -1;
+    const pp_event *e = &v->ev[v->n - 1];
+    r->ts_ns = e->start_ns;
+    r->cpu = e->cpu_mem;
+    r->dev = e->dev_mem;
+    r->ev = v->n - 1;
+    return 0;
 }
 
 void dft_pp_free(pp_vec *v)

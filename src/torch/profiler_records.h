@@ -68,9 +68,11 @@ typedef struct pp_vec {
     size_t nmem, capmem;
 } pp_vec;
 
-/* A new zeroed event / memory record at the end of v; NULL when out of memory. */
+/* A new zeroed event at the end of v; NULL when out of memory. */
 pp_event *dft_pp_push(pp_vec *v);
-pp_mem *dft_pp_push_mem(pp_vec *v);
+/* Marks v's last event, a "[memory]" record (kind KIND_MEMORY, its bytes in
+ * cpu_mem/dev_mem), for dft_pp_attribute_memory.  0, or -1 when out of memory. */
+int dft_pp_note_memory(pp_vec *v);
 /* Frees v's arrays (not what the events' name_owner holds). */
 void dft_pp_free(pp_vec *v);
 
