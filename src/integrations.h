@@ -16,7 +16,7 @@ int dft_profile_register(PyObject *module);        /* profile/: dft_fn, decorato
 int dft_io_register(PyObject *module);             /* io/: POSIX/stdio tracing */
 int dft_tools_register(PyObject *module);          /* reader/: trace readers for the CLI */
 int dft_torch_profiler_register(PyObject *module); /* torch/trace_handler.c */
-int dft_register_cupti(PyObject *module);          /* gpu/: GPU activity */
+int dft_cupti_register(PyObject *module);          /* gpu/: GPU activity */
 int dft_dynamo_state_register(PyObject *module);   /* torch/dynamo_state.c: contexts */
 int dft_dynamo_register(PyObject *module);         /* torch/dynamo_timing.c: graph timers */
 int dft_frame_hook_register(PyObject *module);     /* torch/frame_hook.c: PEP 523 hook */
@@ -34,7 +34,7 @@ static const dft_integration_fn dft_integrations[] = {
     dft_io_register,
     dft_tools_register,
     dft_torch_profiler_register,
-    dft_register_cupti,
+    dft_cupti_register,
     dft_dynamo_state_register,
     dft_dynamo_register,
     dft_frame_hook_register,

@@ -505,6 +505,12 @@ PyObject *dft_core_module_create(struct PyModuleDef *def)
         if (!logger_singleton)
             goto fail;
     }
+#ifdef Py_GIL_DISABLED
+    /* Py_mod_gil, declared the way a single-phase module does: the module
+     * needs the GIL (docs/architecture.md, "Threads and the GIL"). */
+    if (PyUnstable_Module_SetGIL(m, Py_MOD_GIL_USED) < 0)
+        goto fail;
+#endif
     dft_clock_init();
     dft_set_python_hooks(release_gil, restore_gil, py_thread_name);
     if (PyModule_AddFunctions(m, module_methods) < 0 ||

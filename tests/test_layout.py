@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SRC = os.path.join(ROOT, "src")
 
 # What each folder may include (besides itself and the public dftracer.h).
 ALLOWED = {
@@ -82,3 +83,14 @@ def test_core_state_is_private():
         bad += [f"{path}:{text.count(chr(10), 0, m.start()) + 1} names {m.group(0)}"
                 for m in CORE_STATE.finditer(text)]
     assert not bad, "the core's private state used outside core/:\n" + "\n".join(bad)
+
+
+def test_the_architecture_page_names_every_source_file():
+    """docs/architecture.md is the map of src/: every file is named there (as
+    `name` in its folder's paragraph, or as `folder/name`)."""
+    with open(os.path.join(ROOT, "docs", "architecture.md"), encoding="utf-8") as f:
+        doc = f.read()
+    missing = [p for p in sources()
+               if f"`{os.path.basename(p)}`" not in doc and f"`{p}`" not in doc
+               and f"src/{p}" not in doc]
+    assert not missing, "not named in docs/architecture.md: " + ", ".join(sorted(missing))

@@ -438,7 +438,8 @@ void dft_scope_pop(void)
 
 /* ---- scope tokens ------------------------------------------------------- */
 
-/* Callers have checked that tracing is active.  Any thread, no GIL. */
+/* Callers have checked that tracing is active (dft_trace_ready).  Any
+ * thread, no GIL. */
 void dft_scope_open(dft_scope_tok *t)
 {
     t->ts = NULL;
@@ -446,7 +447,7 @@ void dft_scope_open(dft_scope_tok *t)
     if (!ts)
         return;
     int before = ts->depth;
-    dft_enter_scope();
+    dft_scope_push();
     if (ts->depth == before + 1) {
         t->ts = ts;
         t->depth = ts->depth;

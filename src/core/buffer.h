@@ -12,7 +12,7 @@ void dft_flush_all_threads(int wait);
  * (a signal handler's fallback).  Async-signal context. */
 void dft_flush_threads_from_signal(void);
 /* Hands to the writer the buffers of threads whose records were already there
- * at the previous call (the time-based flush; see core/tracer.c). */
+ * at the previous call (the time-based flush; see core/flusher.c). */
 void dft_flush_aged_threads(void);
 /* Writes the calling thread's committed records at once, bypassing the queue
  * (a new trace's header). */

@@ -132,7 +132,7 @@ static void add_site_packages_dirs(void)
     }
 }
 
-int dft_register_cupti(PyObject *module)
+int dft_cupti_register(PyObject *module)
 {
     if (PyModule_AddFunctions(module, cupti_methods) < 0)
         return -1;
