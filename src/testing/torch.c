@@ -1,6 +1,8 @@
-/* testing/torch.c: the test extension's entry point into the pure part of the
- * torch.profiler handler (torch/profiler_records.c): synthetic profiler events
- * in, the PP events that would be written out, with no torch.  GIL held. */
+/* testing/torch.c: the test extension's entry points into the torch.profiler
+ * handler without torch: synthetic profiler events through its pure part
+ * (torch/profiler_records.c: the PP events they would be written as), and
+ * through its writing (torch/trace_handler.c: into the trace, device lanes
+ * named).  GIL held unless noted. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -8,6 +10,7 @@
 
 #include "testing/testing.h"
 #include "torch/profiler_records.h"
+#include "torch/trace_handler.h"
 
 /* dict[key] as an int64 into *out when present (else *out is kept). */
 static int get_i64(PyObject *d, const char *key, int64_t *out)
@@ -103,6 +106,19 @@ static PyObject *written(const pp_event *e, int64_t offset_ns)
                          (long long)ev.tid, "args", a);
 }
 
+/* Reads and analyses events into v; 0, or -1 with an exception (free v). */
+static int stage(PyObject *events, int use_device, pp_vec *v)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++)
+        if (read_synthetic(PyList_GET_ITEM(events, i), v) < 0)
+            return -1;
+    if (dft_pp_attribute_memory(v) < 0 || dft_pp_compute_shares(v, use_device) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
 /* _torch_records_for_test(events, use_device=False, offset_ns=0) -> list:
  * events are dicts of the fields torch/kineto.c reads (name, kind 0 op /
  * 1 memory / 2 OOM, start_ns, end_ns, tid, device_type, device_index, corr,
@@ -120,13 +136,8 @@ static PyObject *torch_records_for_test(PyObject *m, PyObject *args, PyObject *k
         return NULL;
     pp_vec v = {0};
     PyObject *out = NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++)
-        if (read_synthetic(PyList_GET_ITEM(events, i), &v) < 0)
-            goto done;
-    if (dft_pp_attribute_memory(&v) < 0 || dft_pp_compute_shares(&v, use_device) < 0) {
-        PyErr_NoMemory();
+    if (stage(events, use_device, &v) < 0)
         goto done;
-    }
     out = PyList_New((Py_ssize_t)v.n);
     for (size_t i = 0; out && i < v.n; i++) {
         PyObject *w = written(&v.ev[i], offset_ns);
@@ -140,7 +151,35 @@ done:
     return out;
 }
 
+/* _torch_write_for_test(events, use_device=False) -> int: writes synthetic
+ * profiler events into the trace as the handler does (Kineto clock = the
+ * tracer clock); returns how many were recorded. */
+static PyObject *torch_write_for_test(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    (void)m;
+    static char *kwlist[] = {"events", "use_device", NULL};
+    PyObject *events;
+    int use_device = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|p:_torch_write_for_test", kwlist,
+                                     &PyList_Type, &events, &use_device))
+        return NULL;
+    pp_vec v = {0};
+    PyObject *out = NULL;
+    if (stage(events, use_device, &v) == 0) {
+        Py_ssize_t written;
+        Py_BEGIN_ALLOW_THREADS
+        written = dft_torch_write(&v, 0);
+        Py_END_ALLOW_THREADS
+        out = PyLong_FromSsize_t(written);
+    }
+    dft_pp_free(&v);
+    return out;
+}
+
 static PyMethodDef torch_test_methods[] = {
+    {"_torch_write_for_test", (PyCFunction)(void (*)(void))torch_write_for_test,
+     METH_VARARGS | METH_KEYWORDS,
+     "Writes synthetic profiler events as the handler does; returns how many were recorded."},
     {"_torch_records_for_test", (PyCFunction)(void (*)(void))torch_records_for_test,
      METH_VARARGS | METH_KEYWORDS,
      "The PP events synthetic profiler events would be written as (None: not written)."},

@@ -16,6 +16,7 @@
 #include "dftracer.h"
 #include "integrations.h"
 #include "torch/kineto.h"
+#include "torch/trace_handler.h"
 
 #include <stdio.h>
 
@@ -40,8 +41,8 @@ static void name_lane(const pp_event *e, int64_t pid)
     dft_name_lane_once(pid, e->tid, stream_name, process_name);
 }
 
-/* Writes the staged events; returns how many were recorded.  No GIL. */
-static Py_ssize_t emit_all(const pp_vec *v, int64_t offset_ns)
+/* No GIL. */
+Py_ssize_t dft_torch_write(const pp_vec *v, int64_t offset_ns)
 {
     Py_ssize_t written = 0;
     dft_arg args[DFT_PP_NARGS];
@@ -110,7 +111,7 @@ static PyObject *torch_trace_handler(PyObject *mod, PyObject *prof)
      * moved the wall clock since start-up. */
     int64_t offset_ns = dft_clock_minus_realtime_ns();
     Py_BEGIN_ALLOW_THREADS
-    written = emit_all(&v, offset_ns);
+    written = dft_torch_write(&v, offset_ns);
     Py_END_ALLOW_THREADS
     last_results = results;
     last_trace_start = trace_start;

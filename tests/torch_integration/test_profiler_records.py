@@ -8,9 +8,11 @@ test_torch_profiler.py."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from tracefile import get_testcore
+from tracefile import USE_TESTCORE, find_traces, get_testcore, read_trace, run_python
 
 OP, MEMORY, OOM = 0, 1, 2
 CUDA = 1
@@ -118,3 +120,50 @@ def test_bad_events_are_refused():
         records([{"name": "x", "start_ns": "soon"}])
     with pytest.raises(ValueError, match="kind"):
         records([{"name": "x", "kind": 5}])
+
+
+
+WRITE_SCRIPT = """
+import json
+from dftracer import _core
+from dftracer.python import dftracer
+log = dftracer.initialize_log(STEM)
+T = log.get_time() * 1000
+def ev(name, start_us, dur_us, **kw):
+    return dict(name=name, start_ns=T + start_us * 1000, end_ns=T + (start_us + dur_us) * 1000,
+                **kw)
+events = [ev("aten::mm", 0, 100, tid=11, corr=1)]
+for device, stream, n in ((0, 7, 3), (0, 9, 2), (1, 7, 2)):
+    events += [ev("kernel", 10 + i, 1, device_type=1, device_index=device, tid=stream, linked=1)
+               for i in range(n)]
+first = _core._torch_write_for_test(events, use_device=True)
+again = _core._torch_write_for_test(events[1:3], use_device=True)  # lanes known: not renamed
+print(json.dumps([first, again, __import__("os").getpid()]))
+log.finalize()
+"""
+
+
+def test_device_events_go_on_lanes_named_once_per_file(tmp_path):
+    """The handler's writer (torch/trace_handler.c) puts device events on a
+    pid per (process, device) and a tid per stream, and names each pid once
+    (process_name) and each (pid, stream) once (thread_name) per file."""
+    get_testcore()
+    code = USE_TESTCORE + WRITE_SCRIPT.replace("STEM", repr(str(tmp_path / "lanes")))
+    proc = run_python(code, env={"DFTRACER_ENABLE": "1"})
+    first, again, pid = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (first, again) == (8, 2)
+    (path,) = find_traces(str(tmp_path), "lanes")
+    trace = read_trace(path)
+    lane = {d: 0x10000000 + (pid & 0x3FFFFF) * 16 + d for d in (0, 1)}
+    pp = trace.of("X", cat="PP")
+    assert sorted((e["pid"], e["tid"]) for e in pp if e["name"] == "kernel") == sorted(
+        [(lane[0], 7)] * 5 + [(lane[0], 9)] * 2 + [(lane[1], 7)] * 2)
+    (mm,) = [e for e in pp if e["name"] == "aten::mm"]
+    assert (mm["pid"], mm["tid"]) == (pid, 11)
+    procs = [(e["pid"], e["args"]["name"]) for e in trace.of("M", name="process_name")
+             if e["pid"] != pid]
+    assert sorted(procs) == [(lane[0], f"cuda:0 (pid {pid})"), (lane[1], f"cuda:1 (pid {pid})")]
+    threads = [(e["pid"], e["tid"], e["args"]["name"]) for e in trace.of("M", name="thread_name")
+               if e["pid"] != pid]
+    assert sorted(threads) == [(lane[0], 7, "cuda:0 stream 7"), (lane[0], 9, "cuda:0 stream 9"),
+                               (lane[1], 7, "cuda:1 stream 7")]
