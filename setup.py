@@ -4,7 +4,10 @@ pyproject.toml and MANIFEST.in.
 
 Build switches (environment): DFTRACER_SANITIZE=1 (ASan + UBSan),
 DFTRACER_BUILD_CUPTI=0 (no CUPTI), DFTRACER_FRAME_HOOK_MAX_PY=0x030A (treat
-CPython newer than 3.10 as untested for the frame hook; for tests).
+CPython newer than 3.10 as untested for the frame hook; for tests),
+DFTRACER_BUILD_TESTCORE=1 (also build the test extension, _dftracer_testcore:
+the same sources with the core's test hooks and src/testing/, for the test and
+benchmark targets of the Makefile; never in a wheel) or =only (just that one).
 """
 
 import glob
@@ -12,10 +15,12 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import sysconfig
 import tempfile
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 from setuptools.command.sdist import sdist
 
@@ -53,6 +58,21 @@ class sdist_sources_only(sdist):
     def make_distribution(self):
         self.filelist.files = [f for f in self.filelist.files if not self.BUILT.search(f)]
         super().make_distribution()
+
+
+class build_ext_apart(build_ext):
+    """Compiles the test extension's objects in a folder of their own: its
+    sources are the core's with other macros, so they must not share objects."""
+
+    def build_extension(self, ext):
+        if ext.name != TESTCORE:
+            return super().build_extension(ext)
+        temp = self.build_temp
+        self.build_temp = os.path.join(temp, "testcore")
+        try:
+            super().build_extension(ext)
+        finally:
+            self.build_temp = temp
 
 
 def _cupti_include():
@@ -119,19 +139,39 @@ if os.environ.get("DFTRACER_SANITIZE"):
     extra_compile_args += flags
     extra_link_args += ["-fsanitize=address,undefined"]
 
+# src/testing/ is the test extension's alone.
+SOURCES = sorted(glob.glob("src/**/*.c", recursive=True))
+CORE_SOURCES = [f for f in SOURCES if not f.startswith("src/testing/")]
+TESTCORE = "_dftracer_testcore"
+_testcore = os.environ.get("DFTRACER_BUILD_TESTCORE", "0").strip().lower()
+if _testcore not in ("0", "1", "only"):
+    raise SystemExit(f"DFTRACER_BUILD_TESTCORE={_testcore!r}: use 0, 1 or only")
+if _testcore != "0" and {"bdist_wheel", "sdist", "install", "develop", "editable_wheel"} & set(sys.argv):
+    raise SystemExit("DFTRACER_BUILD_TESTCORE is for `setup.py build` and `build_ext`: the test "
+                     "extension never goes into a package")
+
+
+def _extension(name, sources, macros):
+    return Extension(
+        name,
+        sources=sources,
+        depends=sorted(glob.glob("src/**/*.h", recursive=True)),
+        include_dirs=include_dirs,
+        define_macros=define_macros + macros,
+        libraries=_backend_libs + ["z", "dl", "pthread"],
+        extra_compile_args=extra_compile_args,
+        extra_link_args=extra_link_args,
+    )
+
+
+ext_modules = []
+if _testcore != "only":
+    ext_modules.append(_extension("dftracer._core", CORE_SOURCES, []))
+if _testcore != "0":
+    ext_modules.append(_extension(TESTCORE, SOURCES, [("DFT_TESTING", "1")]))
+
 setup(
-    cmdclass={"build_py": build_py_with_pth, "sdist": sdist_sources_only},
-    ext_modules=[
-        Extension(
-            "dftracer._core",
-            # recursive: the sources may sit in per-subsystem folders
-            sources=sorted(glob.glob("src/**/*.c", recursive=True)),
-            depends=sorted(glob.glob("src/**/*.h", recursive=True)),
-            include_dirs=include_dirs,
-            define_macros=define_macros,
-            libraries=_backend_libs + ["z", "dl", "pthread"],
-            extra_compile_args=extra_compile_args,
-            extra_link_args=extra_link_args,
-        )
-    ]
+    cmdclass={"build_py": build_py_with_pth, "sdist": sdist_sources_only,
+              "build_ext": build_ext_apart},
+    ext_modules=ext_modules,
 )

@@ -2,7 +2,8 @@
  * adds its types and functions to dftracer._core through one function here,
  * called from PyInit__core with the GIL held, in table order.  Returns 0, or
  * -1 with an exception set.  Only module.c includes this table; an
- * integration includes it for its own declaration. */
+ * integration includes it for its own declaration, the test extension for
+ * dft_core_module_create. */
 #ifndef DFT_INTEGRATIONS_H
 #define DFT_INTEGRATIONS_H
 
@@ -15,10 +16,17 @@ int dft_profile_register(PyObject *module);        /* profile/: dft_fn, decorato
 int dft_io_register(PyObject *module);             /* io/: POSIX/stdio tracing */
 int dft_tools_register(PyObject *module);          /* reader/: trace readers for the CLI */
 int dft_torch_profiler_register(PyObject *module); /* torch/trace_handler.c */
-int dft_register_cupti(PyObject *module);          /* gpu/: GPU activity */
+int dft_cupti_register(PyObject *module);          /* gpu/: GPU activity */
 int dft_dynamo_state_register(PyObject *module);   /* torch/dynamo_state.c: contexts */
 int dft_dynamo_register(PyObject *module);         /* torch/dynamo_timing.c: graph timers */
 int dft_frame_hook_register(PyObject *module);     /* torch/frame_hook.c: PEP 523 hook */
+
+/* module.c: a module made from def holding what dftracer._core holds (the
+ * logger type, the module functions, every integration in table order).
+ * PyInit__core's, and the test extension's (src/testing/testcore.c), whose
+ * def adds its own functions.  A new reference, or NULL with an exception. */
+struct PyModuleDef;
+PyObject *dft_core_module_create(struct PyModuleDef *def);
 
 #ifdef DFT_INTEGRATIONS_TABLE
 static const dft_integration_fn dft_integrations[] = {
@@ -26,7 +34,7 @@ static const dft_integration_fn dft_integrations[] = {
     dft_io_register,
     dft_tools_register,
     dft_torch_profiler_register,
-    dft_register_cupti,
+    dft_cupti_register,
     dft_dynamo_state_register,
     dft_dynamo_register,
     dft_frame_hook_register,

@@ -6,8 +6,6 @@
 #include "core/clock.h"
 #include "core/compress.h"
 #include "core/core.h"
-#include "core/writer_bench.h"
-#include "format/json.h"
 #define DFT_INTEGRATIONS_TABLE
 #include "integrations.h"
 #include "binding/pyargs.h"
@@ -32,7 +30,8 @@ static void restore_gil(void *h)
 
 /* ---- thread names ------------------------------------------------------ */
 
-/* dft_g.thread_name: threading.current_thread().name, read as
+/* The core's thread_name hook (dft_set_python_hooks):
+ * threading.current_thread().name, read as
  * threading._active[get_ident()]._name without running Python code (no call,
  * no import), so it is safe inside the tracer's emit path.  -1 when the
  * calling thread does not hold the GIL; 0 when it is not a threading thread.
@@ -112,8 +111,8 @@ static int export_env(void)
         const char *value;
     } items[] = {
         {"DFTRACER_ENABLE", "1"},
-        {"DFTRACER_LOG_FILE", dft_g.cfg.log_file},
-        {"DFTRACER_DATA_DIR", dft_g.cfg.data_dir},
+        {"DFTRACER_LOG_FILE", dft_trace_config()->log_file},
+        {"DFTRACER_DATA_DIR", dft_trace_config()->data_dir},
     };
     for (size_t i = 0; i < sizeof items / sizeof *items && rc == 0; i++) {
         if (!items[i].value)
@@ -208,14 +207,15 @@ static PyObject *logger_initialize_log(PyObject *unused, PyObject *args, PyObjec
     }
     const char *lf_s = lf_holder ? PyBytes_AS_STRING(lf_holder) : NULL;
     const char *dd_s = dd_holder ? PyBytes_AS_STRING(dd_holder) : NULL;
-    int was_active = atomic_load(&dft_g.state) == DFT_STATE_ACTIVE && dft_g.explicit_init;
+    int was_active = dft_trace_state() == DFT_STATE_ACTIVE && dft_trace_explicit();
     if (was_active && lf_s) {
         char *stem = dft_config_stem(lf_s);
-        if (stem && dft_g.cfg.log_file && strcmp(stem, dft_g.cfg.log_file) != 0 &&
+        const char *cur = dft_trace_config()->log_file;
+        if (stem && cur && strcmp(stem, cur) != 0 &&
             PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
                              "dftracer is already tracing to %s; initialize_log(%s) ignored "
                              "(call finalize() first)",
-                             dft_g.path, lf_s) < 0) {
+                             dft_trace_path(), lf_s) < 0) {
             free(stem);
             Py_XDECREF(lf_holder);
             Py_XDECREF(dd_holder);
@@ -242,8 +242,7 @@ static PyObject *logger_initialize_log(PyObject *unused, PyObject *args, PyObjec
     Py_XDECREF(dd_holder);
     if (rc < 0) {
         int e = errno;
-        PyObject *exc = PyObject_CallFunction(PyExc_OSError, "isz", e, err,
-                                              dft_g.path ? dft_g.path : NULL);
+        PyObject *exc = PyObject_CallFunction(PyExc_OSError, "isz", e, err, dft_trace_path());
         if (exc) {
             PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
             Py_DECREF(exc);
@@ -294,7 +293,7 @@ static PyObject *logger_log_event(PyObject *self, PyObject *const *args, Py_ssiz
         return NULL;
     if (v[7] && v[7] != Py_None && !PyDict_Check(v[7]))
         return dft_pyargs_type_error("relations", "a dict or None", v[7]);
-    if (!atomic_load_explicit(&dft_g.active, memory_order_relaxed) && dft_lazy_start() != 0) {
+    if (!dft_trace_ready()) {
         /* Inactive: still reject what would be rejected when active. */
         if (!PyUnicode_Check(v[0]) || !PyUnicode_Check(v[1]))
             return dft_pyargs_type_error(!PyUnicode_Check(v[0]) ? "name" : "cat", "str",
@@ -334,7 +333,7 @@ static PyObject *logger_log_metadata_event(PyObject *self, PyObject *const *args
         return dft_pyargs_type_error("key", "str", v[0]);
     if (!PyUnicode_Check(v[1]))
         return dft_pyargs_type_error("value", "str", v[1]);
-    if (!atomic_load_explicit(&dft_g.active, memory_order_relaxed) && dft_lazy_start() != 0)
+    if (!dft_trace_ready())
         Py_RETURN_NONE;
     PyObject *kb = NULL, *vb = NULL;
     const char *k = dft_pyargs_utf8(v[0], &kl, &kb);
@@ -379,11 +378,11 @@ static PyObject *logger_trace_path(PyObject *self, void *closure)
 {
     (void)self;
     (void)closure;
-    if (atomic_load(&dft_g.state) == DFT_STATE_UNINIT || !dft_g.path ||
-        atomic_load(&dft_g.state) == DFT_STATE_DISABLED)
+    int state = dft_trace_state();
+    const char *path = dft_trace_path();
+    if (state == DFT_STATE_UNINIT || state == DFT_STATE_DISABLED || !path)
         Py_RETURN_NONE;
-    const char *path = dft_writer_path();
-    return PyUnicode_DecodeFSDefault(path ? path : dft_g.path);
+    return PyUnicode_DecodeFSDefault(path);
 }
 
 static PyMethodDef logger_methods[] = {
@@ -432,34 +431,6 @@ static PyObject *mod_get_time(PyObject *m, PyObject *unused)
     return PyLong_FromLongLong(dft_clock_us());
 }
 
-static PyObject *mod_hash64(PyObject *m, PyObject *arg)
-{
-    (void)m;
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    uint64_t h = dft_hash64(view.buf, (size_t)view.len);
-    PyBuffer_Release(&view);
-    return PyLong_FromUnsignedLongLong(h);
-}
-
-/* _json_string(bytes) -> str: the escaper, for tests. */
-static PyObject *mod_json_string(PyObject *m, PyObject *arg)
-{
-    (void)m;
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    dft_sbuf b = {0};
-    dft_json_string(&b, view.buf, (size_t)view.len);
-    PyBuffer_Release(&view);
-    if (b.failed)
-        return PyErr_NoMemory();
-    PyObject *r = PyUnicode_DecodeUTF8(b.data, (Py_ssize_t)b.len, "strict");
-    dft_sbuf_free(&b);
-    return r;
-}
-
 /* _compression_backend() -> (name, version, level) of the deflate library
  * the writer was built with (docs/performance.md). */
 static PyObject *mod_compression_backend(PyObject *m, PyObject *unused)
@@ -468,35 +439,6 @@ static PyObject *mod_compression_backend(PyObject *m, PyObject *unused)
     (void)unused;
     return Py_BuildValue("(ssi)", dft_compress_backend(), dft_compress_version(),
                          dft_compress_level());
-}
-
-/* _bench_writer(n, compress=True, args=True) -> dict: the writer's format +
- * compress work on n synthetic op events, timed alone on this thread (GIL
- * released). */
-static PyObject *mod_bench_writer(PyObject *m, PyObject *args, PyObject *kw)
-{
-    (void)m;
-    static char *kwlist[] = {"n", "compress", "args", NULL};
-    long long n;
-    int compress = 1, with_args = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "L|pp:_bench_writer", kwlist, &n, &compress,
-                                     &with_args))
-        return NULL;
-    if (n <= 0) {
-        PyErr_SetString(PyExc_ValueError, "_bench_writer: n must be positive");
-        return NULL;
-    }
-    dft_writer_bench_result r;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = dft_writer_bench((uint64_t)n, compress, with_args, &r);
-    Py_END_ALLOW_THREADS
-    if (rc != 0)
-        return PyErr_NoMemory();
-    return Py_BuildValue("{sKsKsKsdsd}", "events", (unsigned long long)r.events, "json_bytes",
-                         (unsigned long long)r.json_bytes, "gz_bytes",
-                         (unsigned long long)r.gz_bytes, "format_s", r.format_s, "compress_s",
-                         r.compress_s);
 }
 
 static PyObject *mod_finalize(PyObject *m, PyObject *unused)
@@ -519,71 +461,14 @@ static PyObject *mod_clock_info(PyObject *m, PyObject *unused)
                          (long long)dft_clock_offset_ns);
 }
 
-/* ns per tracer-clock read, over n reads timed with CLOCK_MONOTONIC. */
-static PyObject *mod_clock_read_cost(PyObject *m, PyObject *arg)
-{
-    (void)m;
-    long n = PyLong_AsLong(arg);
-    if (n == -1 && PyErr_Occurred())
-        return NULL;
-    if (n <= 0) {
-        PyErr_SetString(PyExc_ValueError, "n must be a positive number of reads");
-        return NULL;
-    }
-    volatile int64_t sink = 0;
-    struct timespec a, b;
-    Py_BEGIN_ALLOW_THREADS
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    for (long i = 0; i < n; i++)
-        sink += dft_clock_ns();
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    Py_END_ALLOW_THREADS
-    (void)sink;
-    double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
-    return PyFloat_FromDouble(ns / (double)n);
-}
-
-static PyObject *mod_handoff_delay(PyObject *m, PyObject *arg)
-{
-    (void)m;
-    long us = PyLong_AsLong(arg);
-    if (us == -1 && PyErr_Occurred())
-        return NULL;
-    if (us < 0 || us > 10000000) {
-        PyErr_SetString(PyExc_ValueError, "delay_us must be within 0..10000000");
-        return NULL;
-    }
-    atomic_store(&dft_g.test_handoff_delay_us, (int)us);
-    Py_RETURN_NONE;
-}
-
-static PyObject *mod_clock_skew(PyObject *m, PyObject *arg)
-{
-    (void)m;
-    long long ns = PyLong_AsLongLong(arg);
-    if (ns == -1 && PyErr_Occurred())
-        return NULL;
-    return PyBool_FromLong(dft_clock_skew_for_test((int64_t)ns));
-}
-
 static PyMethodDef module_methods[] = {
     {"get_time", mod_get_time, METH_NOARGS, "Microseconds since the epoch (tracer clock)."},
     {"finalize", mod_finalize, METH_NOARGS, "Finalizes the trace (used at exit)."},
     {"is_active", mod_is_active, METH_NOARGS, "True while events are being recorded."},
     {"_clock_info", mod_clock_info, METH_NOARGS,
      "{'source': 'tsc' or 'monotonic', 'offset_ns': wall minus monotonic clock}."},
-    {"_clock_read_cost", mod_clock_read_cost, METH_O,
-     "_clock_read_cost(n): ns per tracer-clock read, averaged over n reads."},
-    {"_handoff_delay_for_test", mod_handoff_delay, METH_O,
-     "_handoff_delay_for_test(delay_us): tests only; widens the hand-off window"},
-    {"_clock_skew_for_test", mod_clock_skew, METH_O,
-     "Tests only: moves the fitted TSC clock by ns; False when there is none."},
-    {"_hash64", mod_hash64, METH_O, "XXH64 (seed 0) of a bytes-like object."},
-    {"_json_string", mod_json_string, METH_O, "The JSON string dftracer writes for bytes."},
     {"_compression_backend", mod_compression_backend, METH_NOARGS,
      "(name, version, level) of the deflate library the writer uses."},
-    {"_bench_writer", (PyCFunction)(void (*)(void))mod_bench_writer, METH_VARARGS | METH_KEYWORDS,
-     "_bench_writer(n, compress=True, args=True) -> dict: format + compress of n events, timed."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -605,14 +490,14 @@ static struct PyModuleDef core_module = {
     .m_name = "dftracer._core",
     .m_doc = "dftracer's native core: clock, buffers, writers and the logger.",
     .m_size = -1,
-    .m_methods = module_methods,
 };
 
-PyMODINIT_FUNC PyInit__core(void)
+/* GIL held, at import. */
+PyObject *dft_core_module_create(struct PyModuleDef *def)
 {
     if (PyType_Ready(&LoggerType) < 0)
         return NULL;
-    PyObject *m = PyModule_Create(&core_module);
+    PyObject *m = PyModule_Create(def);
     if (!m)
         return NULL;
     if (!logger_singleton) {
@@ -620,11 +505,16 @@ PyMODINIT_FUNC PyInit__core(void)
         if (!logger_singleton)
             goto fail;
     }
+#ifdef Py_GIL_DISABLED
+    /* Py_mod_gil, declared the way a single-phase module does: the module
+     * needs the GIL (docs/architecture.md, "Threads and the GIL"). */
+    if (PyUnstable_Module_SetGIL(m, Py_MOD_GIL_USED) < 0)
+        goto fail;
+#endif
     dft_clock_init();
-    dft_g.before_wait = release_gil;
-    dft_g.after_wait = restore_gil;
-    dft_g.thread_name = py_thread_name;
-    if (PyModule_AddObjectRef(m, "dftracer", (PyObject *)&LoggerType) < 0 ||
+    dft_set_python_hooks(release_gil, restore_gil, py_thread_name);
+    if (PyModule_AddFunctions(m, module_methods) < 0 ||
+        PyModule_AddObjectRef(m, "dftracer", (PyObject *)&LoggerType) < 0 ||
         PyModule_AddObjectRef(m, "logger", logger_singleton) < 0 ||
         PyModule_AddStringConstant(m, "__version__", DFT_VERSION) < 0)
         goto fail;
@@ -642,3 +532,5 @@ fail:
     Py_DECREF(m);
     return NULL;
 }
+
+PyMODINIT_FUNC PyInit__core(void) { return dft_core_module_create(&core_module); }

@@ -70,6 +70,8 @@ def test_installed_distribution_holds_exactly_the_source_tree_package():
         p = str(f).replace(os.sep, "/")
         if p.startswith("dftracer/") and "__pycache__" not in p or p == "dftracer-preload.pth":
             installed.add(p)
+    # the test extension (_dftracer_testcore) is never part of the package
+    assert not [str(f) for f in dist.files if "testcore" in str(f)]
     expected = _source_files() | {"dftracer-preload.pth", EXT}
     assert sorted(expected - installed) == [], "in the source tree, not installed"
     assert sorted(installed - expected) == [], "installed, not in the source tree"

@@ -14,6 +14,38 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 HASH_RE = re.compile(r"^[0-9a-f]{16}$")
+
+# ---- the test extension -------------------------------------------------------
+#
+# _dftracer_testcore is dftracer._core built from the same sources with its test
+# and benchmark hooks (src/testing/, docs/architecture.md).  It is never in the
+# wheel: the Makefile's test targets build it next to the package under test and
+# put it on PYTHONPATH, with DFTRACER_REQUIRE_TESTCORE=1, which makes its absence
+# a failure; elsewhere the tests that need it skip.
+TESTCORE = "_dftracer_testcore"
+REQUIRE_TESTCORE = os.environ.get("DFTRACER_REQUIRE_TESTCORE") == "1"  # read before _clean_env
+TESTCORE_BUILD = ("DFTRACER_BUILD_TESTCORE=1 python setup.py build_ext --inplace "
+                  "(make test-dev does it)")
+# Prepended to a subprocess's code: the dftracer package runs on the test
+# extension in place of dftracer._core, so the hooks act on the tracer it uses.
+USE_TESTCORE = (f"import sys, {TESTCORE}\n"
+                f"sys.modules['dftracer._core'] = {TESTCORE}\n")
+
+
+def get_testcore():
+    """The test extension module; skips the calling test (fails under
+    DFTRACER_REQUIRE_TESTCORE=1) when it is not built."""
+    import importlib
+
+    try:
+        return importlib.import_module(TESTCORE)
+    except ImportError as e:
+        if REQUIRE_TESTCORE:
+            raise AssertionError(f"DFTRACER_REQUIRE_TESTCORE=1 but {TESTCORE} is not importable: "
+                                 f"{e}") from e
+        import pytest
+
+        pytest.skip(f"the test extension {TESTCORE} is not built: {TESTCORE_BUILD}")
 EVENT_KEYS_X = ["id", "name", "cat", "pid", "tid", "ts", "dur", "ph"]
 EVENT_KEYS_M = ["id", "name", "cat", "pid", "tid", "ph"]
 META_NAMES = {"HH", "FH", "SH", "CM", "thread_name", "process_name"}

@@ -5,7 +5,9 @@
 Runs one interpreter per DFTRACER_CLOCK setting (auto, monotonic), alternately,
 and prints the best ns per read of each (a C loop over the tracer clock, timed
 with CLOCK_MONOTONIC) and which source was in use.  Every traced call reads
-the clock twice.
+the clock twice.  The loop is the test extension's (_dftracer_testcore, built
+from the same sources: DFTRACER_BUILD_TESTCORE=1 python setup.py build_ext
+--inplace, or `make testcore` and PYTHONPATH=build/testcore).
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ import sys
 
 CHILD = """
 import json, sys, time
-from dftracer import _core
+import _dftracer_testcore as core
 time.sleep(0.05)  # past the first fit
-_core.get_time()
+core.get_time()
 n = int(sys.argv[1])
-print(json.dumps({"ns": min(_core._clock_read_cost(n) for _ in range(5)),
-                  "source": _core._clock_info()["source"]}))
+print(json.dumps({"ns": min(core._clock_read_cost(n) for _ in range(5)),
+                  "source": core._clock_info()["source"]}))
 """
 
 

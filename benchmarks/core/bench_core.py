@@ -72,7 +72,7 @@ PHASE = PHASE_HEADER + textwrap.dedent(
         for i in range(n):
             ts += random.randint(0, 30)
             ev(random.choice(names), "PP", ts, random.choice(durs),
-               {"device": 0, "input_size": random.choice((0, 64, 1024, 4096))})
+               {"device": 0, "input_size": random.choice(INPUT_SIZES)})
         log.finalize()
     elif phase == "rss":
         r0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

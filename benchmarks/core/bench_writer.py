@@ -17,8 +17,10 @@ best of --repeat):
 - the same lines recompressed by gzip -9 and xz -9e, to show what the best
   general-purpose compressors make of them;
 - the writer alone (format + compress on one writer thread, no I/O, thread
-  CPU time) from `_core._bench_writer`, on the op mix with and without args,
-  with the deflate backend's name.
+  CPU time) from `_bench_writer` of the test extension (_dftracer_testcore:
+  `make bench-writer` builds it, or DFTRACER_BUILD_TESTCORE=1 python setup.py
+  build_ext --inplace), on the op mix with and without args, with the deflate
+  backend's name.
 
 With --python, the first three run under another interpreter whose
 `dftracer.python` is pydftracer (the reference venv of docs/performance.md),
@@ -144,7 +146,7 @@ PHASE = PHASE_HEADER + textwrap.dedent(
                 ts += random.randint(0, 30)
                 if args:
                     ev(random.choice(names), "PP", ts, random.choice(durs),
-                       {"device": 0, "input_size": random.choice((0, 64, 1024, 4096))})
+                       {"device": 0, "input_size": random.choice(INPUT_SIZES)})
                 else:
                     ev(random.choice(names), "PP", ts, random.choice(durs))
 
@@ -167,11 +169,12 @@ PHASE = PHASE_HEADER + textwrap.dedent(
             res["zlib9"] = len(zlib.compress(text, 9)) / len(lines)
             res["xz9e"] = len(lzma.compress(text, preset=9 | lzma.PRESET_EXTREME)) / len(lines)
     elif phase == "writer":
-        from dftracer import _core
-        name, version, level = _core._compression_backend()
+        import _dftracer_testcore as core  # the test extension (see the docstring)
+        name, version, level = core._compression_backend()
         res = {"backend": f"{name} {version} level {level}"}
         for key, with_args in (("args", True), ("noargs", False)):
-            res[key] = min((_core._bench_writer(n, args=with_args) for _ in range(3)),
+            res[key] = min((core._bench_writer(n, OP_NAMES, DURATIONS_US, INPUT_SIZES,
+                                               args=with_args) for _ in range(3)),
                            key=lambda r: r["format_s"] + r["compress_s"])
     print(json.dumps(res))
     """

@@ -350,7 +350,7 @@ def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
     parts = [
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<title>{html.escape(title)}</title><style>{_CSS}</style>",
-        # script errors are kept for the browser test (tests/test_report_browser.py)
+        # script errors are kept for the browser test (tests/tools/test_report_browser.py)
         "<script>window.__dftracer_errors = []; window.addEventListener('error', "
         "function (e) { window.__dftracer_errors.push(String(e.message)); });</script>",
         # plotly.js itself, inline: the page needs no network

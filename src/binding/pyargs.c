@@ -180,18 +180,6 @@ int dft_pyevent_init(dft_pyevent *pe, PyObject *name, PyObject *cat)
     return 0;
 }
 
-int dft_pyevent_add_int(dft_pyevent *pe, const char *key, int64_t v)
-{
-    if (pe->ev.nargs >= DFT_PYARGS_MAX)
-        return 0;
-    dft_arg *a = &pe->args[pe->ev.nargs++];
-    a->key = key;
-    a->key_len = 0;
-    a->type = DFT_ARG_INT;
-    a->v.i = v;
-    return 0;
-}
-
 /* A dict key's repr for a message: str's own repr, so a str subclass whose
  * __repr__ raises (or lies) cannot replace the error being reported.  New
  * reference, or NULL with an exception set. */

@@ -42,9 +42,6 @@ int dft_pyevent_init(dft_pyevent *pe, PyObject *name, PyObject *cat);
  * pydftracer (tag_type, value) tuples.  type is DFT_ARG_INT/FLOAT/STR. */
 int dft_pyevent_add_dict(dft_pyevent *pe, PyObject *dict, const char *arg, dft_arg_type type);
 
-/* Adds one int argument (key must outlive the event). */
-int dft_pyevent_add_int(dft_pyevent *pe, const char *key, int64_t v);
-
 void dft_pyevent_clear(dft_pyevent *pe);
 
 #endif

@@ -14,9 +14,14 @@
 
 #include "core/buffer.h"
 #include "core/clock.h"
+#include "core/signals.h"
 #include "core/writer.h"
 
 #define ID_BLOCK 4096
+
+#ifdef DFT_TESTING
+_Atomic int dft_test_handoff_delay_us;
+#endif
 
 static __thread dft_tstate *tls_state __attribute__((tls_model("initial-exec")));
 static pthread_key_t tstate_key;
@@ -109,7 +114,7 @@ static void tstate_handoff_held(dft_tstate *ts, int snapshot)
         pthread_mutex_unlock(&ts->lock);
         return;
     }
-    uint64_t gen = atomic_load_explicit(&dft_g.gen, memory_order_relaxed);
+    uint64_t gen = atomic_load_explicit(&dft_trace.gen, memory_order_relaxed);
     dft_chunk *out = dft_chunk_new();
     if (!out) {
         pthread_mutex_unlock(&ts->lock);
@@ -134,9 +139,11 @@ static void tstate_handoff_held(dft_tstate *ts, int snapshot)
     out->gen = gen;
     dft_writer_handoff_begin(); /* a drain from now on waits for this chunk */
     pthread_mutex_unlock(&ts->lock);
-    int delay = atomic_load_explicit(&dft_g.test_handoff_delay_us, memory_order_relaxed);
-    if (__builtin_expect(delay > 0, 0))
+#ifdef DFT_TESTING
+    int delay = atomic_load_explicit(&dft_test_handoff_delay_us, memory_order_relaxed);
+    if (delay > 0)
         usleep((useconds_t)delay);
+#endif
     dft_writer_submit(out);
 }
 
@@ -146,7 +153,7 @@ static void tstate_destroy(void *p)
     dft_tstate *ts = p;
     sigset_t saved;
     dft_signals_hold(&saved);
-    if (atomic_load(&dft_g.active))
+    if (atomic_load(&dft_trace.active))
         tstate_handoff(ts, 0);
     pthread_mutex_lock(&dft_g.registry_lock);
     registry_remove_locked(ts);
@@ -175,6 +182,25 @@ void dft_flush_all_threads(int wait)
     if (wait)
         dft_writer_drain();
     dft_signals_release(&saved);
+}
+
+/* Writes what it can without blocking: the committed records of every
+ * thread whose lock is free.  A signal's fallback when the flusher cannot
+ * serve (not running, or stuck behind a lock the interrupted thread holds).
+ * Async-signal context. */
+void dft_flush_threads_from_signal(void)
+{
+    if (pthread_mutex_trylock(&dft_g.registry_lock) != 0)
+        return;
+    for (dft_tstate *ts = dft_g.threads; ts; ts = ts->next) {
+        if (pthread_mutex_trylock(&ts->lock) != 0)
+            continue;
+        size_t pos = atomic_load_explicit(&ts->pos, memory_order_acquire);
+        if (pos > ts->flushed && dft_writer_emergency(ts->cur->data, ts->flushed, pos) == 0)
+            ts->flushed = pos;
+        pthread_mutex_unlock(&ts->lock);
+    }
+    pthread_mutex_unlock(&dft_g.registry_lock);
 }
 
 /* The time-based flush: a thread whose records at [flushed, tick_pos) were
@@ -277,7 +303,7 @@ int dft_emit_record(const dft_event *ev, int64_t id_override)
     if (ts->in_emit)
         return -1; /* re-entered from a signal handler on this thread */
     ts->in_emit = 1;
-    uint64_t gen = atomic_load_explicit(&dft_g.gen, memory_order_relaxed);
+    uint64_t gen = atomic_load_explicit(&dft_trace.gen, memory_order_relaxed);
     if (__builtin_expect(ts->gen != gen, 0)) {
         ts->gen = gen;
         announce_thread(ts);
@@ -408,4 +434,45 @@ void dft_scope_pop(void)
     dft_tstate *ts = tls_state;
     if (ts && ts->depth > 0)
         ts->depth--;
+}
+
+/* ---- scope tokens ------------------------------------------------------- */
+
+/* Callers have checked that tracing is active (dft_trace_ready).  Any
+ * thread, no GIL. */
+void dft_scope_open(dft_scope_tok *t)
+{
+    t->ts = NULL;
+    dft_tstate *ts = dft_tstate_get();
+    if (!ts)
+        return;
+    int before = ts->depth;
+    dft_scope_push();
+    if (ts->depth == before + 1) {
+        t->ts = ts;
+        t->depth = ts->depth;
+    }
+}
+
+/* Any thread, no GIL. */
+void dft_scope_close(dft_scope_tok *t)
+{
+    dft_tstate *ts = t->ts;
+    if (ts && ts == tls_state && ts->depth == t->depth)
+        ts->depth--; /* dft_scope_pop on the owning thread */
+    t->ts = NULL;
+}
+
+/* Any thread, no GIL. */
+void dft_scope_close_here(dft_scope_tok *t)
+{
+    dft_tstate *ts = t->ts; /* the calling thread's, when set */
+    if (ts && ts->depth == t->depth)
+        ts->depth--;
+}
+
+/* Any thread, no GIL. */
+int dft_scope_current(const dft_scope_tok *t)
+{
+    return t->ts && t->ts == tls_state && t->ts->depth == t->depth;
 }

@@ -8,16 +8,18 @@
 dft_tstate *dft_tstate_get(void);
 void dft_tstate_forget_others(dft_tstate *keep); /* in a forked child */
 void dft_flush_all_threads(int wait);
+/* Writes, without blocking, the records of every thread whose lock is free
+ * (a signal handler's fallback).  Async-signal context. */
+void dft_flush_threads_from_signal(void);
 /* Hands to the writer the buffers of threads whose records were already there
- * at the previous call (the time-based flush; see core/tracer.c). */
+ * at the previous call (the time-based flush; see core/flusher.c). */
 void dft_flush_aged_threads(void);
 /* Writes the calling thread's committed records at once, bypassing the queue
  * (a new trace's header). */
 void dft_flush_own_thread_now(void);
 void dft_tstate_reset_current(void);
-/* Records ev on the calling thread; tracing must be active (see dft_emit). */
-int dft_emit_record(const dft_event *ev, int64_t id_override);
-/* Opens/closes a nesting scope on the calling thread (see dft_enter_scope). */
+/* Opens/closes a nesting scope on the calling thread (dft_enter_scope,
+ * dft_exit_scope; the scope tokens of core/core.h are built on them). */
 void dft_scope_push(void);
 void dft_scope_pop(void);
 

@@ -238,7 +238,8 @@ int64_t dft_clock_slow_ns(void)
     return now;
 }
 
-/* Tests only: moves the converted TSC clock by ns, as a TSC that jumped would,
+#ifdef DFT_TESTING
+/* The test extension only: moves the converted TSC clock by ns, as a TSC that jumped would,
  * to exercise the refit's step and give-up paths.  Returns 0 when there was
  * no fitted TSC clock to move.  Any thread, no GIL. */
 int dft_clock_skew_for_test(int64_t ns)
@@ -259,6 +260,7 @@ int dft_clock_skew_for_test(int64_t ns)
     return 0;
 #endif
 }
+#endif
 
 const char *dft_clock_source(void)
 {

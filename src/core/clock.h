@@ -58,8 +58,10 @@ int64_t dft_clock_slow_ns(void);
  * since start-up), sampled with the tightest pair of reads.  Any thread, no GIL. */
 int64_t dft_clock_minus_realtime_ns(void);
 
-/* Tests only: moves the fitted TSC clock by ns (see core/clock.c). */
+#ifdef DFT_TESTING
+/* The test extension only: moves the fitted TSC clock by ns (core/clock.c). */
 int dft_clock_skew_for_test(int64_t ns);
+#endif
 
 /* "tsc" or "monotonic": what dft_clock_ns() reads now. */
 const char *dft_clock_source(void);

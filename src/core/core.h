@@ -1,18 +1,183 @@
-/* core/core.h: what the integrations (and module.c) use of the core.
+/* core/core.h: the core as the integrations and module.c see it.
  *
  * Data flow: a traced thread appends compact binary records (format/record.h)
  * to its own buffer (core/buffer.c) without locking.  A full buffer is handed
  * to the writer queue (core/writer.c); writer threads turn records into JSON
  * lines (format/lines.c), deflate them into complete gzip members and append
- * each member with one write().  core/tracer.c starts and stops all of it. */
+ * each member with one write().  core/tracer.c starts and stops all of it.
+ *
+ * The core's state (core/state.h) is private to core/: what the layers above
+ * need of it is here, as functions, and as static inline functions where a
+ * hot path reads it (tests/test_layout.py holds that no file outside core/
+ * names dft_g or dft_trace). */
 #ifndef DFT_CORE_H
 #define DFT_CORE_H
 
-#include "dftracer.h"
-#include "core/buffer.h"
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #include "core/config.h"
-#include "core/state.h"
-#include "core/tracer.h"
-#include "core/writer.h"
+#include "dftracer.h"
+
+/* The version, from dftracer/_version.py (setup.py defines it). */
+#ifndef DFT_VERSION
+#error "DFT_VERSION is defined by setup.py from dftracer/_version.py"
+#ifdef DFT_TESTING
+/* ---- test hooks: only in the test extension (src/testing/) ------------------ */
+
+/* Microseconds a thread sleeps between handing a full buffer off and queuing
+ * it, to make that window wide (core/buffer.c). */
+extern _Atomic int dft_test_handoff_delay_us;
+#endif
+
+#endif
+
+/* ---- lifecycle (core/tracer.c) ------------------------------------------ */
+
+enum { DFT_STATE_UNINIT = 0, DFT_STATE_DISABLED, DFT_STATE_ACTIVE, DFT_STATE_FINALIZED };
+
+/* Starts tracing (explicit_init: from initialize_log; else lazily from the
+ * environment).  Returns 0 when tracing, 1 when disabled, -1 with err set
+ * (and errno).  Any thread, no GIL (initialize_log releases it). */
+int dft_start(const char *log_file, const char *data_dir, int64_t process_id, int explicit_init,
+              char *err, size_t errlen);
+/* The hot path's fallback when tracing is not active: starts tracing from the
+ * environment the first time (DFTRACER_ENABLE); 0 when tracing is active
+ * afterwards, else 1.  Any thread, no GIL. */
+int dft_lazy_start(void);
+/* Writes everything buffered and the end event; later calls do nothing.
+ * Any thread, no GIL. */
+void dft_finalize(void);
+/* DFTRACER_ENABLE as it is in the environment now. */
+int dft_is_enabled_env(void);
+
+/* Lifecycle hooks for integrations with state tied to the trace (I/O
+ * interception, CUPTI), run in registration order on the thread doing the
+ * transition, without the GIL:
+ *   OPENED      under the lifecycle lock, right after the header is recorded
+ *               and before any other thread can see tracing start;
+ *   STARTED     after the lock is released (may be slow: dlopen, cuInit);
+ *   FLUSH       before dft_flush() writes;
+ *   FINALIZING  under the lifecycle lock before the end event, while events
+ *               are still recorded;
+ *   ABANDONED   under the lock, when a forked child cannot open its file.
+ * Hooks called under the lock must not start or finalize tracing. */
+typedef enum {
+    DFT_HOOK_OPENED = 0,
+    DFT_HOOK_STARTED,
+    DFT_HOOK_FLUSH,
+    DFT_HOOK_FINALIZING,
+    DFT_HOOK_ABANDONED,
+} dft_hook_event;
+typedef void (*dft_lifecycle_hook)(dft_hook_event ev);
+int dft_add_lifecycle_hook(dft_lifecycle_hook fn); /* 0, or -1 when the table is full */
+
+/* ---- the trace's status: read inline on the hot paths --------------------- */
+
+/* Written only by the lifecycle (core/tracer.c); core/state.c holds it.
+ * Read it through the functions below. */
+typedef struct dft_trace_status {
+    _Atomic int active;   /* events are being recorded */
+    _Atomic int state;    /* DFT_STATE_* */
+    _Atomic uint64_t gen; /* bumped for each new trace file */
+} dft_trace_status;
+extern dft_trace_status dft_trace;
+
+/* 1 while events are recorded.  One relaxed load; any thread. */
+static inline int dft_trace_active(void)
+{
+    return atomic_load_explicit(&dft_trace.active, memory_order_relaxed);
+}
+
+/* DFT_STATE_*.  Any thread. */
+static inline int dft_trace_state(void)
+{
+    return atomic_load_explicit(&dft_trace.state, memory_order_relaxed);
+}
+
+/* The trace file's generation: it changes whenever a new file starts (a new
+ * trace, a forked child's file), so what was recorded "once per file" is
+ * recorded again.  Any thread, async-signal-safe. */
+static inline uint64_t dft_trace_gen(void)
+{
+    return atomic_load_explicit(&dft_trace.gen, memory_order_acquire);
+}
+
+/* 1 when tracing is active or has just started lazily (dft_lazy_start).
+ * Any thread, no GIL. */
+static inline int dft_trace_ready(void)
+{
+    return dft_trace_active() || dft_lazy_start() == 0;
+}
+
+/* ---- what the trace is (core/tracer.c) ------------------------------------ */
+
+/* The pid written in events (initialize_log's process_id, else getpid()). */
+int64_t dft_trace_pid(void);
+/* The trace file: the file written (its fallback name when the configured
+ * path was refused: docs/configuration.md, "The trace file"), else the
+ * configured path; NULL before any trace.  Any thread. */
+const char *dft_trace_path(void);
+/* 1 when the current trace was started by initialize_log, not lazily. */
+int dft_trace_explicit(void);
+/* The settings the current (or last) trace started with.  Read-only; valid
+ * until the next start. */
+const dft_config *dft_trace_config(void);
+
+/* Set once by the Python module (module.c): release_gil/restore_gil wrap the
+ * writer's waits; thread_name writes the calling thread's Python name
+ * (threading.current_thread().name) to buf (NUL-terminated, at most cap
+ * bytes) and returns its length, 0 when the thread has none, -1 when it
+ * cannot tell now (no GIL); it runs no Python code. */
+void dft_set_python_hooks(void *(*release_gil)(void), void (*restore_gil)(void *),
+                          int (*thread_name)(char *buf, size_t cap));
+
+/* ---- recording (core/buffer.c, core/intern.c) ----------------------------- */
+
+/* Records ev on the calling thread: dft_emit without its check, for callers
+ * that know tracing is active (dft_trace_ready).  id_override > 0 gives the
+ * event that id unless a scope gives it one.  0, or -1 when it could not be
+ * recorded.  Any thread, no GIL. */
+int dft_emit_record(const dft_event *ev, int64_t id_override);
+
+/* A nesting scope (level/p_idx) opened by the caller: the first event
+ * recorded in it takes its id, later ones nest under it.  It is closed only
+ * while it is still the innermost scope of the thread that opened it, so a
+ * misuse (async calls, flush() regions, out-of-order stop()) never
+ * unbalances other scopes.  The fields are the core's. */
+typedef struct dft_scope_tok {
+    struct dft_tstate *ts; /* NULL: no scope opened */
+    int depth;
+} dft_scope_tok;
+
+/* Opens a scope on the calling thread; tracing must be active.  t stays
+ * empty when none could be opened (out of memory).  Any thread, no GIL. */
+void dft_scope_open(dft_scope_tok *t);
+/* Closes t's scope if it is still the innermost one of the calling thread,
+ * and empties t. */
+void dft_scope_close(dft_scope_tok *t);
+/* dft_scope_close for a scope opened on this thread in the same C call. */
+void dft_scope_close_here(dft_scope_tok *t);
+/* 1 when t's scope is the innermost one of the calling thread. */
+int dft_scope_current(const dft_scope_tok *t);
+
+static inline int dft_scope_opened(const dft_scope_tok *t) { return t->ts != 0; }
+
+/* Names the lane (pid, tid) (a GPU stream, a device) with a thread_name
+ * event the first time it appears in the current trace file, and, when
+ * process_name is not NULL and pid is new in the file too, names pid with a
+ * process_name event.  Returns 1 when it wrote the names now.  Any thread,
+ * no GIL. */
+int dft_name_lane_once(int64_t pid, int64_t tid, const char *thread_name,
+                       const char *process_name);
+
+#ifdef DFT_TESTING
+/* ---- test hooks: only in the test extension (src/testing/) ------------------ */
+
+/* Microseconds a thread sleeps between handing a full buffer off and queuing
+ * it, to make that window wide (core/buffer.c). */
+extern _Atomic int dft_test_handoff_delay_us;
+#endif
 
 #endif

@@ -1,6 +1,8 @@
 /* core/state.c: the one instance of the tracer's global state. */
 #include "core/state.h"
 
+dft_trace_status dft_trace;
+
 dft_globals dft_g = {
     .life_lock = PTHREAD_MUTEX_INITIALIZER,
     .registry_lock = PTHREAD_MUTEX_INITIALIZER,

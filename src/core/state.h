@@ -1,6 +1,7 @@
 /* core/state.h: the tracer's global state and the per-thread buffers it
  * keeps, shared by the buffer, the writer and the lifecycle (core/state.c
- * holds the one instance). */
+ * holds the one instance).  Private to core/: the layers above see the
+ * core through core/core.h. */
 #ifndef DFT_CORE_STATE_H
 #define DFT_CORE_STATE_H
 
@@ -11,6 +12,7 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "core/core.h"
 #include "format/record.h"
 
 typedef struct dft_chunk {
@@ -48,12 +50,8 @@ typedef struct dft_tstate {
 
 /* ---- global state ------------------------------------------------------ */
 
-enum { DFT_STATE_UNINIT = 0, DFT_STATE_DISABLED, DFT_STATE_ACTIVE, DFT_STATE_FINALIZED };
-
+/* The rest of the state: active, state and gen are in dft_trace (core/core.h). */
 typedef struct dft_globals {
-    _Atomic int active;          /* the hot-path flag */
-    _Atomic int state;           /* DFT_STATE_* */
-    _Atomic uint64_t gen;        /* bumped for each new trace file */
     _Atomic int64_t next_id_block;
     int explicit_init;           /* started by initialize_log, not lazily */
     pthread_mutex_t life_lock;   /* init/finalize/fork, never on the hot path */
@@ -67,39 +65,14 @@ typedef struct dft_globals {
     uint64_t hhash;
     char hostname[256];
     char *path;                  /* the trace file */
-    /* Hooks set by the Python module to release the GIL while waiting. */
+    /* Hooks set by the Python module (dft_set_python_hooks) to release the GIL
+     * while waiting. */
     void *(*before_wait)(void);
     void (*after_wait)(void *);
-    /* Set by the Python module: writes the calling thread's Python name
-     * (threading.current_thread().name) to buf (NUL-terminated, at most cap
-     * bytes) and returns its length; 0 when the thread has no Python name;
-     * -1 when it cannot tell now (the thread does not hold the GIL).  Runs
-     * no Python code. */
+    /* The calling thread's Python name (see dft_set_python_hooks). */
     int (*thread_name)(char *buf, size_t cap);
-    /* Tests only: microseconds a thread sleeps between handing a chunk off
-     * and queuing it, to make that window wide (_core._handoff_delay_for_test). */
-    _Atomic int test_handoff_delay_us;
 } dft_globals;
 
 extern dft_globals dft_g;
-
-/* The tracer's slow paths (a hand-off, a flush, a thread's first event,
- * start, finalize, fork) hold locks that the flush of a SIGTERM needs
- * (core/tracer.c).  SIGTERM and SIGINT wait on this thread until such a path
- * is done: another thread takes them, or they are delivered right after.
- * Two system calls per hand-off of a whole buffer; never on the hot path. */
-static inline void dft_signals_hold(sigset_t *saved)
-{
-    sigset_t block;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &block, saved);
-}
-
-static inline void dft_signals_release(const sigset_t *saved)
-{
-    pthread_sigmask(SIG_SETMASK, saved, NULL);
-}
 
 #endif

@@ -1,4 +1,5 @@
-/* core/writer.c: the writer queue, its threads, and the trace file.
+/* core/writer.c: the writer queue, its threads, and writing the trace file
+ * (which file that is: core/trace_file.c).
  *
  * Traced threads submit full chunks of records; writer threads format them into
  * JSON lines, deflate each piece of about PIECE bytes into one complete gzip
@@ -13,14 +14,13 @@
  * a gzip file's format from its first member alone and refuses a first member
  * that holds only "[" (docs/trace-format.md, "Member layout"). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/compress.h"
+#include "core/trace_file.h"
 #include "core/writer.h"
 #include "format/lines.h"
 
@@ -67,7 +67,7 @@ static struct {
     _Atomic int emergency_busy;
     worker emergency;
     int emergency_ready;
-} W = {
+} writer = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .nonempty = PTHREAD_COND_INITIALIZER,
     .space = PTHREAD_COND_INITIALIZER,
@@ -78,29 +78,19 @@ static struct {
 
 static int open_file_locked(void);
 
-/* The files this process created (and may append to again, e.g. initialize_log
- * after finalize): anything else at a trace path is never written to. */
-typedef struct owned_file {
-    struct owned_file *next;
-    dev_t dev;
-    ino_t ino;
-    char path[];
-} owned_file;
-static owned_file *owned;
-
 /* ---- chunks ------------------------------------------------------------ */
 
 /* Any thread, no GIL. */
 dft_chunk *dft_chunk_new(void)
 {
     dft_chunk *c = NULL;
-    pthread_mutex_lock(&W.lock);
-    if (W.pool && W.pool->cap == dft_g.chunk_cap) {
-        c = W.pool;
-        W.pool = c->next;
-        W.pool_len--;
+    pthread_mutex_lock(&writer.lock);
+    if (writer.pool && writer.pool->cap == dft_g.chunk_cap) {
+        c = writer.pool;
+        writer.pool = c->next;
+        writer.pool_len--;
     }
-    pthread_mutex_unlock(&W.lock);
+    pthread_mutex_unlock(&writer.lock);
     if (!c) {
         c = malloc(sizeof *c);
         if (!c)
@@ -123,14 +113,14 @@ void dft_chunk_free(dft_chunk *c)
 {
     if (!c)
         return;
-    pthread_mutex_lock(&W.lock);
-    if (W.pool_len < W.max_inflight + 2 && c->cap == dft_g.chunk_cap) {
-        c->next = W.pool;
-        W.pool = c;
-        W.pool_len++;
+    pthread_mutex_lock(&writer.lock);
+    if (writer.pool_len < writer.max_inflight + 2 && c->cap == dft_g.chunk_cap) {
+        c->next = writer.pool;
+        writer.pool = c;
+        writer.pool_len++;
         c = NULL;
     }
-    pthread_mutex_unlock(&W.lock);
+    pthread_mutex_unlock(&writer.lock);
     if (c) {
         free(c->data);
         free(c);
@@ -147,24 +137,24 @@ void dft_chunk_free(dft_chunk *c)
  * write, ftruncate and the log's one write() are async-signal-safe). */
 static int write_all(const char *buf, size_t n)
 {
-    if (W.fd < 0 || W.dead)
+    if (writer.fd < 0 || writer.dead)
         return -1;
     size_t done = 0;
     while (done < n) {
-        ssize_t w = write(W.fd, buf + done, n - done);
+        ssize_t w = write(writer.fd, buf + done, n - done);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
             int e = w < 0 ? errno : ENOSPC;
-            if (!W.write_error_reported) {
-                W.write_error_reported = 1;
+            if (!writer.write_error_reported) {
+                writer.write_error_reported = 1;
                 dft_log(DFT_LOG_ERROR, "cannot write to %s: %s; events are being dropped",
-                        W.actual ? W.actual : "trace", strerror(e));
+                        writer.actual ? writer.actual : "trace", strerror(e));
             }
-            if (done > 0 && ftruncate(W.fd, W.good_end) != 0) {
-                W.dead = 1;
+            if (done > 0 && ftruncate(writer.fd, writer.good_end) != 0) {
+                writer.dead = 1;
                 dft_log(DFT_LOG_ERROR, "cannot cut %s back to its last whole member: %s; "
-                        "no more events are written to it", W.actual ? W.actual : "trace",
+                        "no more events are written to it", writer.actual ? writer.actual : "trace",
                         strerror(errno));
             }
             errno = e;
@@ -172,7 +162,7 @@ static int write_all(const char *buf, size_t n)
         }
         done += (size_t)w;
     }
-    W.good_end += (off_t)n;
+    writer.good_end += (off_t)n;
     return 0;
 }
 
@@ -213,7 +203,7 @@ static int deflate_member(worker *wk, int bracket, const char *text, size_t n)
 static int encode_piece(worker *wk, int bracket, const char *text, size_t n, const char **buf,
                         size_t *len)
 {
-    if (W.compression) {
+    if (writer.compression) {
         if (deflate_member(wk, bracket, text, n) != 0)
             return -1;
         *buf = wk->out.data;
@@ -240,42 +230,42 @@ static void write_piece(worker *wk, const char *text, size_t n, size_t lines)
 {
     const char *buf;
     size_t len;
-    if (atomic_load(&W.need_bracket)) {
-        pthread_mutex_lock(&W.file_lock);
-        if (atomic_load(&W.need_bracket)) {
-            if (W.fd >= 0) {
+    if (atomic_load(&writer.need_bracket)) {
+        pthread_mutex_lock(&writer.file_lock);
+        if (atomic_load(&writer.need_bracket)) {
+            if (writer.fd >= 0) {
                 if (encode_piece(wk, 1, text, n, &buf, &len) != 0)
                     dft_log(DFT_LOG_ERROR, "compression failed; %zu events dropped", lines);
                 else if (write_all(buf, len) == 0) {
-                    atomic_store(&W.need_bracket, 0);
-                    atomic_fetch_add(&W.lines, lines);
+                    atomic_store(&writer.need_bracket, 0);
+                    atomic_fetch_add(&writer.lines, lines);
                 }
             }
-            pthread_mutex_unlock(&W.file_lock);
+            pthread_mutex_unlock(&writer.file_lock);
             return;
         }
-        pthread_mutex_unlock(&W.file_lock);
+        pthread_mutex_unlock(&writer.file_lock);
     }
     if (encode_piece(wk, 0, text, n, &buf, &len) != 0) {
         dft_log(DFT_LOG_ERROR, "compression failed; %zu events dropped", lines);
         return;
     }
-    pthread_mutex_lock(&W.file_lock);
-    if (W.fd >= 0 && write_all(buf, len) == 0)
-        atomic_fetch_add(&W.lines, lines);
-    pthread_mutex_unlock(&W.file_lock);
+    pthread_mutex_lock(&writer.file_lock);
+    if (writer.fd >= 0 && write_all(buf, len) == 0)
+        atomic_fetch_add(&writer.lines, lines);
+    pthread_mutex_unlock(&writer.file_lock);
 }
 
 /* Formats and writes the records of one chunk.  Writer threads, no GIL. */
 static void process_chunk(worker *wk, dft_chunk *c)
 {
-    if (c->gen != atomic_load(&dft_g.gen))
+    if (c->gen != atomic_load(&dft_trace.gen))
         return; /* records of an earlier file (inherited across fork) */
     size_t pos = c->start;
     while (pos < c->end) {
         wk->json.len = 0;
         wk->json.failed = 0;
-        size_t lines = dft_format_records(&wk->json, c->data, &pos, c->end, &W.fmt, PIECE);
+        size_t lines = dft_format_records(&wk->json, c->data, &pos, c->end, &writer.fmt, PIECE);
         if (wk->json.failed) {
             dft_log(DFT_LOG_ERROR, "out of memory while formatting; %zu events dropped", lines);
             dft_sbuf_free(&wk->json);
@@ -293,47 +283,47 @@ static void *worker_main(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals belong to the program's threads */
-    pthread_mutex_lock(&W.lock);
+    pthread_mutex_lock(&writer.lock);
     for (;;) {
-        while (!W.head && !W.stopping)
-            pthread_cond_wait(&W.nonempty, &W.lock);
-        if (!W.head && W.stopping)
+        while (!writer.head && !writer.stopping)
+            pthread_cond_wait(&writer.nonempty, &writer.lock);
+        if (!writer.head && writer.stopping)
             break;
-        dft_chunk *c = W.head;
-        W.head = c->next;
-        if (!W.head)
-            W.tail = NULL;
-        W.queued--;
-        W.busy++;
-        pthread_mutex_unlock(&W.lock);
+        dft_chunk *c = writer.head;
+        writer.head = c->next;
+        if (!writer.head)
+            writer.tail = NULL;
+        writer.queued--;
+        writer.busy++;
+        pthread_mutex_unlock(&writer.lock);
         process_chunk(wk, c);
         dft_chunk_free(c);
-        pthread_mutex_lock(&W.lock);
-        W.busy--;
-        pthread_cond_broadcast(&W.space);
-        if (!W.head && W.busy == 0)
-            pthread_cond_broadcast(&W.idle);
+        pthread_mutex_lock(&writer.lock);
+        writer.busy--;
+        pthread_cond_broadcast(&writer.space);
+        if (!writer.head && writer.busy == 0)
+            pthread_cond_broadcast(&writer.idle);
     }
-    pthread_mutex_unlock(&W.lock);
+    pthread_mutex_unlock(&writer.lock);
     return NULL;
 }
 
-/* Starts the writer threads if they are not running.  Caller holds W.lock. */
+/* Starts the writer threads if they are not running.  Caller holds writer.lock. */
 static int ensure_workers_locked(void)
 {
-    if (W.running)
+    if (writer.running)
         return 0;
-    W.stopping = 0;
-    for (int i = 0; i < W.nworkers; i++) {
-        worker *wk = &W.workers[i];
+    writer.stopping = 0;
+    for (int i = 0; i < writer.nworkers; i++) {
+        worker *wk = &writer.workers[i];
         if (pthread_create(&wk->thread, NULL, worker_main, wk) != 0) {
             dft_log(DFT_LOG_ERROR, "cannot start writer thread: %s", strerror(errno));
             break;
         }
         wk->started = 1;
-        W.running++;
+        writer.running++;
     }
-    return W.running ? 0 : -1;
+    return writer.running ? 0 : -1;
 }
 
 /* Set while fork() prepares: the forking thread must keep the GIL. */
@@ -353,44 +343,44 @@ static void gil_restore(void *h)
 /* Any thread, no GIL needed; releases the GIL if it must wait. */
 void dft_writer_submit(dft_chunk *c)
 {
-    pthread_mutex_lock(&W.lock);
-    if (W.fd < 0 && W.pending && open_file_locked() != 0 && !W.write_error_reported) {
-        W.write_error_reported = 1;
-        dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", W.path,
+    pthread_mutex_lock(&writer.lock);
+    if (writer.fd < 0 && writer.pending && open_file_locked() != 0 && !writer.write_error_reported) {
+        writer.write_error_reported = 1;
+        dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", writer.path,
                 strerror(errno));
     }
-    if (W.fd < 0 || ensure_workers_locked() != 0) {
-        atomic_fetch_sub(&W.in_flight, 1);
-        pthread_cond_broadcast(&W.idle);
-        pthread_mutex_unlock(&W.lock);
+    if (writer.fd < 0 || ensure_workers_locked() != 0) {
+        atomic_fetch_sub(&writer.in_flight, 1);
+        pthread_cond_broadcast(&writer.idle);
+        pthread_mutex_unlock(&writer.lock);
         dft_chunk_free(c);
         return;
     }
     void *h = NULL;
     int waited = 0;
-    if (W.queued + W.busy >= W.max_inflight) {
-        /* Counted in W.waiting so that a drain (flush, a signal's flush) waits
+    if (writer.queued + writer.busy >= writer.max_inflight) {
+        /* Counted in writer.waiting so that a drain (flush, a signal's flush) waits
          * for this chunk too; queued below without taking the GIL back first,
          * so a drain never waits on a thread that waits for the GIL. */
-        W.waiting++;
+        writer.waiting++;
         waited = 1;
-        pthread_mutex_unlock(&W.lock);
+        pthread_mutex_unlock(&writer.lock);
         h = gil_release();
-        pthread_mutex_lock(&W.lock);
-        while (W.queued + W.busy >= W.max_inflight && W.running)
-            pthread_cond_wait(&W.space, &W.lock);
-        W.waiting--;
+        pthread_mutex_lock(&writer.lock);
+        while (writer.queued + writer.busy >= writer.max_inflight && writer.running)
+            pthread_cond_wait(&writer.space, &writer.lock);
+        writer.waiting--;
     }
     c->next = NULL;
-    if (W.tail)
-        W.tail->next = c;
+    if (writer.tail)
+        writer.tail->next = c;
     else
-        W.head = c;
-    W.tail = c;
-    W.queued++;
-    atomic_fetch_sub(&W.in_flight, 1);
-    pthread_cond_signal(&W.nonempty);
-    pthread_mutex_unlock(&W.lock);
+        writer.head = c;
+    writer.tail = c;
+    writer.queued++;
+    atomic_fetch_sub(&writer.in_flight, 1);
+    pthread_cond_signal(&writer.nonempty);
+    pthread_mutex_unlock(&writer.lock);
     if (waited)
         gil_restore(h);
 }
@@ -399,165 +389,46 @@ void dft_writer_submit(dft_chunk *c)
  * which the chunk left its buffer: from then on a drain waits for the chunk
  * until dft_writer_submit has queued it, so a finalize that runs in between
  * never closes the file under it.  Any thread, no GIL. */
-void dft_writer_handoff_begin(void) { atomic_fetch_add(&W.in_flight, 1); }
+void dft_writer_handoff_begin(void) { atomic_fetch_add(&writer.in_flight, 1); }
 
 /* Waits until every submitted chunk is written.  Any thread. */
 void dft_writer_drain(void)
 {
     void *h = gil_release();
-    pthread_mutex_lock(&W.lock);
-    while (((W.head || W.busy || W.waiting) && W.running) || atomic_load(&W.in_flight))
-        pthread_cond_wait(&W.idle, &W.lock);
-    pthread_mutex_unlock(&W.lock);
+    pthread_mutex_lock(&writer.lock);
+    while (((writer.head || writer.busy || writer.waiting) && writer.running) || atomic_load(&writer.in_flight))
+        pthread_cond_wait(&writer.idle, &writer.lock);
+    pthread_mutex_unlock(&writer.lock);
     gil_restore(h);
 }
 
-uint64_t dft_writer_lines(void) { return atomic_load(&W.lines); }
+uint64_t dft_writer_lines(void) { return atomic_load(&writer.lines); }
 
 /* ---- the file ---------------------------------------------------------- */
 
-static owned_file *owned_find(const char *path)
-{
-    for (owned_file *o = owned; o; o = o->next)
-        if (strcmp(o->path, path) == 0)
-            return o;
-    return NULL;
-}
-
-static void owned_add(const char *path, const struct stat *st)
-{
-    owned_file *o = owned_find(path);
-    if (!o) {
-        o = malloc(sizeof *o + strlen(path) + 1);
-        if (!o)
-            return; /* only costs a fallback name if this file is opened again */
-        strcpy(o->path, path);
-        o->next = owned;
-        owned = o;
-    }
-    o->dev = st->st_dev;
-    o->ino = st->st_ino;
-}
-
-#define OPEN_FLAGS (O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW)
-
-/* Opens path for appending without following a symbolic link: a file this
- * process created (same device and inode) is appended to, anything else is
- * created new (O_EXCL).  Returns the fd, or -1 with errno (EEXIST or ELOOP:
- * something that is not ours is there). */
-static int open_trace_fd(const char *path, int *created)
-{
-    *created = 0;
-    const owned_file *o = owned_find(path);
-    if (o) {
-        /* O_NONBLOCK: a FIFO put in its place must not block the open. */
-        int fd = open(path, OPEN_FLAGS | O_NONBLOCK);
-        if (fd >= 0) {
-            struct stat st;
-            if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == o->dev &&
-                st.st_ino == o->ino && fcntl(fd, F_SETFL, O_APPEND) == 0)
-                return fd;
-            close(fd);
-            errno = EEXIST; /* replaced since we wrote it */
-            return -1;
-        }
-        if (errno != ENOENT) {
-            errno = EEXIST; /* something we cannot open is there now */
-            return -1;
-        }
-    }
-    int fd = open(path, OPEN_FLAGS | O_CREAT | O_EXCL, 0644);
-    if (fd >= 0)
-        *created = 1;
-    return fd;
-}
-
-/* The k-th fallback name: "<stem>-<host>-<pid>.<k>-app.pfw[.gz]" (or the path
- * with ".<k>" appended if it does not end that way).  NULL when out of memory. */
-static char *fallback_name(const char *path, int k)
-{
-    size_t n = strlen(path);
-    const char *tail = NULL;
-    for (const char *t = strstr(path, "-app.pfw"); t; t = strstr(t + 1, "-app.pfw"))
-        if (strcmp(t, "-app.pfw") == 0 || strcmp(t, "-app.pfw.gz") == 0)
-            tail = t;
-    size_t head = tail ? (size_t)(tail - path) : n;
-    char *p = malloc(n + 16);
-    if (p)
-        snprintf(p, n + 16, "%.*s.%d%s", (int)head, path, k, tail ? tail : "");
-    return p;
-}
-
-/* Opens the configured file, or a fallback name when something that is not
- * this process's file (an earlier run's file with the same pid, a planted
- * symbolic link) is at its path; when the file is new, the first piece
- * written will start with the "[" line.  Every failure closes what it opened.  Caller holds W.lock or runs before any
- * writer thread exists. */
+/* Opens the configured file (or its fallback name, core/trace_file.c); when
+ * the file is new, the first piece written will start with the "[" line.
+ * Caller holds writer.lock or runs before any writer thread exists. */
 static int open_file_locked(void)
 {
-    int created;
-    int fd = open_trace_fd(W.path, &created);
-    char *used = NULL;
-    if (fd < 0 && (errno == EEXIST || errno == ELOOP)) {
-        struct stat lst;
-        const char *what = lstat(W.path, &lst) == 0 && S_ISLNK(lst.st_mode)
-                               ? "is a symbolic link"
-                               : "already exists and was not written by this process";
-        int e = EEXIST;
-        for (int k = 1; k <= 999 && fd < 0; k++) {
-            free(used);
-            used = fallback_name(W.path, k);
-            if (!used) {
-                e = ENOMEM;
-                break;
-            }
-            fd = open_trace_fd(used, &created); /* ours from an earlier trace: appended */
-            if (fd < 0 && errno != EEXIST && errno != ELOOP) {
-                e = errno;
-                break;
-            }
-        }
-        if (fd < 0) {
-            dft_log(DFT_LOG_ERROR, "trace file %s %s, and no fallback name could be created; "
-                    "not tracing", W.path, what);
-            free(used);
-            errno = e;
-            return -1;
-        }
-        dft_log(DFT_LOG_ERROR, "trace file %s %s; not writing to it, tracing to %s instead",
-                W.path, what, used);
-    } else if (fd < 0) {
+    char *used;
+    off_t size;
+    int fd = dft_trace_file_open(writer.path, &used, &size);
+    if (fd < 0)
         return -1;
-    } else if (!(used = strdup(W.path))) {
-        close(fd);
-        errno = ENOMEM;
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        if (created)
-            unlink(used);
-        free(used);
-        errno = e;
-        return -1;
-    }
-    if (created)
-        owned_add(used, &st);
-    free(W.actual);
-    W.actual = used;
-    W.pending = 0;
-    W.fd = fd;
-    W.dead = 0;
-    W.good_end = st.st_size;
-    atomic_store(&W.need_bracket, st.st_size == 0);
+    free(writer.actual);
+    writer.actual = used;
+    writer.pending = 0;
+    writer.fd = fd;
+    writer.dead = 0;
+    writer.good_end = size;
+    atomic_store(&writer.need_bracket, size == 0);
     return 0;
 }
 
 /* The file of the current (or last) trace: a fallback name when the configured
  * one was refused; the configured one before it is opened; NULL before any. */
-const char *dft_writer_path(void) { return W.actual ? W.actual : W.path; }
+const char *dft_writer_path(void) { return writer.actual ? writer.actual : writer.path; }
 
 /* Sets the file and format for the next trace; with open_now, opens it at once
  * (so initialize_log can report a bad path), else at the first write.  Called
@@ -569,20 +440,20 @@ int dft_writer_open(const dft_writer_opts *o, int open_now)
         errno = ENOMEM;
         return -1;
     }
-    free(W.path);
-    W.path = path;
-    free(W.actual);
-    W.actual = NULL;
-    W.compression = o->compression;
-    W.fmt.pid = o->pid;
-    W.fmt.hhash = o->hhash;
-    W.fmt.inc_metadata = o->inc_metadata;
-    W.write_error_reported = 0;
-    W.dead = 0;
-    atomic_store(&W.lines, 0);
-    W.nworkers = o->nthreads < 1 ? 1 : o->nthreads > MAX_WORKERS ? MAX_WORKERS : o->nthreads;
-    W.max_inflight = 2 * W.nworkers + 2;
-    W.pending = 1;
+    free(writer.path);
+    writer.path = path;
+    free(writer.actual);
+    writer.actual = NULL;
+    writer.compression = o->compression;
+    writer.fmt.pid = o->pid;
+    writer.fmt.hhash = o->hhash;
+    writer.fmt.inc_metadata = o->inc_metadata;
+    writer.write_error_reported = 0;
+    writer.dead = 0;
+    atomic_store(&writer.lines, 0);
+    writer.nworkers = o->nthreads < 1 ? 1 : o->nthreads > MAX_WORKERS ? MAX_WORKERS : o->nthreads;
+    writer.max_inflight = 2 * writer.nworkers + 2;
+    writer.pending = 1;
     return open_now ? open_file_locked() : 0;
 }
 
@@ -596,36 +467,36 @@ void dft_writer_write_now(const dft_event *ev, int64_t id)
         return;
     dft_rec_place at = {.id = id, .level = 1, .p_idx = -1, .tid = ev->tid};
     dft_record_encode(rec, ev, size, &at);
-    if (W.fd < 0 && W.pending && open_file_locked() != 0)
+    if (writer.fd < 0 && writer.pending && open_file_locked() != 0)
         return;
-    worker *wk = &W.sync;
+    worker *wk = &writer.sync;
     size_t pos = 0;
     wk->json.len = 0;
-    size_t lines = dft_format_records(&wk->json, rec, &pos, size, &W.fmt, PIECE);
+    size_t lines = dft_format_records(&wk->json, rec, &pos, size, &writer.fmt, PIECE);
     if (!wk->json.failed && lines)
         write_piece(wk, wk->json.data, wk->json.len, lines);
 }
 
 /* Formats records and writes them at once with the sync worker, bypassing the
  * queue: the header of a trace that just started is on disk before the first
- * event is logged.  W.lock serialises the sync worker with the lazy open in
+ * event is logged.  writer.lock serialises the sync worker with the lazy open in
  * dft_writer_submit.  Any thread, no GIL. */
 int dft_writer_write_sync(const char *data, size_t start, size_t end)
 {
-    pthread_mutex_lock(&W.lock);
-    if (W.fd < 0 && W.pending && open_file_locked() != 0 && !W.write_error_reported) {
-        W.write_error_reported = 1;
-        dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", W.path,
+    pthread_mutex_lock(&writer.lock);
+    if (writer.fd < 0 && writer.pending && open_file_locked() != 0 && !writer.write_error_reported) {
+        writer.write_error_reported = 1;
+        dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", writer.path,
                 strerror(errno));
     }
-    int rc = W.fd >= 0 ? 0 : -1;
-    worker *wk = &W.sync;
+    int rc = writer.fd >= 0 ? 0 : -1;
+    worker *wk = &writer.sync;
     size_t pos = start;
     while (rc == 0 && pos < end) {
         wk->json.len = 0;
         wk->json.failed = 0;
         size_t before = pos;
-        size_t lines = dft_format_records(&wk->json, data, &pos, end, &W.fmt, PIECE);
+        size_t lines = dft_format_records(&wk->json, data, &pos, end, &writer.fmt, PIECE);
         if (wk->json.failed || pos == before) {
             dft_log(DFT_LOG_ERROR, "out of memory while formatting; %zu events dropped", lines);
             rc = -1;
@@ -633,38 +504,38 @@ int dft_writer_write_sync(const char *data, size_t start, size_t end)
             write_piece(wk, wk->json.data, wk->json.len, lines);
         }
     }
-    pthread_mutex_unlock(&W.lock);
+    pthread_mutex_unlock(&writer.lock);
     return rc;
 }
 
 /* Stops the writer threads after the queue is empty and closes the file. */
 void dft_writer_close(void)
 {
-    pthread_mutex_lock(&W.lock);
-    W.stopping = 1;
-    pthread_cond_broadcast(&W.nonempty);
-    pthread_mutex_unlock(&W.lock);
-    for (int i = 0; i < W.nworkers; i++) {
-        worker *wk = &W.workers[i];
+    pthread_mutex_lock(&writer.lock);
+    writer.stopping = 1;
+    pthread_cond_broadcast(&writer.nonempty);
+    pthread_mutex_unlock(&writer.lock);
+    for (int i = 0; i < writer.nworkers; i++) {
+        worker *wk = &writer.workers[i];
         if (wk->started) {
             pthread_join(wk->thread, NULL);
             wk->started = 0;
         }
     }
-    pthread_mutex_lock(&W.lock);
-    W.running = 0;
-    W.stopping = 0;
-    pthread_cond_broadcast(&W.space);
-    pthread_cond_broadcast(&W.idle);
-    pthread_mutex_unlock(&W.lock);
-    pthread_mutex_lock(&W.file_lock);
-    W.pending = 0;
-    if (W.fd >= 0) {
-        if (close(W.fd) != 0)
-            dft_log(DFT_LOG_ERROR, "closing %s: %s", W.path ? W.path : "trace", strerror(errno));
-        W.fd = -1;
+    pthread_mutex_lock(&writer.lock);
+    writer.running = 0;
+    writer.stopping = 0;
+    pthread_cond_broadcast(&writer.space);
+    pthread_cond_broadcast(&writer.idle);
+    pthread_mutex_unlock(&writer.lock);
+    pthread_mutex_lock(&writer.file_lock);
+    writer.pending = 0;
+    if (writer.fd >= 0) {
+        if (close(writer.fd) != 0)
+            dft_log(DFT_LOG_ERROR, "closing %s: %s", writer.path ? writer.path : "trace", strerror(errno));
+        writer.fd = -1;
     }
-    pthread_mutex_unlock(&W.file_lock);
+    pthread_mutex_unlock(&writer.file_lock);
 }
 
 /* ---- fork -------------------------------------------------------------- */
@@ -673,59 +544,54 @@ void dft_writer_close(void)
  * and consistent.  The queue was drained just before. */
 void dft_writer_atfork_prepare(void)
 {
-    pthread_mutex_lock(&W.lock);
-    pthread_mutex_lock(&W.file_lock);
+    pthread_mutex_lock(&writer.lock);
+    pthread_mutex_lock(&writer.file_lock);
 }
 
 void dft_writer_atfork_parent(void)
 {
-    pthread_mutex_unlock(&W.file_lock);
-    pthread_mutex_unlock(&W.lock);
+    pthread_mutex_unlock(&writer.file_lock);
+    pthread_mutex_unlock(&writer.lock);
 }
 
 /* In the child: no writer thread exists and the parent's file is not ours.
  * Single-threaded. */
 void dft_writer_atfork_child(void)
 {
-    atomic_store(&W.in_flight, 0); /* hand-offs of threads that do not exist here */
-    pthread_mutex_init(&W.lock, NULL);
-    pthread_mutex_init(&W.file_lock, NULL);
-    pthread_cond_init(&W.nonempty, NULL);
-    pthread_cond_init(&W.space, NULL);
-    pthread_cond_init(&W.idle, NULL);
-    for (dft_chunk *c = W.head; c;) {
+    atomic_store(&writer.in_flight, 0); /* hand-offs of threads that do not exist here */
+    pthread_mutex_init(&writer.lock, NULL);
+    pthread_mutex_init(&writer.file_lock, NULL);
+    pthread_cond_init(&writer.nonempty, NULL);
+    pthread_cond_init(&writer.space, NULL);
+    pthread_cond_init(&writer.idle, NULL);
+    for (dft_chunk *c = writer.head; c;) {
         dft_chunk *n = c->next;
         free(c->data);
         free(c);
         c = n;
     }
-    W.head = W.tail = NULL;
-    W.queued = W.busy = W.waiting = 0;
-    W.running = 0;
-    W.stopping = 0;
+    writer.head = writer.tail = NULL;
+    writer.queued = writer.busy = writer.waiting = 0;
+    writer.running = 0;
+    writer.stopping = 0;
     for (int i = 0; i < MAX_WORKERS; i++)
-        W.workers[i].started = 0;
-    if (W.fd >= 0) {
-        close(W.fd);
-        W.fd = -1;
+        writer.workers[i].started = 0;
+    if (writer.fd >= 0) {
+        close(writer.fd);
+        writer.fd = -1;
     }
-    W.pending = 0;
-    /* The parent's files are not this process's: never append to them. */
-    while (owned) {
-        owned_file *o = owned;
-        owned = o->next;
-        free(o);
-    }
-    atomic_store(&W.emergency_busy, 0);
+    writer.pending = 0;
+    dft_trace_file_forget_owned(); /* the parent's files: never appended to here */
+    atomic_store(&writer.emergency_busy, 0);
 }
 
 /* ---- signals ----------------------------------------------------------- */
 
 int dft_writer_emergency_prepare(void)
 {
-    if (W.emergency_ready)
+    if (writer.emergency_ready)
         return 0;
-    worker *wk = &W.emergency;
+    worker *wk = &writer.emergency;
     if (worker_zinit(wk) != 0)
         return -1;
     if (dft_sbuf_reserve(&wk->json, EMERGENCY_PIECE + 8 * DFT_REC_MAX) != 0 ||
@@ -733,7 +599,7 @@ int dft_writer_emergency_prepare(void)
         dft_sbuf_reserve(&wk->out, dft_compress_bound(EMERGENCY_PIECE + 8 * DFT_REC_MAX + 2) +
                                        EMERGENCY_PIECE + 8 * DFT_REC_MAX + 2) != 0)
         return -1;
-    W.emergency_ready = 1;
+    writer.emergency_ready = 1;
     return 0;
 }
 
@@ -741,36 +607,36 @@ int dft_writer_emergency_prepare(void)
  * skips the write if another thread holds the file lock. */
 int dft_writer_emergency(const char *data, size_t start, size_t end)
 {
-    if (!W.emergency_ready || W.fd < 0 || atomic_exchange(&W.emergency_busy, 1))
+    if (!writer.emergency_ready || writer.fd < 0 || atomic_exchange(&writer.emergency_busy, 1))
         return -1;
-    worker *wk = &W.emergency;
+    worker *wk = &writer.emergency;
     size_t pos = start;
     int rc = 0;
     while (pos < end && rc == 0) {
         wk->json.len = 0;
-        size_t lines = dft_format_records(&wk->json, data, &pos, end, &W.fmt, EMERGENCY_PIECE);
+        size_t lines = dft_format_records(&wk->json, data, &pos, end, &writer.fmt, EMERGENCY_PIECE);
         if (wk->json.failed || !lines)
             break;
         const char *buf;
         size_t len;
-        if (pthread_mutex_trylock(&W.file_lock) != 0) {
+        if (pthread_mutex_trylock(&writer.file_lock) != 0) {
             rc = -1;
             break;
         }
         /* Encoded under the lock: the first piece of a new file carries "[".
          * The reserved buffers hold it, so nothing is allocated here. */
-        int bracket = atomic_load(&W.need_bracket);
+        int bracket = atomic_load(&writer.need_bracket);
         if (encode_piece(wk, bracket, wk->json.data, wk->json.len, &buf, &len) != 0) {
-            pthread_mutex_unlock(&W.file_lock);
+            pthread_mutex_unlock(&writer.file_lock);
             rc = -1;
             break;
         }
         if (write_all(buf, len) == 0) {
-            atomic_store(&W.need_bracket, 0);
-            atomic_fetch_add(&W.lines, lines);
+            atomic_store(&writer.need_bracket, 0);
+            atomic_fetch_add(&writer.lines, lines);
         }
-        pthread_mutex_unlock(&W.file_lock);
+        pthread_mutex_unlock(&writer.file_lock);
     }
-    atomic_store(&W.emergency_busy, 0);
+    atomic_store(&writer.emergency_busy, 0);
     return rc;
 }

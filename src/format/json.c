@@ -135,12 +135,6 @@ char *dft_json_put_double(char *o, double v)
     return o;
 }
 
-void dft_json_double(dft_sbuf *b, double v)
-{
-    if (dft_sbuf_reserve(b, 26) == 0)
-        b->len = (size_t)(dft_json_put_double(b->data + b->len, v) - b->data);
-}
-
 char *dft_json_put_hash(char *o, uint64_t h)
 {
     static const char hex[] = "0123456789abcdef";
@@ -149,12 +143,6 @@ char *dft_json_put_hash(char *o, uint64_t h)
         o[1 + i] = hex[(h >> (60 - 4 * i)) & 0xf];
     o[17] = '"';
     return o + 18;
-}
-
-void dft_json_hash(dft_sbuf *b, uint64_t h)
-{
-    if (dft_sbuf_reserve(b, 18) == 0)
-        b->len = (size_t)(dft_json_put_hash(b->data + b->len, h) - b->data);
 }
 
 /* Decodes the UTF-8 sequence at s.  Returns its length (1-4) when valid, or

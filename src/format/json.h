@@ -133,9 +133,6 @@ dft_json_put_string_in(char *o, const char *s, size_t n, const char *readable_en
 
 
 void dft_json_int(dft_sbuf *b, int64_t v);
-void dft_json_double(dft_sbuf *b, double v);
-/* 16 lowercase hex digits in quotes. */
-void dft_json_hash(dft_sbuf *b, uint64_t h);
 /* A quoted JSON string; invalid UTF-8 becomes U+FFFD. */
 void dft_json_string(dft_sbuf *b, const char *s, size_t n);
 

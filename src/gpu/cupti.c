@@ -121,7 +121,6 @@ static const CUpti_ActivityKind kinds[] = {
 #define BUF_SIZE ((size_t)4 << 20)
 #define BUF_MAX 32     /* buffers outstanding at once: 128 MiB, then CUPTI drops */
 #define SEARCH_MAX 16
-#define LANES_MAX 512
 
 /* ---- state ------------------------------------------------------------ */
 
@@ -149,14 +148,6 @@ static struct {
     uint8_t *bufs[BUF_MAX];
     int n;
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-/* Lanes named in the current trace file. */
-static struct {
-    pthread_mutex_t lock;
-    int64_t tids[LANES_MAX];
-    int n;
-    uint64_t gen;
-} lanes = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static const char *result_string(CUptiResult r)
 {
@@ -447,29 +438,6 @@ static const char *api_name(CUpti_ActivityKind kind, uint32_t cbid)
 
 /* ---- emitting ---------------------------------------------------------- */
 
-/* Names a device lane the first time it appears in the current file.
- * Any thread, no GIL. */
-static void name_lane_once(int64_t tid, const char *name)
-{
-    uint64_t gen = atomic_load(&dft_g.gen);
-    int fresh = 1;
-    pthread_mutex_lock(&lanes.lock);
-    if (lanes.gen != gen) {
-        lanes.n = 0;
-        lanes.gen = gen;
-    }
-    for (int i = 0; i < lanes.n; i++)
-        if (lanes.tids[i] == tid) {
-            fresh = 0;
-            break;
-        }
-    if (fresh && lanes.n < LANES_MAX)
-        lanes.tids[lanes.n++] = tid;
-    pthread_mutex_unlock(&lanes.lock);
-    if (fresh)
-        dft_name_lane(0, tid, name);
-}
-
 /* Any thread, no GIL. */
 int dft_cupti_emit(const CUpti_Activity *rec, const dft_cupti_ctx *ctx)
 {
@@ -477,7 +445,7 @@ int dft_cupti_emit(const CUpti_Activity *rec, const dft_cupti_ctx *ctx)
     if (!dft_cupti_convert(rec, ctx, &out))
         return 0;
     if (out.device_lane)
-        name_lane_once(out.ev.tid, out.lane_name);
+        dft_name_lane_once(0, out.ev.tid, out.lane_name, NULL);
     return dft_emit(&out.ev) == 0;
 }
 

@@ -1,7 +1,7 @@
 /* gpu/module.c: the Python face of GPU activity tracing
- * (dftracer._core._cupti_*; the public module is dftracer.python.cupti), and
- * the test entry point that feeds synthetic activity records through the same
- * conversion and emission as CUPTI's buffers. */
+ * (dftracer._core._cupti_*; the public module is dftracer.python.cupti).  The
+ * test entry points that feed synthetic activity records through the same
+ * conversion and emission are the test extension's (src/testing/cupti.c). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -90,176 +90,6 @@ static PyObject *cupti_resume(PyObject *m, PyObject *unused)
     return PyBool_FromLong(running);
 }
 
-#ifdef DFT_HAVE_CUPTI
-
-/* ---- the test entry point ---------------------------------------------- */
-
-/* Reads fields[key] as an integer into *out when present. */
-static int field_u64(PyObject *fields, const char *key, uint64_t *out)
-{
-    PyObject *v = PyDict_GetItemString(fields, key); /* borrowed */
-    if (!v)
-        return 0;
-    if (!PyLong_Check(v)) {
-        PyErr_Format(PyExc_TypeError, "fields['%s'] must be an int, not %.100s", key,
-                     Py_TYPE(v)->tp_name);
-        return -1;
-    }
-    long long x = PyLong_AsLongLong(v);
-    if (x == -1 && PyErr_Occurred())
-        return -1;
-    *out = (uint64_t)x;
-    return 0;
-}
-
-#define FIELD(rec, member, key)                                                                \
-    do {                                                                                       \
-        uint64_t v_ = (uint64_t)(rec).member;                                                  \
-        if (field_u64(fields, key, &v_) < 0)                                                   \
-            return NULL;                                                                       \
-        (rec).member = (__typeof__((rec).member))v_;                                           \
-    } while (0)
-
-static const char *test_api_name_value;
-
-static const char *test_api_name(CUpti_ActivityKind kind, uint32_t cbid)
-{
-    (void)kind;
-    (void)cbid;
-    return test_api_name_value;
-}
-
-/* _cupti_convert_test(kind, fields, offset_ns=0) -> bool: builds an activity
- * record of kind ("kernel", "memcpy", "memset", "sync", "runtime", "driver")
- * from fields (the record's member names; "name" a str for kernels and the
- * API call name for runtime/driver), converts and emits it as CUPTI's buffer
- * callback does.  Returns True when an event was recorded. */
-static PyObject *cupti_convert_test(PyObject *m, PyObject *args, PyObject *kwargs)
-{
-    (void)m;
-    static char *kwlist[] = {"kind", "fields", "offset_ns", NULL};
-    const char *kind;
-    PyObject *fields;
-    long long offset_ns = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO!|L:_cupti_convert_test", kwlist, &kind,
-                                     &PyDict_Type, &fields, &offset_ns))
-        return NULL;
-    const char *name = NULL;
-    PyObject *name_obj = PyDict_GetItemString(fields, "name");
-    if (name_obj) {
-        if (!PyUnicode_Check(name_obj))
-            return PyErr_Format(PyExc_TypeError, "fields['name'] must be a str");
-        name = PyUnicode_AsUTF8(name_obj);
-        if (!name)
-            return NULL;
-    }
-    union {
-        CUpti_Activity base;
-        dft_cupti_kernel k;
-        dft_cupti_memcpy c;
-        dft_cupti_memset s;
-        dft_cupti_sync y;
-        dft_cupti_api a;
-    } rec;
-    memset(&rec, 0, sizeof rec);
-    dft_cupti_ctx ctx = {.offset_ns = offset_ns, .demangle = dft_cupti_demangler()};
-    if (!strcmp(kind, "kernel")) {
-        rec.k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-        rec.k.name = name;
-        FIELD(rec.k, start, "start");
-        FIELD(rec.k, end, "end");
-        FIELD(rec.k, deviceId, "deviceId");
-        FIELD(rec.k, contextId, "contextId");
-        FIELD(rec.k, streamId, "streamId");
-        FIELD(rec.k, correlationId, "correlationId");
-        FIELD(rec.k, gridX, "gridX");
-        FIELD(rec.k, gridY, "gridY");
-        FIELD(rec.k, gridZ, "gridZ");
-        FIELD(rec.k, blockX, "blockX");
-        FIELD(rec.k, blockY, "blockY");
-        FIELD(rec.k, blockZ, "blockZ");
-        FIELD(rec.k, registersPerThread, "registersPerThread");
-        FIELD(rec.k, staticSharedMemory, "staticSharedMemory");
-        FIELD(rec.k, dynamicSharedMemory, "dynamicSharedMemory");
-    } else if (!strcmp(kind, "memcpy")) {
-        rec.c.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-        FIELD(rec.c, start, "start");
-        FIELD(rec.c, end, "end");
-        FIELD(rec.c, bytes, "bytes");
-        FIELD(rec.c, copyKind, "copyKind");
-        FIELD(rec.c, srcKind, "srcKind");
-        FIELD(rec.c, dstKind, "dstKind");
-        FIELD(rec.c, deviceId, "deviceId");
-        FIELD(rec.c, contextId, "contextId");
-        FIELD(rec.c, streamId, "streamId");
-        FIELD(rec.c, correlationId, "correlationId");
-    } else if (!strcmp(kind, "memset")) {
-        rec.s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
-        FIELD(rec.s, start, "start");
-        FIELD(rec.s, end, "end");
-        FIELD(rec.s, bytes, "bytes");
-        FIELD(rec.s, value, "value");
-#ifdef DFT_CUPTI_MEMSET_HAS_MEMORY_KIND
-        FIELD(rec.s, memoryKind, "memoryKind");
-#endif
-        FIELD(rec.s, deviceId, "deviceId");
-        FIELD(rec.s, contextId, "contextId");
-        FIELD(rec.s, streamId, "streamId");
-        FIELD(rec.s, correlationId, "correlationId");
-    } else if (!strcmp(kind, "sync")) {
-        rec.y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
-        rec.y.streamId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
-        rec.y.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
-        FIELD(rec.y, start, "start");
-        FIELD(rec.y, end, "end");
-        FIELD(rec.y, type, "type");
-        FIELD(rec.y, contextId, "contextId");
-        FIELD(rec.y, streamId, "streamId");
-        FIELD(rec.y, cudaEventId, "cudaEventId");
-        FIELD(rec.y, correlationId, "correlationId");
-    } else if (!strcmp(kind, "runtime") || !strcmp(kind, "driver")) {
-        rec.a.kind = kind[0] == 'r' ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
-        FIELD(rec.a, start, "start");
-        FIELD(rec.a, end, "end");
-        FIELD(rec.a, cbid, "cbid");
-        FIELD(rec.a, processId, "processId");
-        FIELD(rec.a, threadId, "threadId");
-        FIELD(rec.a, correlationId, "correlationId");
-        FIELD(rec.a, returnValue, "returnValue");
-        test_api_name_value = name;
-        ctx.api_name = test_api_name;
-    } else {
-        return PyErr_Format(PyExc_ValueError,
-                            "kind must be 'kernel', 'memcpy', 'memset', 'sync', 'runtime' or "
-                            "'driver', not %R", PyTuple_GET_ITEM(args, 0));
-    }
-    int emitted;
-    Py_BEGIN_ALLOW_THREADS
-    emitted = dft_cupti_emit(&rec.base, &ctx);
-    Py_END_ALLOW_THREADS
-    return PyBool_FromLong(emitted);
-}
-
-static int fake_gpu_clock(uint64_t *ns, void *arg)
-{
-    *ns = (uint64_t)(dft_now_us() * 1000 - *(int64_t *)arg);
-    return 1;
-}
-
-/* _cupti_calibrate_test(skew_ns) -> int: the offset measured against a fake
- * GPU clock running skew_ns behind the tracer clock. */
-static PyObject *cupti_calibrate_test(PyObject *m, PyObject *arg)
-{
-    (void)m;
-    long long skew = PyLong_AsLongLong(arg);
-    if (skew == -1 && PyErr_Occurred())
-        return NULL;
-    int64_t s = skew;
-    return PyLong_FromLongLong(dft_cupti_calibrate(fake_gpu_clock, &s));
-}
-
-#endif /* DFT_HAVE_CUPTI */
-
 static PyMethodDef cupti_methods[] = {
     {"_cupti_enable", cupti_enable, METH_NOARGS,
      "Records GPU activity (raises RuntimeError with the reason when unavailable)."},
@@ -271,12 +101,6 @@ static PyMethodDef cupti_methods[] = {
      "Steps aside for another CUPTI client; True if recording was running."},
     {"_cupti_resume", cupti_resume, METH_NOARGS,
      "Takes CUPTI back after _cupti_pause(); True if recording runs again."},
-#ifdef DFT_HAVE_CUPTI
-    {"_cupti_convert_test", (PyCFunction)(void (*)(void))cupti_convert_test,
-     METH_VARARGS | METH_KEYWORDS, "Test entry: converts and emits a synthetic activity record."},
-    {"_cupti_calibrate_test", cupti_calibrate_test, METH_O,
-     "Test entry: the clock offset measured against a fake GPU clock."},
-#endif
     {NULL, NULL, 0, NULL},
 };
 
@@ -308,7 +132,7 @@ static void add_site_packages_dirs(void)
     }
 }
 
-int dft_register_cupti(PyObject *module)
+int dft_cupti_register(PyObject *module)
 {
     if (PyModule_AddFunctions(module, cupti_methods) < 0)
         return -1;

@@ -241,7 +241,7 @@ void dft_io_fd_track(int fd, uint64_t hash)
     dft_fd_slot *s = slot_for(fd);
     if (!s || !hash)
         return;
-    atomic_store_explicit(&s->gen, atomic_load(&dft_g.gen), memory_order_relaxed);
+    atomic_store_explicit(&s->gen, dft_trace_gen(), memory_order_relaxed);
     atomic_store_explicit(&s->hash, hash, memory_order_release);
 }
 
@@ -257,7 +257,7 @@ void dft_io_fd_untrack(int fd)
 uint64_t dft_io_fd_hash(dft_fd_slot *s, int fd)
 {
     uint64_t h = atomic_load_explicit(&s->hash, memory_order_relaxed);
-    uint64_t gen = atomic_load_explicit(&dft_g.gen, memory_order_relaxed);
+    uint64_t gen = dft_trace_gen();
     if (__builtin_expect(atomic_load_explicit(&s->gen, memory_order_relaxed) == gen, 1))
         return h;
     /* Opened before fork(): define the path in this process's file. */
@@ -292,7 +292,7 @@ void dft_io_map_track(void *addr, size_t len, uint64_t hash)
         uintptr_t expected = 0;
         if (atomic_compare_exchange_strong(&maps[i].addr, &expected, (uintptr_t)addr)) {
             atomic_store(&maps[i].len, len);
-            atomic_store(&maps[i].gen, atomic_load(&dft_g.gen));
+            atomic_store(&maps[i].gen, dft_trace_gen());
             atomic_store(&maps[i].hash, hash);
             atomic_fetch_add(&nmaps, 1);
             return;
@@ -309,7 +309,7 @@ uint64_t dft_io_map_untrack(void *addr)
         if (atomic_load_explicit(&maps[i].addr, memory_order_relaxed) != (uintptr_t)addr)
             continue;
         uint64_t h = atomic_load(&maps[i].hash);
-        if (atomic_load(&maps[i].gen) != atomic_load(&dft_g.gen))
+        if (atomic_load(&maps[i].gen) != dft_trace_gen())
             h = 0; /* mapped before fork(): its FH line is in the parent's file */
         uintptr_t expected = (uintptr_t)addr;
         if (atomic_compare_exchange_strong(&maps[i].addr, &expected, 0)) {
@@ -331,7 +331,7 @@ uint64_t dft_io_map_find(const void *addr)
         uintptr_t start = atomic_load_explicit(&maps[i].addr, memory_order_relaxed);
         if (!start || a < start || a - start >= atomic_load(&maps[i].len))
             continue;
-        if (atomic_load(&maps[i].gen) != atomic_load(&dft_g.gen))
+        if (atomic_load(&maps[i].gen) != dft_trace_gen())
             return 0; /* mapped before fork(): its FH line is in the parent's file */
         return atomic_load(&maps[i].hash);
     }

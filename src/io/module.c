@@ -32,7 +32,7 @@ static const struct {
 /* Under life_lock, tracing active. */
 static void io_start(void)
 {
-    const dft_config *c = &dft_g.cfg;
+    const dft_config *c = dft_trace_config();
     if (c->disable_io || (c->disable_posix && c->disable_stdio))
         return;
     int np = dft_io_filter_init(c->data_dir);

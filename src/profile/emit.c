@@ -1,7 +1,7 @@
 /* profile/emit.c: what every dft_fn event path shares (the object's `with`
- * blocks, decorated calls in wrap.c, loops in loop.c): nesting scopes, the
- * conversion of epoch/step/... values, and writing one event with the
- * object's category and args.  All functions need the GIL. */
+ * blocks, decorated calls in wrap.c, loops in loop.c): the conversion of
+ * epoch/step/... values and writing one event with the object's category and
+ * args, in the nesting scopes of core/core.h.  All functions need the GIL. */
 #include "profile/emit.h"
 
 #include <stdlib.h>
@@ -19,30 +19,6 @@ int dft_emit_ready(void)
         if (!dft_sa_names[k] && !(dft_sa_names[k] = PyUnicode_InternFromString(dft_sa_keys[k])))
             return -1;
     return 0;
-}
-
-/* ---- scopes ------------------------------------------------------------ */
-
-/* Callers have checked that tracing is active. */
-void dft_scope_open(dft_scope_tok *t)
-{
-    t->ts = NULL;
-    dft_tstate *ts = dft_tstate_get();
-    if (!ts)
-        return;
-    int before = ts->depth;
-    dft_enter_scope();
-    if (ts->depth == before + 1) {
-        t->ts = ts;
-        t->depth = ts->depth;
-    }
-}
-
-void dft_scope_close(dft_scope_tok *t)
-{
-    if (t->ts && t->ts == dft_tstate_get() && t->ts->depth == t->depth)
-        dft_exit_scope();
-    t->ts = NULL;
 }
 
 /* ---- values and emission ----------------------------------------------- */
@@ -224,15 +200,15 @@ void dft_profile_emit(ProfileObject *p, const dft_scope_tok *own, PyObject *name
                       int64_t dur, const dft_stepargs *sa, PyObject *counter_key,
                       int64_t counter, PyObject *exc_type)
 {
-    if (!atomic_load_explicit(&dft_g.active, memory_order_relaxed))
+    if (!dft_trace_active())
         return;
     /* An event takes the id of the innermost unclaimed scope: unless that is
      * the caller's own scope, give it one of its own so it cannot take another
      * event's id (async calls, flush() regions, out-of-order stop()). */
-    if (!own || !own->ts || own->ts->depth != own->depth || own->ts != dft_tstate_get()) {
+    if (!own || !dft_scope_current(own)) {
         dft_scope_tok tmp;
         dft_scope_open(&tmp);
-        if (tmp.ts)
+        if (dft_scope_opened(&tmp))
             dft_profile_emit(p, &tmp, name, ts, dur, sa, counter_key, counter, exc_type);
         dft_scope_close_here(&tmp);
         return;

@@ -1,4 +1,4 @@
-/* profile/emit.h: scopes, values and event writing shared by the dft_fn
+/* profile/emit.h: values and event writing shared by the dft_fn
  * object, its wrappers and its loops (profile/emit.c).  GIL held. */
 #ifndef DFT_PROFILE_EMIT_H
 #define DFT_PROFILE_EMIT_H
@@ -10,23 +10,6 @@ extern const char *const dft_sa_keys[DFT_SA_N]; /* the same as C strings */
 
 /* Interns dft_sa_names; 0, or -1 with an exception set. */
 int dft_emit_ready(void);
-
-/* A nesting scope opened by this code; closed only when it is still the
- * innermost one on the same thread, so a misuse never unbalances others. */
-typedef struct dft_scope_tok {
-    dft_tstate *ts;
-    int depth;
-} dft_scope_tok;
-
-void dft_scope_open(dft_scope_tok *t);
-void dft_scope_close(dft_scope_tok *t);
-
-/* dft_scope_close for a scope opened on this thread in the same C call. */
-static inline void dft_scope_close_here(dft_scope_tok *t)
-{
-    if (t->ts && t->ts->depth == t->depth)
-        dft_exit_scope();
-}
 
 /* Converts v into a dft_val (int for ints; floats too unless as_int); returns
  * 0 when v is not a number (nothing set, no exception). */

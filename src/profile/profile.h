@@ -3,15 +3,13 @@
  *   profile.c  the dft_fn object: state, update(), context manager, flush
  *   wrap.c     decorated-callable wrappers and generator/coroutine proxies
  *   loop.c     p.iter() loops
- *   emit.c     scopes, values and event writing that all of them use
+ *   emit.c     values and event writing that all of them use
  * Everything here needs the GIL. */
 #ifndef DFT_PROFILE_H
 #define DFT_PROFILE_H
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-
-#include <stdatomic.h>
 
 #include "core/core.h"
 
@@ -49,10 +47,10 @@ static inline int dft_profile_on(const ProfileObject *p)
     for (; p; p = p->parent)
         if (!p->enable)
             return 0;
-    if (atomic_load_explicit(&dft_g.active, memory_order_relaxed))
+    if (dft_trace_active())
         return 1;
     /* Inline for the usual "off for good" states; the rest may start lazily. */
-    int st = atomic_load_explicit(&dft_g.state, memory_order_relaxed);
+    int st = dft_trace_state();
     if (st == DFT_STATE_DISABLED || st == DFT_STATE_FINALIZED)
         return 0;
     return dft_lazy_start() == 0;

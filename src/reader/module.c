@@ -76,46 +76,6 @@ static PyObject *linereader_next(LineReaderObject *self)
     return batch;
 }
 
-/* A reader's end as the readers' Python objects report it (status -1: not
- * at the end yet), and why it ended early (rd->err, or ''). */
-int dft_rd_open_path(dft_rd *rd, PyObject *path)
-{
-    PyObject *bytes;
-    if (!PyUnicode_FSConverter(path, &bytes))
-        return -1;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = dft_rd_open(rd, PyBytes_AS_STRING(bytes));
-    Py_END_ALLOW_THREADS
-    Py_DECREF(bytes);
-    if (rc < 0) {
-        dft_rd_raise_open_error(path, rd, errno);
-        return -1;
-    }
-    return 0;
-}
-
-PyObject *dft_rd_status_str(int status)
-{
-    switch (status) {
-    case -1:
-        return PyUnicode_FromString("reading");
-    case DFT_RD_EOF:
-        return PyUnicode_FromString("ok");
-    case DFT_RD_TRUNCATED:
-        return PyUnicode_FromString("truncated");
-    case DFT_RD_CORRUPT:
-        return PyUnicode_FromString("corrupt");
-    default:
-        return PyUnicode_FromString("error");
-    }
-}
-
-PyObject *dft_rd_message_str(const dft_rd *rd)
-{
-    return PyUnicode_DecodeUTF8(rd->err, (Py_ssize_t)strlen(rd->err), "replace");
-}
-
 static PyObject *linereader_status(LineReaderObject *self, void *unused)
 {
     (void)unused;

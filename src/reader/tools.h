@@ -1,5 +1,5 @@
-/* reader/tools.h: the Python entry points of the trace readers (src/reader_*.c),
- * registered in dftracer._core by dft_tools_register. */
+/* reader/tools.h: the Python entry points of the trace readers (the reader/ files),
+ * registered in dftracer._core by dft_tools_register (reader/module.c). */
 #ifndef DFT_READER_TOOLS_H
 #define DFT_READER_TOOLS_H
 
@@ -34,7 +34,7 @@ PyObject *dft_tools_rewrite_file(PyObject *module, PyObject *args, PyObject *kwa
 int dft_tools_register(PyObject *module);
 int dft_tools_register_events(PyObject *module); /* reader/events.c */
 
-/* The status and message attributes of the readers' Python objects. */
+/* What the readers' Python objects share (reader/pyreader.c). */
 struct dft_rd;
 /* Opens the trace at path (str, bytes or os.PathLike) into rd, the file
  * opened without the GIL: 0, or -1 with TypeError/OSError naming the path. */

@@ -3,7 +3,7 @@
  * and counters, and the Dynamo contexts (the args of one Dynamo instance).
  * Both sit on this file; neither calls the other.  GIL held unless noted. */
 #include "integrations.h"
-#include "torch/dynamo.h"
+#include "torch/dynamo_state.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -10,7 +10,7 @@
  *
  * All functions here are called from Python with the GIL held. */
 #include "integrations.h"
-#include "torch/dynamo.h"
+#include "torch/dynamo_state.h"
 
 #include <errno.h>
 #include <pthread.h>

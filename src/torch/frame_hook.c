@@ -22,7 +22,7 @@
  * All functions here run with the GIL held: the hook runs on the thread that
  * evaluates the frame. */
 #include "integrations.h"
-#include "torch/dynamo.h"
+#include "torch/dynamo_state.h"
 
 #include <stdlib.h>
 #include <string.h>

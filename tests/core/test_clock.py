@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from tracefile import run_python
+from tracefile import USE_TESTCORE, get_testcore, run_python
 
 
 def kernel_clocksource() -> str:
@@ -132,7 +132,8 @@ def test_a_jumping_tsc_is_stepped_forward_or_given_up(skew_ms: int, source: str)
     the TSC; one found 5 ms ahead is given up for CLOCK_MONOTONIC."""
     import json
 
-    r = run_python(SKEW.replace("SKEW_NS", str(skew_ms * 1_000_000)))
+    get_testcore()  # the hook is the test extension's
+    r = run_python(USE_TESTCORE + SKEW.replace("SKEW_NS", str(skew_ms * 1_000_000)))
     res = json.loads(r.stdout.strip().splitlines()[-1])
     assert res["moved"]
     assert res["right_after"] >= 4000, res  # the skew was real
@@ -175,11 +176,10 @@ def test_event_timestamps_use_the_same_clock(tmp_path) -> None:
 
 
 def test_clock_read_cost_measures_and_checks_its_argument() -> None:
-    from dftracer import _core
-
-    assert 0 < _core._clock_read_cost(10000) < 10000
+    core = get_testcore()
+    assert 0 < core._clock_read_cost(10000) < 10000
     with pytest.raises(ValueError, match="n must be"):
-        _core._clock_read_cost(0)
+        core._clock_read_cost(0)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The deflate backend chosen at build time (docs/performance.md): whichever it
 is, the trace is a series of standard gzip members that zlib and Python's
-gzip module read, and the writer's own benchmark hook measures real work."""
+gzip module read, and the writer's own benchmark hook (the test extension's
+_bench_writer) measures real work."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import zlib
 import pytest
 
 from dftracer import _core
-from tracefile import check_event, find_traces, read_trace, run_python
+from tracefile import check_event, find_traces, get_testcore, read_trace, run_python
 
 ENABLED = {"DFTRACER_ENABLE": "1"}
 BACKENDS = {"isal", "libdeflate", "zlib"}
@@ -69,26 +70,42 @@ def test_many_members_decode_with_zlib_and_gzip(tmp_path):
         assert e["args"]["s"] == "x" * (i % 7)
 
 
+# A torch-like op mix (the benchmarks' is benchmarks/core/op_mix.py).
+MIX = (["aten::addmm", "aten::relu", "aten::_convolution", "aten::view"],
+       [0, 1, 2, 5, 13, 200], [0, 64, 1024, 4096])
+
+
 def test_bench_writer_formats_and_compresses():
-    r = _core._bench_writer(50000)
+    bench = get_testcore()._bench_writer
+    r = bench(50000, *MIX)
     assert r["events"] >= 50000
     assert 150 < r["json_bytes"] / r["events"] < 250  # the op mix's lines
     assert 0 < r["gz_bytes"] < r["json_bytes"] / 5
     assert r["format_s"] > 0 and r["compress_s"] > 0
-    plain = _core._bench_writer(50000, compress=False)
+    plain = bench(50000, *MIX, compress=False)
     assert plain["gz_bytes"] == 0 and plain["compress_s"] == 0
     assert plain["json_bytes"] == r["json_bytes"]
-    bare = _core._bench_writer(50000, compress=False, args=False)
-    # the same events less ',"device":0,"input_size":N' (26 to 30 bytes)
+    bare = bench(50000, *MIX, compress=False, args=False)
+    # the same events less ',"device":0,"input_size":N' (26 to 29 bytes)
     per_line = plain["json_bytes"] / plain["events"] - bare["json_bytes"] / bare["events"]
-    assert 26 < per_line < 30
+    assert 26 < per_line < 29
+    # one name, one duration, one size: the lines differ only in their ids
+    one = bench(50000, ["x" * 100], [7], [4096], compress=False)
+    assert one["json_bytes"] / one["events"] - plain["json_bytes"] / plain["events"] > 80
 
 
-def test_bench_writer_rejects_bad_n():
+def test_bench_writer_rejects_bad_arguments():
+    bench = get_testcore()._bench_writer
     with pytest.raises(ValueError, match="n must be positive"):
-        _core._bench_writer(0)
+        bench(0, *MIX)
     with pytest.raises(TypeError):
-        _core._bench_writer("10")
+        bench("10", *MIX)
+    with pytest.raises(ValueError, match="must not be empty"):
+        bench(10, [], [1], [1])
+    with pytest.raises(TypeError, match="names must be strs"):
+        bench(10, [b"x"], [1], [1])
+    with pytest.raises(TypeError, match="durations_us must be ints"):
+        bench(10, ["x"], ["1"], [1])
 
 
 # ---- the formatter's fast paths -------------------------------------------

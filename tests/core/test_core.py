@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dftracer import _core
-from tracefile import find_traces, read_lines, read_trace, run_python
+from tracefile import find_traces, get_testcore, read_lines, read_trace, run_python
 
 ENABLED = {"DFTRACER_ENABLE": "1"}
 
@@ -58,7 +58,7 @@ def test_events_fields_and_args(tmp_path):
     assert ev["args"]["level"] == 1 and ev["args"]["p_idx"] == -1
     hh = tr.of("M", name="HH")[0]["args"]
     assert ev["args"]["hhash"] == hh["value"] and hh["name"] == os.uname().nodename.replace("/", "_")
-    assert hh["value"] == "%016x" % _core._hash64(hh["name"].encode())
+    assert hh["value"] == "%016x" % get_testcore()._hash64(hh["name"].encode())
     (cm,) = tr.of("M", name="CM")
     assert cm["args"]["name"] == "model" and cm["args"]["value"] == "resnet"
     (start,) = tr.of("X", name="start")
@@ -275,10 +275,18 @@ def test_get_time_is_epoch_microseconds_and_monotonic():
     assert b >= a
 
 
+def test_the_core_module_holds_no_test_or_benchmark_entry_point():
+    """Test and benchmark hooks are the test extension's (_dftracer_testcore,
+    src/testing/), compiled out of dftracer._core."""
+    moved = {"_json_string", "_hash64", "_clock_read_cost", "_bench_writer"}
+    assert [n for n in dir(_core) if "test" in n.lower() or "bench" in n.lower() or n in moved] == []
+    assert moved <= set(dir(get_testcore()))
+
+
 def test_xxh64_matches_reference():
     xxhash = pytest.importorskip("xxhash")
     for data in [b"", b"a", b"abc", b"x" * 31, b"y" * 32, b"hello world" * 20, bytes(range(256))]:
-        assert _core._hash64(data) == xxhash.xxh64_intdigest(data)
+        assert get_testcore()._hash64(data) == xxhash.xxh64_intdigest(data)
 
 
 # ---- escaping ---------------------------------------------------------------
@@ -286,12 +294,12 @@ def test_xxh64_matches_reference():
 
 @given(st.text())
 def test_escaper_round_trips_text(s):
-    assert json.loads(_core._json_string(s.encode("utf-8"))) == s
+    assert json.loads(get_testcore()._json_string(s.encode("utf-8"))) == s
 
 
 @given(st.binary())
 def test_escaper_replaces_invalid_utf8_like_python(b):
-    assert json.loads(_core._json_string(b)) == b.decode("utf-8", "replace")
+    assert json.loads(get_testcore()._json_string(b)) == b.decode("utf-8", "replace")
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

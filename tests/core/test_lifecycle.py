@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tracefile import find_traces, read_trace, run_python
+from tracefile import USE_TESTCORE, find_traces, get_testcore, read_trace, run_python
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)  # tracefile.py
@@ -573,9 +573,10 @@ def test_finalize_waits_for_a_chunk_an_exiting_thread_is_handing_off(tmp_path):
     """A thread's last buffer leaves it when the thread exits (a pthread key
     destructor, after Python's join() has returned); finalize must not close
     the file while that chunk is between the thread and the writer queue.
-    The test hook widens that window to 300 ms."""
+    The test extension's hook widens that window to 300 ms."""
+    get_testcore()
     proc = run_python(
-        f"""
+        USE_TESTCORE + textwrap.dedent(f"""
         import threading
         from dftracer import _core
         from dftracer.python import dftracer
@@ -588,7 +589,7 @@ def test_finalize_waits_for_a_chunk_an_exiting_thread_is_handing_off(tmp_path):
         t.start()
         t.join()          # the OS thread still runs its destructors after this
         log.finalize()
-        """,
+        """),
         {"DFTRACER_ENABLE": "1"},
     )
     (path,) = find_traces(str(tmp_path), "exit")

@@ -12,14 +12,23 @@ import pytest
 
 from dftracer import _core
 from dftracer.python import cupti
-from tracefile import find_traces, read_trace, run_python
+from tracefile import USE_TESTCORE, find_traces, get_testcore, read_trace, run_python
 
-HAS_CONVERT = hasattr(_core, "_cupti_convert_test")
 LANE_BASE = 1 << 48
 
 
 def lane(device: int, stream: int) -> int:
     return LANE_BASE | ((device & 0xFFFF) << 32) | stream
+
+
+def convert_hooks():
+    """The test extension, which holds the conversion's test entry points when
+    dftracer was built with the CUPTI headers (its sources and flags are
+    dftracer._core's); skips the test otherwise."""
+    core = get_testcore()
+    if not hasattr(core, "_cupti_convert_test"):
+        pytest.skip("dftracer was built without CUPTI headers")
+    return core
 
 
 def only_trace(tmp_path):
@@ -78,8 +87,9 @@ def test_env_enable_without_gpu_reports_once_and_traces(tmp_path):
     assert [e["name"] for e in trace.user_events()] == ["work"]
 
 
-@pytest.mark.skipif(not HAS_CONVERT, reason="built without CUPTI headers: nothing is searched")
 def test_reason_lists_where_libcupti_was_looked_for(tmp_path):
+    if "built without CUPTI" in _core._cupti_reason():
+        pytest.skip("built without CUPTI headers: nothing is searched")
     missing = str(tmp_path / "no" / "libcupti.so")
     proc = run_python(
         """
@@ -106,7 +116,7 @@ def test_disable_and_resume_without_gpu_are_harmless():
 
 # ---- conversion of synthetic records ----------------------------------------
 
-CONVERT_SCRIPT = """
+CONVERT_SCRIPT = USE_TESTCORE + """
 import json
 from dftracer import _core
 from dftracer.python import dftracer
@@ -147,8 +157,7 @@ log.finalize()
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
-    if not HAS_CONVERT:
-        pytest.skip("dftracer was built without CUPTI headers")
+    convert_hooks()
     tmp = tmp_path_factory.mktemp("cupti")
     proc = run_python(CONVERT_SCRIPT.format(stem=str(tmp / "trace")), env={"DFTRACER_ENABLE": "1"})
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -243,22 +252,21 @@ def test_lanes_named_once(converted):
     assert used == set(names)
 
 
-@pytest.mark.skipif(not HAS_CONVERT, reason="built without CUPTI headers")
 @pytest.mark.parametrize("skew", [5_000_000_000, -7_000_000_123, 0])
 def test_clock_offset_calibration(skew):
     # A fake GPU clock running `skew` ns behind the tracer clock: the measured
     # offset is the skew, to within the microsecond the fake clock resolves.
-    assert abs(_core._cupti_calibrate_test(skew) - skew) < 1_000_000
+    assert abs(convert_hooks()._cupti_calibrate_test(skew) - skew) < 1_000_000
 
 
-@pytest.mark.skipif(not HAS_CONVERT, reason="built without CUPTI headers")
 def test_convert_rejects_bad_input():
+    convert = convert_hooks()._cupti_convert_test
     with pytest.raises(ValueError, match="kind"):
-        _core._cupti_convert_test("texture", {})
+        convert("texture", {})
     with pytest.raises(TypeError, match="start"):
-        _core._cupti_convert_test("kernel", {"start": "soon"})
+        convert("kernel", {"start": "soon"})
     with pytest.raises(TypeError, match="name"):
-        _core._cupti_convert_test("kernel", {"name": 3})
+        convert("kernel", {"name": 3})
 
 
 # ---- torch.profiler guard ---------------------------------------------------

@@ -1,7 +1,8 @@
-/* torch/dynamo.h: state shared between the torch.compile graph timers
- * (torch/dynamo_timing.c) and the PEP 523 frame hook (torch/frame_hook.c). */
-#ifndef DFT_DYNAMO_H
-#define DFT_DYNAMO_H
+/* torch/dynamo_state.h: state shared between the torch.compile graph timers
+ * (torch/dynamo_timing.c) and the PEP 523 frame hook (torch/frame_hook.c),
+ * kept by torch/dynamo_state.c. */
+#ifndef DFT_TORCH_DYNAMO_STATE_H
+#define DFT_TORCH_DYNAMO_STATE_H
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

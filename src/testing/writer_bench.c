@@ -1,8 +1,9 @@
-/* core/writer_bench.c: the writer's format + compress loop, timed on its own
- * (see writer_bench.h).  Runs on the calling thread without the GIL. */
-#include "core/writer_bench.h"
+/* testing/writer_bench.c: the writer's format + compress loop, timed on its
+ * own (see writer_bench.h).  Runs on the calling thread without the GIL. */
+#include "testing/writer_bench.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "core/compress.h"
@@ -18,16 +19,10 @@ static double cpu_now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* The op mix of benchmarks/core/bench_core.py: torch op names, timestamps a
- * few microseconds apart, short durations, two int args or none. */
-static char *encode_mix(size_t *len, int with_args)
+/* CHUNK_EVENTS records drawn from mix (xorshift64, a fixed seed): timestamps
+ * a few microseconds apart, two int args or none. */
+static char *encode_mix(const dft_op_mix *mix, size_t *len, int with_args)
 {
-    static const char *const names[] = {
-        "aten::addmm", "aten::linear", "aten::relu", "aten::empty", "aten::t",
-        "aten::transpose", "aten::as_strided", "aten::mm", "aten::add_", "aten::copy_",
-        "aten::view", "aten::convolution", "aten::_convolution", "aten::zeros"};
-    static const int64_t durs[] = {0, 1, 1, 2, 3, 5, 8, 13, 40, 200};
-    static const int64_t sizes[] = {0, 64, 1024, 4096};
     size_t cap = (size_t)CHUNK_EVENTS * 128, used = 0;
     char *data = malloc(cap);
     if (!data)
@@ -36,15 +31,17 @@ static char *encode_mix(size_t *len, int with_args)
     int64_t ts = 1795435547050367;
     for (int i = 0; i < CHUNK_EVENTS; i++) {
         seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17; /* xorshift64 */
-        const char *name = names[seed % 14];
+        size_t k = seed % mix->nnames;
         ts += (int64_t)((seed >> 8) % 31);
         dft_arg args[2] = {
             {.key = "device", .key_len = 6, .type = DFT_ARG_INT, .v.i = 0},
-            {.key = "input_size", .key_len = 10, .type = DFT_ARG_INT, .v.i = sizes[(seed >> 16) % 4]},
+            {.key = "input_size", .key_len = 10, .type = DFT_ARG_INT,
+             .v.i = mix->input_sizes[(seed >> 16) % mix->ninput_sizes]},
         };
-        dft_event ev = {.name = name, .name_len = strlen(name), .cat = "PP", .cat_len = 2,
-                        .ts = ts, .dur = durs[(seed >> 24) % 10], .ph = DFT_PH_COMPLETE,
-                        .args = args, .nargs = with_args ? 2 : 0};
+        dft_event ev = {.name = mix->names[k], .name_len = mix->name_lens[k], .cat = "PP",
+                        .cat_len = 2, .ts = ts,
+                        .dur = mix->durations_us[(seed >> 24) % mix->ndurations],
+                        .ph = DFT_PH_COMPLETE, .args = args, .nargs = with_args ? 2 : 0};
         size_t size = dft_record_size(&ev);
         if (used + size > cap) {
             char *p = realloc(data, cap * 2);
@@ -63,11 +60,12 @@ static char *encode_mix(size_t *len, int with_args)
     return data;
 }
 
-int dft_writer_bench(uint64_t n, int compress, int with_args, dft_writer_bench_result *res)
+int dft_writer_bench(const dft_op_mix *mix, uint64_t n, int compress, int with_args,
+                     dft_writer_bench_result *res)
 {
     memset(res, 0, sizeof *res);
     size_t len = 0;
-    char *data = encode_mix(&len, with_args);
+    char *data = encode_mix(mix, &len, with_args);
     dft_compressor *cz = compress ? dft_compressor_new() : NULL;
     dft_sbuf json = {0}, out = {0};
     int rc = -1;

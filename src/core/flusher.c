@@ -1,0 +1,129 @@
+/* core/flusher.c: the flusher thread.
+ *
+ * One thread per tracing process, started with the trace and stopped by
+ * finalize.  Every half DFTRACER_FLUSH_INTERVAL it hands the writer the buffer
+ * of each thread whose records have waited a whole period
+ * (dft_flush_aged_threads), so an idle process keeps at most one interval of
+ * events in memory.  A signal handler wakes it with sem_post (async-signal-
+ * safe) to write every thread's committed records and drain the writer queue
+ * while the handler waits: the handler itself takes no lock and allocates
+ * nothing, and the flush runs on a thread that holds no lock of the
+ * interrupted one.  All signals are blocked here; no GIL, never Python. */
+#include "core/flusher.h"
+
+#include <errno.h>
+#include <semaphore.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/buffer.h"
+#include "core/signals.h"
+#include "core/state.h"
+#include "core/writer.h"
+
+static struct {
+    pthread_t thread;
+    int started;          /* a thread to join; under life_lock */
+    sem_t wake;
+    int sem_ready;
+    _Atomic int stop;
+    _Atomic int alive;    /* the thread runs and serves requests */
+    _Atomic unsigned req; /* flush requests from signal handlers */
+    _Atomic unsigned done;
+    double period;        /* seconds between ticks; 0: requests only */
+} flusher;
+
+static void *flusher_main(void *arg)
+{
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    dft_no_gil_release = 1; /* never a Python thread */
+    while (!atomic_load(&flusher.stop)) {
+        unsigned req = atomic_load(&flusher.req);
+        if (req != atomic_load(&flusher.done)) {
+            dft_flush_all_threads(1); /* every thread's records, and the queue drained */
+            atomic_store(&flusher.done, req);
+            continue;
+        }
+        if (flusher.period > 0) {
+            struct timespec t;
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            long long ns = t.tv_nsec + (long long)(flusher.period * 1e9);
+            t.tv_sec += (time_t)(ns / 1000000000);
+            t.tv_nsec = (long)(ns % 1000000000);
+            if (sem_clockwait(&flusher.wake, CLOCK_MONOTONIC, &t) != 0 && errno == ETIMEDOUT &&
+                !atomic_load(&flusher.stop) && atomic_load(&dft_trace.active))
+                dft_flush_aged_threads();
+        } else {
+            sem_wait(&flusher.wake);
+        }
+    }
+    atomic_store(&flusher.alive, 0);
+    return NULL;
+}
+
+/* Under life_lock (or single-threaded in a forked child); no GIL. */
+void dft_flusher_start(void)
+{
+    if (flusher.started)
+        return;
+    if (!flusher.sem_ready) {
+        if (sem_init(&flusher.wake, 0, 0) != 0) {
+            dft_log(DFT_LOG_ERROR, "sem_init: %s; no time-based flush", strerror(errno));
+            return;
+        }
+        flusher.sem_ready = 1;
+    }
+    double iv = dft_g.cfg.flush_interval;
+    flusher.period = iv > 0 ? iv / 2 : 0;
+    atomic_store(&flusher.stop, 0);
+    atomic_store(&flusher.done, atomic_load(&flusher.req));
+    atomic_store(&flusher.alive, 1);
+    int e = pthread_create(&flusher.thread, NULL, flusher_main, NULL);
+    if (e != 0) {
+        atomic_store(&flusher.alive, 0);
+        dft_log(DFT_LOG_ERROR, "cannot start the flusher thread: %s; no time-based flush",
+                strerror(e));
+        return;
+    }
+    flusher.started = 1;
+}
+
+/* Under life_lock; no GIL. */
+void dft_flusher_stop(void)
+{
+    if (!flusher.started)
+        return;
+    atomic_store(&flusher.stop, 1);
+    sem_post(&flusher.wake);
+    pthread_join(flusher.thread, NULL);
+    flusher.started = 0;
+    atomic_store(&flusher.alive, 0);
+}
+
+/* Single-threaded. */
+void dft_flusher_after_fork_child(void)
+{
+    flusher.started = 0;
+    atomic_store(&flusher.alive, 0);
+    if (flusher.sem_ready)
+        sem_init(&flusher.wake, 0, 0);
+}
+
+/* Async-signal-safe. */
+int dft_flusher_alive(void) { return atomic_load(&flusher.alive); }
+
+/* Async-signal context. */
+int dft_flusher_flush_for_signal(long long deadline_ns)
+{
+    if (!atomic_load(&flusher.alive))
+        return 0;
+    unsigned mine = atomic_fetch_add(&flusher.req, 1) + 1;
+    sem_post(&flusher.wake);
+    while ((int)(atomic_load(&flusher.done) - mine) < 0 && atomic_load(&flusher.alive) &&
+           dft_signal_clock_ns() < deadline_ns)
+        dft_signal_nap_1ms();
+    return (int)(atomic_load(&flusher.done) - mine) >= 0;
+}

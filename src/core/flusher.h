@@ -1,0 +1,28 @@
+/* core/flusher.h: the flusher thread (core/flusher.c), which writes idle
+ * buffers every half DFTRACER_FLUSH_INTERVAL and serves the flush a signal
+ * handler asks for. */
+#ifndef DFT_CORE_FLUSHER_H
+#define DFT_CORE_FLUSHER_H
+
+/* Starts the flusher for the current trace.  Under life_lock (or
+ * single-threaded in a forked child); no GIL. */
+void dft_flusher_start(void);
+
+/* Stops it, waiting for a flush in progress to end.  Under life_lock; no GIL. */
+void dft_flusher_stop(void);
+
+/* In a forked child the thread does not exist and its semaphore may be in
+ * any state.  Single-threaded. */
+void dft_flusher_after_fork_child(void);
+
+/* 1 while the thread runs and serves requests.  Async-signal-safe. */
+int dft_flusher_alive(void);
+
+/* From a signal handler: has the flusher write every thread's committed
+ * records and drain the writer queue, and waits for it until deadline_ns
+ * (CLOCK_MONOTONIC).  1 when it was done in time; 0 when the flusher is not
+ * running or did not finish.  Uses only atomics, sem_post, clock_gettime and
+ * nanosleep: async-signal-safe. */
+int dft_flusher_flush_for_signal(long long deadline_ns);
+
+#endif

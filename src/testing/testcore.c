@@ -1,0 +1,228 @@
+/* testing/testcore.c: _dftracer_testcore, the test extension (testing.h).
+ *
+ * Everything dftracer._core holds (dft_core_module_create, module.c), built
+ * from the same sources with DFT_TESTING, plus the entry points tests and
+ * benchmarks need and a user never does: the JSON escaper and XXH64 on their
+ * own, the writer's format + compress loop timed alone, the cost of a clock
+ * read, and the core's test hooks (a clock that jumps, a wide hand-off
+ * window).  A test whose program needs a hook runs that program on this
+ * module in place of dftracer._core (tests/tracefile.py, USE_TESTCORE). */
+#include "testing/testing.h"
+
+#include <time.h>
+
+#include "core/clock.h"
+#include "core/core.h"
+#include "format/json.h"
+#include "integrations.h"
+#include "testing/writer_bench.h"
+
+/* _json_string(bytes) -> str: the JSON string dftracer writes for bytes. */
+static PyObject *json_string(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    dft_sbuf b = {0};
+    dft_json_string(&b, view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    if (b.failed)
+        return PyErr_NoMemory();
+    PyObject *r = PyUnicode_DecodeUTF8(b.data, (Py_ssize_t)b.len, "strict");
+    dft_sbuf_free(&b);
+    return r;
+}
+
+/* _hash64(bytes) -> int: XXH64 (seed 0), as in hhash/fhash/SH values. */
+static PyObject *hash64(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint64_t h = dft_hash64(view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
+/* _clock_read_cost(n) -> float: ns per tracer-clock read, over n reads timed
+ * with CLOCK_MONOTONIC (GIL released). */
+static PyObject *clock_read_cost(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n <= 0) {
+        PyErr_SetString(PyExc_ValueError, "n must be a positive number of reads");
+        return NULL;
+    }
+    volatile int64_t sink = 0;
+    struct timespec a, b;
+    Py_BEGIN_ALLOW_THREADS
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (long i = 0; i < n; i++)
+        sink += dft_clock_ns();
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    Py_END_ALLOW_THREADS
+    (void)sink;
+    double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
+    return PyFloat_FromDouble(ns / (double)n);
+}
+
+/* _clock_skew_for_test(ns) -> bool: moves the fitted TSC clock by ns. */
+static PyObject *clock_skew(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    long long ns = PyLong_AsLongLong(arg);
+    if (ns == -1 && PyErr_Occurred())
+        return NULL;
+    return PyBool_FromLong(dft_clock_skew_for_test((int64_t)ns));
+}
+
+/* _handoff_delay_for_test(delay_us): each hand-off of a buffer sleeps that
+ * long between leaving its thread and reaching the writer queue. */
+static PyObject *handoff_delay(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    long us = PyLong_AsLong(arg);
+    if (us == -1 && PyErr_Occurred())
+        return NULL;
+    if (us < 0 || us > 10000000) {
+        PyErr_SetString(PyExc_ValueError, "delay_us must be within 0..10000000");
+        return NULL;
+    }
+    atomic_store(&dft_test_handoff_delay_us, (int)us);
+    Py_RETURN_NONE;
+}
+
+/* The int64 items of seq (a tuple) into a new array; NULL with an exception. */
+static int64_t *int64_items(PyObject *seq, const char *what)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    int64_t *out = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *out);
+    if (!out)
+        return (int64_t *)PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, i));
+        if (v == -1 && PyErr_Occurred()) {
+            PyErr_Format(PyExc_TypeError, "%s must be ints", what);
+            PyMem_Free(out);
+            return NULL;
+        }
+        out[i] = v;
+    }
+    return out;
+}
+
+/* _bench_writer(n, names, durations_us, input_sizes, compress=True, args=True)
+ * -> dict: the writer's format + compress work on n events drawn from the op
+ * mix (benchmarks/core/op_mix.py), timed alone on this thread (GIL released). */
+static PyObject *bench_writer(PyObject *m, PyObject *args, PyObject *kw)
+{
+    (void)m;
+    static char *kwlist[] = {"n", "names", "durations_us", "input_sizes", "compress", "args",
+                             NULL};
+    long long n;
+    PyObject *names_in, *durs_in, *sizes_in;
+    int compress = 1, with_args = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "LOOO|pp:_bench_writer", kwlist, &n, &names_in,
+                                     &durs_in, &sizes_in, &compress, &with_args))
+        return NULL;
+    if (n <= 0) {
+        PyErr_SetString(PyExc_ValueError, "_bench_writer: n must be positive");
+        return NULL;
+    }
+    PyObject *names = PySequence_Tuple(names_in); /* kept: the UTF-8 stays valid */
+    PyObject *durs = names ? PySequence_Tuple(durs_in) : NULL;
+    PyObject *sizes = durs ? PySequence_Tuple(sizes_in) : NULL;
+    const char **name_ptrs = NULL;
+    size_t *name_lens = NULL;
+    int64_t *dur_vals = NULL, *size_vals = NULL;
+    PyObject *ret = NULL;
+    if (!sizes)
+        goto done;
+    Py_ssize_t nn = PyTuple_GET_SIZE(names);
+    if (nn == 0 || PyTuple_GET_SIZE(durs) == 0 || PyTuple_GET_SIZE(sizes) == 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "_bench_writer: names, durations_us and input_sizes must not be empty");
+        goto done;
+    }
+    name_ptrs = PyMem_Malloc((size_t)nn * sizeof *name_ptrs);
+    name_lens = PyMem_Malloc((size_t)nn * sizeof *name_lens);
+    if (!name_ptrs || !name_lens) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nn; i++) {
+        PyObject *s = PyTuple_GET_ITEM(names, i);
+        Py_ssize_t len;
+        if (!PyUnicode_Check(s)) {
+            PyErr_SetString(PyExc_TypeError, "_bench_writer: names must be strs");
+            goto done;
+        }
+        if (!(name_ptrs[i] = PyUnicode_AsUTF8AndSize(s, &len)))
+            goto done;
+        name_lens[i] = (size_t)len;
+    }
+    if (!(dur_vals = int64_items(durs, "durations_us")) ||
+        !(size_vals = int64_items(sizes, "input_sizes")))
+        goto done;
+    dft_op_mix mix = {.names = name_ptrs, .name_lens = name_lens, .nnames = (size_t)nn,
+                      .durations_us = dur_vals, .ndurations = (size_t)PyTuple_GET_SIZE(durs),
+                      .input_sizes = size_vals, .ninput_sizes = (size_t)PyTuple_GET_SIZE(sizes)};
+    dft_writer_bench_result r;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = dft_writer_bench(&mix, (uint64_t)n, compress, with_args, &r);
+    Py_END_ALLOW_THREADS
+    if (rc != 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    ret = Py_BuildValue("{sKsKsKsdsd}", "events", (unsigned long long)r.events, "json_bytes",
+                        (unsigned long long)r.json_bytes, "gz_bytes",
+                        (unsigned long long)r.gz_bytes, "format_s", r.format_s, "compress_s",
+                        r.compress_s);
+done:
+    PyMem_Free(name_ptrs);
+    PyMem_Free(name_lens);
+    PyMem_Free(dur_vals);
+    PyMem_Free(size_vals);
+    Py_XDECREF(names);
+    Py_XDECREF(durs);
+    Py_XDECREF(sizes);
+    return ret;
+}
+
+static PyMethodDef testcore_methods[] = {
+    {"_json_string", json_string, METH_O, "The JSON string dftracer writes for bytes."},
+    {"_hash64", hash64, METH_O, "XXH64 (seed 0) of a bytes-like object."},
+    {"_clock_read_cost", clock_read_cost, METH_O,
+     "_clock_read_cost(n): ns per tracer-clock read, averaged over n reads."},
+    {"_clock_skew_for_test", clock_skew, METH_O,
+     "Moves the fitted TSC clock by ns; False when there is none."},
+    {"_handoff_delay_for_test", handoff_delay, METH_O,
+     "_handoff_delay_for_test(delay_us): widens the hand-off window."},
+    {"_bench_writer", (PyCFunction)(void (*)(void))bench_writer, METH_VARARGS | METH_KEYWORDS,
+     "_bench_writer(n, names, durations_us, input_sizes, compress=True, args=True) -> dict: "
+     "format + compress of n events of the op mix, timed."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef testcore_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_dftracer_testcore",
+    .m_doc = "dftracer._core built with its test and benchmark hooks (tests and benchmarks only).",
+    .m_size = -1,
+    .m_methods = testcore_methods,
+};
+
+PyMODINIT_FUNC PyInit__dftracer_testcore(void)
+{
+    PyObject *m = dft_core_module_create(&testcore_module);
+    if (m && (dft_testing_cupti_register(m) < 0 || dft_testing_torch_register(m) < 0))
+        Py_CLEAR(m);
+    return m;
+}
