@@ -43,7 +43,7 @@ define run_installed_tests
 endef
 
 .PHONY: demo test test-dev test-asan test-wheels wheel sdist bench setup setup-test \
-        system-deps browser-deps backends bench-writer clean
+        system-deps browser-deps tmux-deps backends bench-writer clean
 
 # zlib's headers are all the build needs; ISA-L's and libdeflate's, when
 # present, give the writer a faster deflate (docs/performance.md), so they are
@@ -87,18 +87,22 @@ setup-test: setup
 browser-deps: $(VENV)/.ready
 	bash scripts/install-browser.sh $(PY)
 
+# tmux (apt), for the live-view tests of `dftracer top` (tests/tools/test_top.py).
+tmux-deps:
+	bash scripts/install-tmux.sh
+
 # The main job: a small traced workload, then where its trace is and a summary.
 demo: setup
 	rm -rf $(TRACE_DIR)
 	DFTRACER_ENABLE=1 DFTRACER_DATA_DIR=all $(PY) examples/quickstart.py --out $(TRACE_DIR)/quickstart
 	$(VENV)/bin/dftracer summary $(TRACE_DIR)
 
-test: setup-test browser-deps
+test: setup-test browser-deps tmux-deps
 	$(call run_installed_tests,$(PY))
 
 # The quick development loop: the extension built in place, no install.
 test-dev: system-deps $(VENV)/.ready
-	$(PIP) install -q 'pytest>=7' 'hypothesis>=6' 'xxhash>=3'
+	$(PIP) install -q 'pytest>=7' 'hypothesis>=6' 'xxhash>=3' 'rich>=13'
 	rm -rf pydftracer.egg-info  # metadata of this project's name before 0.2
 	$(PY) setup.py -q build_ext --inplace
 	PYTHONPATH=$(CURDIR) $(PY) -m pytest tests $(PYTEST_FLAGS)

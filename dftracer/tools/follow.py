@@ -1,0 +1,952 @@
+"""Following growing trace files, for `dftracer top` (docs/cli.md).
+
+A `Follower` reads each file from where the previous refresh stopped: a
+compressed trace is a sequence of independent gzip members, so it keeps an
+inflater for the member being read and decodes only what is new; the lines of
+a member are used once the member is complete (a member still being written
+waits for the next refresh), the lines of a plain `.pfw` once they end with a
+newline.  Nothing is read twice.
+
+What it keeps per process does not grow with the run: counters since the
+start, the events of the last `window` seconds (plus a few seconds for threads
+that flush late) grouped per second and per (category, name), and the last
+`STEP_HISTORY` step times.  Events are placed by their own time (`ts + dur`,
+the tracer's wall clock) and each process's window ends at its newest event,
+so a process that stopped keeps its last figures.
+
+Parsing: the lines dftracer writes have a fixed key order, which one regular
+expression matches (one C call per member); any other line (metadata, the
+older dialect, escaped strings) goes through `json`."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import socket
+import stat
+import statistics
+import time
+import zlib
+from collections import deque
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+from dftracer.tools import paths as _paths
+
+US = 1_000_000
+STEP_HISTORY = 50       # step times kept per process for the median
+LATE_MARGIN = 5         # seconds of buckets kept beyond the window, for late threads
+READ_STEP = 1 << 20     # compressed bytes read at a time
+PENDING_LIMIT = 16 << 20  # decoded bytes of one unfinished member before its lines are used
+LINE_MAX = 16 << 20     # docs/trace-format.md "Reading"
+SILENT_FLUSHES = 3      # a process is silent after this many flush intervals without data
+FLUSH_OFF_SILENT = 30.0  # silent after this long when the time-based flush is off
+FINISHED_LOOK = 10.0    # seconds between looks at a finished file (deleted, replaced?)
+
+GROUPS = ("compute", "data", "io", "comm", "checkpoint", "other")
+
+# A complete event as dftracer writes it (docs/trace-format.md "Event kinds"),
+# or any other line.  Groups: name, cat, ts, dur, args body, other line.
+_LINE = re.compile(
+    rb'^(?:\{"id":\d+,"name":"([^"\\\n]*)","cat":"([^"\\\n]*)","pid":-?\d+,"tid":-?\d+,'
+    rb'"ts":(\d+),"dur":(\d+),"ph":"X"(?:,"args":\{([^\n]*)\})?\}|([^\n]+))$', re.M)
+_ARG_INT = re.compile(rb'(?:^|,)"(ret|size|count|step)":(-?\d+)')
+_STEP_ARG = re.compile(rb'(?:^|,)"step":(-?\d+)')
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_RANK = re.compile(r"\b[Rr]ank (\d+)")
+_FILE_NAME = re.compile(r"-(?P<host>[^/]*)-(?P<pid>\d+)(?:\.\d+)?-app\.pfw(?:\.gz)?$")
+
+# step sources, by priority: a name given with --step, pipeline/iteration,
+# torch.profiler's ProfilerStep#N, any event's args.step (ai.update(step=...))
+STEP_NONE, STEP_ARGS, STEP_PROFILER, STEP_ITERATION, STEP_NAMED = range(5)
+STEP_SOURCES = {STEP_ARGS: "args.step", STEP_PROFILER: "ProfilerStep#N",
+                STEP_ITERATION: "pipeline/iteration", STEP_NAMED: "--step"}
+
+# (cat, name) flags
+F_TRACER = 1      # the tracer's own start/end: not in the window
+F_STEP = 2        # a step event: in no share and no top function
+F_READ = 4        # I/O bytes read
+F_WRITE = 8       # I/O bytes written
+F_ITEMS = 16      # fread/fwrite: ret and count are items of `size` bytes
+
+_COPY_CALLS = ("sendfile", "sendfile64", "copy_file_range", "splice")
+
+
+def parse_interval(value: Optional[str], default: float = 1.0) -> Tuple[float, Optional[str]]:
+    """DFTRACER_FLUSH_INTERVAL's syntax (docs/configuration.md): seconds, `250ms`,
+    `2s`, `0`/`off`.  Returns (seconds, None) or (default, why it is unusable)."""
+    if value is None or not value.strip():
+        return default, None
+    v = value.strip().lower()
+    if v == "off":
+        return 0.0, None
+    scale = 1.0
+    if v.endswith("ms"):
+        v, scale = v[:-2], 1e-3
+    elif v.endswith("s"):
+        v = v[:-1]
+    try:
+        x = float(v) * scale
+    except ValueError:
+        return default, "is not a number of seconds (e.g. 1, 0.5, 200ms, 0 for off)"
+    if not x >= 0 or x > 1e9:
+        return default, "is not a number of seconds (e.g. 1, 0.5, 200ms, 0 for off)"
+    if x:
+        x = min(max(x, 0.01), 3600.0)
+    return x, None
+
+
+def silent_after(flush_interval: float) -> float:
+    return SILENT_FLUSHES * flush_interval if flush_interval > 0 else FLUSH_OFF_SILENT
+
+
+def category_group(cat: str, name: str) -> Optional[str]:
+    """The share a (cat, name) counts in (the groups of CONTRACT: compute, data
+    wait, I/O, communication, checkpoint, other), or None for the tracer's own
+    events and the containers (steps, pipeline loops) that would count
+    everything twice."""
+    if cat == "dftracer":
+        return None
+    if cat in ("compute", "dynamo"):
+        return "compute"
+    if cat in ("dataloader", "data"):
+        return "other" if name.endswith(".block") else "data"  # a loop body, not a wait
+    if cat in ("POSIX", "STDIO"):
+        return "io"
+    if cat == "comm":
+        return "comm"
+    if cat == "checkpoint":
+        return "checkpoint"
+    if cat == "pipeline":
+        return "data" if name == "train.iter" else None
+    if cat == "PP":
+        if _PROFILER_STEP.match(name):
+            return None
+        if name.startswith("enumerate(DataLoader)"):
+            return "data"
+        return "other" if name.startswith("[") else "compute"
+    return "other"
+
+
+def io_direction(cat: str, name: str) -> int:
+    """F_READ/F_WRITE (and F_ITEMS) for the POSIX/STDIO calls that move file
+    data; 0 for every other event."""
+    if cat not in ("POSIX", "STDIO"):
+        return 0
+    if name in _COPY_CALLS:
+        return F_READ | F_WRITE
+    flags = 0
+    if "write" in name:
+        flags = F_WRITE
+    elif "read" in name and not name.startswith(("readdir", "readlink")):
+        flags = F_READ
+    if flags and name.lstrip("_").startswith(("fread", "fwrite")):
+        flags |= F_ITEMS
+    return flags
+
+
+def io_bytes(flags: int, ret: Optional[int], size: Optional[int], count: Optional[int]) -> int:
+    """Bytes a call moved: `ret` when it succeeded (items times `size` for
+    fread/fwrite), 0 when it failed; without `ret`, what was asked."""
+    if ret is not None:
+        if ret < 0:
+            return 0
+        return ret * (size or 0) if flags & F_ITEMS else ret
+    if flags & F_ITEMS:
+        return (size or 0) * (count or 0)
+    return size if size is not None else (count or 0)
+
+
+class _Key:
+    """What a (cat, name) pair is, worked out once."""
+    __slots__ = ("cat", "name", "group", "flags", "step")
+
+    def __init__(self, cat: str, name: str, step_name: Optional[str]) -> None:
+        self.cat, self.name = cat, name
+        self.group = category_group(cat, name)
+        self.flags = io_direction(cat, name)
+        self.step = STEP_NONE
+        m = _PROFILER_STEP.match(name)
+        if cat == "dftracer":
+            self.flags |= F_TRACER
+        elif step_name is not None and name == step_name:
+            self.step = STEP_NAMED
+        elif cat == "pipeline" and name == "iteration":
+            self.step = STEP_ITERATION
+        elif m:
+            self.step = STEP_PROFILER
+        if self.step:
+            self.flags |= F_STEP
+            self.group = None
+
+
+class KeyTable:
+    """(cat bytes, name bytes) -> _Key, shared by all files; bounded (names
+    such as ProfilerStep#N are unique per event)."""
+    LIMIT = 50_000
+
+    def __init__(self, step_name: Optional[str] = None) -> None:
+        self.step_name = step_name
+        self.keys: Dict[Tuple[bytes, bytes], _Key] = {}
+
+    def get(self, cat: bytes, name: bytes) -> _Key:
+        k = self.keys.get((cat, name))
+        if k is None:
+            k = _Key(_text(cat), _text(name), self.step_name)
+            if len(self.keys) >= self.LIMIT:
+                self.keys.clear()
+            self.keys[(cat, name)] = k
+        return k
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "replace")
+
+
+class Process:
+    """The figures of one trace file's process."""
+
+    def __init__(self, path: str) -> None:
+        m = _FILE_NAME.search(os.path.basename(path))
+        self.host = m.group("host") if m else ""
+        self.pid: Optional[int] = int(m.group("pid")) if m else None
+        self.rank: Optional[int] = None
+        self.local_rank: Optional[int] = None
+        self.world_size: Optional[int] = None
+        self.name = ""
+        self.events = 0          # every event line (as `dftracer summary` counts them)
+        self.complete = 0
+        self.bad_lines = 0
+        self.long_lines = 0
+        self.finished = False
+        self.first_ts: Optional[int] = None
+        self.head = 0            # the newest event end seen (us)
+        self.io_read = 0
+        self.io_write = 0
+        # second -> {key: [count, total dur, dur inside this second, io bytes]}
+        self.buckets: Dict[int, Dict[_Key, List[int]]] = {}
+        self.low = 0             # the oldest second still kept
+        self.late: Dict[_Key, List[int]] = {}   # events older than the kept seconds
+        self.cat_totals: Dict[str, List[int]] = {}  # folded-away seconds: cat -> [count, dur]
+        self.step_source = STEP_NONE
+        self.step: Optional[int] = None
+        self.step_times: deque = deque(maxlen=STEP_HISTORY)
+        self.step_last: Optional[int] = None
+        self.step_span: Optional[List[int]] = None  # args.step: [first ts, last end] of the current step
+
+    # ---- steps -------------------------------------------------------------
+
+    def step_event(self, source: int, number: Optional[int], ts: int, end: int) -> None:
+        if source < self.step_source:
+            return
+        if source > self.step_source:
+            self.step_source, self.step, self.step_last, self.step_span = source, None, None, None
+            self.step_times.clear()
+        if source == STEP_ARGS:
+            if number is None or (self.step is not None and number < self.step):
+                return  # a late thread's older step
+            if self.step is None or number > self.step:
+                if self.step_span is not None:
+                    self._step_done(self.step_span[1] - self.step_span[0])
+                self.step, self.step_span = number, [ts, end]
+            else:
+                span = self.step_span
+                if span is not None:
+                    span[0], span[1] = min(span[0], ts), max(span[1], end)
+            return
+        if number is None:
+            number = 0 if self.step is None else self.step + 1
+        if self.step is None or number >= self.step:
+            self.step = number
+        self._step_done(end - ts)
+
+    def _step_done(self, dur: int) -> None:
+        self.step_last = dur
+        self.step_times.append(dur)
+
+    def step_median(self) -> Optional[float]:
+        return float(statistics.median(self.step_times)) if self.step_times else None
+
+    # ---- the window --------------------------------------------------------
+
+    def bucket(self, sec: int) -> Dict[_Key, List[int]]:
+        b = self.buckets.get(sec)
+        if b is None:
+            if sec < self.low:
+                return self.late
+            b = self.buckets[sec] = {}
+        return b
+
+    def expire(self, window: int) -> None:
+        """Folds the seconds that fell out of the window (and its margin) into
+        the totals."""
+        low = self.head // US - window - LATE_MARGIN + 1
+        if low > self.low:
+            self.low = low
+        for sec in [s for s in self.buckets if s < self.low]:
+            self._fold(self.buckets.pop(sec))
+        if self.late:
+            self._fold(self.late)
+            self.late = {}
+
+    def _fold(self, bucket: Dict[_Key, List[int]]) -> None:
+        totals = self.cat_totals
+        for key, e in bucket.items():
+            if e[0]:
+                t = totals.get(key.cat)
+                if t is None:
+                    totals[key.cat] = [e[0], e[1]]
+                else:
+                    t[0] += e[0]
+                    t[1] += e[1]
+
+    def cats(self) -> Dict[str, List[int]]:
+        """Per category: [count, total dur] since the start."""
+        out = {c: list(v) for c, v in self.cat_totals.items()}
+        for bucket in list(self.buckets.values()) + [self.late]:
+            for key, e in bucket.items():
+                if e[0]:
+                    t = out.get(key.cat)
+                    if t is None:
+                        out[key.cat] = [e[0], e[1]]
+                    else:
+                        t[0] += e[0]
+                        t[1] += e[1]
+        return out
+
+    def window(self, window: int) -> Tuple[float, List[Dict[_Key, List[int]]]]:
+        """(length in seconds, the per-second buckets) of the last `window`
+        seconds ending at the newest event."""
+        if not self.head:
+            return 0.0, []
+        last = self.head // US
+        first = last - window + 1
+        start = first * US
+        if self.first_ts is not None and self.first_ts > start:
+            start = self.first_ts
+        length = max((self.head - start) / US, 1.0)
+        return length, [b for s, b in self.buckets.items() if first <= s <= last]
+
+
+class FileState:
+    """Where one file was left, and its process."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.gzip = path.endswith(".gz")
+        self.proc = Process(path)
+        self.ident: Optional[Tuple[int, int]] = None
+        self.offset = 0            # bytes taken from the file
+        self.member_start = 0      # where the member being decoded starts
+        self.inflater: Any = None  # zlib decompressobj of the member being read
+        self.pending: List[bytes] = []
+        self.pending_n = 0
+        self.carry = b""           # a line without its newline yet
+        self.skipping = False      # inside an over-long line
+        self.size = -1             # size at the last look
+        self.mtime = 0.0           # when the file last grew (its mtime)
+        self.stuck_at = -1         # size at which decoding failed (retried when it changes)
+        self.mark = ""             # a problem, shown on the row
+        self.gone = False
+        self.members = 0
+        self.next_look = 0.0       # finished files: when to look at them again
+
+    # ---- reading -------------------------------------------------------------
+
+    def poll(self, keys: KeyTable, window: int, deadline: Optional[float] = None) -> int:
+        """Reads what is new (until time.monotonic() passes deadline, when
+        given); returns the bytes read.  Never raises for a file's problems:
+        they become the row's mark."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self.gone, self.mark = True, "deleted"
+            return 0
+        except OSError as exc:
+            self.mark = f"unreadable: {exc.strerror or exc}"
+            return 0
+        if self.gone:
+            self.gone, self.mark = False, ""
+        if not stat.S_ISREG(st.st_mode):
+            self.mark = "not a regular file"
+            return 0
+        ident = (st.st_dev, st.st_ino)
+        if self.ident is not None and (ident != self.ident or st.st_size < self.offset):
+            why = "replaced" if ident != self.ident else "truncated"
+            self.__init__(self.path)  # type: ignore[misc]  # a new file here: its own figures
+            self.mark = f"{why}: read again from the start"
+        self.ident = ident
+        if st.st_size != self.size:
+            self.mtime = st.st_mtime
+        self.size = st.st_size
+        if st.st_size <= self.offset or st.st_size == self.stuck_at:
+            return 0
+        try:  # O_NONBLOCK: never wait on a FIFO put at this name since the stat
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError as exc:
+            self.mark = f"unreadable: {exc.strerror or exc}"
+            return 0
+        done = 0
+        try:
+            fst = os.fstat(fd)
+            if not stat.S_ISREG(fst.st_mode):
+                self.mark = "not a regular file"
+                return 0
+            if self.mark.startswith(("unreadable", "not a regular")):
+                self.mark = ""
+            end = fst.st_size
+            while self.offset < end:
+                data = os.pread(fd, min(READ_STEP, end - self.offset), self.offset)
+                if not data:
+                    break
+                self.offset += len(data)
+                done += len(data)
+                if self.gzip:
+                    if not self._inflate(data, keys, window):
+                        break
+                else:
+                    self._lines(data, keys, window)
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+        except OSError as exc:
+            self.mark = f"unreadable: {exc.strerror or exc}"
+        finally:
+            os.close(fd)
+        self.proc.expire(window)
+        return done
+
+    def _inflate(self, data: bytes, keys: KeyTable, window: int) -> bool:
+        while data:
+            if self.inflater is None:
+                self.inflater = zlib.decompressobj(31)
+            try:
+                out = self.inflater.decompress(data)
+            except zlib.error as exc:
+                self._bad_member(exc, data)
+                return False
+            if self.inflater.eof:
+                used = len(data) - len(self.inflater.unused_data)
+                data = self.inflater.unused_data
+                self.inflater = None
+                self.pending.append(out)
+                text = b"".join(self.pending)
+                self.pending, self.pending_n = [], 0
+                self.member_start += used
+                self.members += 1
+                if self.mark.startswith(("corrupt", "zero-filled")):
+                    self.mark = ""
+                self._lines(text, keys, window)
+            else:
+                self.pending.append(out)
+                self.pending_n += len(out)
+                if self.pending_n > PENDING_LIMIT:  # a huge member: use its whole lines now
+                    text = b"".join(self.pending)
+                    cut = text.rfind(b"\n") + 1
+                    self.pending, self.pending_n = [text[cut:]], len(text) - cut
+                    self._lines(text[:cut], keys, window)
+                data = b""
+        return True
+
+    def _bad_member(self, exc: zlib.error, data: bytes) -> None:
+        """Bytes that are not gzip: waits at the start of that member until the
+        file changes (a tail still being written on a slow file system)."""
+        at = self.member_start
+        if not self.pending and not data[:4096].strip(b"\0"):
+            self.mark = f"zero-filled tail at byte {at}"
+        elif at == 0 and not self.members:
+            self.mark = "corrupt: not gzip"
+        else:
+            self.mark = f"corrupt member at byte {at}: {exc}"
+        self.inflater, self.pending, self.pending_n = None, [], 0
+        self.stuck_at = self.size
+        self.offset = at
+
+    def _lines(self, text: bytes, keys: KeyTable, window: int) -> None:
+        """Uses the whole lines of text; keeps a last line without its newline
+        for the next call (skipped, and counted, once it reaches LINE_MAX)."""
+        if self.skipping:
+            nl = text.find(b"\n")
+            if nl < 0:
+                return
+            text, self.skipping = text[nl + 1:], False
+        elif self.carry:
+            text, self.carry = self.carry + text, b""
+        cut = text.rfind(b"\n") + 1
+        if cut < len(text):
+            if len(text) - cut >= LINE_MAX:
+                self.proc.long_lines += 1
+                self.skipping = True
+            else:
+                self.carry = text[cut:]
+            text = text[:cut]
+        if text:
+            consume(self.proc, text, keys, window)
+
+    # ---- state ---------------------------------------------------------------
+
+    def incomplete(self) -> int:
+        """Bytes after the last whole member (or line) decoded."""
+        if self.gzip:
+            return max(self.size - self.member_start, 0) if self.size >= 0 else 0
+        return len(self.carry) + max(self.size - self.offset, 0)
+
+
+def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
+    """Adds the event lines of `text` (whole lines) to the process's figures.
+    The per-event path: one tuple from the line pattern, a dict lookup for
+    the (cat, name), and one for its entry in the second it ended in."""
+    get_key = keys.keys.get
+    lo = hi = 0  # the second `cur` stands for: [lo, hi) us
+    cur: Dict[_Key, List[int]] = {}
+    head = p.head
+    first = p.first_ts if p.first_ts is not None else 1 << 62
+    generic = p.step_source <= STEP_ARGS
+    n = 0
+    for name, cat, ts, dur, args, other in _LINE.findall(text):
+        if other:
+            p.head, p.first_ts = head, (first if first != 1 << 62 else None)
+            if _slow_line(p, other, keys, window):
+                hi = 0  # the slow path may have made buckets
+                generic = p.step_source <= STEP_ARGS
+            head = p.head
+            first = p.first_ts if p.first_ts is not None else 1 << 62
+            continue
+        n += 1
+        d = int(dur)
+        t0 = int(ts)
+        end = t0 + d
+        key = get_key((cat, name))
+        if key is None:
+            key = keys.get(cat, name)
+        if end > head:
+            head = end
+        if t0 < first:
+            first = t0
+        nbytes = 0
+        flags = key.flags
+        if flags:
+            if flags & F_TRACER:
+                if key.name == "end":
+                    p.finished = True
+                continue
+            if key.step:
+                m = _STEP_ARG.search(args) if args else None
+                p.step_event(key.step, int(m.group(1)) if m else _profiler_number(key), t0, end)
+                generic = p.step_source <= STEP_ARGS
+            if flags & (F_READ | F_WRITE):
+                nbytes = _io_args(flags, args)
+                if flags & F_READ:
+                    p.io_read += nbytes
+                if flags & F_WRITE:
+                    p.io_write += nbytes
+        if generic and args and b'"step":' in args:
+            m = _STEP_ARG.search(args)
+            if m:
+                p.step_event(STEP_ARGS, int(m.group(1)), t0, end)
+                generic = p.step_source <= STEP_ARGS
+        if end >= hi or end < lo:
+            lo = end - end % US
+            hi = lo + US
+            cur = p.bucket(lo // US)
+        if t0 >= lo:
+            e = cur.get(key)
+            if e is None:
+                cur[key] = [1, d, d, nbytes]
+            else:
+                e[0] += 1
+                e[1] += d
+                e[2] += d
+                e[3] += nbytes
+        else:
+            _spread(p, key, t0, d, end, nbytes, window)
+            hi = 0
+    p.events += n
+    p.complete += n
+    p.head = head
+    p.first_ts = first if first != 1 << 62 else None
+
+
+_RET_ARG = re.compile(rb',"ret":(-?\d+)')
+_SIZE_ARG = re.compile(rb'(?:^|,)"size":(-?\d+)')
+
+
+def _io_args(flags: int, args: bytes) -> int:
+    """io_bytes() of a fast-path line's args body."""
+    m = _RET_ARG.search(args)
+    if m is not None:
+        ret = int(m.group(1))
+        if ret < 0:
+            return 0
+        if not flags & F_ITEMS:
+            return ret
+        m = _SIZE_ARG.search(args)
+        return ret * int(m.group(1)) if m else 0
+    a = dict(_ARG_INT.findall(args))
+    return io_bytes(flags, _int(a.get(b"ret")), _int(a.get(b"size")), _int(a.get(b"count")))
+
+
+def _int(b: Optional[bytes]) -> Optional[int]:
+    return int(b) if b is not None else None
+
+
+def _profiler_number(key: _Key) -> Optional[int]:
+    m = _PROFILER_STEP.match(key.name)
+    return int(m.group(1)) if m else None
+
+
+def _tracer_event(p: Process, name: str, ts: int) -> None:
+    if name == "end":
+        p.finished = True
+
+
+def _spread(p: Process, key: _Key, t0: int, d: int, end: int, nbytes: int, window: int) -> None:
+    """An event that began in an earlier second: its count and duration go
+    to the second it ended in, its time inside each kept second to that
+    second (for the shares)."""
+    sec = end // US
+    b = p.bucket(sec)
+    e = b.get(key)
+    inside = end - sec * US
+    if e is None:
+        b[key] = [1, d, inside, nbytes]
+    else:
+        e[0] += 1
+        e[1] += d
+        e[2] += inside
+        e[3] += nbytes
+    lowest = max(t0 // US, sec - window - LATE_MARGIN, p.low)
+    s = sec - 1
+    while s >= lowest:
+        part = min(end, (s + 1) * US) - max(t0, s * US)
+        if part > 0:
+            b = p.bucket(s)
+            e = b.get(key)
+            if e is None:
+                b[key] = [0, 0, part, 0]
+            else:
+                e[2] += part
+        s -= 1
+
+
+def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
+    """A line the fast pattern does not match.  Returns True when it added a
+    complete event."""
+    s = line.strip(b" \t\r,")
+    if s in (b"", b"[", b"]"):
+        return False
+    try:
+        ev = json.loads(s)
+    except RecursionError:
+        ev = None
+    except ValueError:
+        try:  # the older tools' bytes that are not UTF-8
+            ev = json.loads(s.decode("utf-8", "replace"))
+        except (ValueError, RecursionError):
+            ev = None
+    if not isinstance(ev, dict) or "name" not in ev or "ph" not in ev:
+        p.bad_lines += 1
+        return False
+    p.events += 1
+    ph = str(ev.get("ph"))[:1]
+    args = ev.get("args")
+    if not isinstance(args, dict):
+        args = {}
+    if p.pid is None and isinstance(ev.get("pid"), int):
+        p.pid = ev["pid"]
+    if ph == "M":
+        _metadata(p, str(ev.get("name")), args, ev)
+        return False
+    ts, dur = ev.get("ts"), ev.get("dur")
+    if ph != "X" or not isinstance(ts, int) or not isinstance(dur, int):
+        return False
+    name = str(ev["name"]).encode("utf-8", "replace")
+    cat = str(ev.get("cat", "")).encode("utf-8", "replace")
+    # re-enter the fast path with the parsed values
+    key = keys.get(cat, name)
+    end = ts + dur
+    p.complete += 1
+    p.head = max(p.head, end)
+    if key.flags & F_TRACER:
+        _tracer_event(p, key.name, ts)
+        return False
+    step = args.get("step")
+    step = step if isinstance(step, int) and not isinstance(step, bool) else None
+    if key.step:
+        p.step_event(key.step, step if step is not None else _profiler_number(key), ts, end)
+    elif step is not None and p.step_source <= STEP_ARGS:
+        p.step_event(STEP_ARGS, step, ts, end)
+    nbytes = 0
+    if key.flags & (F_READ | F_WRITE):
+        def num(k: str) -> Optional[int]:
+            v = args.get(k)
+            return v if isinstance(v, int) and not isinstance(v, bool) else None
+        nbytes = io_bytes(key.flags, num("ret"), num("size"), num("count"))
+        if key.flags & F_READ:
+            p.io_read += nbytes
+        if key.flags & F_WRITE:
+            p.io_write += nbytes
+    if p.first_ts is None or ts < p.first_ts:
+        p.first_ts = ts
+    _spread(p, key, ts, dur, end, nbytes, window)
+    return True
+
+
+def _metadata(p: Process, name: str, args: Dict[str, Any], ev: Dict[str, Any]) -> None:
+    aname = args.get("name")
+    if name == "HH" and isinstance(aname, str):
+        p.host = aname
+    elif name == "process_name" and isinstance(aname, str):
+        p.name = aname
+        if isinstance(ev.get("pid"), int):
+            p.pid = ev["pid"]
+        m = _RANK.search(aname)
+        if m and p.rank is None:
+            p.rank = int(m.group(1))
+    else:
+        for field in ("rank", "local_rank", "world_size"):
+            if name == field or aname == field:
+                try:
+                    setattr(p, field, int(args.get("value")))
+                except (TypeError, ValueError):
+                    pass
+
+
+_HOSTS = {socket.gethostname(), re.sub(r"[/\s]", "_", socket.gethostname())}
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process of this host with that pid exists (a silent one that
+    does not has died without finalizing)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists
+        return True
+    return True
+
+
+# ---- finding the files ---------------------------------------------------------
+
+class Finder:
+    """The trace files PATHS name, looked up again at each refresh: a directory
+    is listed again only when its mtime changed."""
+
+    def __init__(self, args: Iterable[str],
+                 ignore: Optional[Dict[str, Tuple[float, int]]] = None) -> None:
+        self.args = list(args)
+        self.ignore = dict(ignore or {})
+        self._dirs: Dict[str, Tuple[int, List[str], List[str]]] = {}
+        self.errors: List[Tuple[str, str]] = []
+
+    def find(self) -> List[str]:
+        found: List[str] = []
+        self.errors = []
+        for arg in self.args:
+            if os.path.isdir(arg):
+                before = len(found)
+                self._walk(arg, found)
+                if len(found) == before:
+                    self.errors.append((arg, "directory holds no .pfw or .pfw.gz file"))
+            elif os.path.lexists(arg):
+                found.append(arg)
+            elif glob.has_magic(arg):
+                hits = glob.glob(arg, recursive=True)
+                if not hits:
+                    self.errors.append((arg, "pattern matches no file"))
+                found.extend(p for p in hits if not os.path.isdir(p))
+            else:
+                self.errors.append((arg, "no such file or directory"))
+        out = []
+        dup: Set[str] = set()
+        for f in found:
+            if f in dup:
+                continue
+            dup.add(f)
+            if self.ignore and f in self.ignore:
+                try:
+                    st = os.stat(f)
+                    if (st.st_mtime, st.st_size) == self.ignore[f]:
+                        continue
+                except OSError:
+                    continue
+                del self.ignore[f]  # it changed: it belongs to this run
+            out.append(f)
+        return out
+
+    def _walk(self, top: str, found: List[str]) -> None:
+        seen: Set[Tuple[int, int]] = set()
+        stack = [top]
+        while stack:
+            d = stack.pop()
+            try:
+                st = os.stat(d)
+            except OSError:
+                continue
+            real = (st.st_dev, st.st_ino)
+            if real in seen:  # a link loop
+                continue
+            seen.add(real)
+            cached = self._dirs.get(d)
+            if cached is not None and cached[0] == st.st_mtime_ns:
+                files, subdirs = cached[1], cached[2]
+            else:
+                files, subdirs = [], []
+                try:
+                    with os.scandir(d) as it:
+                        for entry in it:
+                            try:
+                                if entry.is_dir():
+                                    subdirs.append(entry.path)
+                                    continue
+                            except OSError:
+                                pass
+                            if _paths.is_trace_name(entry.name):
+                                files.append(entry.path)
+                except OSError:
+                    continue
+                files.sort()
+                self._dirs[d] = (st.st_mtime_ns, files, subdirs)
+            found.extend(files)
+            stack.extend(reversed(subdirs))
+
+
+# ---- the follower -------------------------------------------------------------
+
+class Follower:
+    """Every file PATHS name, followed."""
+
+    def __init__(self, paths: Iterable[str], window: int = 10, flush_interval: float = 1.0,
+                 step_name: Optional[str] = None,
+                 ignore: Optional[Dict[str, Tuple[float, int]]] = None) -> None:
+        self.finder = Finder(paths, ignore)
+        self.window = max(int(window), 1)
+        self.flush_interval = flush_interval
+        self.keys = KeyTable(step_name)
+        self.files: Dict[str, FileState] = {}
+        self._next = 0  # where the last budgeted refresh stopped
+        self.behind = 0  # files with bytes left unread after the last refresh
+
+    def refresh(self, budget_s: float = 0.0) -> None:
+        """Finds new files and reads what is new in each; with budget_s > 0
+        stops after about that much time, and the next refresh goes on from
+        the file where this one stopped."""
+        for path in self.finder.find():
+            path = os.path.normpath(path)
+            if path not in self.files:
+                self.files[path] = FileState(path)
+        states = list(self.files.values())
+        if not states:
+            return
+        t0 = time.monotonic()
+        deadline = t0 + budget_s if budget_s > 0 else None
+        n = len(states)
+        start = self._next % n
+        self._next = start
+        for i in range(n):
+            f = states[(start + i) % n]
+            if deadline is not None and time.monotonic() > deadline:
+                self._next = (start + i) % n
+                break
+            if f.proc.finished and not f.gone and t0 < f.next_look:
+                continue  # it will not grow: looked at every FINISHED_LOOK s (deleted?)
+            f.poll(self.keys, self.window, deadline)
+            if f.proc.finished:
+                f.next_look = t0 + FINISHED_LOOK
+        self.behind = sum(1 for f in states if f.size > f.offset and f.stuck_at != f.size)
+
+    def state(self, f: FileState, now: float) -> str:
+        """finished (its end event was read), error (nothing can be read: the
+        mark says why), silent (no new data for SILENT_FLUSHES flush
+        intervals, or deleted) or running."""
+        if f.proc.finished:
+            return "finished"
+        if f.mark.startswith(("unreadable", "not a regular", "corrupt")):
+            return "error"
+        if f.gone or now - f.mtime > silent_after(self.flush_interval):
+            return "silent"
+        return "running"
+
+    def snapshot(self, now: Optional[float] = None, only: Optional[Set[str]] = None,
+                 top: int = 20) -> Dict[str, Any]:
+        """The figures, as `dftracer top --once --json` prints them."""
+        now = time.time() if now is None else now
+        procs = []
+        functions: Dict[Tuple[str, str], List[float]] = {}
+        total_window = 0.0
+        for path, f in self.files.items():
+            p = f.proc
+            length, buckets = p.window(self.window)
+            count = io_r = io_w = 0
+            by_group = dict.fromkeys(GROUPS, 0)
+            chosen = only is None or path in only
+            for b in buckets:
+                for key, e in b.items():
+                    count += e[0]
+                    if key.flags & F_READ:
+                        io_r += e[3]
+                    if key.flags & F_WRITE:
+                        io_w += e[3]
+                    if key.group is not None:
+                        by_group[key.group] += e[2]
+                        if chosen:
+                            fn = functions.get((key.cat, key.name))
+                            if fn is None:
+                                functions[(key.cat, key.name)] = [e[0], e[2]]
+                            else:
+                                fn[0] += e[0]
+                                fn[1] += e[2]
+            if chosen:
+                total_window += length
+            state = self.state(f, now)
+            incomplete = f.incomplete()
+            mark = f.mark
+            if not mark and incomplete and state != "running" and f.size > 0:
+                mark = f"incomplete last member ({incomplete} bytes)" if f.gzip else \
+                    f"incomplete last line ({incomplete} bytes)"
+            if not mark and f.size > f.offset and f.stuck_at != f.size:
+                mark = f"catching up ({f.offset * 100 // max(f.size, 1)}%)"
+            if not mark and state == "silent" and not f.gone and p.host in _HOSTS and p.pid \
+                    and not _alive(p.pid):
+                mark = "exited without an end event"
+            if not mark and p.bad_lines:
+                mark = f"{p.bad_lines} lines do not parse"
+            secs = length or 1.0
+            cats = p.cats()
+            procs.append({
+                "path": path, "host": p.host, "pid": p.pid, "rank": p.rank,
+                "local_rank": p.local_rank, "world_size": p.world_size, "name": p.name,
+                "state": state, "mark": mark,
+                "events": p.events, "complete_events": p.complete,
+                "events_per_s": count / secs if length else 0.0,
+                "window_s": length,
+                "step": p.step, "step_source": STEP_SOURCES.get(p.step_source),
+                "step_last_us": p.step_last, "step_median_us": p.step_median(),
+                "by_cat": {g: (v / (secs * US) if length else 0.0) for g, v in by_group.items()},
+                "cats": {c: {"count": v[0], "total_us": v[1]} for c, v in sorted(cats.items())},
+                "io_read_bytes": p.io_read, "io_write_bytes": p.io_write,
+                "io_read_mb_s": io_r / 1e6 / secs if length else 0.0,
+                "io_write_mb_s": io_w / 1e6 / secs if length else 0.0,
+                "last_event_ts": p.head or None,
+                "idle_s": max(now - f.mtime, 0.0) if f.size >= 0 else None,
+                "bytes": max(f.size, 0), "members": f.members,
+            })
+        fns = [{"cat": c, "name": n, "count": v[0], "time_us": v[1],
+                "share": v[1] / (total_window * US) if total_window else 0.0}
+               for (c, n), v in functions.items()]
+        fns.sort(key=lambda r: (-r["time_us"], -r["count"], r["cat"], r["name"]))
+        states = [p["state"] for p in procs]
+        return {
+            "time": now,
+            "window_s": self.window,
+            "flush_interval_s": self.flush_interval,
+            "files": len(procs),
+            "running": states.count("running"),
+            "finished": states.count("finished"),
+            "silent": states.count("silent"),
+            "events_per_s": sum(p["events_per_s"] for p in procs if p["state"] == "running"),
+            "behind": self.behind,
+            "processes": procs,
+            "top_functions": fns[:top] if top > 0 else fns,
+        }
