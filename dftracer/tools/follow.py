@@ -42,6 +42,7 @@ PENDING_LIMIT = 16 << 20  # decoded bytes of one unfinished member before its li
 LINE_MAX = 16 << 20     # docs/trace-format.md "Reading"
 SILENT_FLUSHES = 3      # a process is silent after this many flush intervals without data
 FLUSH_OFF_SILENT = 30.0  # silent after this long when the time-based flush is off
+MIN_WINDOW = 0.1       # seconds: the shortest window rates are computed over
 FINISHED_LOOK = 10.0    # seconds between looks at a finished file (deleted, replaced?)
 
 GROUPS = ("compute", "data", "io", "comm", "checkpoint", "other")
@@ -58,10 +59,12 @@ _RANK = re.compile(r"\b[Rr]ank (\d+)")
 _FILE_NAME = re.compile(r"-(?P<host>[^/]*)-(?P<pid>\d+)(?:\.\d+)?-app\.pfw(?:\.gz)?$")
 
 # step sources, by priority: a name given with --step, pipeline/iteration,
-# torch.profiler's ProfilerStep#N, any event's args.step (ai.update(step=...))
-STEP_NONE, STEP_ARGS, STEP_PROFILER, STEP_ITERATION, STEP_NAMED = range(5)
-STEP_SOURCES = {STEP_ARGS: "args.step", STEP_PROFILER: "ProfilerStep#N",
-                STEP_ITERATION: "pipeline/iteration", STEP_NAMED: "--step"}
+# torch.profiler's ProfilerStep#N, the body of an ai.pipeline.train loop
+# (pipeline/train.block), any event's args.step (ai.update(step=...))
+STEP_NONE, STEP_ARGS, STEP_TRAIN, STEP_PROFILER, STEP_ITERATION, STEP_NAMED = range(6)
+STEP_SOURCES = {STEP_ARGS: "args.step", STEP_TRAIN: "pipeline/train.block",
+                STEP_PROFILER: "ProfilerStep#N", STEP_ITERATION: "pipeline/iteration",
+                STEP_NAMED: "--step"}
 
 # (cat, name) flags
 F_TRACER = 1      # the tracer's own start/end: not in the window
@@ -174,6 +177,8 @@ class _Key:
             self.step = STEP_NAMED
         elif cat == "pipeline" and name == "iteration":
             self.step = STEP_ITERATION
+        elif cat == "pipeline" and name == "train.block":
+            self.step = STEP_TRAIN
         elif m:
             self.step = STEP_PROFILER
         if self.step:
@@ -325,7 +330,7 @@ class Process:
         start = first * US
         if self.first_ts is not None and self.first_ts > start:
             start = self.first_ts
-        length = max((self.head - start) / US, 1.0)
+        length = max((self.head - start) / US, MIN_WINDOW)
         return length, [b for s, b in self.buckets.items() if first <= s <= last]
 
 
@@ -828,14 +833,15 @@ class Follower:
         self._next = 0  # where the last budgeted refresh stopped
         self.behind = 0  # files with bytes left unread after the last refresh
 
-    def refresh(self, budget_s: float = 0.0) -> None:
-        """Finds new files and reads what is new in each; with budget_s > 0
-        stops after about that much time, and the next refresh goes on from
-        the file where this one stopped."""
-        for path in self.finder.find():
-            path = os.path.normpath(path)
-            if path not in self.files:
-                self.files[path] = FileState(path)
+    def refresh(self, budget_s: float = 0.0, find: bool = True) -> None:
+        """Finds new files (unless find is False) and reads what is new in
+        each; with budget_s > 0 stops after about that much time, and the
+        next refresh goes on from the file where this one stopped."""
+        if find:
+            for path in self.finder.find():
+                path = os.path.normpath(path)
+                if path not in self.files:
+                    self.files[path] = FileState(path)
         states = list(self.files.values())
         if not states:
             return
@@ -945,8 +951,10 @@ class Follower:
             "running": states.count("running"),
             "finished": states.count("finished"),
             "silent": states.count("silent"),
-            "events_per_s": sum(p["events_per_s"] for p in procs if p["state"] == "running"),
+            "events_per_s": float(sum(p["events_per_s"] for p in procs
+                                      if p["state"] == "running")),
             "behind": self.behind,
+            "errors": [list(e) for e in self.finder.errors],
             "processes": procs,
             "top_functions": fns[:top] if top > 0 else fns,
         }

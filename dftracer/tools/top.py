@@ -139,8 +139,11 @@ def sort_rows(procs: List[Dict[str, Any]], by: str, reverse: bool = False) -> Li
     def ident(p: Dict[str, Any]) -> Tuple[Any, ...]:
         return (p["rank"] is None, p["rank"] or 0, p["host"], p["pid"] or 0, p["path"])
 
+    def done(p: Dict[str, Any]) -> bool:
+        return p["state"] == "finished"
+
     keys = {
-        "rank": ident,
+        "rank": lambda p: (done(p),) + ident(p),  # finished processes after the others
         "pid": lambda p: (p["pid"] or 0, p["host"], p["path"]),
         "events": lambda p: (-p["events_per_s"], -p["events"]) + ident(p),
         "step": lambda p: (-(p["step_last_us"] or 0),) + ident(p),
@@ -244,6 +247,9 @@ class RunView:
     reads the keys); at the end the last lines of that log are printed."""
 
     TAIL_LINES = 10
+    # the table printed when the command ends: rank host pid name state events
+    # step median note (the rates of a finished run say little)
+    FINAL_COLUMNS = (0, 1, 2, 3, 4, 5, 7, 9, 18)
 
     def __init__(self, stem: str, before: Dict[str, Tuple[float, int]]) -> None:
         self.stem = stem
@@ -286,9 +292,13 @@ class RunView:
             return
         fol.refresh()
         snap = fol.snapshot(top=0)
-        rows = [row_cells(p) for p in sort_rows(snap["processes"], "rank")[:20]]
+        cols = self.FINAL_COLUMNS
+        rows = [[row_cells(p)[i] for i in cols] for p in sort_rows(snap["processes"], "rank")[:20]]
+        more = len(snap["processes"]) - len(rows)
         sys.stderr.write(f"dftracer run: {headline(snap)}\n"
-                         + common.table(ROW_HEADERS, rows, RIGHT) + "\n")
+                         + common.table([ROW_HEADERS[i] for i in cols], rows,
+                                        [k for k, i in enumerate(cols) if i in RIGHT]) + "\n"
+                         + (f"  ... and {more} more\n" if more > 0 else ""))
 
     def close(self) -> None:
         if self.log is None:

@@ -1,9 +1,11 @@
 """The full-screen view of `dftracer top` (rich, the `top` extra).
 
-One refresh every `interval` seconds: read what is new (at most 80% of the
-interval, so the keys stay responsive; the rest is read at the next refresh),
-then draw.  Keys are read from the terminal in cbreak mode between refreshes
-and act at once.  Everything the view has to say (an unreadable file, a
+One refresh every `interval` seconds: look for new files, read what is new
+(at most 80% of the interval, so the keys stay responsive; the rest is read
+at the next refresh), then draw.  Between refreshes the known files are read
+every READ_EVERY seconds, so the read before drawing is short and what is
+drawn is at most one interval (plus that read) behind the files.  Keys are
+read from the terminal in cbreak mode between refreshes and act at once.  Everything the view has to say (an unreadable file, a
 deleted one) is on the screen: nothing is printed while it is shown."""
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ import select
 import signal
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from dftracer.tools import follow, top
 
 KEYS_HELP = ("q quit  s sort  r reverse  ↑/↓ select  enter: functions of the selected "
-             "process  a: all processes")
+             "process  a: of all  f: hide finished")
+
+READ_EVERY = 0.25  # seconds between reads of the known files while waiting to draw
 
 _STATE_STYLE = {"running": "green", "finished": "blue", "silent": "yellow", "error": "red"}
 
@@ -89,6 +93,7 @@ class ViewState:
         self.selected_path = ""   # kept across refreshes and re-sorting
         self.focus: Optional[str] = None  # path whose functions are shown, or None: all
         self.first = 0            # the first row shown
+        self.hide_finished = False
 
     def key(self, k: str, rows: List[Dict[str, Any]]) -> bool:
         """Acts on a key; False for quit."""
@@ -116,6 +121,8 @@ class ViewState:
             self.focus = None if self.focus == path else path
         elif k in ("a", "esc"):
             self.focus = None
+        elif k == "f":
+            self.hide_finished = not self.hide_finished
         if n and k not in ("s", "r"):
             self.selected_path = rows[min(self.selected, n - 1)]["path"]
         return True
@@ -131,6 +138,13 @@ class ViewState:
             self.selected_path = rows[self.selected]["path"]
 
 
+def shown_rows(snap: Dict[str, Any], vs: ViewState) -> List[Dict[str, Any]]:
+    rows = top.sort_rows(snap["processes"], vs.sort, vs.reverse)
+    if vs.hide_finished:
+        rows = [r for r in rows if r["state"] != "finished"]
+    return rows
+
+
 def _tail(path: str, n: int) -> List[str]:
     try:
         with open(path, "rb") as f:
@@ -141,6 +155,28 @@ def _tail(path: str, n: int) -> List[str]:
         return []
 
 
+# Columns left out, in this order, when the terminal is too narrow for all
+# (indices into top.ROW_HEADERS); the host goes first when there is only one.
+_DROP_ORDER = [14, 13, 15, 9, 5, 11, 17, 1, 3, 8, 12]
+
+
+def columns_that_fit(texts: List[List[str]], width: int, one_host: bool) -> Tuple[List[int], bool]:
+    """The columns of the process table to show in `width` characters, and
+    whether they fit with two spaces between them."""
+    n = len(top.ROW_HEADERS)
+    widths = [max([len(h)] + [len(r[i]) for r in texts]) + 1 for i, h in enumerate(top.ROW_HEADERS)]
+    widths[-1] = min(widths[-1], 24)  # the note is cut to what is left
+    keep = list(range(n))
+    if sum(widths) + n <= width:
+        return keep, True
+    order = ([1] if one_host else []) + [c for c in _DROP_ORDER if not (one_host and c == 1)]
+    for col in order:
+        if sum(widths[i] for i in keep) <= width:
+            break
+        keep.remove(col)
+    return keep, False
+
+
 def render(snap: Dict[str, Any], vs: ViewState, paths: List[str], width: int, height: int,
            top_n: Optional[int], output: Optional[str]) -> Any:
     from rich import box
@@ -148,7 +184,7 @@ def render(snap: Dict[str, Any], vs: ViewState, paths: List[str], width: int, he
     from rich.table import Table
     from rich.text import Text
 
-    rows = top.sort_rows(snap["processes"], vs.sort, vs.reverse)
+    rows = shown_rows(snap, vs)
     vs.place(rows)
     out_lines = _tail(output, 3) if output else []
     fn_rows = top_n if top_n is not None else max(3, min(10, (height - 12) // 3))
@@ -168,21 +204,30 @@ def render(snap: Dict[str, Any], vs: ViewState, paths: List[str], width: int, he
     if snap.get("behind"):
         title.append(f"  (reading: {snap['behind']} files behind)", style="yellow")
     sort = f"sorted by {vs.sort}{' (reversed)' if vs.reverse else ''}"
+    if vs.hide_finished:
+        sort += f"; {snap['finished']} finished hidden (f shows them)"
+    texts = [top.row_cells(p) for p in shown]
+    keep, roomy = columns_that_fit(texts, width, len({p["host"] for p in rows}) <= 1)
+    # the box puts one space between columns; a second one when there is room
     table = Table(box=box.SIMPLE_HEAD, expand=False, pad_edge=False, show_edge=False,
-                  padding=(0, 1), header_style="bold")
-    for i, h in enumerate(top.ROW_HEADERS):
+                  padding=(0, 1, 0, 0) if roomy else 0, header_style="bold")
+    for i in keep:
+        h = top.ROW_HEADERS[i]
         table.add_column(h, justify="right" if i in top.RIGHT else "left", no_wrap=True,
-                         overflow="ellipsis", max_width=28 if h in ("name", "note", "host") else None)
+                         overflow="ellipsis", max_width=28 if h in ("name", "host") else None)
     for i, p in enumerate(shown):
-        cells = top.row_cells(p)
+        cells: List[Any] = list(texts[i])
         style = "reverse" if vs.first + i == vs.selected else ("dim" if p["state"] == "finished" else "")
         cells[4] = Text(cells[4], style=_STATE_STYLE.get(p["state"], ""))
         if p["mark"]:
             cells[-1] = Text(cells[-1], style="red" if p["state"] == "error" else "yellow")
-        table.add_row(*cells, style=style)
+        table.add_row(*[cells[k] for k in keep], style=style)
     more = len(rows) - len(shown)
     parts: List[Any] = [title, Text(sort + (f"; {more} more rows (↑/↓ to scroll)" if more else ""),
                                     style="dim"), table]
+    if not snap["processes"]:
+        why = "; ".join(f"{a}: {m}" for a, m in snap.get("errors", [])) or "no trace file yet"
+        parts.append(Text(f"waiting for trace files ({why})", style="yellow"))
     who = "all processes" if vs.focus is None else "pid " + str(next(
         (p["pid"] for p in rows if p["path"] == vs.focus), "?"))
     if fns:
@@ -244,13 +289,18 @@ def live(fol: follow.Follower, paths: List[str], interval: float = 1.0, sort: st
                 now = time.monotonic()
                 if due < now:
                     due = now  # reading took longer than the interval: no catching up in bursts
+                read_at = time.monotonic() + READ_EVERY
                 while not stop and (left := due - time.monotonic()) > 0:
-                    k = keys.read(min(left, 0.25))
+                    k = keys.read(min(left, read_at - time.monotonic(), READ_EVERY))
                     if not k:
                         if proc is not None and proc.poll() is not None:
                             break
+                        if time.monotonic() >= read_at and due - time.monotonic() > 0.05:
+                            # read as data comes, so that the read before drawing is short
+                            fol.refresh(budget_s=READ_EVERY * 0.8, find=False)
+                            read_at = time.monotonic() + READ_EVERY
                         continue
-                    rows = top.sort_rows(snap["processes"], vs.sort, vs.reverse)
+                    rows = shown_rows(snap, vs)
                     focus = vs.focus
                     if not vs.key(k, rows):
                         return False
