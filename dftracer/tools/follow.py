@@ -347,6 +347,7 @@ class FileState:
         self.inflater: Any = None  # zlib decompressobj of the member being read
         self.pending: List[bytes] = []
         self.pending_n = 0
+        self.early = False         # lines of the unfinished member were used already
         self.carry = b""           # a line without its newline yet
         self.skipping = False      # inside an over-long line
         self.size = -1             # size at the last look
@@ -436,7 +437,7 @@ class FileState:
                 self.inflater = None
                 self.pending.append(out)
                 text = b"".join(self.pending)
-                self.pending, self.pending_n = [], 0
+                self.pending, self.pending_n, self.early = [], 0, False
                 self.member_start += used
                 self.members += 1
                 if self.mark.startswith(("corrupt", "zero-filled")):
@@ -446,6 +447,7 @@ class FileState:
                 self.pending.append(out)
                 self.pending_n += len(out)
                 if self.pending_n > PENDING_LIMIT:  # a huge member: use its whole lines now
+                    self.early = True
                     text = b"".join(self.pending)
                     cut = text.rfind(b"\n") + 1
                     self.pending, self.pending_n = [text[cut:]], len(text) - cut
@@ -456,14 +458,16 @@ class FileState:
     def _bad_member(self, exc: zlib.error, data: bytes) -> None:
         """Bytes that are not gzip: waits at the start of that member until the
         file changes (a tail still being written on a slow file system)."""
-        at = self.member_start
+        # after lines of this member were used (a huge member), never read them again
+        at = self.offset if self.early else self.member_start
         if not self.pending and not data[:4096].strip(b"\0"):
             self.mark = f"zero-filled tail at byte {at}"
         elif at == 0 and not self.members:
             self.mark = "corrupt: not gzip"
         else:
             self.mark = f"corrupt member at byte {at}: {exc}"
-        self.inflater, self.pending, self.pending_n = None, [], 0
+        self.inflater, self.pending, self.pending_n, self.early = None, [], 0, False
+        self.member_start = at
         self.stuck_at = self.size
         self.offset = at
 
@@ -481,6 +485,7 @@ class FileState:
         if cut < len(text):
             if len(text) - cut >= LINE_MAX:
                 self.proc.long_lines += 1
+                self.proc.bad_lines += 1
                 self.skipping = True
             else:
                 self.carry = text[cut:]

@@ -52,7 +52,7 @@ def add_parser(sub: Any) -> None:
                         "them without new data (default: $DFTRACER_FLUSH_INTERVAL, else 1)")
     p.add_argument("--step", metavar="NAME", default=None,
                    help="the event name that marks a step (default: pipeline/iteration, "
-                        "ProfilerStep#N, else args.step)")
+                        "ProfilerStep#N, pipeline/train.block, else args.step)")
     p.add_argument("--sort", choices=SORTS, default="rank", help="row order (default rank)")
     p.add_argument("--top", type=int, default=None, metavar="N",
                    help="top functions listed (default: what fits; 20 with --once)")
@@ -217,6 +217,8 @@ def main(args: argparse.Namespace) -> int:
         for arg, msg in fol.finder.errors:
             common.err(f"{arg}: {msg}")
             status = common.EXIT_BAD_INPUT
+        if not fol.files:
+            return status
         snap = fol.snapshot(top=20 if args.top is None else args.top)
         if args.json:
             snap["paths"] = paths
