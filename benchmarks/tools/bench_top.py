@@ -6,12 +6,13 @@ and the header metadata, then one gzip member per file every flush interval
 holding the events logged since the previous one, `end` at the close),
 --rate events/s in all (default 100,000), a mix of compute, data loading,
 POSIX and STDIO reads and writes, comm, and one `pipeline/iteration` step
-event every 100 events.  While they write, two followers run side by side:
+event every 100 events.  Two runs of the writers, each followed by one of:
 
 - `engine`: the reading and the figures of the view without drawing
-  (dftracer.tools.follow.Follower: one refresh and one snapshot a second,
-  with the view's reading budget), in a child process.  After each refresh it
-  records every file's event count; an event's lag is the time of the first
+  (dftracer.tools.follow.Follower on the view's schedule: a refresh and a
+  snapshot every second, reads of the known files every 0.25 s between
+  them), in a child process.  After each refresh it records every file's
+  event count; an event's lag is the time of the first
   refresh whose count includes it minus the event's own time (`ts`), which
   the writers log per member.
 - `view`: the real `dftracer top` on a pseudo-terminal (rich drawing a
@@ -269,37 +270,46 @@ def main() -> int:
     if a.engine:
         engine(a.dir, a.seconds, a.flush, a.out)
         return 0
-    directory = a.dir or tempfile.mkdtemp(prefix="bench-top-")
-    os.makedirs(directory, exist_ok=True)
+    root = a.dir or tempfile.mkdtemp(prefix="bench-top-")
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    me = [sys.executable, os.path.abspath(__file__), "--dir", directory, "--procs", str(a.procs),
-          "--rate", str(a.rate), "--flush", str(a.flush)]
-    per = -(-a.procs // a.writers)
-    writers = []
-    for w in range(a.writers):
-        first, count = w * per, min(per, a.procs - w * per)
-        if count <= 0:
-            continue
-        writers.append(subprocess.Popen(me + ["--seconds", str(a.seconds + 3), "--writer",
-                                              str(first), str(count), "0",
-                                              "--out", os.path.join(directory, f"w{w}.json")],
-                                        env=env))
-    time.sleep(2)  # the files exist, the writers are in their stride
-    eng = subprocess.Popen(me + ["--seconds", str(a.seconds), "--engine",
-                                 "--out", os.path.join(directory, "engine.json")], env=env)
-    shown = view(directory, a.flush, a.seconds, env)
-    eng.wait()
-    writers_cpu = 0.0
-    for w in writers:
-        usage = os.wait4(w.pid, 0)[2]
-        writers_cpu += usage.ru_utime + usage.ru_stime
-    with open(os.path.join(directory, "engine.json")) as f:
-        eng_out = json.load(f)
-    logs = []
-    for w in range(len(writers)):
-        with open(os.path.join(directory, f"w{w}.json")) as f:
-            logs += json.load(f)
+    load = os.getloadavg()[0]
+
+    def cycle(name: str) -> tuple:
+        """Writers for the length of one follower; returns (their member logs,
+        their CPU seconds, the follower's result)."""
+        directory = os.path.join(root, name)
+        os.makedirs(directory, exist_ok=True)
+        me = [sys.executable, os.path.abspath(__file__), "--dir", directory, "--procs",
+              str(a.procs), "--rate", str(a.rate), "--flush", str(a.flush)]
+        per = -(-a.procs // a.writers)
+        writers = []
+        for w in range(a.writers):
+            first, count = w * per, min(per, a.procs - w * per)
+            if count > 0:
+                writers.append(subprocess.Popen(
+                    me + ["--seconds", str(a.seconds + 3), "--writer", str(first), str(count),
+                          "0", "--out", os.path.join(directory, f"w{w}.json")], env=env))
+        time.sleep(2)  # the files exist, the writers are in their stride
+        if name == "engine":
+            out = os.path.join(root, "engine.json")
+            subprocess.run(me + ["--seconds", str(a.seconds), "--engine", "--out", out],
+                           env=env, check=True)
+            with open(out) as f:
+                result = json.load(f)
+        else:
+            result = view(directory, a.flush, a.seconds, env)
+        cpu, logs = 0.0, []
+        for k, w in enumerate(writers):
+            usage = os.wait4(w.pid, 0)[2]
+            cpu += usage.ru_utime + usage.ru_stime
+            with open(os.path.join(directory, f"w{k}.json")) as f:
+                logs += json.load(f)
+        return logs, cpu, result
+
+    # one after the other, so that they do not compete for the CPU
+    logs, writers_cpu, eng_out = cycle("engine")
+    _, _, shown = cycle("view")
     t_lo = eng_out["seen"][0][0]
     t_hi = eng_out["seen"][-1][0] - a.flush - 1.5  # members the last refreshes could still show
     lag, after_write = lags(eng_out, [m for m in logs if t_lo <= m[1] <= t_hi])
@@ -308,8 +318,9 @@ def main() -> int:
         last[path] = max(last.get(path, 0), count)
     events = sum(last.values())
     print(f"bench_top: {a.procs} files, {a.rate:,.0f} events/s in all, flush interval "
-          f"{a.flush:g} s, {a.seconds:g} s ({events:,} events written); CPU: {os.cpu_count()} cores "
-          f"(shared with the writers: {writers_cpu / (a.seconds + 5):.2f} CPU s per wall s)")
+          f"{a.flush:g} s, {a.seconds:g} s ({events:,} events written); {os.cpu_count()} cores, "
+          f"load average {load:.1f} at the start; the writers: "
+          f"{writers_cpu / (a.seconds + 5):.2f} CPU s per wall s")
     print(f"  engine (read + figures, no drawing): {eng_out['cpu'] / eng_out['wall']:.3f} "
           f"CPU s per wall s")
     print(f"  dftracer top (the view, 200x60 on a pty): {shown['cpu'] / shown['wall']:.3f} "
@@ -321,7 +332,7 @@ def main() -> int:
         print(f"  of which after the member was written: p50 {pct(after_write, 0.5):.2f} s, "
               f"p99 {pct(after_write, 0.99):.2f} s, max {max(after_write):.2f} s")
     if not a.keep and not a.dir:
-        shutil.rmtree(directory, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
     return 0
 
 

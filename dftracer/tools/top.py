@@ -308,6 +308,12 @@ class RunView:
         self.log.close()
         self.stdin.close()
         try:
+            if os.path.getsize(self.log_path) == 0:  # nothing to point at
+                os.unlink(self.log_path)
+                return
+        except OSError:
+            pass
+        try:
             with open(self.log_path, "rb") as f:
                 f.seek(max(os.path.getsize(self.log_path) - 65536, 0))
                 tail = f.read().decode("utf-8", "replace").splitlines()[-self.TAIL_LINES:]
