@@ -58,31 +58,55 @@ class KeyInput:
             except OSError:
                 pass
 
-    def read(self, timeout: float) -> str:
-        """A key name ('q', 'up', 'down', 'enter', 'esc', ...), or '' when
-        none came within timeout."""
+    def read(self, timeout: float) -> List[str]:
+        """The keys pressed within timeout (names: 'q', 'up', 'down', 'enter',
+        'esc', ...), or [] when none came."""
         if self.fd is None:
             time.sleep(max(timeout, 0))
-            return ""
+            return []
         try:
             ready, _, _ = select.select([self.fd], [], [], max(timeout, 0))
             if not ready:
-                return ""
-            data = os.read(self.fd, 32)
+                return []
+            data = os.read(self.fd, 64)
         except InterruptedError:
-            return ""
+            return []
         except OSError:
             self.fd = None
-            return ""
-        seqs = {b"\x1b[A": "up", b"\x1bOA": "up", b"\x1b[B": "down", b"\x1bOB": "down",
-                b"\x1b[5~": "pgup", b"\x1b[6~": "pgdown", b"\x1b[H": "home", b"\x1b[F": "end"}
-        if data in seqs:
-            return seqs[data]
-        if data == b"\x1b":
-            return "esc"
-        if data[:1] in (b"\r", b"\n"):
-            return "enter"
-        return data[:1].decode("latin-1")
+            return []
+        return parse_keys(data)
+
+
+_SEQS = {b"\x1b[A": "up", b"\x1bOA": "up", b"\x1b[B": "down", b"\x1bOB": "down",
+         b"\x1b[5~": "pgup", b"\x1b[6~": "pgdown", b"\x1b[H": "home", b"\x1bOH": "home",
+         b"\x1b[1~": "home", b"\x1b[7~": "home", b"\x1b[F": "end", b"\x1bOF": "end",
+         b"\x1b[4~": "end", b"\x1b[8~": "end"}
+
+
+def parse_keys(data: bytes) -> List[str]:
+    """Key names from what the terminal sent (several keys may come at once;
+    escape sequences of other keys are skipped)."""
+    keys: List[str] = []
+    i = 0
+    while i < len(data):
+        c = data[i:i + 1]
+        if c == b"\x1b":
+            if data[i + 1:i + 2] in (b"[", b"O"):
+                j = i + 2
+                while j < len(data) and not 0x40 <= data[j] <= 0x7E:
+                    j += 1
+                name = _SEQS.get(data[i:j + 1])
+                if name:
+                    keys.append(name)
+                i = j + 1
+                continue
+            keys.append("esc")
+        elif c in (b"\r", b"\n"):
+            keys.append("enter")
+        else:
+            keys.append(c.decode("latin-1"))
+        i += 1
+    return keys
 
 
 class ViewState:
@@ -291,8 +315,8 @@ def live(fol: follow.Follower, paths: List[str], interval: float = 1.0, sort: st
                     due = now  # reading took longer than the interval: no catching up in bursts
                 read_at = time.monotonic() + READ_EVERY
                 while not stop and (left := due - time.monotonic()) > 0:
-                    k = keys.read(min(left, read_at - time.monotonic(), READ_EVERY))
-                    if not k:
+                    pressed = keys.read(min(left, read_at - time.monotonic(), READ_EVERY))
+                    if not pressed:
                         if proc is not None and proc.poll() is not None:
                             break
                         if time.monotonic() >= read_at and due - time.monotonic() > 0.05:
@@ -300,10 +324,10 @@ def live(fol: follow.Follower, paths: List[str], interval: float = 1.0, sort: st
                             fol.refresh(budget_s=READ_EVERY * 0.8, find=False)
                             read_at = time.monotonic() + READ_EVERY
                         continue
-                    rows = shown_rows(snap, vs)
                     focus = vs.focus
-                    if not vs.key(k, rows):
-                        return False
+                    for k in pressed:
+                        if not vs.key(k, shown_rows(snap, vs)):
+                            return False
                     if vs.focus != focus:
                         snap = fol.snapshot(only={vs.focus} if vs.focus else None, top=0)
                     w, h = console.size

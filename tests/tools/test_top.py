@@ -495,7 +495,7 @@ def rows_by_pid(screen, pids):
 
 @needs_view
 def test_top_live_view_in_tmux(tmp_path):
-    job = start_job(tmp_path, 1.0, 9.0, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    job = start_job(tmp_path, 1.0, 30.0, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     tm = Tmux(tmp_path)
     try:
         deadline = time.monotonic() + 30
@@ -529,6 +529,16 @@ def test_top_live_view_in_tmux(tmp_path):
         assert re.search(r"compute\s+forward", second)  # top functions
         tm.tmux("send-keys", "-t", "t", "s")  # sort: rank -> events
         tm.wait_for(lambda s: "sorted by events" in s, timeout=10)
+        tm.tmux("send-keys", "-t", "t", "f")  # hide the finished one
+        hidden = tm.wait_for(lambda s: "finished hidden" in s, timeout=10)
+        assert "early" not in rows_by_pid(hidden, pids)
+        tm.tmux("send-keys", "-t", "t", "Home", "Enter")  # the functions of the first row
+        focused = tm.wait_for(lambda s: re.search(r"top functions, last 10 s, pid \d+", s),
+                              timeout=10)
+        pid = int(re.search(r"top functions, last 10 s, pid (\d+)", focused).group(1))
+        assert pid in (pids["a"], pids["b"])  # the busiest, by events/s
+        tm.tmux("send-keys", "-t", "t", "a")
+        tm.wait_for(lambda s: "top functions, last 10 s, all processes" in s, timeout=10)
         tm.tmux("send-keys", "-t", "t", "q")
         tm.wait_for(lambda s: tm.dead(), timeout=10)
     finally:
@@ -558,3 +568,31 @@ def test_run_top_shows_the_view_then_the_output(tmp_path):
         assert all(final[t][4] == "finished" for t in pids), end
     finally:
         tm.kill()
+
+
+@pytest.mark.skipif(not HAS_RICH, reason="needs rich (the 'top' extra)")
+def test_keys_and_narrow_terminals(tmp_path):
+    from dftracer.tools import top_view
+
+    assert top_view.parse_keys(b"\x1b[1~\r") == ["home", "enter"]
+    assert top_view.parse_keys(b"\x1b[A\x1b[Bq\x1b[2~\x1b") == ["up", "down", "q", "esc"]
+    import io
+
+    from rich.console import Console
+
+    t0 = 1_800_000_000_000_000
+    body = "".join(line(10 + k, "forward", "compute", t0 + k * 10_000, 9000) for k in range(50))
+    (tmp_path / "x-nodeA-42-app.pfw.gz").write_bytes(gz(HEAD) + gz(body))
+    fol = follow.Follower([str(tmp_path)])
+    fol.refresh()
+    snap = fol.snapshot(top=0)
+    for width in (80, 120, 200):
+        console = Console(file=io.StringIO(), width=width, height=30, color_system=None)
+        console.print(top_view.render(snap, top_view.ViewState("rank"), ["t"], width, 30,
+                                      None, None))
+        screen = console.file.getvalue().splitlines()
+        header = next(ln for ln in screen if ln.lstrip().startswith("rank"))
+        assert "…" not in header and len(header.rstrip()) <= width, (width, header)
+        row = next(ln for ln in screen if " 42 " in ln)
+        assert "python3 rank 3" in row or width < 120  # the name goes before the rates
+        assert "90%" in row and ("running" in row or "silent" in row)  # 450 ms of 499
