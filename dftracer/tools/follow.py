@@ -72,8 +72,8 @@ F_STEP = 2        # a step event: in no share and no top function
 F_READ = 4        # I/O bytes read
 F_WRITE = 8       # I/O bytes written
 F_ITEMS = 16      # fread/fwrite: ret and count are items of `size` bytes
-
-_COPY_CALLS = ("sendfile", "sendfile64", "copy_file_range", "splice")
+F_CHARS = 32      # fgetc/fputc: one character
+F_STRING = 64     # fputs: the string's length, in count
 
 
 def parse_interval(value: Optional[str], default: float = 1.0) -> Tuple[float, Optional[str]]:
@@ -132,33 +132,55 @@ def category_group(cat: str, name: str) -> Optional[str]:
     return "other"
 
 
+# The POSIX/STDIO calls that move file data, by direction and by what their
+# `ret` counts (docs/io-tracing.md's table of intercepted calls, last column;
+# the same rule as `dftracer summary`'s, reader/iobytes.c): bytes, items of
+# `size` bytes (fread/fwrite), one character (fgetc/fputc), or the string's
+# length in `count` (fputs).
+_READ_BYTES = ("read", "__read", "__read_chk", "pread", "pread64", "__pread64", "__pread_chk",
+               "__pread64_chk", "readv", "preadv", "preadv2", "preadv64", "preadv64v2",
+               "fgets", "fgets_unlocked", "_IO_fgets", "__fgets_chk", "__fgets_unlocked_chk",
+               "getline", "getdelim", "__getdelim")
+_WRITE_BYTES = ("write", "__write", "pwrite", "pwrite64", "__pwrite64", "writev", "pwritev",
+                "pwritev2", "pwritev64", "pwritev64v2", "fprintf", "vfprintf", "__fprintf_chk",
+                "__vfprintf_chk", "dprintf", "vdprintf")
+_COPY_BYTES = ("sendfile", "sendfile64", "copy_file_range", "splice")  # read and written
+_READ_ITEMS = ("fread", "fread_unlocked", "_IO_fread", "__fread_chk", "__fread_unlocked_chk")
+_WRITE_ITEMS = ("fwrite", "fwrite_unlocked", "_IO_fwrite")
+_READ_CHARS = ("fgetc", "getc", "fgetc_unlocked", "getc_unlocked", "_IO_getc")
+_WRITE_CHARS = ("fputc", "putc", "fputc_unlocked", "putc_unlocked", "_IO_putc")
+_WRITE_STRINGS = ("fputs", "fputs_unlocked", "_IO_fputs")
+IO_CALLS: Dict[str, int] = {}
+for _names, _flags in ((_READ_BYTES, F_READ), (_WRITE_BYTES, F_WRITE),
+                       (_COPY_BYTES, F_READ | F_WRITE), (_READ_ITEMS, F_READ | F_ITEMS),
+                       (_WRITE_ITEMS, F_WRITE | F_ITEMS), (_READ_CHARS, F_READ | F_CHARS),
+                       (_WRITE_CHARS, F_WRITE | F_CHARS), (_WRITE_STRINGS, F_WRITE | F_STRING)):
+    IO_CALLS.update(dict.fromkeys(_names, _flags))
+
+
 def io_direction(cat: str, name: str) -> int:
-    """F_READ/F_WRITE (and F_ITEMS) for the POSIX/STDIO calls that move file
-    data; 0 for every other event."""
-    if cat not in ("POSIX", "STDIO"):
-        return 0
-    if name in _COPY_CALLS:
-        return F_READ | F_WRITE
-    flags = 0
-    if "write" in name:
-        flags = F_WRITE
-    elif "read" in name and not name.startswith(("readdir", "readlink")):
-        flags = F_READ
-    if flags and name.lstrip("_").startswith(("fread", "fwrite")):
-        flags |= F_ITEMS
-    return flags
+    """F_READ/F_WRITE (with how its ret counts) for the POSIX/STDIO calls that
+    move file data; 0 for every other event."""
+    return IO_CALLS.get(name, 0) if cat in ("POSIX", "STDIO") else 0
 
 
 def io_bytes(flags: int, ret: Optional[int], size: Optional[int], count: Optional[int]) -> int:
-    """Bytes a call moved: `ret` when it succeeded (items times `size` for
-    fread/fwrite), 0 when it failed; without `ret`, what was asked."""
-    if ret is not None:
-        if ret < 0:
-            return 0
-        return ret * (size or 0) if flags & F_ITEMS else ret
-    if flags & F_ITEMS:
-        return (size or 0) * (count or 0)
-    return size if size is not None else (count or 0)
+    """Bytes a call moved (`dftracer summary`'s rule, docs/cli.md): what its
+    `ret` counts when it has one (a failed call moved nothing), else what was
+    asked (`size`, else `count`; `size` x `count` for fread/fwrite)."""
+    done = None if ret is None else max(ret, 0)
+    if flags & F_CHARS:
+        return 0 if ret is None or ret < 0 else 1
+    if flags & F_STRING:
+        return 0 if count is None or (ret is not None and ret < 0) else count
+    if flags & F_ITEMS and size is not None:
+        if done is not None:
+            return size * done
+        if count is not None:
+            return size * count
+    if done is not None:
+        return done
+    return size if size is not None else (count if count is not None else 0)
 
 
 class _Key:
@@ -219,6 +241,9 @@ class Process:
         self.rank: Optional[int] = None
         self.local_rank: Optional[int] = None
         self.world_size: Optional[int] = None
+        self.job_id: Optional[str] = None
+        self.rank_source = ""    # "", "rank" (a rank event) or "torch.distributed"
+        self.ppid: Optional[int] = None  # from the start event
         self.name = ""
         self.events = 0          # every event line (as `dftracer summary` counts them)
         self.complete = 0
@@ -539,6 +564,9 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
             if flags & F_TRACER:
                 if key.name == "end":
                     p.finished = True
+                elif key.name == "start" and args:
+                    m = _PPID_ARG.search(args)
+                    p.ppid = int(m.group(1)) if m else p.ppid
                 continue
             if key.step:
                 m = _STEP_ARG.search(args) if args else None
@@ -578,20 +606,15 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
 
 
 _RET_ARG = re.compile(rb',"ret":(-?\d+)')
-_SIZE_ARG = re.compile(rb'(?:^|,)"size":(-?\d+)')
+_PPID_ARG = re.compile(rb',"ppid":(\d+)')
 
 
 def _io_args(flags: int, args: bytes) -> int:
     """io_bytes() of a fast-path line's args body."""
-    m = _RET_ARG.search(args)
-    if m is not None:
-        ret = int(m.group(1))
-        if ret < 0:
-            return 0
-        if not flags & F_ITEMS:
-            return ret
-        m = _SIZE_ARG.search(args)
-        return ret * int(m.group(1)) if m else 0
+    if not flags & (F_ITEMS | F_CHARS | F_STRING):  # the common case: read, write
+        m = _RET_ARG.search(args)
+        if m is not None:
+            return max(int(m.group(1)), 0)
     a = dict(_ARG_INT.findall(args))
     return io_bytes(flags, _int(a.get(b"ret")), _int(a.get(b"size")), _int(a.get(b"count")))
 
@@ -679,6 +702,8 @@ def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
     p.head = max(p.head, end)
     if key.flags & F_TRACER:
         _tracer_event(p, key.name, ts)
+        if key.name == "start":
+            p.ppid = _as_int(args.get("ppid"))
         return False
     step = args.get("step")
     step = step if isinstance(step, int) and not isinstance(step, bool) else None
@@ -703,6 +728,10 @@ def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
 
 
 def _metadata(p: Process, name: str, args: Dict[str, Any], ev: Dict[str, Any]) -> None:
+    """Host, process name and rank.  The rank (docs/trace-format.md, "Ranks and
+    clocks"): a `rank` event with source torch.distributed, else the first
+    `rank` event (also the older tools' rank metadata), else a process_name
+    ending in "rank N"."""
     aname = args.get("name")
     if name == "HH" and isinstance(aname, str):
         p.host = aname
@@ -711,15 +740,32 @@ def _metadata(p: Process, name: str, args: Dict[str, Any], ev: Dict[str, Any]) -
         if isinstance(ev.get("pid"), int):
             p.pid = ev["pid"]
         m = _RANK.search(aname)
-        if m and p.rank is None:
+        if m and not p.rank_source:
             p.rank = int(m.group(1))
-    else:
-        for field in ("rank", "local_rank", "world_size"):
-            if name == field or aname == field:
-                try:
-                    setattr(p, field, int(args.get("value")))
-                except (TypeError, ValueError):
-                    pass
+    elif name == "rank" or aname == "rank":
+        value = _as_int(args.get("value"))
+        distributed = args.get("source") == "torch.distributed"
+        if value is None or p.rank_source == "torch.distributed" or \
+                (p.rank_source and not distributed):
+            return
+        p.rank, p.rank_source = value, ("torch.distributed" if distributed else "rank")
+        for field in ("local_rank", "world_size"):
+            v = _as_int(args.get(field))
+            if v is not None:
+                setattr(p, field, v)
+        if isinstance(args.get("job_id"), str):
+            p.job_id = args["job_id"]
+
+
+def _as_int(v: Any) -> Optional[int]:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
 
 
 _HOSTS = {socket.gethostname(), re.sub(r"[/\s]", "_", socket.gethostname())}
@@ -886,8 +932,11 @@ class Follower:
         procs = []
         functions: Dict[Tuple[str, str], List[float]] = {}
         total_window = 0.0
+        by_host_pid = {(f.proc.host, f.proc.pid): f.proc for f in self.files.values()}
         for path, f in self.files.items():
             p = f.proc
+            parent = by_host_pid.get((p.host, p.ppid)) if p.ppid else None
+            worker_of = p.ppid if parent is not None and parent is not p else None
             length, buckets = p.window(self.window)
             count = io_r = io_w = 0
             by_group = dict.fromkeys(GROUPS, 0)
@@ -923,11 +972,14 @@ class Follower:
                 mark = "exited without an end event"
             if not mark and p.bad_lines:
                 mark = f"{p.bad_lines} lines do not parse"
+            if not mark and worker_of is not None:
+                mark = f"worker of {worker_of}"
             secs = length or 1.0
             cats = p.cats()
             procs.append({
                 "path": path, "host": p.host, "pid": p.pid, "rank": p.rank,
-                "local_rank": p.local_rank, "world_size": p.world_size, "name": p.name,
+                "local_rank": p.local_rank, "world_size": p.world_size, "job_id": p.job_id,
+                "ppid": p.ppid, "worker_of": worker_of, "name": p.name,
                 "state": state, "mark": mark,
                 "events": p.events, "complete_events": p.complete,
                 "events_per_s": count / secs if length else 0.0,

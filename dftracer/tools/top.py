@@ -13,6 +13,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import socket
 import sys
 from typing import Any, Dict, List, Optional, Tuple
@@ -89,6 +90,26 @@ def flush_interval(arg: Optional[str]) -> float:
 
 # ---- formatting ----------------------------------------------------------------
 
+# What must not reach a terminal raw (names and paths come from traces): C0
+# and C1 controls, DEL, the bidirectional overrides, line separators, and the
+# lone surrogates that stand for undecodable bytes of a file name.  rich
+# passes ESC through, so the view needs this as much as the tables.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                          r"\ud800-\udfff]")
+
+
+def _escape(m: "re.Match[str]") -> str:
+    c = ord(m.group())
+    if 0xDC80 <= c <= 0xDCFF:  # os.fsdecode's stand-in for the byte c - 0xDC00
+        return f"\\x{c - 0xDC00:02x}"
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def printable(text: str) -> str:
+    """text with every control character written as an escape (\\x1b)."""
+    return _UNPRINTABLE.sub(_escape, text)
+
+
 def fmt_rate(x: float) -> str:
     if x >= 1e6:
         return f"{x / 1e6:.1f}M"
@@ -123,13 +144,14 @@ RIGHT = [0, 2] + list(range(5, 18))
 
 
 def row_cells(p: Dict[str, Any]) -> List[str]:
-    return ([str(p["rank"]) if p["rank"] is not None else "-", p["host"] or "-",
-             str(p["pid"]) if p["pid"] is not None else "-", p["name"] or "-", p["state"],
+    return ([str(p["rank"]) if p["rank"] is not None else "-", printable(p["host"]) or "-",
+             str(p["pid"]) if p["pid"] is not None else "-", printable(p["name"]) or "-",
+             p["state"],
              f"{p['events']:,}", fmt_rate(p["events_per_s"]),
              str(p["step"]) if p["step"] is not None else "-",
              fmt_opt_us(p["step_last_us"]), fmt_opt_us(p["step_median_us"])]
             + [fmt_share(p["by_cat"][g]) for g, _ in SHARE_COLUMNS]
-            + [fmt_mbs(p["io_read_mb_s"]), fmt_mbs(p["io_write_mb_s"]), p["mark"]])
+            + [fmt_mbs(p["io_read_mb_s"]), fmt_mbs(p["io_write_mb_s"]), printable(p["mark"])])
 
 
 _STATE_ORDER = {"running": 0, "silent": 1, "error": 2, "finished": 3}
@@ -167,7 +189,8 @@ def render_text(snap: Dict[str, Any], sort: str = "rank") -> str:
     out = [f"dftracer top: {headline(snap)}", "", common.table(ROW_HEADERS, rows, RIGHT)]
     fns = snap["top_functions"]
     if fns:
-        body = [[f["cat"], f["name"], f"{f['count']:,}", common.fmt_us(f["time_us"]),
+        body = [[printable(f["cat"]), printable(f["name"]), f"{f['count']:,}",
+                 common.fmt_us(f["time_us"]),
                  fmt_share(f["share"])] for f in fns]
         out += ["", f"Top functions (last {snap['window_s']:g} s of each process)",
                 common.table(["cat", "name", "calls", "time", "share"], body, [2, 3, 4])]

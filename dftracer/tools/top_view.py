@@ -223,7 +223,7 @@ def render(snap: Dict[str, Any], vs: ViewState, paths: List[str], width: int, he
     vs.first = max(0, min(vs.first, max(len(rows) - room, 0)))
     shown = rows[vs.first:vs.first + room]
 
-    title = Text.assemble(("dftracer top", "bold"), "  ", " ".join(paths), "  ",
+    title = Text.assemble(("dftracer top", "bold"), "  ", top.printable(" ".join(paths)), "  ",
                           (top.headline(snap), ""))
     if snap.get("behind"):
         title.append(f"  (reading: {snap['behind']} files behind)", style="yellow")
@@ -251,6 +251,7 @@ def render(snap: Dict[str, Any], vs: ViewState, paths: List[str], width: int, he
                                     style="dim"), table]
     if not snap["processes"]:
         why = "; ".join(f"{a}: {m}" for a, m in snap.get("errors", [])) or "no trace file yet"
+        why = top.printable(why)
         parts.append(Text(f"waiting for trace files ({why})", style="yellow"))
     who = "all processes" if vs.focus is None else "pid " + str(next(
         (p["pid"] for p in rows if p["path"] == vs.focus), "?"))
@@ -263,14 +264,15 @@ def render(snap: Dict[str, Any], vs: ViewState, paths: List[str], width: int, he
             ft.add_column(h, justify="right" if right else "left", no_wrap=True,
                           overflow="ellipsis", max_width=60 if h == "name" else None)
         for f in fns:
-            ft.add_row(f["cat"], f["name"], f"{f['count']:,}", top.common.fmt_us(f["time_us"]),
-                       top.fmt_share(f["share"]))
+            ft.add_row(top.printable(f["cat"]), top.printable(f["name"]), f"{f['count']:,}",
+                       top.common.fmt_us(f["time_us"]), top.fmt_share(f["share"]))
         parts.append(ft)
     else:
         parts.append(Text(f"no events in the last {snap['window_s']:g} s ({who})", style="dim"))
     if output:
-        parts.append(Text(f"output of the command ({output}):", style="dim"))
-        parts.extend(Text(line, style="dim", no_wrap=True, overflow="ellipsis") for line in out_lines)
+        parts.append(Text(f"output of the command ({top.printable(output)}):", style="dim"))
+        parts.extend(Text(top.printable(line), style="dim", no_wrap=True, overflow="ellipsis")
+                     for line in out_lines)
     parts.append(Text(KEYS_HELP, style="dim"))
     return Group(*parts)
 

@@ -334,14 +334,19 @@ def test_a_silent_process_of_this_host_that_died_is_marked(tmp_path):
 
 
 def test_step_sources_and_io_bytes(tmp_path):
-    """ProfilerStep#N, args.step (ai.update), --step NAME; fread/fwrite move
-    size * ret bytes, a failed read none."""
+    """ProfilerStep#N, args.step (ai.update), --step NAME; the bytes of each
+    call (docs/io-tracing.md): fread/fwrite size * ret, a failed read none, a
+    character, a string's length, a copy both ways, a directory entry none."""
     t0 = 1_800_000_000_000_000
     lines = [line(3, "fread", "STDIO", t0, 5, ',"size":4,"count":1024,"ret":1000'),
              line(4, "fwrite", "STDIO", t0 + 10, 5, ',"size":8,"count":3,"ret":3'),
              line(5, "read", "POSIX", t0 + 20, 5, ',"count":100,"ret":-1'),
              line(6, "pread64", "POSIX", t0 + 30, 5, ',"count":100,"ret":64'),
-             line(7, "readdir64", "POSIX", t0 + 40, 5, ',"ret":1')]
+             line(7, "readdir64", "POSIX", t0 + 40, 5, ',"ret":1'),
+             line(8, "fgetc", "STDIO", t0 + 50, 1, ',"ret":65'),
+             line(9, "fputs", "STDIO", t0 + 60, 1, ',"count":12,"ret":1'),
+             line(10, "sendfile64", "POSIX", t0 + 70, 1, ',"count":500,"ret":300'),
+             line(11, "read_batch", "user", t0 + 80, 1, ',"size":999')]  # not a file call
     for s in range(4):  # args.step: a step spans its events
         lines.append(line(20 + s, "forward", "compute", t0 + 1000 + s * 100, 10 + s,
                           f',"step":{s}'))
@@ -349,7 +354,8 @@ def test_step_sources_and_io_bytes(tmp_path):
     a.mkdir()
     (a / "x-nodeA-42-app.pfw.gz").write_bytes(gz(HEAD + "".join(lines)))
     (p,) = top_json(a)["processes"]
-    assert p["io_read_bytes"] == 4 * 1000 + 64 and p["io_write_bytes"] == 8 * 3
+    assert p["io_read_bytes"] == 4 * 1000 + 64 + 1 + 300
+    assert p["io_write_bytes"] == 8 * 3 + 12 + 300
     assert p["step"] == 3 and p["step_source"] == "args.step"
     assert p["step_last_us"] == 12  # step 2: one event of 12 us; step 3 is not over
     prof = [line(30 + s, f"ProfilerStep#{s + 7}", "PP", t0 + 2000 + s * 100, 50 + s)
@@ -596,3 +602,65 @@ def test_keys_and_narrow_terminals(tmp_path):
         row = next(ln for ln in screen if " 42 " in ln)
         assert "python3 rank 3" in row or width < 120  # the name goes before the rates
         assert "90%" in row and ("running" in row or "silent" in row)  # 450 ms of 499
+
+
+def test_names_reach_the_terminal_escaped(tmp_path):
+    t0 = 1_800_000_000_000_000
+    evil = ('{"id":9,"name":"x\\u001b[2Jy","cat":"c\\u202e","pid":42,"tid":42,"ts":%d,'
+            '"dur":5,"ph":"X","args":{}}\n' % t0)
+    (tmp_path / "x-nodeA-42-app.pfw.gz").write_bytes(gz(HEAD + evil))
+    proc = top_cli("--once", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout and "\u202e" not in proc.stdout
+    assert "x\\x1b[2Jy" in proc.stdout and "c\\u202e" in proc.stdout
+    (p,) = top_json(tmp_path)["processes"]
+    assert p["cats"] == {"c\u202e": {"count": 1, "total_us": 5}}  # JSON keeps them as they are
+    if HAS_RICH:
+        import io
+
+        from rich.console import Console
+
+        from dftracer.tools import top_view
+
+        fol = follow.Follower([str(tmp_path)])
+        fol.refresh()
+        console = Console(file=io.StringIO(), width=200, height=30, force_terminal=True)
+        console.print(top_view.render(fol.snapshot(top=0), top_view.ViewState("rank"),
+                                      ["t"], 200, 30, None, None))
+        out = console.file.getvalue()
+        assert "\x1b[2J" not in out and "x\\x1b[2Jy" in out
+
+
+def test_rank_metadata_and_workers(tmp_path):
+    """docs/trace-format.md "Ranks and clocks": a torch.distributed rank event
+    wins over the first one, which wins over process_name; a process whose
+    start event's ppid is another traced process is its worker."""
+    t0 = 1_800_000_000_000_000
+
+    def trace(pid, ppid, pname, *ranks):
+        meta = [f'{{"id":1,"name":"HH","cat":"dftracer","pid":{pid},"tid":{pid},"ph":"M","args":'
+                f'{{"hhash":"00000000000000aa","name":"nodeA","value":"00000000000000aa"}}}}\n',
+                f'{{"id":2,"name":"process_name","cat":"dftracer","pid":{pid},"tid":{pid},'
+                f'"ph":"M","args":{{"hhash":"00000000000000aa","name":"{pname}",'
+                f'"value":"process_name"}}}}\n']
+        for i, (value, source) in enumerate(ranks):
+            meta.append(f'{{"id":{3 + i},"name":"rank","cat":"dftracer","pid":{pid},'
+                        f'"tid":{pid},"ph":"M","args":{{"hhash":"00000000000000aa","name":"rank",'
+                        f'"value":{value},"local_rank":{value % 2},"world_size":8,'
+                        f'"job_id":"j1","source":"{source}"}}}}\n')
+        start = (f'{{"id":9,"name":"start","cat":"dftracer","pid":{pid},"tid":{pid},"ts":{t0},'
+                 f'"dur":0,"ph":"X","args":{{"hhash":"00000000000000aa","level":1,"p_idx":-1,'
+                 f'"version":"0.2.0","ppid":{ppid}}}}}\n')
+        (tmp_path / f"t-nodeA-{pid}-app.pfw.gz").write_bytes(gz("[\n" + "".join(meta) + start))
+
+    trace(100, 1, "python rank 2", (2, "RANK"), (5, "torch.distributed"), (6, "RANK"))
+    trace(101, 1, "python rank 3", (1, "SLURM_PROCID"), (7, "RANK"))
+    trace(102, 1, "python rank 4")
+    trace(103, 100, "python rank 5", (5, "torch.distributed"))  # a DataLoader worker of 100
+    rows = {p["pid"]: p for p in top_json(tmp_path)["processes"]}
+    assert [rows[p]["rank"] for p in (100, 101, 102, 103)] == [5, 1, 4, 5]
+    assert rows[100]["local_rank"] == 1 and rows[100]["world_size"] == 8
+    assert rows[100]["job_id"] == "j1" and rows[102]["job_id"] is None
+    assert rows[103]["ppid"] == 100 and rows[103]["worker_of"] == 100
+    assert rows[103]["mark"] == "worker of 100"
+    assert rows[100]["worker_of"] is None and rows[100]["mark"] == ""
