@@ -76,27 +76,24 @@ F_CHARS = 32      # fgetc/fputc: one character
 F_STRING = 64     # fputs: the string's length, in count
 
 
+_INTERVAL = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s)?", re.IGNORECASE)
+
+
 def parse_interval(value: Optional[str], default: float = 1.0) -> Tuple[float, Optional[str]]:
-    """DFTRACER_FLUSH_INTERVAL's syntax (docs/configuration.md): seconds, `250ms`,
-    `2s`, `0`/`off`.  Returns (seconds, None) or (default, why it is unusable)."""
-    if value is None or not value.strip():
+    """DFTRACER_FLUSH_INTERVAL's syntax, as the tracer reads it
+    (docs/configuration.md): decimal seconds, `250ms`, `2s`, `0`/`off`;
+    0.01-3600.  Returns (seconds, None), or (the value used, why)."""
+    if value is None or value == "":
         return default, None
-    v = value.strip().lower()
-    if v == "off":
+    if value.lower() == "off":
         return 0.0, None
-    scale = 1.0
-    if v.endswith("ms"):
-        v, scale = v[:-2], 1e-3
-    elif v.endswith("s"):
-        v = v[:-1]
-    try:
-        x = float(v) * scale
-    except ValueError:
-        return default, "is not a number of seconds (e.g. 1, 0.5, 200ms, 0 for off)"
-    if not x >= 0 or x > 1e9:
-        return default, "is not a number of seconds (e.g. 1, 0.5, 200ms, 0 for off)"
-    if x:
+    m = _INTERVAL.fullmatch(value)
+    if not m:
+        return default, "is not a decimal number of seconds (e.g. 1, 0.5, 200ms, 0 for off)"
+    x = float(m.group(1)) * (1e-3 if (m.group(2) or "").lower() == "ms" else 1.0)
+    if x and not 0.01 <= x <= 3600:
         x = min(max(x, 0.01), 3600.0)
+        return x, "is out of range"
     return x, None
 
 

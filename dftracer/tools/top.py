@@ -79,7 +79,7 @@ def flush_interval(arg: Optional[str]) -> float:
     if arg is not None:
         value, why = follow.parse_interval(arg)
         if why:
-            raise ValueError(f"--flush-interval {arg!r} {why}")
+            raise ValueError(f"--flush-interval {arg!r} {why} (0.01-3600, or 0/off)")
         return value
     env = os.environ.get("DFTRACER_FLUSH_INTERVAL")
     value, why = follow.parse_interval(env)

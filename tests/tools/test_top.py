@@ -664,3 +664,22 @@ def test_rank_metadata_and_workers(tmp_path):
     assert rows[103]["ppid"] == 100 and rows[103]["worker_of"] == 100
     assert rows[103]["mark"] == "worker of 100"
     assert rows[100]["worker_of"] is None and rows[100]["mark"] == ""
+
+
+def test_flush_interval_from_the_environment_or_the_option(tmp_path):
+    (tmp_path / "x-nodeA-42-app.pfw.gz").write_bytes(gz(HEAD))
+    for value, used, warned in (("250ms", 0.25, False), ("1e1", 1.0, True),
+                                ("5000", 3600.0, True), ("off", 0.0, False)):
+        proc = subprocess.run([sys.executable, "-m", "dftracer", "top", "--once", "--json",
+                               str(tmp_path)], env=clean_env(DFTRACER_FLUSH_INTERVAL=value),
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["flush_interval_s"] == used
+        lines = proc.stderr.splitlines()
+        if warned:
+            assert len(lines) == 1 and f"DFTRACER_FLUSH_INTERVAL='{value}'" in lines[0]
+            assert lines[0].endswith(f"using {used:g}")
+        else:
+            assert lines == []
+    proc = top_cli("--once", str(tmp_path), "--flush-interval", "-1")
+    assert proc.returncode == 2 and "--flush-interval '-1'" in proc.stderr
