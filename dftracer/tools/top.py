@@ -279,7 +279,8 @@ class RunView:
     def __init__(self, stem: str, before: Dict[str, Tuple[float, int]]) -> None:
         self.stem = stem
         self.before = before
-        self.log_path = f"{stem}-{socket.gethostname()}-{os.getpid()}-output.log"
+        host = re.sub(r"[/\s]", "_", socket.gethostname())  # as in the trace file names
+        self.log_path = f"{stem}-{host}-{os.getpid()}-output.log"
         self.log: Any = None
         self.stdin: Any = None
 
@@ -310,7 +311,13 @@ class RunView:
         fol = make_follower(ns, [glob.escape(self.stem) + "-*-app.pfw*"], ignore=self.before)
         pattern = os.path.join(os.path.relpath(os.path.dirname(self.stem)),
                                os.path.basename(self.stem) + "-*")
-        ended = top_view.live(fol, [pattern], interval=1.0, proc=proc, output=self.log_path)
+        try:
+            ended = top_view.live(fol, [pattern], interval=1.0, proc=proc, output=self.log_path)
+        except Exception as exc:  # the view must never cost the run: it goes on without it
+            sys.stderr.write(f"dftracer run: --top: the view stopped ({type(exc).__name__}: "
+                             f"{exc}); the command (pid {proc.pid}) goes on, its output goes to "
+                             f"{self.log_path}\n")
+            return
         if not ended:
             sys.stderr.write(f"dftracer run: view closed; the command (pid {proc.pid}) goes on, "
                              f"its output goes to {self.log_path}\n")
