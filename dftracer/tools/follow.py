@@ -37,7 +37,7 @@ from dftracer.tools import paths as _paths
 US = 1_000_000
 STEP_HISTORY = 50       # step times kept per process for the median
 LATE_MARGIN = 5         # seconds of buckets kept beyond the window, for late threads
-READ_STEP = 1 << 20     # compressed bytes read at a time
+READ_STEP = 256 << 10   # compressed bytes read at a time (about 20k events: the budget's grain)
 PENDING_LIMIT = 16 << 20  # decoded bytes of one unfinished member before its lines are used
 LINE_MAX = 16 << 20     # docs/trace-format.md "Reading"
 SILENT_FLUSHES = 3      # a process is silent after this many flush intervals without data
