@@ -164,11 +164,18 @@ def check_against_summary(snap, summ):
         assert sum(p[f"io_{direction}_bytes"] for p in snap["processes"]) == want
 
 
-def test_once_json_agrees_with_summary(tmp_path):
+@pytest.fixture(scope="module")
+def finished_job(tmp_path_factory):
+    """The runs/ directory of the workload run to its end (0.5 s and 1.5 s)."""
+    tmp_path = tmp_path_factory.mktemp("job")
     job = start_job(tmp_path, 0.5, 1.5, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = job.communicate(timeout=120)
     assert job.returncode == 0, err
-    runs = tmp_path / "runs"
+    return tmp_path / "runs"
+
+
+def test_once_json_agrees_with_summary(finished_job):
+    runs = finished_job
     paths = find_traces(str(runs), "w")
     assert len(paths) >= 4  # the command, its three workers (and spawn's resource tracker)
     snap = top_json(runs)
@@ -194,12 +201,10 @@ def test_once_json_agrees_with_summary(tmp_path):
     assert sum(p["io_read_bytes"] for p in snap["processes"]) == reads
 
 
-def test_once_json_counts_only_complete_members(tmp_path):
+def test_once_json_counts_only_complete_members(tmp_path, finished_job):
     """A file cut after any member reads as summary reads it; a torn member after
     it changes nothing until it is whole."""
-    job = start_job(tmp_path, 0.3, 0.6, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    job.communicate(timeout=120)
-    path = max(find_traces(str(tmp_path / "runs"), "w"), key=os.path.getsize)
+    path = max(find_traces(str(finished_job), "w"), key=os.path.getsize)
     data = open(path, "rb").read()
     spans = members(path)
     assert len(spans) >= 3
@@ -373,10 +378,8 @@ def test_step_sources_and_io_bytes(tmp_path):
 
 # ---- robustness -------------------------------------------------------------------
 
-def test_bad_files_get_a_mark_not_a_traceback(tmp_path):
-    job = start_job(tmp_path, 0.2, 0.4, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    job.communicate(timeout=120)
-    good = max(find_traces(str(tmp_path / "runs"), "w"), key=os.path.getsize)
+def test_bad_files_get_a_mark_not_a_traceback(tmp_path, finished_job):
+    good = max(find_traces(str(finished_job), "w"), key=os.path.getsize)
     d = tmp_path / "mess"
     d.mkdir()
     data = open(good, "rb").read()
@@ -396,7 +399,7 @@ def test_bad_files_get_a_mark_not_a_traceback(tmp_path):
     many = d / "many"
     many.mkdir()
     small = data[:spans[1][1]]
-    for i in range(2000):
+    for i in range(1500):
         (many / f"r-h-{1000 + i}-app.pfw.gz").write_bytes(small)
     try:
         t = time.monotonic()
@@ -408,7 +411,7 @@ def test_bad_files_get_a_mark_not_a_traceback(tmp_path):
     assert "Traceback" not in proc.stderr
     snap = json.loads(proc.stdout)
     rows = {os.path.basename(p["path"]).split("-")[0]: p for p in snap["processes"]}
-    assert snap["files"] == 9 + 2000
+    assert snap["files"] == 9 + 1500
     assert rows["good"]["state"] == "finished" and rows["good"]["mark"] == ""
     assert rows["torn"]["mark"] == "incomplete last member (5 bytes)"
     assert rows["zeros"]["mark"] == f"zero-filled tail at byte {spans[1][1]}"
@@ -423,7 +426,7 @@ def test_bad_files_get_a_mark_not_a_traceback(tmp_path):
     assert r["events"] == rows["zeros"]["events"] > 0
     assert took < 60
     # the text table says the same
-    proc = top_cli("--once", str(d), "--flush-interval", "0.01")
+    proc = top_cli("--once", str(d / "*-app.pfw*"), "--flush-interval", "0.01")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr
     assert "not a regular file" in proc.stdout and "corrupt: not gzip" in proc.stdout
 
@@ -683,3 +686,19 @@ def test_flush_interval_from_the_environment_or_the_option(tmp_path):
             assert lines == []
     proc = top_cli("--once", str(tmp_path), "--flush-interval", "-1")
     assert proc.returncode == 2 and "--flush-interval '-1'" in proc.stderr
+
+
+def test_plain_pfw_files_are_read_by_whole_lines(tmp_path):
+    """DFTRACER_TRACE_COMPRESSION=0 writes .pfw: a line still being written waits."""
+    path = tmp_path / "x-nodeA-42-app.pfw"
+    t0 = 1_800_000_000_000_000
+    lines = [line(10 + k, "forward", "compute", t0 + k, 1) for k in range(5)]
+    path.write_text(HEAD + lines[0] + lines[1][:30])
+    fol = follow.Follower([str(path)])
+    fol.refresh()
+    (st,) = fol.files.values()
+    assert st.proc.events == 3
+    with open(path, "a") as f:
+        f.write(lines[1][30:] + "".join(lines[2:]))
+    fol.refresh()
+    assert st.proc.events == 7 and st.proc.cats() == {"compute": [5, 5]}
