@@ -227,7 +227,7 @@ def view(directory: str, flush: float, seconds: float, env: dict) -> dict:
     wall = time.monotonic() - t0
     os.close(fd)
     return {"cpu": usage.ru_utime + usage.ru_stime, "wall": wall, "bytes_drawn": received,
-            "status": status}
+            "status": status, "maxrss_mib": usage.ru_maxrss / 1024}
 
 
 # ---- main ------------------------------------------------------------------------
@@ -324,7 +324,7 @@ def main() -> int:
     print(f"  engine (read + figures, no drawing): {eng_out['cpu'] / eng_out['wall']:.3f} "
           f"CPU s per wall s")
     print(f"  dftracer top (the view, 200x60 on a pty): {shown['cpu'] / shown['wall']:.3f} "
-          f"CPU s per wall s   (target < 0.5)")
+          f"CPU s per wall s   (target < 0.5); peak RSS {shown['maxrss_mib']:.0f} MiB")
     if lag:
         print(f"  lag (event time -> first refresh showing it), {len(lag)} members: "
               f"p50 {pct(lag, 0.5):.2f} s, p99 {pct(lag, 0.99):.2f} s, max {max(lag):.2f} s"
