@@ -4,8 +4,9 @@
     dftracer top --once [--json] PATHS    one snapshot, as a table or as JSON
     dftracer run --top -- CMD             the view of CMD's traces while it runs
 
-The reading is dftracer/tools/follow.py's (incremental, memory bounded); the
-live view is dftracer/tools/top_view.py's (the `top` extra: rich)."""
+The reading is dftracer/tools/follow.py's (incremental) and the figures
+kept per process dftracer/tools/top_figures.py's (bounded); the live view is
+dftracer/tools/top_view.py's (the `top` extra: rich)."""
 
 from __future__ import annotations
 

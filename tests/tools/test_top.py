@@ -23,7 +23,7 @@ import pytest
 
 from tracefile import find_traces, read_trace
 
-from dftracer.tools import follow
+from dftracer.tools import follow, top_figures
 
 HAS_RICH = importlib.util.find_spec("rich") is not None
 TMUX = shutil.which("tmux")
@@ -194,7 +194,7 @@ def test_once_json_agrees_with_summary(finished_job):
         last = max(its, key=lambda e: e["args"]["step"])
         assert p["step"] == last["args"]["step"] and p["step_source"] == "pipeline/iteration"
         assert p["step_last_us"] == its[-1]["dur"]
-        durs = [e["dur"] for e in its][-follow.STEP_HISTORY:]
+        durs = [e["dur"] for e in its][-top_figures.STEP_HISTORY:]
         assert p["step_median_us"] == statistics.median(durs)
         assert p["by_cat"]["compute"] > 0.2  # sleeping in forward most of its life
         assert p["io_read_bytes"] > 0
@@ -281,7 +281,7 @@ def test_reads_each_byte_once_and_only_whole_members(tmp_path, monkeypatch):
     assert sum(n for _, n in read) == size
     assert [off for off, _ in read] == sorted(off for off, _ in read)
     # memory: only the window (3 s) and the late margin are kept, not 15 s
-    assert len(st.proc.buckets) <= 3 + follow.LATE_MARGIN
+    assert len(st.proc.buckets) <= 3 + top_figures.LATE_MARGIN
     snap = fol.snapshot(now=time.time())
     (p,) = snap["processes"]
     assert p["cats"] == {"compute": {"count": 750, "total_us": 750 * 500}}
