@@ -59,7 +59,7 @@ define build_testcore
 endef
 
 .PHONY: demo test test-dev test-asan test-wheels wheel sdist bench setup setup-test \
-        system-deps browser-deps backends bench-writer testcore clean
+        system-deps browser-deps backends bench-writer tmux-deps testcore clean
 
 # zlib's headers are all the build needs; ISA-L's and libdeflate's, when
 # present, give the writer a faster deflate (docs/performance.md), so they are
@@ -108,18 +108,22 @@ testcore: $(VENV)/.ready
 browser-deps: $(VENV)/.ready
 	bash scripts/install-browser.sh $(PY)
 
+# tmux (apt), for the live-view tests of `dftracer top` (tests/tools/test_top.py).
+tmux-deps:
+	bash scripts/install-tmux.sh
+
 # The main job: a small traced workload, then where its trace is and a summary.
 demo: setup
 	rm -rf $(TRACE_DIR)
 	DFTRACER_ENABLE=1 DFTRACER_DATA_DIR=all $(PY) examples/quickstart.py --out $(TRACE_DIR)/quickstart
 	$(VENV)/bin/dftracer summary $(TRACE_DIR)
 
-test: setup-test browser-deps testcore
+test: setup-test browser-deps tmux-deps testcore
 	$(call run_installed_tests,$(PY))
 
 # The quick development loop: the extension built in place, no install.
 test-dev: system-deps $(VENV)/.ready
-	$(PIP) install -q 'pytest>=7' 'hypothesis>=6' 'xxhash>=3'
+	$(PIP) install -q 'pytest>=7' 'hypothesis>=6' 'xxhash>=3' 'rich>=13'
 	rm -rf pydftracer.egg-info  # metadata of this project's name before 0.2
 	DFTRACER_BUILD_TESTCORE=1 $(PY) setup.py -q build_ext --inplace
 	DFTRACER_REQUIRE_TESTCORE=1 PYTHONPATH=$(CURDIR) $(PY) -m pytest tests $(PYTEST_FLAGS)

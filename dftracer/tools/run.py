@@ -48,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="do not list the trace files at the end")
     p.add_argument("--json", action="store_true",
                    help="list the trace files as one JSON object on stderr instead of text")
+    p.add_argument("--top", action="store_true",
+                   help="show `dftracer top` of the run's traces while it runs; the command's "
+                        "output then goes to F-<host>-<pid>-output.log (docs/cli.md)")
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="the command, after '--' (e.g. -- python train.py --epochs 1)")
     return p
@@ -198,10 +201,11 @@ def _terminal_foreground() -> bool:
     return False
 
 
-def _run(command: List[str], env: Dict[str, str]) -> Tuple[int, int]:
+def _run(command: List[str], env: Dict[str, str], view: Any = None) -> Tuple[int, int]:
     """Runs the command, passing on the signals dftracer run gets; returns
-    (its pid, its status as subprocess gives it: -N when killed by signal N)."""
-    proc = subprocess.Popen(command, env=env)
+    (its pid, its status as subprocess gives it: -N when killed by signal N).
+    With view (--top: top.RunView), the view is shown while it runs."""
+    proc = subprocess.Popen(command, env=env, **(view.popen_args() if view else {}))
 
     def forward(signum: int, frame: Any) -> None:
         try:
@@ -219,6 +223,8 @@ def _run(command: List[str], env: Dict[str, str]) -> Tuple[int, int]:
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
         old[sig] = signal.signal(sig, forward)
     try:
+        if view is not None:
+            view.watch(proc)
         while True:
             try:
                 rc = proc.wait()
@@ -251,13 +257,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 2
     stem = _trace_stem(env)
     before = _snapshot(stem)
+    view = None
+    if args.top:
+        from dftracer.tools import top
+
+        view = top.RunView.create(stem, before)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        pid, rc = _run(command, env)
+        pid, rc = _run(command, env, view)
     except OSError as exc:
         sys.stderr.write(f"dftracer run: cannot run {command[0]!r}: {exc.strerror}\n")
         return 127 if isinstance(exc, (FileNotFoundError, NotADirectoryError)) else 126
+    finally:
+        if view is not None:
+            view.close()
     traces = written_traces(stem, before)
     if args.json:
         sys.stderr.write(json.dumps({"command": command, "status": rc, "pid": pid,

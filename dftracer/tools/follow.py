@@ -1,0 +1,472 @@
+"""Following growing trace files, for `dftracer top` (docs/cli.md).
+
+A `Follower` finds the files PATHS name at every refresh and reads each from
+where the previous refresh stopped: a compressed trace is a sequence of
+independent gzip members, so it keeps an inflater for the member being read
+and decodes only what is new; the lines of a member are used once the member
+is complete (a member still being written waits for the next refresh), the
+lines of a plain `.pfw` once they end with a newline.  Nothing is read
+twice.  What it keeps per process is dftracer/tools/top_figures.py's."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import socket
+import stat
+import time
+import zlib
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+from dftracer.tools import paths as _paths
+from dftracer.tools.top_figures import (GROUPS, STEP_SOURCES, US, F_READ, F_WRITE,
+                                        KeyTable, Process, consume)
+
+READ_STEP = 256 << 10   # compressed bytes read at a time (about 20k events: the budget's grain)
+PENDING_LIMIT = 16 << 20  # decoded bytes of one unfinished member before its lines are used
+LINE_MAX = 16 << 20     # docs/trace-format.md "Reading"
+SILENT_FLUSHES = 3      # a process is silent after this many flush intervals without data
+FLUSH_OFF_SILENT = 30.0  # silent after this long when the time-based flush is off
+FINISHED_LOOK = 10.0    # seconds between looks at a finished file (deleted, replaced?)
+
+_INTERVAL = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s)?", re.IGNORECASE)
+
+
+def parse_interval(value: Optional[str], default: float = 1.0) -> Tuple[float, Optional[str]]:
+    """DFTRACER_FLUSH_INTERVAL's syntax, as the tracer reads it
+    (docs/configuration.md): decimal seconds, `250ms`, `2s`, `0`/`off`;
+    0.01-3600.  Returns (seconds, None), or (the value used, why)."""
+    if value is None or value == "":
+        return default, None
+    if value.lower() == "off":
+        return 0.0, None
+    m = _INTERVAL.fullmatch(value)
+    if not m:
+        return default, "is not a decimal number of seconds (e.g. 1, 0.5, 200ms, 0 for off)"
+    x = float(m.group(1)) * (1e-3 if (m.group(2) or "").lower() == "ms" else 1.0)
+    if x and not 0.01 <= x <= 3600:
+        x = min(max(x, 0.01), 3600.0)
+        return x, "is out of range"
+    return x, None
+
+
+def silent_after(flush_interval: float) -> float:
+    return SILENT_FLUSHES * flush_interval if flush_interval > 0 else FLUSH_OFF_SILENT
+
+
+class FileState:
+    """Where one file was left, and its process."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.gzip = path.endswith(".gz")
+        self.proc = Process(path)
+        self.ident: Optional[Tuple[int, int]] = None
+        self.offset = 0            # bytes taken from the file
+        self.member_start = 0      # where the member being decoded starts
+        self.inflater: Any = None  # zlib decompressobj of the member being read
+        self.pending: List[bytes] = []
+        self.pending_n = 0
+        self.early = False         # lines of the unfinished member were used already
+        self.carry = b""           # a line without its newline yet
+        self.skipping = False      # inside an over-long line
+        self.size = -1             # size at the last look
+        self.mtime = 0.0           # when the file last grew (its mtime)
+        self.stuck_at = -1         # size at which decoding failed (retried when it changes)
+        self.mark = ""             # a problem, shown on the row
+        self.gone = False
+        self.members = 0
+        self.next_look = 0.0       # finished files: when to look at them again
+
+    # ---- reading -------------------------------------------------------------
+
+    def poll(self, keys: KeyTable, window: int, deadline: Optional[float] = None) -> int:
+        """Reads what is new (until time.monotonic() passes deadline, when
+        given); returns the bytes read.  Never raises for a file's problems:
+        they become the row's mark."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self.gone, self.mark = True, "deleted"
+            return 0
+        except OSError as exc:
+            self.mark = f"unreadable: {exc.strerror or exc}"
+            return 0
+        if self.gone:
+            self.gone, self.mark = False, ""
+        if not stat.S_ISREG(st.st_mode):
+            self.mark = "not a regular file"
+            return 0
+        ident = (st.st_dev, st.st_ino)
+        if self.ident is not None and (ident != self.ident or st.st_size < self.offset):
+            why = "replaced" if ident != self.ident else "truncated"
+            self.__init__(self.path)  # type: ignore[misc]  # a new file here: its own figures
+            self.mark = f"{why}: read again from the start"
+        self.ident = ident
+        if st.st_size != self.size:
+            self.mtime = st.st_mtime
+        self.size = st.st_size
+        if st.st_size <= self.offset or st.st_size == self.stuck_at:
+            return 0
+        try:  # O_NONBLOCK: never wait on a FIFO put at this name since the stat
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError as exc:
+            self.mark = f"unreadable: {exc.strerror or exc}"
+            return 0
+        done = 0
+        try:
+            fst = os.fstat(fd)
+            if not stat.S_ISREG(fst.st_mode):
+                self.mark = "not a regular file"
+                return 0
+            if self.mark.startswith(("unreadable", "not a regular")):
+                self.mark = ""
+            end = fst.st_size
+            while self.offset < end:
+                data = os.pread(fd, min(READ_STEP, end - self.offset), self.offset)
+                if not data:
+                    break
+                self.offset += len(data)
+                done += len(data)
+                if self.gzip:
+                    if not self._inflate(data, keys, window):
+                        break
+                else:
+                    self._lines(data, keys, window)
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+        except OSError as exc:
+            self.mark = f"unreadable: {exc.strerror or exc}"
+        finally:
+            os.close(fd)
+        self.proc.expire(window)
+        return done
+
+    def _inflate(self, data: bytes, keys: KeyTable, window: int) -> bool:
+        while data:
+            if self.inflater is None:
+                self.inflater = zlib.decompressobj(31)
+            try:
+                out = self.inflater.decompress(data)
+            except zlib.error as exc:
+                self._bad_member(exc, data)
+                return False
+            if self.inflater.eof:
+                used = len(data) - len(self.inflater.unused_data)
+                data = self.inflater.unused_data
+                self.inflater = None
+                self.pending.append(out)
+                text = b"".join(self.pending)
+                self.pending, self.pending_n, self.early = [], 0, False
+                self.member_start += used
+                self.members += 1
+                if self.mark.startswith(("corrupt", "zero-filled")):
+                    self.mark = ""
+                self._lines(text, keys, window)
+            else:
+                self.pending.append(out)
+                self.pending_n += len(out)
+                if self.pending_n > PENDING_LIMIT:  # a huge member: use its whole lines now
+                    self.early = True
+                    text = b"".join(self.pending)
+                    cut = text.rfind(b"\n") + 1
+                    self.pending, self.pending_n = [text[cut:]], len(text) - cut
+                    self._lines(text[:cut], keys, window)
+                data = b""
+        return True
+
+    def _bad_member(self, exc: zlib.error, data: bytes) -> None:
+        """Bytes that are not gzip: waits at the start of that member until the
+        file changes (a tail still being written on a slow file system)."""
+        # after lines of this member were used (a huge member), never read them again
+        at = self.offset if self.early else self.member_start
+        if not self.pending and not data[:4096].strip(b"\0"):
+            self.mark = f"zero-filled tail at byte {at}"
+        elif at == 0 and not self.members:
+            self.mark = "corrupt: not gzip"
+        else:
+            self.mark = f"corrupt member at byte {at}: {exc}"
+        self.inflater, self.pending, self.pending_n, self.early = None, [], 0, False
+        self.member_start = at
+        self.stuck_at = self.size
+        self.offset = at
+
+    def _lines(self, text: bytes, keys: KeyTable, window: int) -> None:
+        """Uses the whole lines of text; keeps a last line without its newline
+        for the next call (skipped, and counted, once it reaches LINE_MAX)."""
+        if self.skipping:
+            nl = text.find(b"\n")
+            if nl < 0:
+                return
+            text, self.skipping = text[nl + 1:], False
+        elif self.carry:
+            text, self.carry = self.carry + text, b""
+        cut = text.rfind(b"\n") + 1
+        if cut < len(text):
+            if len(text) - cut >= LINE_MAX:
+                self.proc.long_lines += 1
+                self.proc.bad_lines += 1
+                self.skipping = True
+            else:
+                self.carry = text[cut:]
+            text = text[:cut]
+        if text:
+            consume(self.proc, text, keys, window)
+
+    # ---- state ---------------------------------------------------------------
+
+    def incomplete(self) -> int:
+        """Bytes after the last whole member (or line) decoded."""
+        if self.gzip:
+            return max(self.size - self.member_start, 0) if self.size >= 0 else 0
+        return len(self.carry) + max(self.size - self.offset, 0)
+
+
+_HOSTS = {socket.gethostname(), re.sub(r"[/\s]", "_", socket.gethostname())}
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process of this host with that pid exists (a silent one that
+    does not has died without finalizing)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists
+        return True
+    return True
+
+
+# ---- finding the files ---------------------------------------------------------
+
+class Finder:
+    """The trace files PATHS name, looked up again at each refresh: a directory
+    is listed again only when its mtime changed."""
+
+    def __init__(self, args: Iterable[str],
+                 ignore: Optional[Dict[str, Tuple[float, int]]] = None) -> None:
+        self.args = list(args)
+        self.ignore = dict(ignore or {})
+        self._dirs: Dict[str, Tuple[int, List[str], List[str]]] = {}
+        self.errors: List[Tuple[str, str]] = []
+
+    def find(self) -> List[str]:
+        found: List[str] = []
+        self.errors = []
+        for arg in self.args:
+            if os.path.isdir(arg):
+                before = len(found)
+                self._walk(arg, found)
+                if len(found) == before:
+                    self.errors.append((arg, "directory holds no .pfw or .pfw.gz file"))
+            elif os.path.lexists(arg):
+                found.append(arg)
+            elif glob.has_magic(arg):
+                hits = glob.glob(arg, recursive=True)
+                if not hits:
+                    self.errors.append((arg, "pattern matches no file"))
+                found.extend(p for p in hits if not os.path.isdir(p))
+            else:
+                self.errors.append((arg, "no such file or directory"))
+        out = []
+        dup: Set[str] = set()
+        for f in found:
+            if f in dup:
+                continue
+            dup.add(f)
+            if self.ignore and f in self.ignore:
+                try:
+                    st = os.stat(f)
+                    if (st.st_mtime, st.st_size) == self.ignore[f]:
+                        continue
+                except OSError:
+                    continue
+                del self.ignore[f]  # it changed: it belongs to this run
+            out.append(f)
+        return out
+
+    def _walk(self, top: str, found: List[str]) -> None:
+        seen: Set[Tuple[int, int]] = set()
+        stack = [top]
+        while stack:
+            d = stack.pop()
+            try:
+                st = os.stat(d)
+            except OSError:
+                continue
+            real = (st.st_dev, st.st_ino)
+            if real in seen:  # a link loop
+                continue
+            seen.add(real)
+            cached = self._dirs.get(d)
+            if cached is not None and cached[0] == st.st_mtime_ns:
+                files, subdirs = cached[1], cached[2]
+            else:
+                files, subdirs = [], []
+                try:
+                    with os.scandir(d) as it:
+                        for entry in it:
+                            try:
+                                if entry.is_dir():
+                                    subdirs.append(entry.path)
+                                    continue
+                            except OSError:
+                                pass
+                            if _paths.is_trace_name(entry.name):
+                                files.append(entry.path)
+                except OSError:
+                    continue
+                files.sort()
+                self._dirs[d] = (st.st_mtime_ns, files, subdirs)
+            found.extend(files)
+            stack.extend(reversed(subdirs))
+
+
+# ---- the follower -------------------------------------------------------------
+
+class Follower:
+    """Every file PATHS name, followed."""
+
+    def __init__(self, paths: Iterable[str], window: int = 10, flush_interval: float = 1.0,
+                 step_name: Optional[str] = None,
+                 ignore: Optional[Dict[str, Tuple[float, int]]] = None) -> None:
+        self.finder = Finder(paths, ignore)
+        self.window = max(int(window), 1)
+        self.flush_interval = flush_interval
+        self.keys = KeyTable(step_name)
+        self.files: Dict[str, FileState] = {}
+        self._next = 0  # where the last budgeted refresh stopped
+        self.behind = 0  # files with bytes left unread after the last refresh
+
+    def refresh(self, budget_s: float = 0.0, find: bool = True) -> None:
+        """Finds new files (unless find is False) and reads what is new in
+        each; with budget_s > 0 stops after about that much time, and the
+        next refresh goes on from the file where this one stopped."""
+        if find:
+            for path in self.finder.find():
+                path = os.path.normpath(path)
+                if path not in self.files:
+                    self.files[path] = FileState(path)
+        states = list(self.files.values())
+        if not states:
+            return
+        t0 = time.monotonic()
+        deadline = t0 + budget_s if budget_s > 0 else None
+        n = len(states)
+        start = self._next % n
+        self._next = start
+        for i in range(n):
+            f = states[(start + i) % n]
+            if deadline is not None and time.monotonic() > deadline:
+                self._next = (start + i) % n
+                break
+            if f.proc.finished and not f.gone and t0 < f.next_look:
+                continue  # it will not grow: looked at every FINISHED_LOOK s (deleted?)
+            f.poll(self.keys, self.window, deadline)
+            if f.proc.finished:
+                f.next_look = t0 + FINISHED_LOOK
+        self.behind = sum(1 for f in states if f.size > f.offset and f.stuck_at != f.size)
+
+    def state(self, f: FileState, now: float) -> str:
+        """finished (its end event was read), error (nothing can be read: the
+        mark says why), silent (no new data for SILENT_FLUSHES flush
+        intervals, or deleted) or running."""
+        if f.proc.finished:
+            return "finished"
+        if f.mark.startswith(("unreadable", "not a regular", "corrupt")):
+            return "error"
+        if f.gone or now - f.mtime > silent_after(self.flush_interval):
+            return "silent"
+        return "running"
+
+    def snapshot(self, now: Optional[float] = None, only: Optional[Set[str]] = None,
+                 top: int = 20) -> Dict[str, Any]:
+        """The figures, as `dftracer top --once --json` prints them."""
+        now = time.time() if now is None else now
+        procs = []
+        functions: Dict[Tuple[str, str], List[float]] = {}
+        total_window = 0.0
+        by_host_pid = {(f.proc.host, f.proc.pid): f.proc for f in self.files.values()}
+        for path, f in self.files.items():
+            p = f.proc
+            parent = by_host_pid.get((p.host, p.ppid)) if p.ppid else None
+            worker_of = p.ppid if parent is not None and parent is not p else None
+            length, buckets = p.window(self.window)
+            count = io_r = io_w = 0
+            by_group = dict.fromkeys(GROUPS, 0)
+            chosen = only is None or path in only
+            for b in buckets:
+                for key, e in b.items():
+                    count += e[0]
+                    if key.flags & F_READ:
+                        io_r += e[3]
+                    if key.flags & F_WRITE:
+                        io_w += e[3]
+                    if key.group is not None:
+                        by_group[key.group] += e[2]
+                        if chosen:
+                            fn = functions.get((key.cat, key.name))
+                            if fn is None:
+                                functions[(key.cat, key.name)] = [e[0], e[2]]
+                            else:
+                                fn[0] += e[0]
+                                fn[1] += e[2]
+            if chosen:
+                total_window += length
+            state = self.state(f, now)
+            incomplete = f.incomplete()
+            mark = f.mark
+            if not mark and incomplete and state != "running" and f.size > 0:
+                mark = f"incomplete last member ({incomplete} bytes)" if f.gzip else \
+                    f"incomplete last line ({incomplete} bytes)"
+            if not mark and f.size > f.offset and f.stuck_at != f.size:
+                mark = f"catching up ({f.offset * 100 // max(f.size, 1)}%)"
+            if not mark and state == "silent" and not f.gone and p.host in _HOSTS and p.pid \
+                    and not _alive(p.pid):
+                mark = "exited without an end event"
+            if not mark and p.bad_lines:
+                mark = f"{p.bad_lines} lines do not parse"
+            if not mark and worker_of is not None:
+                mark = f"worker of {worker_of}"
+            secs = length or 1.0
+            cats = p.cats()
+            procs.append({
+                "path": path, "host": p.host, "pid": p.pid, "rank": p.rank,
+                "local_rank": p.local_rank, "world_size": p.world_size, "job_id": p.job_id,
+                "ppid": p.ppid, "worker_of": worker_of, "name": p.name,
+                "state": state, "mark": mark,
+                "events": p.events, "complete_events": p.complete,
+                "events_per_s": count / secs if length else 0.0,
+                "window_s": length,
+                "step": p.step, "step_source": STEP_SOURCES.get(p.step_source),
+                "step_last_us": p.step_last, "step_median_us": p.step_median(),
+                "by_cat": {g: (v / (secs * US) if length else 0.0) for g, v in by_group.items()},
+                "cats": {c: {"count": v[0], "total_us": v[1]} for c, v in sorted(cats.items())},
+                "io_read_bytes": p.io_read, "io_write_bytes": p.io_write,
+                "io_read_mb_s": io_r / 1e6 / secs if length else 0.0,
+                "io_write_mb_s": io_w / 1e6 / secs if length else 0.0,
+                "last_event_ts": p.head or None,
+                "idle_s": max(now - f.mtime, 0.0) if f.size >= 0 else None,
+                "bytes": max(f.size, 0), "members": f.members,
+            })
+        fns = [{"cat": c, "name": n, "count": v[0], "time_us": v[1],
+                "share": v[1] / (total_window * US) if total_window else 0.0}
+               for (c, n), v in functions.items()]
+        fns.sort(key=lambda r: (-r["time_us"], -r["count"], r["cat"], r["name"]))
+        states = [p["state"] for p in procs]
+        return {
+            "time": now,
+            "window_s": self.window,
+            "flush_interval_s": self.flush_interval,
+            "files": len(procs),
+            "running": states.count("running"),
+            "finished": states.count("finished"),
+            "silent": states.count("silent"),
+            "events_per_s": float(sum(p["events_per_s"] for p in procs
+                                      if p["state"] == "running")),
+            "behind": self.behind,
+            "errors": [list(e) for e in self.finder.errors],
+            "processes": procs,
+            "top_functions": fns[:top] if top > 0 else fns,
+        }

@@ -1,0 +1,343 @@
+"""dftracer top: a live view of a running job's traces (docs/cli.md).
+
+    dftracer top [PATHS...]               full-screen view, refreshed every second
+    dftracer top --once [--json] PATHS    one snapshot, as a table or as JSON
+    dftracer run --top -- CMD             the view of CMD's traces while it runs
+
+The reading is dftracer/tools/follow.py's (incremental) and the figures
+kept per process dftracer/tools/top_figures.py's (bounded); the live view is
+dftracer/tools/top_view.py's (the `top` extra: rich)."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import socket
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+from dftracer.tools import common, follow
+
+EXTRA = "top"
+EXIT_MISSING_EXTRA = 3
+
+EXAMPLE = """example:
+  dftracer top runs/                      # while the job runs; q quits
+  dftracer top --once --json runs/ > now.json
+  dftracer run --top --log-file runs/train -- python train.py
+"""
+
+SORTS = ("rank", "events", "step", "io", "state", "pid")
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "top", help="a live view of a running job: per process rates, steps, shares, I/O",
+        description="Follows growing trace files and shows, refreshed every second, one row "
+                    "per process (events/s, current step and step times, share of time by "
+                    "category, I/O MB/s, state) and the top functions of the last --window "
+                    "seconds.  Files are read incrementally (only new complete gzip members). "
+                    "The live view needs the 'top' extra (rich); --once works without it.",
+        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("paths", nargs="*", metavar="PATHS",
+                   help="trace files, directories (searched for .pfw/.pfw.gz) or globs "
+                        "(default: the directory of $DFTRACER_LOG_FILE, else the current one)")
+    p.add_argument("--window", type=float, default=10.0, metavar="S",
+                   help="seconds the rates, shares and top functions cover (default 10)")
+    p.add_argument("--interval", type=float, default=1.0, metavar="S",
+                   help="seconds between refreshes (default 1)")
+    p.add_argument("--flush-interval", metavar="S", default=None,
+                   help="the traced job's DFTRACER_FLUSH_INTERVAL: a process is silent after 3 of "
+                        "them without new data (default: $DFTRACER_FLUSH_INTERVAL, else 1)")
+    p.add_argument("--step", metavar="NAME", default=None,
+                   help="the event name that marks a step (default: pipeline/iteration, "
+                        "ProfilerStep#N, pipeline/train.block, else args.step)")
+    p.add_argument("--sort", choices=SORTS, default="rank", help="row order (default rank)")
+    p.add_argument("--top", type=int, default=None, metavar="N",
+                   help="top functions listed (default: what fits; 20 with --once)")
+    p.add_argument("--once", action="store_true",
+                   help="read the files once, print one snapshot and exit")
+    p.add_argument("--json", action="store_true", help="with --once: the snapshot as JSON")
+    p.set_defaults(func=main)
+
+
+def default_paths(env: Optional[Dict[str, str]] = None) -> List[str]:
+    """Where `dftracer run` (and a traced program) writes: the directory of
+    DFTRACER_LOG_FILE, else the current directory."""
+    env = os.environ if env is None else env
+    log = env.get("DFTRACER_LOG_FILE")
+    if log:
+        return [os.path.dirname(os.path.abspath(log)) or "."]
+    return ["."]
+
+
+def flush_interval(arg: Optional[str]) -> float:
+    """--flush-interval, else $DFTRACER_FLUSH_INTERVAL (one warning line when
+    unusable), else 1 s."""
+    if arg is not None:
+        value, why = follow.parse_interval(arg)
+        if why:
+            raise ValueError(f"--flush-interval {arg!r} {why} (0.01-3600, or 0/off)")
+        return value
+    env = os.environ.get("DFTRACER_FLUSH_INTERVAL")
+    value, why = follow.parse_interval(env)
+    if why:
+        common.err(f"warning: DFTRACER_FLUSH_INTERVAL={env!r} {why}; using {value:g}")
+    return value
+
+
+# ---- formatting ----------------------------------------------------------------
+
+# What must not reach a terminal raw (names and paths come from traces): C0
+# and C1 controls, DEL, the bidirectional overrides, line separators, and the
+# lone surrogates that stand for undecodable bytes of a file name.  rich
+# passes ESC through, so the view needs this as much as the tables.
+printable = common.printable  # control characters escaped (names, paths)
+
+
+def fmt_rate(x: float) -> str:
+    if x >= 1e6:
+        return f"{x / 1e6:.1f}M"
+    if x >= 1e4:
+        return f"{x / 1e3:.0f}k"
+    if x >= 1e3:
+        return f"{x / 1e3:.1f}k"
+    return f"{x:.0f}" if x >= 10 or x == 0 else f"{x:.1f}"
+
+
+def fmt_share(x: float) -> str:
+    return "-" if x <= 0 else ("<1%" if x < 0.005 else f"{100 * x:.0f}%")
+
+
+def fmt_mbs(x: float) -> str:
+    if x <= 0:
+        return "-"
+    if x < 0.05:
+        return "<0.1"
+    return f"{x:.1f}" if x < 100 else f"{x:.0f}"
+
+
+def fmt_opt_us(us: Optional[float]) -> str:
+    return "-" if us is None else common.fmt_us(us)
+
+
+SHARE_COLUMNS = (("compute", "compute"), ("data", "data"), ("io", "I/O"), ("comm", "comm"),
+                 ("checkpoint", "ckpt"), ("other", "other"))
+ROW_HEADERS = ["rank", "host", "pid", "name", "state", "events", "ev/s", "step", "last",
+               "median"] + [h for _, h in SHARE_COLUMNS] + ["read MB/s", "write MB/s", "note"]
+RIGHT = [0, 2] + list(range(5, 18))
+
+
+def row_cells(p: Dict[str, Any]) -> List[str]:
+    return ([str(p["rank"]) if p["rank"] is not None else "-", printable(p["host"]) or "-",
+             str(p["pid"]) if p["pid"] is not None else "-", printable(p["name"]) or "-",
+             p["state"],
+             f"{p['events']:,}", fmt_rate(p["events_per_s"]),
+             str(p["step"]) if p["step"] is not None else "-",
+             fmt_opt_us(p["step_last_us"]), fmt_opt_us(p["step_median_us"])]
+            + [fmt_share(p["by_cat"][g]) for g, _ in SHARE_COLUMNS]
+            + [fmt_mbs(p["io_read_mb_s"]), fmt_mbs(p["io_write_mb_s"]), printable(p["mark"])])
+
+
+_STATE_ORDER = {"running": 0, "silent": 1, "error": 2, "finished": 3}
+
+
+def sort_rows(procs: List[Dict[str, Any]], by: str, reverse: bool = False) -> List[Dict[str, Any]]:
+    def ident(p: Dict[str, Any]) -> Tuple[Any, ...]:
+        return (p["rank"] is None, p["rank"] or 0, p["host"], p["pid"] or 0, p["path"])
+
+    def done(p: Dict[str, Any]) -> bool:
+        return p["state"] == "finished"
+
+    keys = {
+        "rank": lambda p: (done(p),) + ident(p),  # finished processes after the others
+        "pid": lambda p: (p["pid"] or 0, p["host"], p["path"]),
+        "events": lambda p: (-p["events_per_s"], -p["events"]) + ident(p),
+        "step": lambda p: (-(p["step_last_us"] or 0),) + ident(p),
+        "io": lambda p: (-(p["io_read_mb_s"] + p["io_write_mb_s"]),) + ident(p),
+        "state": lambda p: (_STATE_ORDER.get(p["state"], 9),) + ident(p),
+    }
+    rows = sorted(procs, key=keys[by])
+    return rows[::-1] if reverse else rows
+
+
+def headline(snap: Dict[str, Any]) -> str:
+    n = snap["files"]
+    return (f"{n} process{'es' if n != 1 else ''} ({snap['running']} running, "
+            f"{snap['finished']} finished, {snap['silent']} silent), "
+            f"{fmt_rate(snap['events_per_s'])} events/s, window {snap['window_s']:g} s")
+
+
+def render_text(snap: Dict[str, Any], sort: str = "rank") -> str:
+    """The --once table."""
+    rows = [row_cells(p) for p in sort_rows(snap["processes"], sort)]
+    out = [f"dftracer top: {headline(snap)}", "", common.table(ROW_HEADERS, rows, RIGHT)]
+    fns = snap["top_functions"]
+    if fns:
+        body = [[printable(f["cat"]), printable(f["name"]), f"{f['count']:,}",
+                 common.fmt_us(f["time_us"]),
+                 fmt_share(f["share"])] for f in fns]
+        out += ["", f"Top functions (last {snap['window_s']:g} s of each process)",
+                common.table(["cat", "name", "calls", "time", "share"], body, [2, 3, 4])]
+    return "\n".join(out)
+
+
+# ---- the command -----------------------------------------------------------------
+
+def make_follower(args: argparse.Namespace, paths: List[str],
+                  ignore: Optional[Dict[str, Tuple[float, int]]] = None) -> follow.Follower:
+    if not args.window > 0:
+        raise ValueError(f"--window must be > 0 (got {args.window:g})")
+    if not args.interval > 0:
+        raise ValueError(f"--interval must be > 0 (got {args.interval:g})")
+    return follow.Follower(paths, window=max(int(round(args.window)), 1),
+                           flush_interval=flush_interval(args.flush_interval),
+                           step_name=args.step, ignore=ignore)
+
+
+def missing_extra_message() -> str:
+    return (f"the live view of dftracer top needs rich, which is not installed; install the "
+            f"'{EXTRA}' extra: pip install '{common.distribution()}[{EXTRA}]' "
+            f"(dftracer top --once [--json] works without it)")
+
+
+def have_rich() -> bool:
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def main(args: argparse.Namespace) -> int:
+    paths = args.paths or default_paths()
+    try:
+        fol = make_follower(args, paths)
+    except ValueError as exc:
+        common.err(str(exc))
+        return common.EXIT_BAD_INPUT
+    if args.json and not args.once:
+        common.err("--json needs --once (the live view is for a terminal)")
+        return common.EXIT_BAD_INPUT
+    if args.once:
+        fol.refresh()
+        status = common.EXIT_OK
+        for arg, msg in fol.finder.errors:
+            common.err(f"{arg}: {msg}")
+            status = common.EXIT_BAD_INPUT
+        if not fol.files:
+            return status
+        snap = fol.snapshot(top=20 if args.top is None else args.top)
+        if args.json:
+            snap["paths"] = paths
+            json.dump(snap, sys.stdout, indent=1)
+            sys.stdout.write("\n")
+        else:
+            print(render_text(snap, args.sort))
+        return status
+    if not have_rich():
+        common.err(missing_extra_message())
+        return EXIT_MISSING_EXTRA
+    if not sys.stdout.isatty():
+        common.err("the live view needs a terminal (standard output is not one); "
+                   "use --once for one snapshot, --once --json for scripts")
+        return common.EXIT_BAD_INPUT
+    from dftracer.tools import top_view
+
+    top_view.live(fol, paths, interval=args.interval, sort=args.sort, top_n=args.top)
+    return common.EXIT_OK
+
+
+# ---- dftracer run --top ------------------------------------------------------------
+
+class RunView:
+    """`dftracer run --top`: the view of the run's own trace files while the
+    command runs.  The command's stdout and stderr go to a log file next to
+    the traces (the view owns the terminal), its stdin is /dev/null (the view
+    reads the keys); at the end the last lines of that log are printed."""
+
+    TAIL_LINES = 10
+    # the table printed when the command ends: rank host pid name state events
+    # step median note (the rates of a finished run say little)
+    FINAL_COLUMNS = (0, 1, 2, 3, 4, 5, 7, 9, 18)
+
+    def __init__(self, stem: str, before: Dict[str, Tuple[float, int]]) -> None:
+        self.stem = stem
+        self.before = before
+        host = re.sub(r"[/\s]", "_", socket.gethostname())  # as in the trace file names
+        self.log_path = f"{stem}-{host}-{os.getpid()}-output.log"
+        self.log: Any = None
+        self.stdin: Any = None
+
+    @classmethod
+    def create(cls, stem: str, before: Dict[str, Tuple[float, int]]) -> Optional["RunView"]:
+        """The view, or None (with one line on stderr saying why) when it
+        cannot be shown: no terminal, or rich missing."""
+        if not have_rich():
+            sys.stderr.write(f"dftracer run: --top: {missing_extra_message()}; "
+                             "running without the view\n")
+            return None
+        if not sys.stdout.isatty():
+            sys.stderr.write("dftracer run: --top: standard output is not a terminal; "
+                             "running without the view\n")
+            return None
+        return cls(stem, before)
+
+    def popen_args(self) -> Dict[str, Any]:
+        self.log = open(self.log_path, "wb")
+        self.stdin = open(os.devnull, "rb")
+        return {"stdin": self.stdin, "stdout": self.log, "stderr": self.log}
+
+    def watch(self, proc: Any) -> None:
+        """Shows the view until the command ends (or q)."""
+        from dftracer.tools import top_view
+
+        ns = argparse.Namespace(window=10.0, interval=1.0, flush_interval=None, step=None)
+        fol = make_follower(ns, [glob.escape(self.stem) + "-*-app.pfw*"], ignore=self.before)
+        pattern = os.path.join(os.path.relpath(os.path.dirname(self.stem)),
+                               os.path.basename(self.stem) + "-*")
+        try:
+            ended = top_view.live(fol, [pattern], interval=1.0, proc=proc, output=self.log_path)
+        except Exception as exc:  # the view must never cost the run: it goes on without it
+            sys.stderr.write(f"dftracer run: --top: the view stopped ({type(exc).__name__}: "
+                             f"{exc}); the command (pid {proc.pid}) goes on, its output goes to "
+                             f"{self.log_path}\n")
+            return
+        if not ended:
+            sys.stderr.write(f"dftracer run: view closed; the command (pid {proc.pid}) goes on, "
+                             f"its output goes to {self.log_path}\n")
+            return
+        fol.refresh()
+        snap = fol.snapshot(top=0)
+        cols = self.FINAL_COLUMNS
+        rows = [[row_cells(p)[i] for i in cols] for p in sort_rows(snap["processes"], "rank")[:20]]
+        more = len(snap["processes"]) - len(rows)
+        sys.stderr.write(f"dftracer run: {headline(snap)}\n"
+                         + common.table([ROW_HEADERS[i] for i in cols], rows,
+                                        [k for k, i in enumerate(cols) if i in RIGHT]) + "\n"
+                         + (f"  ... and {more} more\n" if more > 0 else ""))
+
+    def close(self) -> None:
+        if self.log is None:
+            return
+        self.log.close()
+        self.stdin.close()
+        try:
+            if os.path.getsize(self.log_path) == 0:  # nothing to point at
+                os.unlink(self.log_path)
+                return
+        except OSError:
+            pass
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(max(os.path.getsize(self.log_path) - 65536, 0))
+                tail = f.read().decode("utf-8", "replace").splitlines()[-self.TAIL_LINES:]
+        except OSError:
+            tail = []
+        sys.stderr.write(f"dftracer run: the command's output (stdout and stderr) is in "
+                         f"{self.log_path}" + (", its last lines:\n" if tail else "\n"))
+        for line in tail:
+            sys.stderr.write(f"  | {line}\n")

@@ -1,0 +1,554 @@
+"""What `dftracer top` keeps per process, and how event lines get there
+(docs/cli.md, "dftracer top").
+
+`consume` adds the whole lines of decoded trace text to a `Process`: the
+lines dftracer writes have a fixed key order, which one regular expression
+matches (one C call per member); any other line (metadata, the older
+dialect, escaped strings) goes through `json`.
+
+What a `Process` keeps does not grow with the run: counters since the start,
+the events of the last `window` seconds (plus LATE_MARGIN seconds for threads
+that flush late) grouped per second and per (category, name), and the last
+STEP_HISTORY step times.  Events are placed by their own time (`ts + dur`,
+the tracer's wall clock) and a process's window ends at its newest event, so
+a process that stopped keeps its last figures."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+from collections import deque
+from typing import Any, Dict, List, Optional, Tuple
+
+US = 1_000_000
+STEP_HISTORY = 50       # step times kept per process for the median
+LATE_MARGIN = 5         # seconds of buckets kept beyond the window, for late threads
+MIN_WINDOW = 0.1       # seconds: the shortest window rates are computed over
+
+GROUPS = ("compute", "data", "io", "comm", "checkpoint", "other")
+
+# A complete event as dftracer writes it (docs/trace-format.md "Event kinds"),
+# or any other line.  Groups: name, cat, ts, dur, args body, other line.
+_LINE = re.compile(
+    rb'^(?:\{"id":\d+,"name":"([^"\\\n]*)","cat":"([^"\\\n]*)","pid":-?\d+,"tid":-?\d+,'
+    rb'"ts":(\d+),"dur":(\d+),"ph":"X"(?:,"args":\{([^\n]*)\})?\}|([^\n]+))$', re.M)
+_ARG_INT = re.compile(rb'(?:^|,)"(ret|size|count|step)":(-?\d+)')
+_STEP_ARG = re.compile(rb'(?:^|,)"step":(-?\d+)')
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_RANK = re.compile(r"\b[Rr]ank (\d+)")
+_FILE_NAME = re.compile(r"-(?P<host>[^/]*)-(?P<pid>\d+)(?:\.\d+)?-app\.pfw(?:\.gz)?$")
+
+# step sources, by priority: a name given with --step, pipeline/iteration,
+# torch.profiler's ProfilerStep#N, the body of an ai.pipeline.train loop
+# (pipeline/train.block), any event's args.step (ai.update(step=...))
+STEP_NONE, STEP_ARGS, STEP_TRAIN, STEP_PROFILER, STEP_ITERATION, STEP_NAMED = range(6)
+STEP_SOURCES = {STEP_ARGS: "args.step", STEP_TRAIN: "pipeline/train.block",
+                STEP_PROFILER: "ProfilerStep#N", STEP_ITERATION: "pipeline/iteration",
+                STEP_NAMED: "--step"}
+
+# (cat, name) flags
+F_TRACER = 1      # the tracer's own start/end: not in the window
+F_STEP = 2        # a step event: in no share and no top function
+F_READ = 4        # I/O bytes read
+F_WRITE = 8       # I/O bytes written
+F_ITEMS = 16      # fread/fwrite: ret and count are items of `size` bytes
+F_CHARS = 32      # fgetc/fputc: one character
+F_STRING = 64     # fputs: the string's length, in count
+
+
+def category_group(cat: str, name: str) -> Optional[str]:
+    """The share a (cat, name) counts in (the groups of CONTRACT: compute, data
+    wait, I/O, communication, checkpoint, other), or None for the tracer's own
+    events and the containers (steps, pipeline loops) that would count
+    everything twice."""
+    if cat == "dftracer":
+        return None
+    if cat in ("compute", "dynamo"):
+        return "compute"
+    if cat in ("dataloader", "data"):
+        return "other" if name.endswith(".block") else "data"  # a loop body, not a wait
+    if cat in ("POSIX", "STDIO"):
+        return "io"
+    if cat == "comm":
+        return "comm"
+    if cat == "checkpoint":
+        return "checkpoint"
+    if cat == "pipeline":
+        return "data" if name == "train.iter" else None
+    if cat == "PP":
+        if _PROFILER_STEP.match(name):
+            return None
+        if name.startswith("enumerate(DataLoader)"):
+            return "data"
+        return "other" if name.startswith("[") else "compute"
+    return "other"
+
+
+# The POSIX/STDIO calls that move file data, by direction and by what their
+# `ret` counts (docs/io-tracing.md's table of intercepted calls, last column;
+# the same rule as `dftracer summary`'s, reader/iobytes.c): bytes, items of
+# `size` bytes (fread/fwrite), one character (fgetc/fputc), or the string's
+# length in `count` (fputs).
+_READ_BYTES = ("read", "__read", "__read_chk", "pread", "pread64", "__pread64", "__pread_chk",
+               "__pread64_chk", "readv", "preadv", "preadv2", "preadv64", "preadv64v2",
+               "fgets", "fgets_unlocked", "_IO_fgets", "__fgets_chk", "__fgets_unlocked_chk",
+               "getline", "getdelim", "__getdelim")
+_WRITE_BYTES = ("write", "__write", "pwrite", "pwrite64", "__pwrite64", "writev", "pwritev",
+                "pwritev2", "pwritev64", "pwritev64v2", "fprintf", "vfprintf", "__fprintf_chk",
+                "__vfprintf_chk", "dprintf", "vdprintf")
+_COPY_BYTES = ("sendfile", "sendfile64", "copy_file_range", "splice")  # read and written
+_READ_ITEMS = ("fread", "fread_unlocked", "_IO_fread", "__fread_chk", "__fread_unlocked_chk")
+_WRITE_ITEMS = ("fwrite", "fwrite_unlocked", "_IO_fwrite")
+_READ_CHARS = ("fgetc", "getc", "fgetc_unlocked", "getc_unlocked", "_IO_getc")
+_WRITE_CHARS = ("fputc", "putc", "fputc_unlocked", "putc_unlocked", "_IO_putc")
+_WRITE_STRINGS = ("fputs", "fputs_unlocked", "_IO_fputs")
+IO_CALLS: Dict[str, int] = {}
+for _names, _flags in ((_READ_BYTES, F_READ), (_WRITE_BYTES, F_WRITE),
+                       (_COPY_BYTES, F_READ | F_WRITE), (_READ_ITEMS, F_READ | F_ITEMS),
+                       (_WRITE_ITEMS, F_WRITE | F_ITEMS), (_READ_CHARS, F_READ | F_CHARS),
+                       (_WRITE_CHARS, F_WRITE | F_CHARS), (_WRITE_STRINGS, F_WRITE | F_STRING)):
+    IO_CALLS.update(dict.fromkeys(_names, _flags))
+
+
+def io_direction(cat: str, name: str) -> int:
+    """F_READ/F_WRITE (with how its ret counts) for the POSIX/STDIO calls that
+    move file data; 0 for every other event."""
+    return IO_CALLS.get(name, 0) if cat in ("POSIX", "STDIO") else 0
+
+
+def io_bytes(flags: int, ret: Optional[int], size: Optional[int], count: Optional[int]) -> int:
+    """Bytes a call moved (`dftracer summary`'s rule, docs/cli.md): what its
+    `ret` counts when it has one (a failed call moved nothing), else what was
+    asked (`size`, else `count`; `size` x `count` for fread/fwrite)."""
+    done = None if ret is None else max(ret, 0)
+    if flags & F_CHARS:
+        return 0 if ret is None or ret < 0 else 1
+    if flags & F_STRING:
+        return 0 if count is None or (ret is not None and ret < 0) else count
+    if flags & F_ITEMS and size is not None:
+        if done is not None:
+            return size * done
+        if count is not None:
+            return size * count
+    if done is not None:
+        return done
+    return size if size is not None else (count if count is not None else 0)
+
+
+class _Key:
+    """What a (cat, name) pair is, worked out once."""
+    __slots__ = ("cat", "name", "group", "flags", "step")
+
+    def __init__(self, cat: str, name: str, step_name: Optional[str]) -> None:
+        self.cat, self.name = cat, name
+        self.group = category_group(cat, name)
+        self.flags = io_direction(cat, name)
+        self.step = STEP_NONE
+        m = _PROFILER_STEP.match(name)
+        if cat == "dftracer":
+            self.flags |= F_TRACER
+        elif step_name is not None and name == step_name:
+            self.step = STEP_NAMED
+        elif cat == "pipeline" and name == "iteration":
+            self.step = STEP_ITERATION
+        elif cat == "pipeline" and name == "train.block":
+            self.step = STEP_TRAIN
+        elif m:
+            self.step = STEP_PROFILER
+        if self.step:
+            self.flags |= F_STEP
+            self.group = None
+
+
+class KeyTable:
+    """(cat bytes, name bytes) -> _Key, shared by all files; bounded (names
+    such as ProfilerStep#N are unique per event)."""
+    LIMIT = 50_000
+
+    def __init__(self, step_name: Optional[str] = None) -> None:
+        self.step_name = step_name
+        self.keys: Dict[Tuple[bytes, bytes], _Key] = {}
+
+    def get(self, cat: bytes, name: bytes) -> _Key:
+        k = self.keys.get((cat, name))
+        if k is None:
+            k = _Key(_text(cat), _text(name), self.step_name)
+            if len(self.keys) >= self.LIMIT:
+                self.keys.clear()
+            self.keys[(cat, name)] = k
+        return k
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "replace")
+
+
+class Process:
+    """The figures of one trace file's process."""
+
+    def __init__(self, path: str) -> None:
+        m = _FILE_NAME.search(os.path.basename(path))
+        self.host = m.group("host") if m else ""
+        self.pid: Optional[int] = int(m.group("pid")) if m else None
+        self.rank: Optional[int] = None
+        self.local_rank: Optional[int] = None
+        self.world_size: Optional[int] = None
+        self.job_id: Optional[str] = None
+        self.rank_source = ""    # "", "rank" (a rank event) or "torch.distributed"
+        self.ppid: Optional[int] = None  # from the start event
+        self.name = ""
+        self.events = 0          # every event line (as `dftracer summary` counts them)
+        self.complete = 0
+        self.bad_lines = 0
+        self.long_lines = 0
+        self.finished = False
+        self.first_ts: Optional[int] = None
+        self.head = 0            # the newest event end seen (us)
+        self.io_read = 0
+        self.io_write = 0
+        # second -> {key: [count, total dur, dur inside this second, io bytes]}
+        self.buckets: Dict[int, Dict[_Key, List[int]]] = {}
+        self.low = 0             # the oldest second still kept
+        self.late: Dict[_Key, List[int]] = {}   # events older than the kept seconds
+        self.cat_totals: Dict[str, List[int]] = {}  # folded-away seconds: cat -> [count, dur]
+        self.step_source = STEP_NONE
+        self.step: Optional[int] = None
+        self.step_times: deque = deque(maxlen=STEP_HISTORY)
+        self.step_last: Optional[int] = None
+        self.step_span: Optional[List[int]] = None  # args.step: [first ts, last end] of the current step
+
+    # ---- steps -------------------------------------------------------------
+
+    def step_event(self, source: int, number: Optional[int], ts: int, end: int) -> None:
+        if source < self.step_source:
+            return
+        if source > self.step_source:
+            self.step_source, self.step, self.step_last, self.step_span = source, None, None, None
+            self.step_times.clear()
+        if source == STEP_ARGS:
+            if number is None or (self.step is not None and number < self.step):
+                return  # a late thread's older step
+            if self.step is None or number > self.step:
+                if self.step_span is not None:
+                    self._step_done(self.step_span[1] - self.step_span[0])
+                self.step, self.step_span = number, [ts, end]
+            else:
+                span = self.step_span
+                if span is not None:
+                    span[0], span[1] = min(span[0], ts), max(span[1], end)
+            return
+        if number is None:
+            number = 0 if self.step is None else self.step + 1
+        if self.step is None or number >= self.step:
+            self.step = number
+        self._step_done(end - ts)
+
+    def _step_done(self, dur: int) -> None:
+        self.step_last = dur
+        self.step_times.append(dur)
+
+    def step_median(self) -> Optional[float]:
+        return float(statistics.median(self.step_times)) if self.step_times else None
+
+    # ---- the window --------------------------------------------------------
+
+    def bucket(self, sec: int) -> Dict[_Key, List[int]]:
+        b = self.buckets.get(sec)
+        if b is None:
+            if sec < self.low:
+                return self.late
+            b = self.buckets[sec] = {}
+        return b
+
+    def expire(self, window: int) -> None:
+        """Folds the seconds that fell out of the window (and its margin) into
+        the totals."""
+        low = self.head // US - window - LATE_MARGIN + 1
+        if low > self.low:
+            self.low = low
+        for sec in [s for s in self.buckets if s < self.low]:
+            self._fold(self.buckets.pop(sec))
+        if self.late:
+            self._fold(self.late)
+            self.late = {}
+
+    def _fold(self, bucket: Dict[_Key, List[int]]) -> None:
+        totals = self.cat_totals
+        for key, e in bucket.items():
+            if e[0]:
+                t = totals.get(key.cat)
+                if t is None:
+                    totals[key.cat] = [e[0], e[1]]
+                else:
+                    t[0] += e[0]
+                    t[1] += e[1]
+
+    def cats(self) -> Dict[str, List[int]]:
+        """Per category: [count, total dur] since the start."""
+        out = {c: list(v) for c, v in self.cat_totals.items()}
+        for bucket in list(self.buckets.values()) + [self.late]:
+            for key, e in bucket.items():
+                if e[0]:
+                    t = out.get(key.cat)
+                    if t is None:
+                        out[key.cat] = [e[0], e[1]]
+                    else:
+                        t[0] += e[0]
+                        t[1] += e[1]
+        return out
+
+    def window(self, window: int) -> Tuple[float, List[Dict[_Key, List[int]]]]:
+        """(length in seconds, the per-second buckets) of the last `window`
+        seconds ending at the newest event."""
+        if not self.head:
+            return 0.0, []
+        last = self.head // US
+        first = last - window + 1
+        start = first * US
+        if self.first_ts is not None and self.first_ts > start:
+            start = self.first_ts
+        length = max((self.head - start) / US, MIN_WINDOW)
+        return length, [b for s, b in self.buckets.items() if first <= s <= last]
+
+
+def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
+    """Adds the event lines of `text` (whole lines) to the process's figures.
+    The per-event path: one tuple from the line pattern, a dict lookup for
+    the (cat, name), and one for its entry in the second it ended in."""
+    get_key = keys.keys.get
+    lo = hi = 0  # the second `cur` stands for: [lo, hi) us
+    cur: Dict[_Key, List[int]] = {}
+    head = p.head
+    first = p.first_ts if p.first_ts is not None else 1 << 62
+    generic = p.step_source <= STEP_ARGS
+    n = 0
+    for name, cat, ts, dur, args, other in _LINE.findall(text):
+        if other:
+            p.head, p.first_ts = head, (first if first != 1 << 62 else None)
+            if _slow_line(p, other, keys, window):
+                hi = 0  # the slow path may have made buckets
+                generic = p.step_source <= STEP_ARGS
+            head = p.head
+            first = p.first_ts if p.first_ts is not None else 1 << 62
+            continue
+        n += 1
+        d = int(dur)
+        t0 = int(ts)
+        end = t0 + d
+        key = get_key((cat, name))
+        if key is None:
+            key = keys.get(cat, name)
+        if end > head:
+            head = end
+        if t0 < first:
+            first = t0
+        nbytes = 0
+        flags = key.flags
+        if flags:
+            if flags & F_TRACER:
+                if key.name == "end":
+                    p.finished = True
+                elif key.name == "start" and args:
+                    m = _PPID_ARG.search(args)
+                    p.ppid = int(m.group(1)) if m else p.ppid
+                continue
+            if key.step:
+                m = _STEP_ARG.search(args) if args else None
+                p.step_event(key.step, int(m.group(1)) if m else _profiler_number(key), t0, end)
+                generic = p.step_source <= STEP_ARGS
+            if flags & (F_READ | F_WRITE):
+                nbytes = _io_args(flags, args)
+                if flags & F_READ:
+                    p.io_read += nbytes
+                if flags & F_WRITE:
+                    p.io_write += nbytes
+        if generic and args and b'"step":' in args:
+            m = _STEP_ARG.search(args)
+            if m:
+                p.step_event(STEP_ARGS, int(m.group(1)), t0, end)
+                generic = p.step_source <= STEP_ARGS
+        if end >= hi or end < lo:
+            lo = end - end % US
+            hi = lo + US
+            cur = p.bucket(lo // US)
+        if t0 >= lo:
+            e = cur.get(key)
+            if e is None:
+                cur[key] = [1, d, d, nbytes]
+            else:
+                e[0] += 1
+                e[1] += d
+                e[2] += d
+                e[3] += nbytes
+        else:
+            _spread(p, key, t0, d, end, nbytes, window)
+            hi = 0
+    p.events += n
+    p.complete += n
+    p.head = head
+    p.first_ts = first if first != 1 << 62 else None
+
+
+_RET_ARG = re.compile(rb',"ret":(-?\d+)')
+_PPID_ARG = re.compile(rb',"ppid":(\d+)')
+
+
+def _io_args(flags: int, args: bytes) -> int:
+    """io_bytes() of a fast-path line's args body."""
+    if not flags & (F_ITEMS | F_CHARS | F_STRING):  # the common case: read, write
+        m = _RET_ARG.search(args)
+        if m is not None:
+            return max(int(m.group(1)), 0)
+    a = dict(_ARG_INT.findall(args))
+    return io_bytes(flags, _int(a.get(b"ret")), _int(a.get(b"size")), _int(a.get(b"count")))
+
+
+def _int(b: Optional[bytes]) -> Optional[int]:
+    return int(b) if b is not None else None
+
+
+def _profiler_number(key: _Key) -> Optional[int]:
+    m = _PROFILER_STEP.match(key.name)
+    return int(m.group(1)) if m else None
+
+
+def _tracer_event(p: Process, name: str, ts: int) -> None:
+    if name == "end":
+        p.finished = True
+
+
+def _spread(p: Process, key: _Key, t0: int, d: int, end: int, nbytes: int, window: int) -> None:
+    """An event that began in an earlier second: its count and duration go
+    to the second it ended in, its time inside each kept second to that
+    second (for the shares)."""
+    sec = end // US
+    b = p.bucket(sec)
+    e = b.get(key)
+    inside = end - sec * US
+    if e is None:
+        b[key] = [1, d, inside, nbytes]
+    else:
+        e[0] += 1
+        e[1] += d
+        e[2] += inside
+        e[3] += nbytes
+    lowest = max(t0 // US, sec - window - LATE_MARGIN, p.low)
+    s = sec - 1
+    while s >= lowest:
+        part = min(end, (s + 1) * US) - max(t0, s * US)
+        if part > 0:
+            b = p.bucket(s)
+            e = b.get(key)
+            if e is None:
+                b[key] = [0, 0, part, 0]
+            else:
+                e[2] += part
+        s -= 1
+
+
+def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
+    """A line the fast pattern does not match.  Returns True when it added a
+    complete event."""
+    s = line.strip(b" \t\r,")
+    if s in (b"", b"[", b"]"):
+        return False
+    try:
+        ev = json.loads(s)
+    except RecursionError:
+        ev = None
+    except ValueError:
+        try:  # the older tools' bytes that are not UTF-8
+            ev = json.loads(s.decode("utf-8", "replace"))
+        except (ValueError, RecursionError):
+            ev = None
+    if not isinstance(ev, dict) or "name" not in ev or "ph" not in ev:
+        p.bad_lines += 1
+        return False
+    p.events += 1
+    ph = str(ev.get("ph"))[:1]
+    args = ev.get("args")
+    if not isinstance(args, dict):
+        args = {}
+    if p.pid is None and isinstance(ev.get("pid"), int):
+        p.pid = ev["pid"]
+    if ph == "M":
+        _metadata(p, str(ev.get("name")), args, ev)
+        return False
+    ts, dur = ev.get("ts"), ev.get("dur")
+    if ph != "X" or not isinstance(ts, int) or not isinstance(dur, int):
+        return False
+    name = str(ev["name"]).encode("utf-8", "replace")
+    cat = str(ev.get("cat", "")).encode("utf-8", "replace")
+    # re-enter the fast path with the parsed values
+    key = keys.get(cat, name)
+    end = ts + dur
+    p.complete += 1
+    p.head = max(p.head, end)
+    if key.flags & F_TRACER:
+        _tracer_event(p, key.name, ts)
+        if key.name == "start":
+            p.ppid = _as_int(args.get("ppid"))
+        return False
+    step = args.get("step")
+    step = step if isinstance(step, int) and not isinstance(step, bool) else None
+    if key.step:
+        p.step_event(key.step, step if step is not None else _profiler_number(key), ts, end)
+    elif step is not None and p.step_source <= STEP_ARGS:
+        p.step_event(STEP_ARGS, step, ts, end)
+    nbytes = 0
+    if key.flags & (F_READ | F_WRITE):
+        def num(k: str) -> Optional[int]:
+            v = args.get(k)
+            return v if isinstance(v, int) and not isinstance(v, bool) else None
+        nbytes = io_bytes(key.flags, num("ret"), num("size"), num("count"))
+        if key.flags & F_READ:
+            p.io_read += nbytes
+        if key.flags & F_WRITE:
+            p.io_write += nbytes
+    if p.first_ts is None or ts < p.first_ts:
+        p.first_ts = ts
+    _spread(p, key, ts, dur, end, nbytes, window)
+    return True
+
+
+def _metadata(p: Process, name: str, args: Dict[str, Any], ev: Dict[str, Any]) -> None:
+    """Host, process name and rank.  The rank (docs/trace-format.md, "Ranks and
+    clocks"): a `rank` event with source torch.distributed, else the first
+    `rank` event (also the older tools' rank metadata), else a process_name
+    ending in "rank N"."""
+    aname = args.get("name")
+    if name == "HH" and isinstance(aname, str):
+        p.host = aname
+    elif name == "process_name" and isinstance(aname, str):
+        p.name = aname
+        if isinstance(ev.get("pid"), int):
+            p.pid = ev["pid"]
+        m = _RANK.search(aname)
+        if m and not p.rank_source:
+            p.rank = int(m.group(1))
+    elif name == "rank" or aname == "rank":
+        value = _as_int(args.get("value"))
+        distributed = args.get("source") == "torch.distributed"
+        if value is None or p.rank_source == "torch.distributed" or \
+                (p.rank_source and not distributed):
+            return
+        p.rank, p.rank_source = value, ("torch.distributed" if distributed else "rank")
+        for field in ("local_rank", "world_size"):
+            v = _as_int(args.get(field))
+            if v is not None:
+                setattr(p, field, v)
+        if isinstance(args.get("job_id"), str):
+            p.job_id = args["job_id"]
+
+
+def _as_int(v: Any) -> Optional[int]:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
