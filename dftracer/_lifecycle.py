@@ -73,7 +73,9 @@ def install() -> None:
     from multiprocessing import util
 
     util.register_after_fork(_token, _in_forked_worker)
-    if os.environ.get("DFTRACER_ENABLE_CUPTI", "").lower() in ("1", "true", "yes", "on"):
+    # The core's boolean rule (core/config.c); a value that is not a boolean
+    # is off, and the core warns about it once when tracing starts.
+    if os.environ.get("DFTRACER_ENABLE_CUPTI", "").lower() in ("1", "true", "yes", "on", "y"):
         # GPU activity starts with the trace (in C); torch.profiler must still
         # find CUPTI free while it runs.
         from dftracer.python import cupti

@@ -11,6 +11,8 @@
 #include "binding/pyargs.h"
 
 #include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- GIL hooks for the core's waits ------------------------------------ */
@@ -142,7 +144,9 @@ static PyObject *fs_path_or_none(PyObject *obj, const char *argname, PyObject **
     return *holder;
 }
 
-/* A directory that is missing or not writable is reported at initialisation. */
+/* A log directory that cannot hold the trace is reported at initialisation
+ * as the OSError the system gave (ENOENT, ENOTDIR, EACCES, ...), naming it:
+ * a regular file in the path is "Not a directory", not a permission problem. */
 static int check_log_dir(const char *stem)
 {
     char dir[4096];
@@ -153,22 +157,27 @@ static int check_log_dir(const char *stem)
         snprintf(dir, sizeof dir, "/");
     else
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - stem), stem);
-    if (access(dir, W_OK | X_OK) != 0) {
-        int e = errno;
-        PyObject *p = PyUnicode_DecodeFSDefault(dir);
-        if (p) {
-            PyObject *exc = PyObject_CallFunction(
-                PyExc_OSError, "isO", e,
-                e == ENOENT ? "log directory is missing" : "log directory is not writable", p);
-            if (exc) {
-                PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-                Py_DECREF(exc);
-            }
-            Py_DECREF(p);
+    struct stat st;
+    int e = 0;
+    if (stat(dir, &st) != 0)
+        e = errno;
+    else if (!S_ISDIR(st.st_mode))
+        e = ENOTDIR;
+    else if (access(dir, W_OK | X_OK) != 0)
+        e = errno;
+    if (e == 0)
+        return 0;
+    PyObject *p = PyUnicode_DecodeFSDefault(dir);
+    if (p) {
+        /* OSError(errno, strerror, path) picks the subclass (NotADirectoryError, ...). */
+        PyObject *exc = PyObject_CallFunction(PyExc_OSError, "isO", e, strerror(e), p);
+        if (exc) {
+            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+            Py_DECREF(exc);
         }
-        return -1;
+        Py_DECREF(p);
     }
-    return 0;
+    return -1;
 }
 
 static PyObject *logger_initialize_log(PyObject *unused, PyObject *args, PyObject *kwargs)

@@ -6,6 +6,7 @@
  * by other threads taking a snapshot of committed records (finalize, fork,
  * flush), so a snapshot never sees a half-written record. */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 #include "core/buffer.h"
 #include "core/clock.h"
+#include "core/park.h"
 #include "core/signals.h"
 #include "core/writer.h"
 
@@ -184,6 +186,31 @@ void dft_flush_all_threads(int wait)
     dft_signals_release(&saved);
 }
 
+/* 1 when a thread other than the caller has records not yet handed off.
+ * Caller holds registry_lock. */
+int dft_other_threads_have_records_locked(void)
+{
+    for (dft_tstate *ts = dft_g.threads; ts; ts = ts->next)
+        if (ts != tls_state && atomic_load_explicit(&ts->pos, memory_order_acquire) > ts->flushed)
+            return 1;
+    return 0;
+}
+
+/* Finalize, once tracing is no longer active: waits (at most wait_ns in all)
+ * until no other thread is in the middle of recording an event, so that what
+ * each one recorded is in its buffer for the last flush, or was refused and
+ * counted (dft_dropped_take).  A thread stopped inside the hot path (a signal
+ * handler waiting for finalize) is given up on at the deadline.  No GIL. */
+void dft_wait_for_recorders(long long wait_ns)
+{
+    long long deadline = dft_signal_clock_ns() + wait_ns;
+    pthread_mutex_lock(&dft_g.registry_lock);
+    for (dft_tstate *ts = dft_g.threads; ts; ts = ts->next)
+        while (ts != tls_state && atomic_load(&ts->in_emit) && dft_signal_clock_ns() < deadline)
+            sched_yield(); /* an event takes well under a microsecond to record */
+    pthread_mutex_unlock(&dft_g.registry_lock);
+}
+
 /* Writes what it can without blocking: the committed records of every
  * thread whose lock is free.  A signal's fallback when the flusher cannot
  * serve (not running, or stuck behind a lock the interrupted thread holds).
@@ -291,6 +318,13 @@ static inline int64_t take_id(dft_tstate *ts)
 static void announce_thread(dft_tstate *ts);
 static void rename_thread(dft_tstate *ts);
 
+/* Events refused while finalize runs (tracing no longer active, the trace
+ * not yet finalized), for the end event. */
+static _Atomic uint64_t dropped_in_finalize;
+
+/* Any thread. */
+uint64_t dft_dropped_take(void) { return atomic_exchange(&dropped_in_finalize, 0); }
+
 /* The hot path.  Any thread, no GIL. */
 int dft_emit_record(const dft_event *ev, int64_t id_override)
 {
@@ -300,9 +334,21 @@ int dft_emit_record(const dft_event *ev, int64_t id_override)
         if (!ts)
             return -1;
     }
-    if (ts->in_emit)
+    if (atomic_load_explicit(&ts->in_emit, memory_order_relaxed))
         return -1; /* re-entered from a signal handler on this thread */
-    ts->in_emit = 1;
+    atomic_store_explicit(&ts->in_emit, 1, memory_order_relaxed);
+    int active = atomic_load_explicit(&dft_trace.active, memory_order_relaxed);
+    int parked = atomic_load_explicit(&dft_threads_parked, memory_order_relaxed);
+    if (__builtin_expect((!active) | parked, 0)) {
+        if (!active) {
+            /* finalize began after the caller's check: the end event counts it */
+            if (atomic_load(&dft_trace.state) == DFT_STATE_ACTIVE)
+                atomic_fetch_add(&dropped_in_finalize, 1);
+            atomic_store_explicit(&ts->in_emit, 0, memory_order_relaxed);
+            return -1;
+        }
+        dft_threads_resume(ts->tid); /* the first event after a fork */
+    }
     uint64_t gen = atomic_load_explicit(&dft_trace.gen, memory_order_relaxed);
     if (__builtin_expect(ts->gen != gen, 0)) {
         ts->gen = gen;
@@ -316,7 +362,7 @@ int dft_emit_record(const dft_event *ev, int64_t id_override)
         tstate_handoff(ts, 0);
         pos = atomic_load_explicit(&ts->pos, memory_order_relaxed);
         if (pos + size > ts->cur->cap) {
-            ts->in_emit = 0;
+            atomic_store_explicit(&ts->in_emit, 0, memory_order_relaxed);
             return -1;
         }
     }
@@ -344,7 +390,7 @@ int dft_emit_record(const dft_event *ev, int64_t id_override)
     atomic_store_explicit(&ts->pos, pos + size, memory_order_release);
     if (__builtin_expect(pos + size >= dft_g.flush_threshold, 0))
         tstate_handoff(ts, 0);
-    ts->in_emit = 0;
+    atomic_store_explicit(&ts->in_emit, 0, memory_order_relaxed);
     return 0;
 }
 
@@ -358,9 +404,9 @@ static void write_thread_name(dft_tstate *ts)
     };
     dft_event ev = {.name = "thread_name", .name_len = 11, .cat = "dftracer", .cat_len = 8,
                     .ph = DFT_PH_METADATA, .args = args, .nargs = 2};
-    ts->in_emit = 0;
+    atomic_store_explicit(&ts->in_emit, 0, memory_order_relaxed);
     dft_emit_record(&ev, 0);
-    ts->in_emit = 1;
+    atomic_store_explicit(&ts->in_emit, 1, memory_order_relaxed);
 }
 
 /* The name a thread shows in the viewer: its Python name when the hook can

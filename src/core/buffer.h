@@ -18,6 +18,13 @@ void dft_flush_aged_threads(void);
  * (a new trace's header). */
 void dft_flush_own_thread_now(void);
 void dft_tstate_reset_current(void);
+/* 1 when a thread other than the caller has records not handed off yet.
+ * Caller holds dft_g.registry_lock. */
+int dft_other_threads_have_records_locked(void);
+/* Finalize: waits, at most wait_ns, until no other thread is recording. */
+void dft_wait_for_recorders(long long wait_ns);
+/* Events refused because finalize had begun, since the last call. */
+uint64_t dft_dropped_take(void);
 /* Opens/closes a nesting scope on the calling thread (dft_enter_scope,
  * dft_exit_scope; the scope tokens of core/core.h are built on them). */
 void dft_scope_push(void);

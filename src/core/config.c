@@ -282,6 +282,7 @@ void dft_config_load(dft_config *c)
     c->writer_threads = parse_int("DFTRACER_WRITER_THREADS", dflt_writers, 1, 16);
     c->flush_interval = parse_interval("DFTRACER_FLUSH_INTERVAL", DFT_DEFAULT_FLUSH_INTERVAL,
                                        DFT_MIN_FLUSH_INTERVAL, DFT_MAX_FLUSH_INTERVAL);
+    c->enable_cupti = parse_bool("DFTRACER_ENABLE_CUPTI", 0);
 }
 
 void dft_config_free(dft_config *c)

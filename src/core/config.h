@@ -23,6 +23,7 @@ typedef struct dft_config {
     int writer_threads;    /* DFTRACER_WRITER_THREADS, default min(2, CPUs) */
     double flush_interval; /* DFTRACER_FLUSH_INTERVAL: seconds an event may wait in a
                               buffer; 0 turns the time-based flush off; default 1 */
+    int enable_cupti;      /* DFTRACER_ENABLE_CUPTI, default 0 (read by gpu/) */
 } dft_config;
 
 #define DFT_DEFAULT_WRITE_BUFFER ((size_t)1 << 20)

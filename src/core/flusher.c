@@ -14,7 +14,9 @@
 #include <errno.h>
 #include <semaphore.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/buffer.h"
 #include "core/signals.h"
@@ -24,6 +26,7 @@
 static struct {
     pthread_t thread;
     int started;          /* a thread to join; under life_lock */
+    _Atomic pid_t tid;    /* the kernel's id of the thread, once it runs */
     sem_t wake;
     int sem_ready;
     _Atomic int stop;
@@ -36,6 +39,7 @@ static struct {
 static void *flusher_main(void *arg)
 {
     (void)arg;
+    atomic_store(&flusher.tid, (pid_t)syscall(SYS_gettid));
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
@@ -92,15 +96,16 @@ void dft_flusher_start(void)
 }
 
 /* Under life_lock; no GIL. */
-void dft_flusher_stop(void)
+pid_t dft_flusher_stop(void)
 {
     if (!flusher.started)
-        return;
+        return 0;
     atomic_store(&flusher.stop, 1);
     sem_post(&flusher.wake);
     pthread_join(flusher.thread, NULL);
     flusher.started = 0;
     atomic_store(&flusher.alive, 0);
+    return atomic_load(&flusher.tid);
 }
 
 /* Single-threaded. */

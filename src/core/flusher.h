@@ -4,12 +4,15 @@
 #ifndef DFT_CORE_FLUSHER_H
 #define DFT_CORE_FLUSHER_H
 
+#include <sys/types.h>
+
 /* Starts the flusher for the current trace.  Under life_lock (or
  * single-threaded in a forked child); no GIL. */
 void dft_flusher_start(void);
 
-/* Stops it, waiting for a flush in progress to end.  Under life_lock; no GIL. */
-void dft_flusher_stop(void);
+/* Stops it, waiting for a flush in progress to end.  Returns the kernel's id
+ * of the thread stopped, 0 when none ran.  Under life_lock; no GIL. */
+pid_t dft_flusher_stop(void);
 
 /* In a forked child the thread does not exist and its semaphore may be in
  * any state.  Single-threaded. */

@@ -40,7 +40,8 @@ typedef struct dft_tstate {
     int64_t id_next, id_end;
     dft_scope *scopes;
     int depth, scopes_cap;
-    volatile sig_atomic_t in_emit; /* guards against re-entry from signals */
+    _Atomic int in_emit;   /* recording now: guards against re-entry from signals,
+                              and finalize waits for it (relaxed; lock-free) */
     /* The time-based flush (dft_flush_aged_threads), all under lock: hand-offs
      * so far, and what the previous tick saw. */
     uint64_t handoffs, tick_handoffs;

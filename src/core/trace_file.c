@@ -5,7 +5,9 @@
  * later trace of the same process (initialize_log after finalize) appends to
  * its own file; anything else found at the path (an earlier run's file with
  * the same pid, a planted link) is never written to: a fallback name is used
- * instead (docs/configuration.md, "The trace file"). */
+ * instead (docs/configuration.md, "The trace file").  An exec()'d image finds
+ * the file its own pid wrote before the exec: it takes the fallback name
+ * quietly, since nothing is wrong. */
 #include "core/trace_file.h"
 
 #include <errno.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/config.h"
@@ -99,15 +102,62 @@ static char *fallback_name(const char *path, int k)
     return p;
 }
 
+/* This process's start time on the wall clock (ns), from its start in clock
+ * ticks since boot (/proc/self/stat, field 22: kept across exec()); 0 when
+ * unknown.  Up to one tick early. */
+static long long process_start_ns(void)
+{
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char buf[1024];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    if (!p)
+        return 0;
+    /* after ')': field 3 (state) ... field 22 (starttime) */
+    for (int field = 2; field < 22 && p; field++)
+        p = strchr(p + 1, ' ');
+    long hz = sysconf(_SC_CLK_TCK);
+    if (!p || hz <= 0)
+        return 0;
+    unsigned long long ticks = strtoull(p + 1, NULL, 10);
+    struct timespec boot, wall;
+    if (clock_gettime(CLOCK_BOOTTIME, &boot) != 0 || clock_gettime(CLOCK_REALTIME, &wall) != 0)
+        return 0;
+    long long since_boot = (long long)boot.tv_sec * 1000000000LL + boot.tv_nsec;
+    long long started = (long long)(ticks / (unsigned long long)hz) * 1000000000LL +
+                        (long long)(ticks % (unsigned long long)hz) * (1000000000LL / hz);
+    return (long long)wall.tv_sec * 1000000000LL + wall.tv_nsec - (since_boot - started);
+}
+
+/* 1 when st (a regular file at our trace path) last changed after this
+ * process started: this process wrote it, before an exec().  A file an earlier
+ * process with the same pid left changed before that process ended, so before
+ * this one started.  ctime, which no one can set back. */
+static int written_before_exec(const struct stat *st)
+{
+    long long start = process_start_ns();
+    long long changed = (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
+    return start > 0 && S_ISREG(st->st_mode) && changed >= start;
+}
+
 /* Any thread holding the writer's lock (or before any writer thread). */
-int dft_trace_file_open(const char *path, char **actual, off_t *size)
+int dft_trace_file_open(const char *path, int named_by_own_pid, char **actual, off_t *size)
 {
     int created;
     int fd = open_trace_fd(path, &created);
     char *used = NULL;
     if (fd < 0 && (errno == EEXIST || errno == ELOOP)) {
         struct stat lst;
-        const char *what = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)
+        int got = lstat(path, &lst) == 0;
+        int quiet = got && named_by_own_pid && !owned_find(path) && written_before_exec(&lst);
+        const char *what = quiet ? "was written by this process before exec()"
+                           : got && S_ISLNK(lst.st_mode)
                                ? "is a symbolic link"
                                : "already exists and was not written by this process";
         int e = EEXIST;
@@ -131,8 +181,8 @@ int dft_trace_file_open(const char *path, char **actual, off_t *size)
             errno = e;
             return -1;
         }
-        dft_log(DFT_LOG_ERROR, "trace file %s %s; not writing to it, tracing to %s instead",
-                path, what, used);
+        dft_log(quiet ? DFT_LOG_INFO : DFT_LOG_ERROR,
+                "trace file %s %s; not writing to it, tracing to %s instead", path, what, used);
     } else if (fd < 0) {
         return -1;
     } else if (!(used = strdup(path))) {

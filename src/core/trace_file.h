@@ -10,11 +10,13 @@
 /* Opens path for appending: a file this process created is appended to;
  * when anything else is there (an earlier run's file, a symbolic link), the
  * first free fallback name "<stem>-<host>-<pid>.<k>-app.pfw[.gz]" is used
- * instead and one error line names both.  Returns the fd, with *actual (the
- * name opened, malloc'd) and *size (0 for a new file); or -1 with errno,
- * having closed and removed what it opened.  Caller holds the writer's lock
- * or runs before any writer thread exists; no GIL. */
-int dft_trace_file_open(const char *path, char **actual, off_t *size);
+ * instead and one error line names both; quietly (an info line) when the
+ * name carries this process's pid (named_by_own_pid) and the file changed
+ * after this process started: its image before an exec() wrote it.  Returns
+ * the fd, with *actual (the name opened, malloc'd) and *size (0 for a new
+ * file); or -1 with errno, having closed and removed what it opened.  Caller
+ * holds the writer's lock or runs before any writer thread exists; no GIL. */
+int dft_trace_file_open(const char *path, int named_by_own_pid, char **actual, off_t *size);
 
 /* In a forked child: the parent's files are not this process's, so none is
  * appended to again.  Single-threaded. */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "core/clock.h"
 #include "core/flusher.h"
 #include "core/intern.h"
+#include "core/park.h"
 #include "core/signals.h"
 #include "core/state.h"
 #include "core/tracer.h"
@@ -344,10 +346,12 @@ static int start_held(const char *log_file, const char *data_dir, int64_t proces
     atomic_store(&dft_trace.active, 1);
     install_process_hooks();
     dft_signals_install(dft_g.cfg.bind_signals);
+    dft_dropped_take(); /* a count left by an earlier trace's finalize */
     emit_header();
     run_hooks(DFT_HOOK_OPENED);
     dft_flush_own_thread_now(); /* the header is on disk before tracing goes on */
     dft_flusher_start();
+    dft_threads_unpark();
     pthread_mutex_unlock(&dft_g.life_lock);
     dft_log(DFT_LOG_INFO, "tracing to %s", dft_writer_path());
     *started = 1;
@@ -381,6 +385,9 @@ int dft_is_enabled_env(void)
 
 /* ---- finalize ---------------------------------------------------------- */
 
+/* How long finalize waits for threads in the middle of recording an event. */
+#define FINALIZE_WAIT_NS 100000000LL
+
 /* Caller holds life_lock; no GIL. */
 static void finalize_locked(void)
 {
@@ -394,21 +401,28 @@ static void finalize_locked(void)
     atomic_store(&dft_finalizing, 1);
     run_hooks(DFT_HOOK_FINALIZING); /* e.g. restores the GOT before the end event */
     dft_flusher_stop();
-    /* Emits after this point are dropped; the end event must be the last line. */
+    dft_threads_unpark();
+    /* Events recorded after this point are refused and counted (num_dropped):
+     * the end event must be the last line.  Threads in the middle of recording
+     * one finish first, so their event is in the last flush. */
     atomic_store(&dft_trace.active, 0);
+    dft_wait_for_recorders(FINALIZE_WAIT_NS);
     dft_flush_all_threads(1);
     dft_tstate *ts = dft_tstate_get();
     int64_t id = ts ? atomic_fetch_add(&dft_g.next_id_block, 1) : 0;
-    dft_arg a = {.key = "num_events", .type = DFT_ARG_INT, .v.i = (int64_t)dft_writer_lines()};
+    dft_arg a[2] = {
+        {.key = "num_events", .type = DFT_ARG_INT, .v.i = (int64_t)dft_writer_lines()},
+        {.key = "num_dropped", .type = DFT_ARG_INT, .v.i = (int64_t)dft_dropped_take()},
+    };
     dft_event end = {.name = "end", .name_len = 3, .cat = "dftracer", .cat_len = 8,
                      .ts = dft_clock_us(), .ph = DFT_PH_COMPLETE, .tid = ts ? ts->tid : 0,
-                     .args = &a, .nargs = 1};
+                     .args = a, .nargs = a[1].v.i > 0 ? 2 : 1};
     dft_writer_write_now(&end, id);
     dft_writer_close();
     atomic_store(&dft_trace.state, DFT_STATE_FINALIZED);
     atomic_store(&dft_finalizing, 0);
     dft_signals_release(&saved);
-    dft_log(DFT_LOG_INFO, "finalized %s", dft_g.path ? dft_g.path : "trace");
+    dft_log(DFT_LOG_INFO, "finalized %s", dft_trace_path() ? dft_trace_path() : "trace");
 }
 
 /* Any thread, no GIL. */
@@ -425,7 +439,9 @@ static void at_exit(void) { dft_finalize(); }
 /* ---- fork -------------------------------------------------------------- */
 
 /* Before fork(): write out everything buffered so the child cannot inherit it
- * (the parent writes it), then hold the locks so the child gets them consistent. */
+ * (the parent writes it) and stop the tracer's threads, so that the process
+ * has no more threads at fork() than without dftracer (core/park.c); then
+ * hold the locks so the child gets them consistent. */
 /* pthread_atfork prepare: runs in the forking thread, GIL held but never released here. */
 static sigset_t fork_saved_mask; /* under life_lock, from prepare to parent/child */
 
@@ -436,16 +452,17 @@ static void fork_prepare(void)
      * not be flushed: it waits until fork() is done. */
     dft_signals_hold(&fork_saved_mask);
     dft_no_gil_release = 1;
-    if (atomic_load(&dft_trace.active))
-        dft_flush_all_threads(1);
+    dft_threads_park();
     dft_no_gil_release = 0;
     pthread_mutex_lock(&dft_g.registry_lock);
     dft_writer_atfork_prepare();
 }
 
-/* pthread_atfork parent handler; no GIL needed. */
+/* pthread_atfork parent handler; no GIL needed.  Starts no thread: the
+ * parent's os.fork() counts threads after this (core/park.c). */
 static void fork_parent(void)
 {
+    dft_threads_after_fork_parent((int64_t)syscall(SYS_gettid));
     dft_writer_atfork_parent();
     pthread_mutex_unlock(&dft_g.registry_lock);
     dft_signals_release(&fork_saved_mask);
@@ -463,6 +480,8 @@ static void fork_child(void)
     dft_intern_after_fork_child();
     dft_tstate_reset_current();
     dft_flusher_after_fork_child();
+    dft_threads_unpark(); /* the flusher starts below, with the child's header */
+    dft_dropped_take();
     atomic_store(&dft_finalizing, 0);
     if (atomic_load(&dft_trace.state) != DFT_STATE_ACTIVE) {
         dft_signals_release(&fork_saved_mask);

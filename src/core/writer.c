@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/compress.h"
@@ -31,6 +32,7 @@
 typedef struct worker {
     pthread_t thread;
     int started;
+    _Atomic pid_t tid; /* the kernel's id of the thread, once it runs */
     dft_compressor *cz; /* made at the first member */
     dft_sbuf json, out;
     dft_sbuf first; /* "[\n" and the first piece of a file, joined to be deflated */
@@ -280,6 +282,7 @@ static void process_chunk(worker *wk, dft_chunk *c)
 static void *worker_main(void *arg)
 {
     worker *wk = arg;
+    atomic_store(&wk->tid, (pid_t)syscall(SYS_gettid));
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals belong to the program's threads */
@@ -396,6 +399,8 @@ void dft_writer_drain(void)
 {
     void *h = gil_release();
     pthread_mutex_lock(&writer.lock);
+    if (writer.head && !writer.running && writer.fd >= 0)
+        ensure_workers_locked(); /* chunks queued while the writers were stopped for a fork */
     while (((writer.head || writer.busy || writer.waiting) && writer.running) || atomic_load(&writer.in_flight))
         pthread_cond_wait(&writer.idle, &writer.lock);
     pthread_mutex_unlock(&writer.lock);
@@ -413,7 +418,7 @@ static int open_file_locked(void)
 {
     char *used;
     off_t size;
-    int fd = dft_trace_file_open(writer.path, &used, &size);
+    int fd = dft_trace_file_open(writer.path, writer.fmt.pid == (int64_t)getpid(), &used, &size);
     if (fd < 0)
         return -1;
     free(writer.actual);
@@ -508,18 +513,24 @@ int dft_writer_write_sync(const char *data, size_t start, size_t end)
     return rc;
 }
 
-/* Stops the writer threads after the queue is empty and closes the file. */
-void dft_writer_close(void)
+/* Stops the writer threads once the queue is empty (chunks queued after that
+ * wait for the next start) and writes the kernel ids of the threads stopped
+ * to tids (at most cap).  Returns how many.  Under dft_g.life_lock; no GIL
+ * needed: writer threads never wait for it. */
+static int stop_workers(pid_t *tids, int cap)
 {
     pthread_mutex_lock(&writer.lock);
     writer.stopping = 1;
     pthread_cond_broadcast(&writer.nonempty);
     pthread_mutex_unlock(&writer.lock);
-    for (int i = 0; i < writer.nworkers; i++) {
+    int n = 0;
+    for (int i = 0; i < MAX_WORKERS; i++) {
         worker *wk = &writer.workers[i];
         if (wk->started) {
             pthread_join(wk->thread, NULL);
             wk->started = 0;
+            if (n < cap)
+                tids[n++] = atomic_load(&wk->tid);
         }
     }
     pthread_mutex_lock(&writer.lock);
@@ -528,6 +539,18 @@ void dft_writer_close(void)
     pthread_cond_broadcast(&writer.space);
     pthread_cond_broadcast(&writer.idle);
     pthread_mutex_unlock(&writer.lock);
+    return n;
+}
+
+/* Before fork(): the queue is written and the threads are gone; the next
+ * submit (or drain) starts them again (ensure_workers_locked). */
+int dft_writer_stop_threads(pid_t *tids, int cap) { return stop_workers(tids, cap); }
+
+/* Stops the writer threads after the queue is empty and closes the file. */
+void dft_writer_close(void)
+{
+    pid_t unused[MAX_WORKERS];
+    stop_workers(unused, MAX_WORKERS);
     pthread_mutex_lock(&writer.file_lock);
     writer.pending = 0;
     if (writer.fd >= 0) {

@@ -31,6 +31,11 @@ uint64_t dft_writer_lines(void);
  * refused: docs/configuration.md, "The trace file"), or the configured path. */
 const char *dft_writer_path(void);
 void dft_writer_close(void);
+/* Stops the writer threads once everything queued is written, keeping the
+ * file open: they start again at the next chunk submitted (or a drain that
+ * finds chunks waiting).  Writes the kernel ids of the threads stopped to
+ * tids (at most cap) and returns how many.  Under dft_g.life_lock. */
+int dft_writer_stop_threads(pid_t *tids, int cap);
 void dft_writer_atfork_prepare(void);
 void dft_writer_atfork_parent(void);
 void dft_writer_atfork_child(void);

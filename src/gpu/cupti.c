@@ -43,9 +43,7 @@ void dft_cupti_add_search_dir(const char *dir) { (void)dir; }
 /* DFTRACER_ENABLE_CUPTI still says why nothing GPU-side is traced. */
 static void lifecycle(dft_hook_event ev)
 {
-    const char *v = getenv("DFTRACER_ENABLE_CUPTI");
-    if (ev == DFT_HOOK_STARTED && v && (!strcmp(v, "1") || !strcasecmp(v, "true") ||
-                                        !strcasecmp(v, "yes") || !strcasecmp(v, "on")))
+    if (ev == DFT_HOOK_STARTED && dft_trace_config()->enable_cupti)
         dft_log(DFT_LOG_ERROR, "GPU activity not traced: %s", no_headers);
 }
 
@@ -568,12 +566,9 @@ static int start_locked(char *reason, size_t cap)
 
 /* ---- public entry points ------------------------------------------------ */
 
-static int env_wants_cupti(void)
-{
-    const char *v = getenv("DFTRACER_ENABLE_CUPTI");
-    return v && (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") ||
-                 !strcasecmp(v, "on"));
-}
+/* DFTRACER_ENABLE_CUPTI as the current trace read it when it started (a
+ * value that is not a boolean was warned about then, and is off). */
+static int env_wants_cupti(void) { return dft_trace_config()->enable_cupti; }
 
 int dft_cupti_enable(char *reason, size_t cap)
 {

@@ -200,8 +200,8 @@ void dft_profile_emit(ProfileObject *p, const dft_scope_tok *own, PyObject *name
                       int64_t dur, const dft_stepargs *sa, PyObject *counter_key,
                       int64_t counter, PyObject *exc_type)
 {
-    if (!dft_trace_active())
-        return;
+    if (dft_trace_state() != DFT_STATE_ACTIVE)
+        return; /* while finalize runs, dft_emit_record refuses it and counts it */
     /* An event takes the id of the innermost unclaimed scope: unless that is
      * the caller's own scope, give it one of its own so it cannot take another
      * event's id (async calls, flush() regions, out-of-order stop()). */

@@ -1,0 +1,31 @@
+/* core/park.h: stopping the tracer's threads before fork() and starting them
+ * again when next needed (core/park.c), so that a traced program has no more
+ * threads at fork() than the same program untraced. */
+#ifndef DFT_CORE_PARK_H
+#define DFT_CORE_PARK_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* 1 from a fork until the flusher is started again.  Read by the hot path. */
+extern _Atomic int dft_threads_parked;
+
+/* Before fork(): writes every thread's buffer and the queue, stops the flusher
+ * and the writers, and waits until the kernel no longer counts them.  Under
+ * life_lock (pthread_atfork prepare); no GIL released. */
+void dft_threads_park(void);
+
+/* In the parent after fork(), on the forking thread (tid): starts nothing,
+ * unless another thread recorded events during the fork.  Under life_lock
+ * and registry_lock. */
+void dft_threads_after_fork_parent(int64_t tid);
+
+/* From the hot path while dft_threads_parked is set, on thread tid: starts the
+ * flusher again.  Any thread, no GIL. */
+void dft_threads_resume(int64_t tid);
+
+/* Clears dft_threads_parked: start, finalize and a forked child start or
+ * stop the threads themselves.  Under life_lock or single-threaded. */
+void dft_threads_unpark(void);
+
+#endif
