@@ -11,8 +11,9 @@ its future completes (on NCCL, when the work is enqueued).  It carries
 DDP accepts one hook per model.  A hook the program registers later
 (register_comm_hook, _register_builtin_comm_hook) replaces ours: DDP's
 bookkeeping is done as torch does it and our hook calls theirs from then
-on.  Models with sparse gradients, mixed precision, the Python reducer or
-a hook registered in __init__ are left alone.  Not covered: NCCL's own
+on.  Models with sparse gradients, gradient_as_bucket_view, mixed
+precision, the Python reducer or a hook registered in __init__ are left
+alone (their reduction is not reproduced bit for bit here).  Not covered: NCCL's own
 timing, and gradient reduction outside DDP (FSDP, DeepSpeed, ...: their
 collectives are events only when they call torch.distributed's Python API).
 """
@@ -72,14 +73,30 @@ def comm_hook(state: HookState, bucket: Any) -> Any:
     user = state.user
     if user is not None:
         return user[1](user[0], bucket)
-    return timed_all_reduce(state, bucket)
+    return _timed(state, bucket, _scale_as_ddp)
 
 
-def timed_all_reduce(state: HookState, bucket: Any) -> Any:
-    """DDP's default reduction (also its built-in ALLREDUCE hook), timed."""
+def _scale_as_ddp(bucket: Any, divisor: int) -> Any:
+    """What DDP's reducer does without a hook, bit for bit: it multiplies
+    each gradient by 1/divisor as it copies it into the bucket.  (With
+    gradient_as_bucket_view it divides the gradients that already are views
+    instead: such models get no hook, see _attach.)"""
+    return bucket.buffer().mul_(1.0 / divisor)
+
+
+def _scale_divide(bucket: Any, divisor: int) -> Any:
+    """torch's built-in ALLREDUCE hook: the bucket divided by the size."""
+    return bucket.buffer().div_(divisor)
+
+
+def _builtin_all_reduce(state: HookState, bucket: Any) -> Any:
+    return _timed(state, bucket, _scale_divide)
+
+
+def _timed(state: HookState, bucket: Any, scale: Callable[[Any, int], Any]) -> Any:
+    """Scales the bucket, all-reduces it and times that (one event)."""
     start = now()
-    tensor = bucket.buffer()
-    tensor.div_(_divisor(state))
+    tensor = scale(bucket, _divisor(state))
     fut = _all_reduce(tensor, group=state.pg, async_op=True).get_future()
     ints = {"bytes": int(tensor.nbytes), "group_size": state.size,
             "ddp_bucket": int(bucket.index()), "async": 1}
@@ -107,6 +124,7 @@ def _has_sparse_gradients(module: Any) -> bool:
 def _attach(ddp: Any) -> None:
     if (getattr(ddp, "_use_python_reducer", False) or getattr(ddp, "_comm_hooks", None)
             or getattr(ddp, "_delay_all_reduce_all_params", False)
+            or getattr(ddp, "gradient_as_bucket_view", True)
             or getattr(ddp, "reducer", None) is None or _has_sparse_gradients(ddp.module)):
         return
     info = comm.group_info(ddp.process_group)
@@ -157,7 +175,7 @@ def _wrap_builtin(original: Callable[..., Any]) -> Callable[..., Any]:
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
         # the Python versions of torch's C++ hooks: the same arithmetic
-        user: Any = {dist.BuiltinCommHookType.ALLREDUCE: (ours, timed_all_reduce),
+        user: Any = {dist.BuiltinCommHookType.ALLREDUCE: (ours, _builtin_all_reduce),
                      dist.BuiltinCommHookType.FP16_COMPRESS: (ours.pg,
                                                               default_hooks.fp16_compress_hook)}
         if comm_hook_type not in user:
