@@ -12,7 +12,6 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import torch
 import torch.serialization as serialization
 
-from dftracer._autotrace import modules
 from dftracer._autotrace._base import compiling, emit, now, part, patch, tls
 
 P = part("checkpoint")
@@ -61,12 +60,8 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
         f = _file_arg(args, kwargs, 1)
         path = _path(f)
         before = None if path else _tell(f)
-        taken = modules.without_module_hooks()  # a pickled model keeps none of ours
         start = now()
-        try:
-            result = original(*args, **kwargs)
-        finally:
-            modules.put_back(taken)
+        result = original(*args, **kwargs)
         end = now()
         try:
             _emit("torch.save", start, end, path, _size(path) if path else _moved(before, f))

@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, Optional
 from torch.utils.data import dataloader as dl
 from torch.utils.data._utils import fetch as fetch_module
 
-from dftracer._autotrace import steps
+from dftracer._autotrace import modules, steps
 from dftracer._autotrace._base import emit, now, part, patch, tls
 
 P = part("dataloader")
@@ -70,6 +70,7 @@ def _wrap_iter(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
     @functools.wraps(original)
     def __iter__(self: Any) -> Any:
         it = original(self)
+        modules.search_again()
         if P.on:
             try:
                 epoch = _epochs.get(self, -1) + 1

@@ -139,7 +139,7 @@ def _wrap_init(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
-        modules.hook_module_if_compiling(self)
+        modules.hook_if_not_searching(self)
         if P.on:
             try:
                 _attach(self)

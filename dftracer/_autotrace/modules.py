@@ -13,10 +13,20 @@ pass, after the callbacks queued before it (DDP's wait for its last bucket).
 The event names the first model forwarded whose output the pass reached (a
 loss module only when nothing else was).
 
-torch.compile cannot see global module hooks (dynamo guards on them, and
-OptimizedModule warns about them): the first compile or OptimizedModule
-removes them and puts per-module hooks on the top-level modules seen so far
-and on every OptimizedModule (see compiled.py).
+Global hooks make torch dispatch hooks on every module call (about 2 us
+on a slow core), so they only find the top-level modules: after two
+iterations (or 100 top-level forwards) they are removed and the top-level
+modules seen get hooks of their own; every other module is back to torch's
+hook-free path.  Each new pass over a DataLoader (an epoch, an evaluation
+loop) looks again for two iterations.  A model first called outside these
+windows is not timed.
+
+torch.compile must not see global module hooks (dynamo guards on them, and
+OptimizedModule warns about them): the first compile or OptimizedModule ends
+the search for good; OptimizedModule and DDP models made later get hooks of
+their own.  The per-module hooks stand aside inside a compiled region, are
+left out when a module is pickled (torch.save of a whole model) and while
+torch.jit.script compiles one.
 """
 
 from __future__ import annotations
@@ -46,7 +56,10 @@ _handles: List[Any] = []
 _seen: "weakref.WeakSet[Any]" = weakref.WeakSet()          # top-level modules so far
 _per_module: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 _forward_seq = itertools.count()
-_global = [False]
+_global = [False]      # the global hooks are registered
+_compiled = [False]    # torch.compile was seen: never global hooks again
+_window = [0, 0]       # the search ends at this iteration, or after this many forwards
+WINDOW_ITERATIONS, WINDOW_FORWARDS = 2, 100
 
 
 # ---- forward ----------------------------------------------------------------
@@ -85,10 +98,12 @@ def _post_outside_compile(module: Any, args: Any, output: Any) -> None:
 
 def module_name(module: Any) -> str:
     """The class name; for torch.compile's wrapper, the compiled module's."""
-    orig = getattr(module, "_orig_mod", None)
-    if orig is not None and class_name(module) == "OptimizedModule":
-        return class_name(orig)
-    return class_name(module)
+    name = class_name(module)
+    if name == "OptimizedModule":
+        orig = getattr(module, "_orig_mod", None)
+        if orig is not None:
+            return class_name(orig)
+    return name
 
 
 def _top_forward(module: Any, start: int, output: Any) -> None:
@@ -104,7 +119,13 @@ def _top_forward(module: Any, start: int, output: Any) -> None:
         emit("forward", "compute", start, end, None, {"module": name})
         steps.activity(start, end)
         if _global[0]:
-            _seen.add(module)
+            try:
+                _seen.add(module)
+            except TypeError:  # a module class that is not hashable
+                pass
+            _window[1] -= 1
+            if steps.current() >= _window[0] or _window[1] <= 0:
+                end_search()
         if _grad_enabled():
             grad_fn = _first_grad_fn(output, 0)
             if grad_fn is not None:
@@ -198,8 +219,9 @@ def hook_module(module: Any) -> None:
     _per_module[module] = (pre, post)
 
 
-def hook_module_if_compiling(module: Any) -> None:
-    """A wrapper model made once the global hooks are gone (DDP's, say)."""
+def hook_if_not_searching(module: Any) -> None:
+    """A wrapper model (DDP, OptimizedModule) made while no global hooks
+    would see it."""
     if not _global[0]:
         try:
             hook_module(module)
@@ -207,7 +229,7 @@ def hook_module_if_compiling(module: Any) -> None:
             P.fail(exc)
 
 
-def to_per_module_hooks() -> None:
+def end_search() -> None:
     """Removes the global hooks; the top-level modules seen so far get hooks
     of their own.  A forward running now on this thread still ends its event."""
     if not _global[0]:
@@ -225,9 +247,22 @@ def to_per_module_hooks() -> None:
         P.fail(exc)
 
 
+def search_again() -> None:
+    """A new pass over a DataLoader: look for top-level modules again."""
+    if P.on and not _global[0] and not _compiled[0]:
+        try:
+            _add_global()
+        except Exception as exc:
+            P.fail(exc)
+
+
+def compile_seen() -> None:
+    _compiled[0] = True
+    end_search()
+
+
 def without_module_hooks() -> List[Any]:
-    """Takes the per-module hooks off every module (so that pickling a model
-    records none of them); put_back() puts them back."""
+    """Takes the per-module hooks off every module; put_back() puts them back."""
     taken = []
     for module, (pre, post) in list(_per_module.items()):
         f_pre = module._forward_pre_hooks.pop(pre.id, None)
@@ -248,7 +283,7 @@ def put_back(taken: List[Any]) -> None:
 
 
 def _switch_at_compile(args: Any) -> None:
-    to_per_module_hooks()
+    compile_seen()
 
 
 def _watch_optimized_init(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -256,8 +291,8 @@ def _watch_optimized_init(original: Callable[..., Any]) -> Callable[..., Any]:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
         if P.on:
-            to_per_module_hooks()  # before its first call, which warns about global hooks
-            hook_module_if_compiling(self)
+            compile_seen()  # before its first call, which warns about global hooks
+            hook_if_not_searching(self)
 
     return __init__
 
@@ -282,7 +317,7 @@ def watch_compile() -> None:
 
 def rewatch() -> None:
     """After torch._dynamo.reset(), which drops every compile callback."""
-    if P.on and _global[0]:
+    if P.on and not _compiled[0]:
         try:
             _register_switch()
         except Exception as exc:
@@ -295,6 +330,50 @@ def reset_depth() -> None:
     if tls.depth:
         tls.depth = 0
         tls.top = None
+
+
+def _wrap_getstate(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    @functools.wraps(original)
+    def __getstate__(self: Any) -> Any:
+        state = original(self)
+        try:
+            ours = _per_module.get(self)
+        except TypeError:  # a module class that is not hashable: never hooked
+            return state
+        if ours is None or not isinstance(state, dict):
+            return state
+        state = dict(state)
+        pre, post = ours
+        for key, hook_id in (("_forward_pre_hooks", pre.id), ("_forward_hooks", post.id),
+                             ("_forward_hooks_always_called", post.id)):
+            hooks = state.get(key)
+            if hooks is not None and hook_id in hooks:
+                hooks = hooks.copy()
+                del hooks[hook_id]
+                state[key] = hooks
+        return state
+
+    return __getstate__
+
+
+def _wrap_script(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def script(*args: Any, **kwargs: Any) -> Any:
+        taken = without_module_hooks()  # TorchScript would try to compile ours
+        try:
+            return original(*args, **kwargs)
+        finally:
+            put_back(taken)
+
+    return script
+
+
+def _add_global() -> None:
+    _handles.append(nn_module.register_module_forward_pre_hook(_pre))
+    _handles.append(nn_module.register_module_forward_hook(_post, always_call=True))
+    _global[0] = True
+    _window[0] = steps.current() + WINDOW_ITERATIONS
+    _window[1] = WINDOW_FORWARDS
 
 
 def _remove_global() -> None:
@@ -313,8 +392,10 @@ def _remove_all() -> None:
 
 
 def install() -> None:
-    _handles.append(nn_module.register_module_forward_pre_hook(_pre))
-    _handles.append(nn_module.register_module_forward_hook(_post, always_call=True))
-    _global[0] = True
+    _add_global()
     P.undo_with(_remove_all)
+    patch(P, nn_module.Module, "__getstate__", _wrap_getstate(nn_module.Module.__getstate__))
+    script = _wrap_script(torch.jit.script)
+    patch(P, torch.jit, "script", script)
+    patch(P, torch.jit._script, "script", script)
     P.started()

@@ -373,3 +373,35 @@ def test_ddp_hook_reduces_as_ddp_does_and_gives_way_to_the_programs(tmp_path):
         if trace.of(cat="compute", name="forward"):  # a rank: ours timed 2 backward
             buckets = [e for e in trace.of(cat="comm") if "ddp_bucket" in e["args"]]
             assert [args(e)["group_size"] for e in buckets] == [3] * 2
+
+
+SEARCH = """
+import pickle, torch
+import dftracer
+import torch.nn.modules.module as m
+from torch.utils.data import DataLoader
+
+model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(torch.randn(12, 4), batch_size=4)
+for x in loader:        # 3 steps: the search for top-level modules ends after 2
+    model(x).sum().backward()
+    opt.step()
+print(len(m._global_forward_hooks), len(model._forward_hooks), len(model[0]._forward_hooks))
+print(b"dftracer" in pickle.dumps(model), type(torch.jit.script(model)).__name__)
+it = iter(loader)       # a new pass over a DataLoader searches again
+print(len(m._global_forward_hooks))
+model(next(it)).sum().backward()
+opt.step()
+"""
+
+
+def test_the_search_for_top_level_modules_ends_and_leaves_no_trace_in_the_model(tmp_path):
+    proc = run_python(SEARCH, {"DFTRACER_ENABLE": "1", "DFTRACER_TORCH": "1",
+                               "DFTRACER_LOG_FILE": str(tmp_path / "t")})
+    assert proc.stdout.splitlines() == ["0 1 0", "False RecursiveScriptModule", "1"]
+    trace = one_trace(tmp_path)
+    assert [args(e) for e in trace.of(cat="compute", name="forward")] == [
+        {"module": "Sequential"}] * 4
+    assert len(trace.of(cat="compute", name="backward")) == 4
+    check_iterations(trace, 4, epoch=None)
