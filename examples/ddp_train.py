@@ -7,7 +7,8 @@ all_reduce of the loss and a barrier.  Nothing in it knows about dftracer:
 records its steps, data waits, forward/backward, collectives and DDP's
 gradient all-reduce (docs/ai.md, "Events of an unchanged script").  Used by
 tests/torch_integration/test_autotrace.py and benchmarks/torch/bench_autotrace.py
-(--step-times: each rank writes its step durations, in seconds, as JSON).
+(--step-times: each rank writes its step durations, wall and CPU time of the
+process, in seconds, as JSON).
 """
 
 import argparse
@@ -47,8 +48,8 @@ def main():
     data = Ramp(args.steps * BATCH * dist.get_world_size())
     loader = DataLoader(data, batch_size=BATCH, num_workers=2,
                         sampler=DistributedSampler(data, shuffle=False))
-    times = []
-    last = time.perf_counter()
+    times = {"wall": [], "cpu": []}
+    last, last_cpu = time.perf_counter(), time.process_time()
     for x, y in loader:
         loss = torch.nn.functional.mse_loss(model(x), y)
         opt.zero_grad()
@@ -57,9 +58,10 @@ def main():
         total = loss.detach().clone()
         dist.all_reduce(total)
         dist.barrier()
-        now = time.perf_counter()
-        times.append(now - last)
-        last = now
+        now, now_cpu = time.perf_counter(), time.process_time()
+        times["wall"].append(now - last)
+        times["cpu"].append(now_cpu - last_cpu)
+        last, last_cpu = now, now_cpu
     if args.step_times:
         with open(f"{args.step_times}-rank{dist.get_rank()}.json", "w") as f:
             json.dump(times, f)

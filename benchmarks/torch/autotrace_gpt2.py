@@ -1,7 +1,7 @@
 """A transformers GPT-2 training loop built from a small config (random
 weights, nothing downloaded): a DataLoader of random token ids, AdamW.
-Nothing in it knows about dftracer.  Writes its step durations (seconds) as
-JSON to --out.  Run by benchmarks/torch/bench_autotrace.py with and without
+Nothing in it knows about dftracer.  Writes its step durations (wall and
+CPU time of the process, seconds) as JSON to --out.  Run by benchmarks/torch/bench_autotrace.py with and without
 dftracer run.
 """
 
@@ -30,16 +30,17 @@ def main() -> None:
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     data = TensorDataset(torch.randint(0, VOCAB, (args.steps * BATCH, SEQ)))
-    times = []
-    last = time.perf_counter()
+    times = {"wall": [], "cpu": []}
+    last, last_cpu = time.perf_counter(), time.process_time()
     for (ids,) in DataLoader(data, batch_size=BATCH):
         loss = model(input_ids=ids, labels=ids).loss
         opt.zero_grad()
         loss.backward()
         opt.step()
-        now = time.perf_counter()
-        times.append(now - last)
-        last = now
+        now, now_cpu = time.perf_counter(), time.process_time()
+        times["wall"].append(now - last)
+        times["cpu"].append(now_cpu - last_cpu)
+        last, last_cpu = now, now_cpu
     with open(args.out, "w") as f:
         json.dump(times, f)
     print(f"loss {loss.item():.4f}")

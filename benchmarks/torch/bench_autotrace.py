@@ -136,6 +136,7 @@ def hook_costs(rounds: int) -> None:
 # ---- 2. per-step time of unchanged programs ---------------------------------------
 
 MODES = ("off", "no-torch", "on")
+CLOCKS = ("wall", "cpu")  # cpu: the process's CPU time, steadier on a shared machine
 
 
 def run_mode(mode: str, command: List[str], directory: str, env: Dict[str, str]) -> None:
@@ -149,12 +150,12 @@ def run_mode(mode: str, command: List[str], directory: str, env: Dict[str, str])
         raise RuntimeError(f"{' '.join(command)} failed:\n{proc.stderr[-3000:]}")
 
 
-def median_step(paths: List[str], warm: int) -> float:
+def median_step(paths: List[str], warm: int, clock: str) -> float:
     """Median over every process's steps after the first `warm` (seconds)."""
     steps: List[float] = []
     for path in paths:
         with open(path) as f:
-            steps += json.load(f)[warm:]
+            steps += json.load(f)[clock][warm:]
     return statistics.median(steps)
 
 
@@ -171,17 +172,20 @@ def gpt2_command(directory: str, steps: int) -> List[str]:
             os.path.join(directory, "steps-gpt2.json")]
 
 
-def workload(name: str, make: Callable[[str, int], List[str]], steps: int, rounds: int,
-             warm: int) -> Dict[str, float]:
-    times: Dict[str, List[float]] = {m: [] for m in MODES}
+def workload(make: Callable[[str, int], List[str]], steps: int, rounds: int,
+             warm: int) -> Dict[str, Dict[str, float]]:
+    """{clock: {mode: ms}}: the median over rounds of each round's median step."""
+    times: Dict[str, Dict[str, List[float]]] = {c: {m: [] for m in MODES} for c in CLOCKS}
     env = clean_env()
     env.setdefault("OMP_NUM_THREADS", "1")
     for _ in range(rounds):
         for mode in MODES:
             with tempfile.TemporaryDirectory(prefix="bench-autotrace-") as d:
                 run_mode(mode, make(d, steps), d, env)
-                times[mode].append(median_step(glob.glob(os.path.join(d, "steps*.json")), warm))
-    return {m: statistics.median(v) * 1e3 for m, v in times.items()}
+                paths = glob.glob(os.path.join(d, "steps*.json"))
+                for clock in CLOCKS:
+                    times[clock][mode].append(median_step(paths, warm, clock))
+    return {c: {m: statistics.median(v) * 1e3 for m, v in t.items()} for c, t in times.items()}
 
 
 def transformers_missing() -> Optional[str]:
@@ -192,22 +196,25 @@ def transformers_missing() -> Optional[str]:
 
 def workloads(rounds: int) -> None:
     print(f"\nper-step time, ms (median step, median of {rounds} alternated rounds; {cpu()}):")
-    print(f"  {'':28} {'off':>8} {'--no-torch':>11} {'on':>8} {'on/off':>8}")
+    print(f"  {'':34} {'off':>8} {'--no-torch':>11} {'on':>8} {'on/off':>7}")
     table = [("DDP example, 4 ranks", ddp_command, 60, 10)]
     missing = transformers_missing()
     if missing is None:
         table.append(("GPT-2 (transformers)", gpt2_command, 30, 5))
     for name, make, steps, warm in table:
-        r = workload(name, make, steps, rounds, warm)
-        print(f"  {name:28} {r['off']:8.2f} {r['no-torch']:11.2f} {r['on']:8.2f} "
-              f"{r['on'] / r['off']:8.3f}")
+        r = workload(make, steps, rounds, warm)
+        for clock in CLOCKS:
+            t = r[clock]
+            label = f"{name}, {clock}"
+            print(f"  {label:34} {t['off']:8.2f} {t['no-torch']:11.2f} {t['on']:8.2f} "
+                  f"{t['on'] / t['off']:7.3f}")
     if missing is not None:
         print(f"  GPT-2: skipped, transformers is not installed ({missing})")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--skip-workloads", action="store_true", help="only the per-hook costs")
     args = p.parse_args()
     if not args.skip_workloads:  # first: the hook costs leave tracing on in this process

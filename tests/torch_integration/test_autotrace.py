@@ -352,6 +352,8 @@ def rank_main(rank):
     fp16(torch.ones(2, 8)).sum().backward()
     grad = fp16.module.weight.grad
     fp16_ok = grad.dtype == torch.float32 and grad.sum().item() == 48
+    pair = dist.new_group([0, 2])      # every rank creates it; rank 1 is not in it
+    dist.all_reduce(torch.ones(3), group=pair)
     dist.destroy_process_group()
     os.write(1, f"{{rank}} {{same}} {{theirs}} {{once}} {{fp16_ok}}\\n".encode())  # one line, one write
 
@@ -368,11 +370,18 @@ def test_ddp_hook_reduces_as_ddp_does_and_gives_way_to_the_programs(tmp_path):
                       {"DFTRACER_ENABLE": "1", "DFTRACER_TORCH": "1",
                        "DFTRACER_LOG_FILE": str(tmp_path / "t")})
     assert sorted(proc.stdout.splitlines()) == [f"{r} True True True True" for r in range(3)]
+    pair_calls = []
     for path in find_traces(str(tmp_path), "t"):
         trace = read_trace(path)
         if trace.of(cat="compute", name="forward"):  # a rank: ours timed 2 backward
             buckets = [e for e in trace.of(cat="comm") if "ddp_bucket" in e["args"]]
             assert [args(e)["group_size"] for e in buckets] == [3] * 2
+            pair_calls += [args(e) for e in trace.of(cat="comm", name="all_reduce")
+                           if e["args"]["group"] != "world"]
+    # the two members record it under one name, as the first call of that group
+    assert len(pair_calls) == 2 and pair_calls[0] == pair_calls[1]
+    assert pair_calls[0]["group"].endswith("[0,2]") and pair_calls[0]["seq"] == 0
+    assert pair_calls[0]["group_size"] == 2 and pair_calls[0]["bytes"] == 12
 
 
 SEARCH = """
