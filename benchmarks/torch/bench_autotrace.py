@@ -5,7 +5,10 @@ docs/ai.md "Events of an unchanged script"), measured side by side in one run.
    in alternating rounds: a module call inside a model (torch's dispatch of
    global hooks plus our pair), our hook pair alone, a top-level forward
    (its event and the backward hook on its output), one optimizer.step.
-2. Per-step time of two unchanged programs, run alternately without
+2. DDP's gradient all-reduce per backward: our bucket hook against DDP's
+   own (C++) reduction and torch's Python allreduce_hook, three models
+   side by side in the same 2 ranks (forked, gloo), alternating each step.
+3. Per-step time of two unchanged programs, run alternately without
    dftracer (off), under `dftracer run --no-torch` (tracing, no torch
    events) and under `dftracer run` (on): examples/ddp_train.py under
    torchrun (4 ranks, gloo, CPU) and benchmarks/torch/autotrace_gpt2.py (a
@@ -14,6 +17,10 @@ docs/ai.md "Events of an unchanged script"), measured side by side in one run.
    of every round, then the median over rounds.
 
     PYTHONPATH=. python3 benchmarks/torch/bench_autotrace.py [--rounds R] [--skip-workloads]
+
+On a shared machine the per-step figures of (3) move by more than the
+hooks cost (compare `off` with `--no-torch`, which differ only by tracing
+with no torch events); (1) and (2) alternate in one process and hold.
 
 Targets: a module hook pair < 1 us, an optimizer step < 5 us, per-step time
 on within 2% of off.
@@ -30,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DDP_EXAMPLE = os.path.join(ROOT, "examples", "ddp_train.py")
@@ -118,7 +125,6 @@ def hook_costs(rounds: int) -> None:
         rows["optimizer.step (SGD, one parameter)"].append(per_call_us(opt.step, 2000))
         modules.P.uninstall()
         optim.P.uninstall()
-    _core.logger.finalize()
     off = {k: statistics.median(v) for k, v in base.items()}
     which = ["module", "module", None, "top", "step"]
     print(f"hook costs, us (median of {rounds} rounds; {cpu()}; tracing to {directory}):")
@@ -133,7 +139,63 @@ def hook_costs(rounds: int) -> None:
     print("  the top-level modules found have hooks of their own (docs/performance.md)")
 
 
-# ---- 2. per-step time of unchanged programs ---------------------------------------
+# ---- 2. DDP's bucket hook -------------------------------------------------------
+
+
+def _ddp_rank(rank: int, store: str, steps: int, out: Any) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from dftracer._autotrace import ddp as ours
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2)
+
+    def net() -> Any:
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+
+    with_ours = DDP(net())
+    ours.P.on = False
+    models = {"DDP's own reduction (C++)": DDP(net()), "our bucket hook": with_ours,
+              "torch's allreduce_hook (Python)": DDP(net())}
+    models["torch's allreduce_hook (Python)"].register_comm_hook(None, default_hooks.allreduce_hook)
+    x = torch.randn(8, 8)
+    times: Dict[str, List[float]] = {k: [] for k in models}
+    for _ in range(steps):
+        for name, model in models.items():
+            t = time.perf_counter()
+            model(x).sum().backward()
+            times[name].append(time.perf_counter() - t)
+    if rank == 0:
+        out.put({k: statistics.median(v[steps // 5:]) * 1e6 for k, v in times.items()})
+    dist.destroy_process_group()
+
+
+def ddp_hook_cost(steps: int = 400) -> None:
+    import multiprocessing as mp
+
+    import dftracer._autotrace.hooks as hooks
+
+    hooks.install()  # tracing is on (hook_costs ran): DDP models get our hook
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    with tempfile.TemporaryDirectory(prefix="bench-autotrace-") as d:
+        ranks = [ctx.Process(target=_ddp_rank, args=(r, os.path.join(d, "store"), steps, out))
+                 for r in range(2)]
+        [p.start() for p in ranks]
+        result = out.get(timeout=600)
+        [p.join() for p in ranks]
+    base = result["DDP's own reduction (C++)"]
+    print(f"\nDDP forward + backward, us (2 ranks, gloo, median of {steps} steps each, "
+          "alternating):")
+    for name, us in result.items():
+        print(f"  {name:40} {us:9.1f} {us - base:+8.1f}")
+
+
+# ---- 3. per-step time of unchanged programs ---------------------------------------
 
 MODES = ("off", "no-torch", "on")
 CLOCKS = ("wall", "cpu")  # cpu: the process's CPU time, steadier on a shared machine
@@ -217,9 +279,13 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--skip-workloads", action="store_true", help="only the per-hook costs")
     args = p.parse_args()
-    if not args.skip_workloads:  # first: the hook costs leave tracing on in this process
+    if not args.skip_workloads:  # first: the others leave tracing on in this process
         workloads(args.rounds)
     hook_costs(max(args.rounds, 3))
+    ddp_hook_cost()
+    from dftracer import _core
+
+    _core.logger.finalize()
 
 
 if __name__ == "__main__":

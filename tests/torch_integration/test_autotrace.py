@@ -414,3 +414,29 @@ def test_the_search_for_top_level_modules_ends_and_leaves_no_trace_in_the_model(
         {"module": "Sequential"}] * 4
     assert len(trace.of(cat="compute", name="backward")) == 4
     check_iterations(trace, 4, epoch=None)
+
+
+UNCHANGED = """
+import torch
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(3):
+    model(torch.randn(3, 4)).sum().backward()
+    opt.step()
+"""
+
+
+def test_opt_in_for_an_unchanged_script_through_the_installed_start_up_hook(tmp_path):
+    """DFTRACER_ENABLE=1 DFTRACER_TORCH=1 python train.py, without dftracer run
+    and without importing dftracer: the .pth installed with the package."""
+    import dftracer
+    from dftracer.tools import run
+
+    parent = os.path.dirname(os.path.dirname(os.path.abspath(dftracer.__file__)))
+    if not run._pth_installed(parent):
+        pytest.skip("the start-up hook (.pth) is installed with the package, not in a source tree")
+    run_python(UNCHANGED, {"DFTRACER_ENABLE": "1", "DFTRACER_TORCH": "1",
+                           "DFTRACER_LOG_FILE": str(tmp_path / "t")})
+    trace = one_trace(tmp_path)
+    assert len(trace.of(cat="compute", name="optimizer.step")) == 3
+    check_iterations(trace, 3)
