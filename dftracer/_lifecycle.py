@@ -73,6 +73,11 @@ def install() -> None:
     from multiprocessing import util
 
     util.register_after_fork(_token, _in_forked_worker)
+    # torch events of an unchanged program (dftracer run, DFTRACER_TORCH=1):
+    # waits for torch to be imported, never imports it.
+    from dftracer import _autotrace
+
+    _autotrace.install()
     # The core's boolean rule (core/config.c); a value that is not a boolean
     # is off, and the core warns about it once when tracing starts.
     if os.environ.get("DFTRACER_ENABLE_CUPTI", "").lower() in ("1", "true", "yes", "on", "y"):

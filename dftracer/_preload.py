@@ -2,9 +2,11 @@
 
 Imported by the ``dftracer-preload.pth`` file installed next to the package
 (or by ``dftracer/_startup/sitecustomize.py`` when running from a source
-tree) only when ``DFTRACER_ENABLE=1`` and ``DFTRACER_INIT=PRELOAD``, so that
-every Python process of a run -- the script and its forked or spawned
-workers -- traces from its first line and finalizes at exit.
+tree) only when ``DFTRACER_ENABLE=1`` and either ``DFTRACER_INIT=PRELOAD``,
+so that every Python process of a run -- the script and its forked or
+spawned workers -- traces from its first line and finalizes at exit, or
+``DFTRACER_TORCH`` is set, so that an unchanged torch program gets its torch
+events (docs/ai.md) with tracing starting at the first one.
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ def enabled() -> bool:
 
 def start() -> None:
     """Starts the trace from the environment; never raises."""
-    if not enabled():
+    if os.environ.get("DFTRACER_ENABLE") != "1":
         return
     try:
-        import dftracer  # noqa: F401  (installs the exit and fork hooks)
+        # importing dftracer installs the exit and fork hooks, and the wait for
+        # torch when DFTRACER_TORCH asks for it (dftracer._autotrace)
+        import dftracer  # noqa: F401
         from dftracer import _core
 
-        _core.logger.initialize_log()
+        if enabled():
+            _core.logger.initialize_log()
     except Exception as exc:  # the traced program must run regardless
         sys.stderr.write(f"dftracer: tracing not started at start-up: {exc}\n")
 

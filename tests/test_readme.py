@@ -108,6 +108,7 @@ def workdir(tmp_path_factory):
     tools = {
         "python": f'#!/bin/sh\nexec {sys.executable} "$@"\n',
         "dftracer": f'#!/bin/sh\nexec {sys.executable} -m dftracer "$@"\n',
+        "torchrun": f'#!/bin/sh\nexec {sys.executable} -m torch.distributed.run "$@"\n',
         "make": f'#!/bin/sh\nexec {shutil.which("make") or "false"} -n -C {ROOT} "$@"\n',
         "pip": PIP.format(python=sys.executable, pyproject=str(ROOT / "pyproject.toml"),
                           placeholder=PLACEHOLDER),
@@ -190,7 +191,7 @@ def check_after(body: str, state, output: str):
         t = read_trace(paths[0])
         assert len(t.of(name="forward")) == 16 and len(t.of(name="train.block")) == 16
         assert any(e["cat"] == "POSIX" for e in t.user_events())
-    if "dftracer run" in body:
+    if "dftracer run --data-dir" in body:
         paths = find_traces(str(work / "runs"), "train")
         assert len(paths) >= 3  # the script and its two DataLoader workers
         assert f"{len(paths)} trace files (one per process) in runs/" in output
@@ -198,6 +199,25 @@ def check_after(body: str, state, output: str):
         readers = {e["pid"] for p in paths for e in read_trace(p).user_events()
                    if e["cat"] == "POSIX" and e["name"] in ("read", "pread64", "read64")}
         assert readers and root not in readers  # the workers read the samples
+    if "runs/steps" in body:  # torch events of the unchanged train.py
+        traces = [read_trace(p) for p in find_traces(str(work / "runs"), "steps")]
+        main = [t for t in traces if t.of(cat="dataloader")]
+        assert len(main) == 1 and len(traces) == 3  # the script, its two workers
+        assert [e["args"]["step"] for e in main[0].of(name="iteration")] == list(range(8))
+        assert len(main[0].of(cat="compute", name="optimizer.step")) == 8
+        assert sum(len(t.of(cat="data", name="item")) for t in traces) == 256
+        assert "iteration" in output and "fetch" in output
+    if "runs/ddp" in body:
+        ranks = [t for t in map(read_trace, find_traces(str(work / "runs"), "ddp"))
+                 if t.of(cat="dataloader")]
+        assert len(ranks) == 4
+        for t in ranks:  # 512 samples / 4 ranks / 32 per batch
+            assert [e["args"]["step"] for e in t.of(name="iteration")] == list(range(4))
+            assert [e["args"]["module"] for e in t.of(name="backward")] == [
+                "DistributedDataParallel"] * 4
+            comm = t.of(cat="comm", name="all_reduce")
+            assert sum("ddp_bucket" in e["args"] for e in comm) == 4
+            assert [e["args"]["seq"] for e in comm if "seq" in e["args"]] == list(range(4))
     if "python profiled.py" in body:
         (path,) = find_traces(str(work / "traces"), "profiled")
         steps = {e["name"] for e in read_trace(path).of(cat="PP") if

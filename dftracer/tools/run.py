@@ -1,6 +1,6 @@
 """``dftracer run``: trace an unchanged program and all its Python workers.
 
-    dftracer run [--data-dir D] [--log-file F] [--no-io] -- python script.py args...
+    dftracer run [--data-dir D] [--log-file F] [--no-io] [--no-torch] -- python script.py args...
     python -m dftracer.tools.run [options] -- python script.py args...
 
 Sets ``DFTRACER_ENABLE=1`` and ``DFTRACER_INIT=PRELOAD`` (plus the options),
@@ -44,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="trace file stem; each process writes F-<host>-<pid>-app.pfw.gz "
                         "(default: $DFTRACER_LOG_FILE or ./trace)")
     p.add_argument("--no-io", action="store_true", help="do not trace POSIX/stdio calls")
+    p.add_argument("--no-torch", action="store_true",
+                   help="no automatic torch events (steps, data waits, forward/backward, "
+                        "collectives, checkpoints, compiles): DFTRACER_TORCH=0")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="do not list the trace files at the end")
     p.add_argument("--json", action="store_true",
@@ -76,7 +79,7 @@ def _abs_dirs(value: str) -> str:
 
 
 def build_env(data_dir: Optional[str], log_file: Optional[str], no_io: bool,
-              base: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+              base: Optional[Mapping[str, str]] = None, no_torch: bool = False) -> Dict[str, str]:
     """The environment for the traced command."""
     env = dict(os.environ if base is None else base)
     env["DFTRACER_ENABLE"] = "1"
@@ -89,6 +92,8 @@ def build_env(data_dir: Optional[str], log_file: Optional[str], no_io: bool,
         env["DFTRACER_DATA_DIR"] = _abs_dirs(data_dir)
     if no_io:
         env["DFTRACER_DISABLE_IO"] = "1"
+    if no_torch:
+        env["DFTRACER_TORCH"] = "0"
     import dftracer
 
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(dftracer.__file__)))
@@ -248,7 +253,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _parser().error("no command given (use: dftracer run [options] -- python script.py ...)")
     if args.data_dir is not None and not args.data_dir:
         _parser().error("--data-dir must not be empty")
-    env = build_env(args.data_dir, args.log_file, args.no_io)
+    env = build_env(args.data_dir, args.log_file, args.no_io, no_torch=args.no_torch)
     if args.log_file:
         log_dir = os.path.dirname(env["DFTRACER_LOG_FILE"])
         if not os.path.isdir(log_dir):

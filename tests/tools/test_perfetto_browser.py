@@ -288,6 +288,26 @@ def test_per_rank_profiler_output_opens(pf, torch_outputs):
     check_opens(pf, rank_file, "profiler-rank0.png")
 
 
+# ---- an unchanged DDP script under dftracer run + torchrun, merged -----------
+
+def test_ddp_run_merged_opens(pf, tmp_path_factory):
+    """examples/ddp_train.py's traces (torchrun, 4 ranks, 8 DataLoader workers:
+    steps, forward/backward, collectives, DDP's all-reduce on gloo's thread)
+    merged into one file: every slice is there, so none overlaps another on
+    its track."""
+    pytest.importorskip("torch", reason="torch is not installed")
+    import autotrace_ddp
+
+    run = autotrace_ddp.ddp_run(str(tmp_path_factory.mktemp("ddp")))
+    out = tmp_path_factory.mktemp("ddp-merged") / "ddp.pfw.gz"
+    subprocess.run([sys.executable, "-m", "dftracer", "merge", *run.paths, "-o", str(out)],
+                   check=True, capture_output=True)
+    want = expected(str(out))
+    assert {"iteration", "forward", "backward", "all_reduce", "barrier", "item"} <= want["x_names"]
+    got = check_opens(pf, str(out), "ddp-merged.png")
+    assert len(got["processes"]) == len(run.paths) == 1 + 4 * 3
+
+
 # ---- dftracer view, end to end -----------------------------------------------
 
 def test_dftracer_view_offline_shows_the_timeline(pf, raws, tmp_path):

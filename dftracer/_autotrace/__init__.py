@@ -1,0 +1,167 @@
+"""Events of an unchanged torch program: the switch and the wait for torch.
+
+Under ``dftracer run`` (or with ``DFTRACER_TORCH=1`` and tracing on), a
+process that imports torch gets steps, data waits, forward/backward,
+collectives, checkpoints and compile times without any change to the
+program (docs/ai.md, "Events of an unchanged script").
+
+This module is imported at start-up, so it stays light: it imports neither
+torch nor the rest of the package.  It decides whether the feature is on and
+puts a finder first on ``sys.meta_path`` that waits for ``import torch`` to
+finish; only then are the hooks (``dftracer._autotrace.hooks``) imported and
+installed.  A process that never imports torch pays one dict lookup per
+import.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable, Dict, List, Optional
+
+ENV = "DFTRACER_TORCH"
+_ON = ("1", "true", "yes", "on", "y")
+_OFF = ("0", "false", "no", "off", "n")
+
+_decided: Optional[bool] = None
+
+
+def _warn(var: str, value: str, used: str) -> None:
+    line = (f"dftracer: warning: {var}='{value}' is not a boolean "
+            f"(1/true/yes/on or 0/false/no/off); using {used}\n")
+    try:
+        os.write(2, line.encode("utf-8", "replace"))  # one write, as the C warnings
+    except OSError:
+        pass
+
+
+def _flag(var: str, default: bool) -> bool:
+    """A boolean environment variable read as the C core reads them."""
+    value = os.environ.get(var, "")
+    if not value:
+        return default
+    if value.lower() in _ON:
+        return True
+    if value.lower() in _OFF:
+        return False
+    _warn(var, value, "1" if default else "0")
+    return default
+
+
+def wanted() -> bool:
+    """True when this process records torch events: tracing is on and
+    DFTRACER_TORCH is on (its default: on under ``dftracer run``, that is with
+    DFTRACER_INIT=PRELOAD, else off).  Decided once per process."""
+    global _decided
+    if _decided is None:
+        enabled = os.environ.get("DFTRACER_ENABLE", "").lower() in _ON
+        preload = os.environ.get("DFTRACER_INIT", "").upper() == "PRELOAD"
+        _decided = enabled and _flag(ENV, preload)
+    return _decided
+
+
+# ---- waiting for a module to be imported -----------------------------------
+
+
+def _initializing(module: Any) -> bool:
+    spec = getattr(module, "__spec__", None)
+    return bool(getattr(spec, "_initializing", False))
+
+
+class _Watcher:
+    """A meta-path finder that never loads anything itself: for a watched
+    name it finds the real spec with the other finders and runs the
+    callbacks once the module's code has run."""
+
+    def __init__(self) -> None:
+        self.pending: Dict[str, List[Callable[[], None]]] = {}
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name not in self.pending:
+            return None
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        _after_exec(spec.loader, lambda: self.fire(name))
+        return spec
+
+    def fire(self, name: str) -> None:
+        for callback in self.pending.pop(name, []):
+            try:
+                callback()
+            except Exception:  # the import the program asked for must succeed
+                pass
+        if not self.pending:
+            remove_watcher()
+
+
+def _after_exec(loader: Any, done: Callable[[], None]) -> None:
+    """Runs done() after loader.exec_module(module) succeeds, once.  The
+    loader keeps its type (only an instance attribute is set, then removed)."""
+    run = getattr(loader, "exec_module", None)
+    if run is None:
+        return
+
+    def exec_module(module: Any) -> None:
+        try:
+            run(module)
+        finally:
+            try:
+                del loader.exec_module
+            except AttributeError:
+                pass
+        done()
+
+    try:
+        loader.exec_module = exec_module
+    except (AttributeError, TypeError):  # a loader without a __dict__: not watched
+        pass
+
+
+_watcher = _Watcher()
+
+
+def remove_watcher() -> None:
+    try:
+        sys.meta_path.remove(_watcher)
+    except ValueError:
+        pass
+
+
+def when_imported(name: str, callback: Callable[[], None]) -> None:
+    """Calls callback() once module `name` is imported: now if it already
+    is, else right after its import finishes (errors in callback ignored)."""
+    module = sys.modules.get(name)
+    if module is not None and not _initializing(module):
+        try:
+            callback()
+        except Exception:
+            pass
+        return
+    _watcher.pending.setdefault(name, []).append(callback)
+    if _watcher not in sys.meta_path:
+        sys.meta_path.insert(0, _watcher)
+
+
+def _install_hooks() -> None:
+    from dftracer._autotrace import hooks
+
+    hooks.install()
+
+
+_requested = False
+
+
+def install() -> None:
+    """Installs the torch hooks once torch is imported, when wanted()."""
+    global _requested
+    if _requested or not wanted():
+        return
+    _requested = True
+    when_imported("torch", _install_hooks)

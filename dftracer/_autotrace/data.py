@@ -1,0 +1,208 @@
+"""DataLoader events: `dataloader/fetch` (the loop waiting in next()) and
+`data/item` (one dataset access, in the worker or, with num_workers=0, in
+the main process).
+
+The iterator's __next__ is wrapped on the base class every DataLoader
+iterator derives from; DataLoader.__iter__ is wrapped to count epochs (the
+passes over each loader).  The fetchers of torch.utils.data._utils.fetch
+are replaced by versions that time each __getitem__ (torch's code, with a
+clock read around each access); if torch's fetchers are not the code they
+were written against, the whole fetch is one `item` event instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import weakref
+from typing import Any, Callable, Dict, Optional
+
+from torch.utils.data import dataloader as dl
+from torch.utils.data._utils import fetch as fetch_module
+
+from dftracer._autotrace import modules, steps
+from dftracer._autotrace._base import emit, now, part, patch, tls
+
+P = part("dataloader")
+
+_epochs: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+
+
+def _index(idx: Any) -> Optional[Dict[str, int]]:
+    try:
+        return {"index": operator.index(idx)}
+    except TypeError:
+        return None
+
+
+# ---- the main process: waiting for batches --------------------------------
+
+
+def _wrap_next(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    @functools.wraps(original)
+    def __next__(self: Any) -> Any:
+        if not P.on:
+            return original(self)
+        start = now()
+        try:
+            steps.fetch_begin(start)
+        except Exception as exc:
+            P.fail(exc)
+        try:
+            batch = original(self)
+        except StopIteration:
+            if P.on:
+                steps.loader_exhausted(start)
+            raise
+        try:
+            end = now()
+            emit("fetch", "dataloader", start, end,
+                 {"batch": self._num_yielded - 1, "workers": self._num_workers})
+            steps.fetch_end(start, end, getattr(self, "_dftracer_epoch", None))
+        except Exception as exc:
+            P.fail(exc)
+        return batch
+
+    return __next__
+
+
+def _wrap_iter(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    @functools.wraps(original)
+    def __iter__(self: Any) -> Any:
+        it = original(self)
+        modules.search_again()
+        if P.on:
+            try:
+                epoch = _epochs.get(self, -1) + 1
+                _epochs[self] = epoch
+                it._dftracer_epoch = epoch
+            except Exception:  # an iterator without attributes: no epoch
+                pass
+        return it
+
+    return __iter__
+
+
+# ---- the dataset side: one event per item ----------------------------------
+
+
+def _timed_item(get: Callable[[Any], Any], idx: Any, ints: Optional[Dict[str, int]]) -> Any:
+    start = now()
+    value = get(idx)
+    emit("item", "data", start, now(), ints)
+    return value
+
+
+def _map_fetch(self: Any, possibly_batched_index: Any) -> Any:
+    """_MapDatasetFetcher.fetch, timing each dataset access."""
+    if not P.on:
+        return _ORIGINAL["map"](self, possibly_batched_index)
+    tls.in_data += 1
+    try:
+        dataset = self.dataset
+        if self.auto_collation:
+            if hasattr(dataset, "__getitems__") and dataset.__getitems__:
+                first = possibly_batched_index[0] if len(possibly_batched_index) else None
+                data = _timed_item(dataset.__getitems__, possibly_batched_index, _index(first))
+            else:
+                get = functools.partial(operator.getitem, dataset)  # dataset[idx]
+                data = [_timed_item(get, idx, _index(idx)) for idx in possibly_batched_index]
+        else:
+            data = _timed_item(functools.partial(operator.getitem, dataset),
+                               possibly_batched_index, _index(possibly_batched_index))
+    finally:
+        tls.in_data -= 1
+    return self.collate_fn(data)
+
+
+class _Counter:
+    """Items an iterable-dataset fetcher has yielded (its item index)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
+_iter_counts: "weakref.WeakKeyDictionary[Any, _Counter]" = weakref.WeakKeyDictionary()
+
+
+def _timed_next(self: Any) -> Any:
+    counter = _iter_counts.get(self)
+    if counter is None:
+        counter = _iter_counts[self] = _Counter()
+    start = now()
+    value = next(self.dataset_iter)  # StopIteration passes through, no event
+    emit("item", "data", start, now(), {"index": counter.n})
+    counter.n += 1
+    return value
+
+
+def _iterable_fetch(self: Any, possibly_batched_index: Any) -> Any:
+    """_IterableDatasetFetcher.fetch, timing each next() on the dataset."""
+    if not P.on:
+        return _ORIGINAL["iterable"](self, possibly_batched_index)
+    if self.ended:
+        raise StopIteration
+    tls.in_data += 1
+    try:
+        if self.auto_collation:
+            data = []
+            for _ in possibly_batched_index:
+                try:
+                    data.append(_timed_next(self))
+                except StopIteration:
+                    self.ended = True
+                    break
+            if len(data) == 0 or (self.drop_last and len(data) < len(possibly_batched_index)):
+                raise StopIteration
+        else:
+            data = _timed_next(self)
+    finally:
+        tls.in_data -= 1
+    return self.collate_fn(data)
+
+
+def _whole_fetch(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A fetcher of unknown code: one `item` event per fetch."""
+    @functools.wraps(original)
+    def fetch(self: Any, possibly_batched_index: Any) -> Any:
+        if not P.on:
+            return original(self, possibly_batched_index)
+        first = possibly_batched_index
+        if isinstance(first, (list, tuple)) and first:
+            first = first[0]
+        tls.in_data += 1
+        try:
+            return _timed_item(lambda i: original(self, i), possibly_batched_index, _index(first))
+        finally:
+            tls.in_data -= 1
+
+    return fetch
+
+
+# The names torch's fetchers use: their code is what _map_fetch and
+# _iterable_fetch reproduce only when these match.
+_KNOWN = {
+    "map": {"auto_collation", "hasattr", "dataset", "__getitems__", "collate_fn"},
+    "iterable": {"ended", "StopIteration", "auto_collation", "append", "next", "dataset_iter",
+                 "len", "drop_last", "collate_fn"},
+}
+_ORIGINAL: Dict[str, Callable[..., Any]] = {}
+
+
+def _replace_fetch(kind: str, cls: Any, ours: Callable[..., Any]) -> None:
+    original = cls.fetch
+    _ORIGINAL[kind] = original
+    code = getattr(original, "__code__", None)
+    if code is not None and set(code.co_names) == _KNOWN[kind]:
+        replacement = functools.wraps(original)(ours)
+    else:
+        replacement = _whole_fetch(original)
+    patch(P, cls, "fetch", replacement)
+
+
+def install() -> None:
+    patch(P, dl._BaseDataLoaderIter, "__next__", _wrap_next(dl._BaseDataLoaderIter.__next__))
+    patch(P, dl.DataLoader, "__iter__", _wrap_iter(dl.DataLoader.__iter__))
+    _replace_fetch("map", fetch_module._MapDatasetFetcher, _map_fetch)
+    _replace_fetch("iterable", fetch_module._IterableDatasetFetcher, _iterable_fetch)
+    P.started()

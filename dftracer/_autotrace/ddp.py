@@ -1,0 +1,225 @@
+"""DDP's gradient all-reduce: one `comm/all_reduce` event per bucket.
+
+When DistributedDataParallel.__init__ returns, a communication hook is
+registered on its reducer that does what DDP does without one (divide the
+bucket by the group size, all-reduce it) and times it: the event starts
+when the bucket's all-reduce is issued, or when the previous bucket's
+finished if that is later (the backend runs them in order), and ends when
+its future completes (on NCCL, when the work is enqueued).  It carries
+`ddp_bucket` and `async`: 1, and no `seq` (it is not a sync point).
+
+DDP accepts one hook per model.  A hook the program registers later
+(register_comm_hook, _register_builtin_comm_hook) replaces ours: DDP's
+bookkeeping is done as torch does it and our hook calls theirs from then
+on.  Models with sparse gradients, gradient_as_bucket_view, mixed
+precision, the Python reducer or a hook registered in __init__ are left
+alone (their reduction is not reproduced bit for bit here).  Not covered: NCCL's own
+timing, and gradient reduction outside DDP (FSDP, DeepSpeed, ...: their
+collectives are events only when they call torch.distributed's Python API).
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from typing import Any, Callable, Optional, Tuple
+
+import torch
+import torch.distributed as dist
+
+from dftracer._autotrace import comm, modules
+from dftracer._autotrace._base import emit, now, part, patch
+
+P = part("ddp")
+
+# The code of the DDP methods reproduced below (checked at install).
+_REGISTER_NAMES = {"AssertionError", "__qualname__", "_check_comm_hook", "_comm_hooks",
+                   "_register_comm_hook", "_set_comm_hook_name", "append", "dist", "logger",
+                   "reducer"}
+_BUILTIN_NAMES = {"AssertionError", "_register_builtin_comm_hook", "_set_comm_hook_name",
+                  "dist", "logger", "reducer", "str"}
+
+
+class HookState:
+    """What the hook of one DDP model needs; `user` is the program's hook."""
+
+    def __init__(self, ddp: Any, pg: Any, group: str, size: int) -> None:
+        self.ddp = weakref.ref(ddp)
+        self.pg = pg
+        self.group = group
+        self.size = size
+        self.user: Optional[Tuple[Any, Callable[..., Any]]] = None
+        self.last_end = 0
+        self.join_work: Any = None
+
+
+_states: "weakref.WeakKeyDictionary[Any, HookState]" = weakref.WeakKeyDictionary()
+_all_reduce: Callable[..., Any] = comm.original("all_reduce")
+
+
+def _divisor(state: HookState) -> int:
+    """What DDP divides gradients by: the group size, or under
+    join(divide_by_initial_world_size=False) the ranks not yet joined."""
+    ddp = state.ddp()
+    work = state.join_work
+    if ddp is None or work is None or getattr(ddp, "_divide_by_initial_world_size", True):
+        return state.size
+    work.wait()
+    return int(work.get_future().value()[0].item())
+
+
+def comm_hook(state: HookState, bucket: Any) -> Any:
+    """The hook DDP calls for each bucket (it must return a Future[Tensor])."""
+    user = state.user
+    if user is not None:
+        return user[1](user[0], bucket)
+    return _timed(state, bucket, _scale_as_ddp)
+
+
+def _scale_as_ddp(bucket: Any, divisor: int) -> Any:
+    """What DDP's reducer does without a hook, bit for bit: it multiplies
+    each gradient by 1/divisor as it copies it into the bucket.  (With
+    gradient_as_bucket_view it divides the gradients that already are views
+    instead: such models get no hook, see _attach.)"""
+    return bucket.buffer().mul_(1.0 / divisor)
+
+
+def _scale_divide(bucket: Any, divisor: int) -> Any:
+    """torch's built-in ALLREDUCE hook: the bucket divided by the size."""
+    return bucket.buffer().div_(divisor)
+
+
+def _builtin_all_reduce(state: HookState, bucket: Any) -> Any:
+    return _timed(state, bucket, _scale_divide)
+
+
+def _timed(state: HookState, bucket: Any, scale: Callable[[Any, int], Any]) -> Any:
+    """Scales the bucket, all-reduces it and times that (one event)."""
+    start = now()
+    tensor = scale(bucket, _divisor(state))
+    fut = _all_reduce(tensor, group=state.pg, async_op=True).get_future()
+    ints = {"bytes": int(tensor.nbytes), "group_size": state.size,
+            "ddp_bucket": int(bucket.index()), "async": 1}
+
+    def done(f: Any) -> Any:
+        value = f.value()[0]
+        if P.on:
+            try:
+                end = now()
+                emit("all_reduce", "comm", max(start, state.last_end), end, ints,
+                     {"group": state.group})
+                state.last_end = end
+            except Exception as exc:
+                P.fail(exc)
+        return value
+
+    return fut.then(done)
+
+
+def _has_sparse_gradients(module: Any) -> bool:
+    kinds = (torch.nn.Embedding, torch.nn.EmbeddingBag)
+    return any(isinstance(m, kinds) and m.sparse for m in module.modules())
+
+
+def _attach(ddp: Any) -> None:
+    if (getattr(ddp, "_use_python_reducer", False) or getattr(ddp, "_comm_hooks", None)
+            or getattr(ddp, "_delay_all_reduce_all_params", False)
+            or getattr(ddp, "gradient_as_bucket_view", True)
+            or getattr(ddp, "reducer", None) is None or _has_sparse_gradients(ddp.module)):
+        return
+    info = comm.group_info(ddp.process_group)
+    if info is None or not info[2]:
+        return
+    state = HookState(ddp, ddp.process_group, info[1], info[2])
+    dist._register_comm_hook(ddp.reducer, state, comm_hook)
+    _states[ddp] = state
+
+
+def _wrap_init(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        modules.hook_if_not_searching(self)
+        if P.on:
+            try:
+                _attach(self)
+            except Exception as exc:
+                P.fail(exc)
+
+    return __init__
+
+
+def _wrap_register(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def register_comm_hook(self: Any, state: object, hook: Callable[..., Any]) -> None:
+        ours = _states.get(self)
+        if ours is None or ours.user is not None:
+            return original(self, state, hook)
+        # DDP.register_comm_hook without the reducer call (ours holds its slot)
+        self._check_comm_hook(hook)
+        if self.logger is None:
+            raise AssertionError("self.logger must not be None")
+        self.logger._set_comm_hook_name(hook.__qualname__)
+        self._comm_hooks.append((hook, state))
+        ours.user = (state, hook)
+
+    return register_comm_hook
+
+
+def _wrap_builtin(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def _register_builtin_comm_hook(self: Any, comm_hook_type: Any) -> None:
+        ours = _states.get(self)
+        if ours is None or ours.user is not None:
+            return original(self, comm_hook_type)
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        # the Python versions of torch's C++ hooks: the same arithmetic
+        user: Any = {dist.BuiltinCommHookType.ALLREDUCE: (ours, _builtin_all_reduce),
+                     dist.BuiltinCommHookType.FP16_COMPRESS: (ours.pg,
+                                                              default_hooks.fp16_compress_hook)}
+        if comm_hook_type not in user:
+            return original(self, comm_hook_type)
+        if self.logger is None:
+            raise AssertionError("self.logger must not be None")
+        self.logger._set_comm_hook_name(str(comm_hook_type))
+        ours.user = user[comm_hook_type]
+
+    return _register_builtin_comm_hook
+
+
+def _wrap_notify(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def notify_join_context(joinable: Any) -> Any:
+        work = original(joinable)
+        try:
+            state = _states.get(joinable)
+        except TypeError:  # not hashable: not a DDP model
+            state = None
+        if state is not None:
+            state.join_work = work
+        return work
+
+    return notify_join_context
+
+
+def install() -> None:
+    if not dist.is_available():
+        P.why = "torch.distributed is not available"
+        return
+    from torch.distributed.algorithms.join import Join
+    from torch.nn.parallel import distributed as ddp_module
+
+    DDP = ddp_module.DistributedDataParallel
+    if (set(DDP.register_comm_hook.__code__.co_names) != _REGISTER_NAMES
+            or set(DDP._register_builtin_comm_hook.__code__.co_names) != _BUILTIN_NAMES):
+        P.why = "DistributedDataParallel's hook registration is not the code this was written for"
+        return
+    patch(P, DDP, "__init__", _wrap_init(DDP.__init__))
+    # Never undone: a model whose reducer holds our hook needs them for good.
+    DDP.register_comm_hook = _wrap_register(DDP.register_comm_hook)
+    DDP._register_builtin_comm_hook = _wrap_builtin(DDP._register_builtin_comm_hook)
+    notify = Join.__dict__["notify_join_context"]
+    Join.notify_join_context = staticmethod(_wrap_notify(notify.__func__))
+    P.undo_with(lambda: setattr(Join, "notify_join_context", notify))
+    P.started()

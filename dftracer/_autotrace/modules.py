@@ -1,0 +1,401 @@
+"""`forward` and `backward` of top-level modules.
+
+Global forward hooks (torch.nn.modules.module.register_module_forward_*)
+keep a per-thread depth: a module whose forward starts at depth 0 is
+top-level, and only its end writes an event; every other module costs two
+counter updates.  The forward hook is registered with always_call, so a
+forward that raises still closes.
+
+Backward: the end of a top-level forward puts a pre-hook on the grad_fn of
+the first tensor of its output.  The first such hook the autograd engine
+reaches opens the `backward` event; it closes at the end of the backward
+pass, after the callbacks queued before it (DDP's wait for its last bucket).
+The event names the first model forwarded whose output the pass reached (a
+loss module only when nothing else was).
+
+Global hooks make torch dispatch hooks on every module call (about 2 us
+on a slow core), so they only find the top-level modules: after two
+iterations (or 100 top-level forwards) they are removed and the top-level
+modules seen get hooks of their own; every other module is back to torch's
+hook-free path.  Each new pass over a DataLoader (an epoch, an evaluation
+loop) looks again for two iterations.  A model first called outside these
+windows is not timed.
+
+torch.compile must not see global module hooks (dynamo guards on them, and
+OptimizedModule warns about them): the first compile or OptimizedModule ends
+the search for good; OptimizedModule and DDP models made later get hooks of
+their own.  The per-module hooks stand aside inside a compiled region, are
+left out when a module is pickled (torch.save of a whole model) and while
+torch.jit.script compiles one.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import weakref
+from typing import Any, Callable, List, Optional
+
+import torch
+import torch.nn.modules.module as nn_module
+
+from dftracer._autotrace import steps
+from dftracer._autotrace._base import class_name, compiling, emit, now, part, patch, tls
+
+P = part("modules")
+
+_Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
+_Loss = torch.nn.modules.loss._Loss
+_grad_enabled = torch.is_grad_enabled
+_graph_task = torch._C._current_graph_task_id   # -1 outside a backward pass
+_engine = torch.autograd.Variable._execution_engine
+_FAKE_MODULES = ("torch._subclasses", "torch.fx", "torch._functorch", "torch._higher_order_ops")
+
+_handles: List[Any] = []
+_seen: "weakref.WeakSet[Any]" = weakref.WeakSet()          # top-level modules so far
+_per_module: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+_forward_seq = itertools.count()
+_global = [False]      # the global hooks are registered
+_compiled = [False]    # torch.compile was seen: never global hooks again
+_window = [0, 0]       # the search ends at this iteration, or after this many forwards
+WINDOW_ITERATIONS, WINDOW_FORWARDS = 2, 100
+
+
+# ---- forward ----------------------------------------------------------------
+
+
+def _pre(module: Any, args: Any) -> None:
+    t = tls
+    d = t.depth
+    t.depth = d + 1
+    if d == 0:
+        t.top = module
+        t.fwd_start = now()
+
+
+def _post(module: Any, args: Any, output: Any) -> None:
+    t = tls
+    d = t.depth - 1
+    if d > 0:
+        t.depth = d
+        return
+    t.depth = 0
+    if d == 0 and t.top is module:
+        t.top = None
+        _top_forward(module, t.fwd_start, output)
+
+
+def _pre_outside_compile(module: Any, args: Any) -> None:
+    if not compiling():
+        _pre(module, args)
+
+
+def _post_outside_compile(module: Any, args: Any, output: Any) -> None:
+    if not compiling():
+        _post(module, args, output)
+
+
+def module_name(module: Any) -> str:
+    """The class name; for torch.compile's wrapper, the compiled module's."""
+    name = class_name(module)
+    if name == "OptimizedModule":
+        orig = getattr(module, "_orig_mod", None)
+        if orig is not None:
+            return class_name(orig)
+    return name
+
+
+def _top_forward(module: Any, start: int, output: Any) -> None:
+    try:
+        if tls.in_data:  # a transform in a dataset: data loading, not the model
+            return
+        if _graph_task() != -1:  # recomputed inside backward (checkpointing)
+            return
+        if B.open:  # a backward that raised never reached its end
+            B.open = False
+        end = now()
+        name = module_name(module)
+        emit("forward", "compute", start, end, None, {"module": name})
+        steps.activity(start, end)
+        if _global[0]:
+            try:
+                _seen.add(module)
+            except TypeError:  # a module class that is not hashable
+                pass
+            _window[1] -= 1
+            if steps.current() >= _window[0] or _window[1] <= 0:
+                end_search()
+        if _grad_enabled():
+            grad_fn = _first_grad_fn(output, 0)
+            if grad_fn is not None:
+                grad_fn.register_prehook(functools.partial(
+                    _backward_reached, next(_forward_seq), name, isinstance(module, _Loss)))
+    except Exception as exc:
+        P.fail(exc)
+
+
+def _first_grad_fn(out: Any, depth: int) -> Any:
+    """grad_fn of the first tensor in out (a tensor, or a tuple, list or dict
+    of them, two levels deep); None for tracing tensors (fake, FX)."""
+    if isinstance(out, _Tensor):
+        kind = type(out)
+        if kind is _Tensor or kind is _Parameter or not kind.__module__.startswith(_FAKE_MODULES):
+            return out.grad_fn
+        return None
+    if depth >= 2:
+        return None
+    if isinstance(out, (tuple, list)):
+        items = out[:8]
+    elif isinstance(out, dict):
+        items = list(itertools.islice(out.values(), 8))
+    else:
+        return None
+    for item in items:
+        found = _first_grad_fn(item, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+# ---- backward ---------------------------------------------------------------
+
+
+class _Backward:
+    open = False
+    start = 0
+    seq = 0
+    name = ""
+    is_loss = False
+
+
+B = _Backward()
+
+
+def _backward_reached(seq: int, name: str, is_loss: bool, grad_outputs: Any) -> None:
+    try:
+        if not B.open:
+            B.open = True
+            B.start, B.seq, B.name, B.is_loss = now(), seq, name, is_loss
+            _engine.queue_callback(_backward_pass_end)
+        elif (B.is_loss and not is_loss) or (B.is_loss == is_loss and seq < B.seq):
+            B.seq, B.name, B.is_loss = seq, name, is_loss
+    except Exception as exc:
+        B.open = False
+        P.fail(exc)
+
+
+def _backward_pass_end() -> None:
+    # Queued again, so that it runs after the callbacks queued during the pass
+    # (DDP queues the wait for its buckets when the first gradient is ready).
+    try:
+        _engine.queue_callback(_backward_close)
+    except Exception:
+        _backward_close()
+
+
+def _backward_close() -> None:
+    if not B.open:
+        return
+    B.open = False
+    try:
+        end = now()
+        emit("backward", "compute", B.start, end, None, {"module": B.name})
+        steps.activity(B.start, end)
+    except Exception as exc:
+        P.fail(exc)
+
+
+# ---- global hooks, then per-module hooks once torch.compile is in use -------
+
+
+def hook_module(module: Any) -> None:
+    """Per-module hooks on a top-level module (they stand aside inside a
+    compiled region, where dynamo would otherwise trace them)."""
+    if not P.on or module in _per_module:
+        return
+    pre = module.register_forward_pre_hook(_pre_outside_compile)
+    post = module.register_forward_hook(_post_outside_compile, always_call=True)
+    _per_module[module] = (pre, post)
+
+
+def hook_if_not_searching(module: Any) -> None:
+    """A wrapper model (DDP, OptimizedModule) made while no global hooks
+    would see it."""
+    if not _global[0]:
+        try:
+            hook_module(module)
+        except Exception as exc:
+            P.fail(exc)
+
+
+def end_search() -> None:
+    """Removes the global hooks; the top-level modules seen so far get hooks
+    of their own.  A forward running now on this thread still ends its event."""
+    if not _global[0]:
+        return
+    _global[0] = False
+    _remove_global()
+    try:
+        running: Optional[Any] = tls.top if tls.depth > 0 else None
+        for module in list(_seen):
+            hook_module(module)
+        if running is not None:
+            hook_module(running)  # its forward hooks are read when it returns
+            tls.depth = 1
+    except Exception as exc:
+        P.fail(exc)
+
+
+def search_again() -> None:
+    """A new pass over a DataLoader: look for top-level modules again."""
+    if P.on and not _global[0] and not _compiled[0]:
+        try:
+            _add_global()
+        except Exception as exc:
+            P.fail(exc)
+
+
+def compile_seen() -> None:
+    _compiled[0] = True
+    end_search()
+
+
+def without_module_hooks() -> List[Any]:
+    """Takes the per-module hooks off every module; put_back() puts them back."""
+    taken = []
+    for module, (pre, post) in list(_per_module.items()):
+        f_pre = module._forward_pre_hooks.pop(pre.id, None)
+        f_post = module._forward_hooks.pop(post.id, None)
+        always = module._forward_hooks_always_called.pop(post.id, None)
+        taken.append((module, pre.id, f_pre, post.id, f_post, always))
+    return taken
+
+
+def put_back(taken: List[Any]) -> None:
+    for module, pre_id, f_pre, post_id, f_post, always in taken:
+        if f_pre is not None:
+            module._forward_pre_hooks[pre_id] = f_pre
+        if f_post is not None:
+            module._forward_hooks[post_id] = f_post
+        if always is not None:
+            module._forward_hooks_always_called[post_id] = always
+
+
+def _switch_at_compile(args: Any) -> None:
+    compile_seen()
+
+
+def _watch_optimized_init(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        if P.on:
+            compile_seen()  # before its first call, which warns about global hooks
+            hook_if_not_searching(self)
+
+    return __init__
+
+
+def _register_switch() -> None:
+    import torch._dynamo
+
+    handler = torch._dynamo.callback_handler
+    if _switch_at_compile not in handler.start_callbacks:
+        handler.register_start_callback(_switch_at_compile)
+
+
+def watch_compile() -> None:
+    """Once torch._dynamo is imported: the first compile or OptimizedModule
+    ends the global hooks."""
+    from torch._dynamo import eval_frame
+
+    _register_switch()
+    patch(P, eval_frame.OptimizedModule, "__init__",
+          _watch_optimized_init(eval_frame.OptimizedModule.__init__))
+
+
+def rewatch() -> None:
+    """After torch._dynamo.reset(), which drops every compile callback."""
+    if P.on and not _compiled[0]:
+        try:
+            _register_switch()
+        except Exception as exc:
+            P.fail(exc)
+
+
+def reset_depth() -> None:
+    """Called where no forward can be running (an optimizer step): undoes a
+    depth left behind by a forward that ended without its hooks."""
+    if tls.depth:
+        tls.depth = 0
+        tls.top = None
+
+
+def _wrap_getstate(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    @functools.wraps(original)
+    def __getstate__(self: Any) -> Any:
+        state = original(self)
+        try:
+            ours = _per_module.get(self)
+        except TypeError:  # a module class that is not hashable: never hooked
+            return state
+        if ours is None or not isinstance(state, dict):
+            return state
+        state = dict(state)
+        pre, post = ours
+        for key, hook_id in (("_forward_pre_hooks", pre.id), ("_forward_hooks", post.id),
+                             ("_forward_hooks_always_called", post.id)):
+            hooks = state.get(key)
+            if hooks is not None and hook_id in hooks:
+                hooks = hooks.copy()
+                del hooks[hook_id]
+                state[key] = hooks
+        return state
+
+    return __getstate__
+
+
+def _wrap_script(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def script(*args: Any, **kwargs: Any) -> Any:
+        taken = without_module_hooks()  # TorchScript would try to compile ours
+        try:
+            return original(*args, **kwargs)
+        finally:
+            put_back(taken)
+
+    return script
+
+
+def _add_global() -> None:
+    _handles.append(nn_module.register_module_forward_pre_hook(_pre))
+    _handles.append(nn_module.register_module_forward_hook(_post, always_call=True))
+    _global[0] = True
+    _window[0] = steps.current() + WINDOW_ITERATIONS
+    _window[1] = WINDOW_FORWARDS
+
+
+def _remove_global() -> None:
+    for handle in _handles:
+        handle.remove()
+    _handles.clear()
+
+
+def _remove_all() -> None:
+    _remove_global()
+    _global[0] = False
+    for pre, post in list(_per_module.values()):
+        pre.remove()
+        post.remove()
+    _per_module.clear()
+
+
+def install() -> None:
+    _add_global()
+    P.undo_with(_remove_all)
+    patch(P, nn_module.Module, "__getstate__", _wrap_getstate(nn_module.Module.__getstate__))
+    script = _wrap_script(torch.jit.script)
+    patch(P, torch.jit, "script", script)
+    patch(P, torch.jit._script, "script", script)
+    P.started()

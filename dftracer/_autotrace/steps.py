@@ -1,0 +1,127 @@
+"""Training iterations (`pipeline/iteration` events), numbered per process.
+
+An iteration runs from the end of one optimizer step to the end of the next.
+With several optimizers, it ends at the end of the last one that steps
+before the first steps again: the set of optimizers of an iteration is
+learned from the first one (whose event is written when the next begins)
+and every later iteration ends as soon as all of them stepped.  A process in
+which no optimizer ever stepped counts DataLoader batches instead: an
+iteration runs from one `next()` on a DataLoader iterator to the next.  The
+first iteration starts at the first batch fetch, top-level forward or step.
+"""
+
+from __future__ import annotations
+
+import atexit
+from typing import List, Optional
+
+from dftracer._autotrace._base import emit, part
+
+P = part("steps")
+
+NONE, LOADER, OPTIM = 0, 1, 2
+
+
+class _Steps:
+    def __init__(self) -> None:
+        self.step = 0                   # number of the current iteration
+        self.start: Optional[int] = None  # its start, once something happened
+        self.mode = NONE
+        self.epoch: Optional[int] = None  # epoch of the loader last fetched from
+        self.stepped: List[int] = []    # optimizers (ids) stepped in this iteration
+        self.cycle: Optional[frozenset] = None  # the optimizers of one iteration
+        self.last_end = 0               # end of the last optimizer step
+        self.batch_pending = False      # LOADER: a batch was fetched, not closed
+        self.last_activity = 0
+
+
+S = _Steps()
+
+
+def _close(end: int) -> None:
+    start = S.start if S.start is not None and S.start <= end else end
+    ints = {"step": S.step}
+    if S.epoch is not None:
+        ints["epoch"] = S.epoch
+    S.step += 1
+    S.start = end
+    try:
+        emit("iteration", "pipeline", start, end, ints)
+    except Exception as exc:
+        P.fail(exc)
+
+
+def activity(start: int, end: int = 0) -> None:
+    """Something of an iteration (a forward, a backward, a step) ran from
+    start to end."""
+    if S.start is None:
+        S.start = start
+    if end > S.last_activity:
+        S.last_activity = end
+
+
+def fetch_begin(ts: int) -> None:
+    if S.mode != OPTIM and S.batch_pending:
+        S.batch_pending = False
+        _close(ts)
+    activity(ts)
+
+
+def fetch_end(start: int, end: int, epoch: Optional[int]) -> None:
+    if epoch is not None:
+        S.epoch = epoch
+    if S.mode != OPTIM:
+        S.mode = LOADER
+        S.batch_pending = True
+    activity(start, end)
+
+
+def loader_exhausted(ts: int) -> None:
+    """A DataLoader iterator ended: the last batch's iteration ends here."""
+    if S.mode != OPTIM and S.batch_pending:
+        S.batch_pending = False
+        _close(ts)
+        S.start = None
+
+
+def optimizer_begin(opt: int, ts: int) -> None:
+    if opt in S.stepped:  # a new round: the previous iteration ended at the last step
+        S.cycle = frozenset(S.stepped)
+        S.stepped = []
+        _close(S.last_end)
+    activity(ts)
+
+
+def optimizer_end(opt: int, ts: int) -> None:
+    S.mode = OPTIM
+    S.batch_pending = False
+    S.stepped.append(opt)
+    S.last_end = ts
+    activity(ts, ts)
+    if S.cycle is not None and S.cycle.issubset(S.stepped):
+        S.stepped = []
+        _close(ts)
+
+
+def current() -> int:
+    return S.step
+
+
+def _at_exit() -> None:
+    """The iteration still open at exit: steps seen before the end, or the
+    last batch of a loop left with `break`."""
+    try:
+        if S.stepped:
+            S.stepped = []
+            _close(S.last_end)
+        elif S.mode == LOADER and S.batch_pending:
+            S.batch_pending = False
+            _close(S.last_activity)
+    except Exception:
+        pass
+
+
+def install() -> None:
+    # atexit runs last-registered first: this runs before the trace's finalize.
+    atexit.register(_at_exit)
+    P.started()
