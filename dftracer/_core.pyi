@@ -56,6 +56,9 @@ def _handoff_delay_for_test(delay_us: int) -> None: ...
 def _clock_read_cost(n: int) -> float: ...
 def _hash64(data: bytes) -> int: ...
 def _json_string(data: bytes) -> str: ...
+def _record_rank(rank: int, world_size: int = -1, local_rank: int = -1,
+                 job_id: Optional[str] = None, source: str = "torch.distributed") -> None:
+    """Writes a `rank` metadata event (a rank learnt after start-up)."""
 
 # I/O tracing (src/io_module.c)
 def _io_installed() -> Dict[str, Union[bool, int]]: ...
@@ -121,9 +124,19 @@ def _validate_file(path: _Path) -> Dict[str, Any]:
     finalized, header, problem_count, problems (the first 20)."""
 
 def _rewrite_file(path: _Path, part: _Path, fmt: str, old_pid: int, new_pid: int,
-                  nfiles: int, index: int) -> Dict[str, Any]:
+                  nfiles: int, index: int, ts_offset: int = 0) -> Dict[str, Any]:
     """Writes one trace's events, hashes resolved, as gzip members into part
-    (fmt "pfw" or "chrome")."""
+    (fmt "pfw" or "chrome"), every ts moved by ts_offset microseconds."""
+
+_RANK_CLASSES: Tuple[str, ...]
+_RANK_STEP_FIELDS: int
+_RANK_SYNC_MAX: int
+
+def _rank_file(path: _Path, step: Optional[str] = None, sync_only: bool = False) -> Dict[str, Any]:
+    """One trace as one rank of a job: identity (host, pid, ppid, rank, ...),
+    steps (bytes of int64, _RANK_STEP_FIELDS per step), keys (cat, name,
+    class, count, total_us, self_us, self_in_steps_us, io_bytes), sync points
+    (bytes of int64 pairs: key, end) and clock (pairs, first, min, max)."""
 
 class _LineReader:
     """Batches of lines (bytes, without newline) of a plain or gzip trace."""

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 HASH_RE = re.compile(r"^[0-9a-f]{16}$")
 EVENT_KEYS_X = ["id", "name", "cat", "pid", "tid", "ts", "dur", "ph"]
 EVENT_KEYS_M = ["id", "name", "cat", "pid", "tid", "ph"]
-META_NAMES = {"HH", "FH", "SH", "CM", "thread_name", "process_name"}
+META_NAMES = {"HH", "FH", "SH", "CM", "thread_name", "process_name", "rank", "clock"}
 
 
 @dataclass

@@ -12,6 +12,7 @@
 
 #include "core/buffer.h"
 #include "core/clock.h"
+#include "core/identity.h"
 #include "core/state.h"
 #include "core/tracer.h"
 #include "core/writer.h"
@@ -228,8 +229,10 @@ static void *flusher_main(void *arg)
             t.tv_sec += (time_t)(ns / 1000000000);
             t.tv_nsec = (long)(ns % 1000000000);
             if (sem_clockwait(&fl.wake, CLOCK_MONOTONIC, &t) != 0 && errno == ETIMEDOUT &&
-                !atomic_load(&fl.stop) && atomic_load(&dft_g.active))
+                !atomic_load(&fl.stop) && atomic_load(&dft_g.active)) {
                 dft_flush_aged_threads();
+                dft_identity_clock_tick();
+            }
         } else {
             sem_wait(&fl.wake);
         }
@@ -341,14 +344,15 @@ static void emit_header(void) /* under life_lock, no GIL */
     char cmd[4096], exec_name[256], pname[300];
     size_t cmd_len;
     read_cmdline(cmd, sizeof cmd, &cmd_len, exec_name, sizeof exec_name);
-    const char *rank = getenv("RANK");
-    int n = rank && *rank ? snprintf(pname, sizeof pname, "%s rank %s", exec_name, rank)
-                          : snprintf(pname, sizeof pname, "%s", exec_name);
+    int64_t rank = dft_identity_env_rank();
+    int n = rank >= 0 ? snprintf(pname, sizeof pname, "%s rank %lld", exec_name, (long long)rank)
+                      : snprintf(pname, sizeof pname, "%s", exec_name);
     if (n < 0)
         n = 0;
     if ((size_t)n >= sizeof pname)
         n = (int)sizeof pname - 1;
     emit_meta("process_name", 0, 0, pname, (size_t)n, "process_name", 12, 0, 0);
+    dft_identity_emit_header(); /* rank, first clock pair */
     if (!dft_g.cfg.inc_metadata) {
         dft_arg a = {.key = "version", .type = DFT_ARG_STR, .v.s = {DFT_VERSION, strlen(DFT_VERSION)}};
         dft_event ev = {.name = "start", .name_len = 5, .cat = "dftracer", .cat_len = 8,

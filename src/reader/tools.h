@@ -19,6 +19,7 @@ PyObject *dft_tools_validate_file(PyObject *module, PyObject *path);
 PyObject *dft_tools_rewrite_file(PyObject *module, PyObject *args, PyObject *kwargs);
 int dft_tools_register(PyObject *module);
 int dft_tools_register_events(PyObject *module); /* reader/events.c */
+int dft_tools_register_ranks(PyObject *module);  /* reader/ranks_py.c */
 
 /* The status and message attributes of the readers' Python objects. */
 struct dft_rd;

@@ -1,0 +1,35 @@
+/* core/identity.h: who this process is in a distributed job, and how its
+ * trace clock stands against the wall clock (core/identity.c).  Both are
+ * written as metadata events (docs/trace-format.md, "Ranks and clocks"). */
+#ifndef DFT_CORE_IDENTITY_H
+#define DFT_CORE_IDENTITY_H
+
+#include <stdint.h>
+
+typedef struct dft_rank_info {
+    int64_t rank, local_rank, world_size; /* -1: unknown */
+    const char *job_id;                   /* NULL: unknown */
+    const char *source;                   /* where the rank came from */
+} dft_rank_info;
+
+/* The rank the launcher's environment gives (RANK, SLURM_PROCID,
+ * OMPI_COMM_WORLD_RANK, PMI_RANK, first found), or -1.  Any thread, no GIL. */
+int64_t dft_identity_env_rank(void);
+
+/* The rest of a trace's header: the `rank` event when the environment names
+ * one, and the first `clock` pair.  Registers (once) the lifecycle hook that
+ * writes a clock pair at each flush() and at finalize.  Called where the
+ * header is written; any thread, no GIL. */
+void dft_identity_emit_header(void);
+
+/* A `rank` event for a rank learnt later (torch.distributed's
+ * init_process_group).  Returns dft_emit's result.  Any thread, no GIL. */
+int dft_identity_emit_rank(const dft_rank_info *ri);
+
+/* The flusher's tick: a clock pair when the last one is DFT_CLOCK_PAIR_EVERY_S
+ * old, written straight to the file (no thread buffer, so the flusher thread
+ * never appears in the trace).  The flusher thread, no GIL. */
+#define DFT_CLOCK_PAIR_EVERY_S 10
+void dft_identity_clock_tick(void);
+
+#endif
