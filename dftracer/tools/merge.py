@@ -87,8 +87,8 @@ def process_label(info: Dict[str, Any], pid: int) -> str:
     bits = [f"host {info.get('host') or '?'}", f"pid {info.get('pid')}"]
     if info.get("rank") is not None:
         bits.append(f"rank {info['rank']}")
-    if info.get("worker_of") is not None:
-        bits.append(f"worker of pid {info['worker_of']}")
+    if info.get("parent") is not None:
+        bits.append(f"child of pid {info['parent']}")
     return f"{name} [{', '.join(bits)}]"
 
 
@@ -102,7 +102,7 @@ def _identities(infos: List[Dict[str, Any]], syncs: List[Dict[str, Any]]) -> Non
         if s.get("rank", -1) >= 0:
             info["rank"] = s["rank"]
         if s.get("ppid", -1) >= 0 and (s.get("host"), s["ppid"]) in procs:
-            info["worker_of"] = s["ppid"]
+            info["parent"] = s["ppid"]
 
 
 def main(args: argparse.Namespace) -> int:

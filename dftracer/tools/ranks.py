@@ -79,7 +79,7 @@ class Rank:
         self.rank = rank
         self.main = main
         self.workers = workers
-        self.steps = _int64s(main.get("steps", b""))
+        self.steps = _int64s(main.pop("steps", b""))  # the bytes are not kept twice
         n = len(self.steps) // FIELDS
         self.index = {self.steps[i * FIELDS]: i for i in range(n)}
 

@@ -8,8 +8,9 @@
  *
  * `clock`: a (trace clock, wall clock) pair.  The trace clock is the wall
  * clock read once at start-up, advanced by CLOCK_MONOTONIC (core/clock.h);
- * pairs taken at start, at every flush(), every DFT_CLOCK_PAIR_EVERY_S from
- * the flusher and at finalize show how far NTP moved the wall clock since. */
+ * pairs taken at start, at every flush(), every DFT_CLOCK_PAIR_EVERY flush
+ * intervals from the flusher and at finalize show how far NTP moved the wall
+ * clock since. */
 #include "core/identity.h"
 
 #include <stdatomic.h>
@@ -163,7 +164,8 @@ void dft_identity_emit_header(void)
 void dft_identity_clock_tick(void)
 {
     int64_t last = atomic_load(&last_pair_ns);
-    if (dft_clock_ns() - last < (int64_t)DFT_CLOCK_PAIR_EVERY_S * 1000000000)
+    double every = DFT_CLOCK_PAIR_EVERY * dft_g.cfg.flush_interval;
+    if (dft_clock_ns() - last < (int64_t)(every * 1e9))
         return;
     dft_event ev;
     dft_arg args[4];

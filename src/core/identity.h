@@ -26,10 +26,11 @@ void dft_identity_emit_header(void);
  * init_process_group).  Returns dft_emit's result.  Any thread, no GIL. */
 int dft_identity_emit_rank(const dft_rank_info *ri);
 
-/* The flusher's tick: a clock pair when the last one is DFT_CLOCK_PAIR_EVERY_S
- * old, written straight to the file (no thread buffer, so the flusher thread
- * never appears in the trace).  The flusher thread, no GIL. */
-#define DFT_CLOCK_PAIR_EVERY_S 10
+/* The flusher's tick: a clock pair when the last one is DFT_CLOCK_PAIR_EVERY
+ * flush intervals old (10 s by default), written straight to the file (no
+ * thread buffer, so the flusher thread never appears in the trace).  The
+ * flusher thread, no GIL. */
+#define DFT_CLOCK_PAIR_EVERY 10
 void dft_identity_clock_tick(void);
 
 #endif
