@@ -73,7 +73,7 @@ def _own_rank(r: Result) -> Optional[int]:
 class Rank:
     """A rank: its main process's result, its workers' results."""
 
-    __slots__ = ("rank", "main", "workers", "steps", "index")
+    __slots__ = ("rank", "main", "workers", "steps", "index", "nsteps")
 
     def __init__(self, rank: int, main: Result, workers: List[Result]) -> None:
         self.rank = rank
@@ -81,15 +81,19 @@ class Rank:
         self.workers = workers
         self.steps = _int64s(main.pop("steps", b""))  # the bytes are not kept twice
         n = len(self.steps) // FIELDS
-        self.index = {self.steps[i * FIELDS]: i for i in range(n)}
+        numbers = [self.steps[i * FIELDS] for i in range(n)]
+        # steps 0..n-1 in order (the usual case) need no index: memory per rank
+        self.index: Optional[Dict[int, int]] = (
+            None if numbers == list(range(n)) else {s: i for i, s in enumerate(numbers)})
+        self.nsteps = n
 
     def row(self, step: int) -> Optional[Sequence[int]]:
-        i = self.index.get(step)
+        i = (step if 0 <= step < self.nsteps else None) if self.index is None \
+            else self.index.get(step)
         return None if i is None else self.steps[i * FIELDS:(i + 1) * FIELDS]
 
-    @property
-    def nsteps(self) -> int:
-        return len(self.index)
+    def numbers(self) -> Iterable[int]:
+        return range(self.nsteps) if self.index is None else self.index.keys()
 
 
 def identify(results: Iterable[Result]) -> Tuple[List[Rank], List[Result], List[str]]:
@@ -153,7 +157,7 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
     results = list(results)
     ranks, loose, warnings = identify(results)
     kinds = sorted({r.main.get("step_kind") for r in ranks if r.main.get("step_kind")})
-    numbers = sorted(set().union(*(r.index for r in ranks))) if ranks else []
+    numbers = sorted(set().union(*(r.numbers() for r in ranks))) if ranks else []
     straggled: Dict[int, List[Tuple[int, int]]] = {r.rank: [] for r in ranks}  # (step, excess)
     med_by_step: Dict[int, List[float]] = {}
     steps_out = []
