@@ -260,7 +260,9 @@ def _straggler(r: Rank, steps: List[Tuple[int, int]], compared: int,
             picks[key] = picks.get(key, 0.0) + max(0.0, d)
     keys = r.main.get("keys", [])
     cause_cat, cause_name, io = "", "(untraced)" if cause == OTHER else "", 0
-    if picks:
+    top_us = statistics.median(r.row(n)[3 + 2 * NCLS + cause] for n, _ in steps)
+    if picks and (cause != OTHER or top_us >= statistics.median(per_step) / 2):
+        # (an `other` excess mostly in time no event covers stays "(untraced)")
         k = keys[max(picks, key=lambda x: picks[x])]
         cause_cat, cause_name = k[0], k[1]
         io = _io_bytes([r.main], (k[0], k[1]))

@@ -204,3 +204,27 @@ def test_stragglers_from_results(tmp_path):
     line = ranks.straggler_line(s)
     assert line == "rank 3: slowest in 8/10 steps, +300 us median; data wait: dataloader/fetch +300 us", line
     assert "rank 3" in ranks.render(a, 20)
+
+
+def test_a_straggler_in_untraced_code(tmp_path):
+    """Rank 2 spends 500 us a step where no event is (plus a 10 us `log`);
+    the others wait for it in the all_reduce."""
+    d = tmp_path / "job"
+    for rank in range(3):
+        events = []
+        for k in range(6):
+            t = k * 1000
+            events += [ev("iteration", "pipeline", t, 1000, step=k),
+                       ev("forward", "compute", t, 300)]
+            if rank == 2:
+                events += [ev("log", "app", t + 300, 10),
+                           ev("all_reduce", "comm", t + 800, 200, seq=k, group="world")]
+            else:
+                events += [ev("all_reduce", "comm", t + 300, 700, seq=k, group="world")]
+        write(d, events, env={"RANK": str(rank)})
+    a = ranks.analyze(_core._rank_file(p) for p in find_traces(str(d)))
+    (s,) = a["stragglers"]
+    assert (s["rank"], s["steps"], s["cause_class"], s["cause_name"]) == (2, 6, "other",
+                                                                         "(untraced)")
+    assert s["excess_us"] == 500 and s["cause_cat"] == ""
+    assert "other: (untraced) +500 us" in ranks.straggler_line(s)
