@@ -81,19 +81,26 @@ class _Loader(importlib.abc.Loader):
 
 
 class _Finder(importlib.abc.MetaPathFinder):
+    def __init__(self) -> None:
+        self._busy = False  # another finder that asks the others (as this one does) asks us
+
     def find_spec(self, fullname: str, path: Optional[Sequence[str]],
                   target: Optional[ModuleType] = None) -> Optional[importlib.machinery.ModuleSpec]:
-        if fullname != _MODULE:
+        if fullname != _MODULE or self._busy:
             return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Loader(spec.loader)
-                return spec
-        return None
+        self._busy = True
+        try:
+            for finder in list(sys.meta_path):
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                        spec.loader = _Loader(spec.loader)
+                    return spec
+            return None
+        finally:
+            self._busy = False
 
 
 _finder = _Finder()

@@ -152,3 +152,61 @@ def test_torch_distributed_rank_of_a_process_started_without_one(tmp_path):
     (meta,) = metadata(trace, "rank")  # only the call that succeeded writes one
     assert (meta["value"], meta["world_size"], meta["source"]) == (0, 1, "torch.distributed")
     assert "local_rank" not in meta
+
+
+FAKE_DIST = """
+_ready = False
+def init_process_group(backend, rank=0, world_size=1):
+    global _ready
+    if backend != "fake":
+        raise ValueError("no such backend: " + backend)
+    _ready = True
+    return "done"
+def is_initialized():
+    return _ready
+def get_rank():
+    return 5
+def get_world_size():
+    return 6
+"""
+
+
+def test_the_init_hook_with_another_finder_that_asks_the_others(tmp_path):
+    """torch.distributed imported after tracing started, through a meta path
+    finder of another tool that delegates to the others (as ours does)."""
+    pkg = tmp_path / "fake" / "torch"
+    (pkg / "distributed").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "distributed" / "__init__.py").write_text(FAKE_DIST)
+    proc = run_python(f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path / "fake")!r})
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log({str(tmp_path / "trace")!r}, None, -1)
+
+        class Delegating:
+            def find_spec(self, name, path, target=None):
+                if name != "torch.distributed":
+                    return None
+                for f in sys.meta_path:
+                    if f is not self and hasattr(f, "find_spec"):
+                        spec = f.find_spec(name, path, target)
+                        if spec is not None:
+                            return spec
+
+        sys.meta_path.insert(0, Delegating())
+        import torch.distributed as dist
+        try:
+            dist.init_process_group("nccl")
+        except ValueError as e:
+            print("raised", e)
+        print(dist.init_process_group("fake"), dist.init_process_group.__name__)
+        log.finalize()
+        """, {"DFTRACER_ENABLE": "1", "RANK": "", "SLURM_PROCID": "",
+              "OMPI_COMM_WORLD_RANK": "", "PMI_RANK": "", "LOCAL_RANK": "3"})
+    assert proc.stdout.splitlines() == ["raised no such backend: nccl",
+                                        "done init_process_group"], proc.stdout
+    (path,) = find_traces(str(tmp_path))
+    (meta,) = metadata(read_trace(path), "rank")
+    assert (meta["value"], meta["world_size"], meta["local_rank"], meta["source"]) == (
+        5, 6, 3, "torch.distributed")
