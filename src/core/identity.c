@@ -29,7 +29,8 @@
 static const struct {
     const char *rank, *local_rank, *world_size, *job_id;
 } launchers[] = {
-    {"RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID"},  /* torchrun, deepspeed, accelerate */
+    /* torchrun, DeepSpeed, Accelerate */
+    {"RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID"},
     {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_JOB_ID"},
     {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE",
      "OMPI_MCA_ess_base_jobid"},
@@ -59,12 +60,15 @@ static int64_t env_index(const char *var, unsigned warn_bit)
     return -1;
 }
 
+/* A job id: set, and not torchrun's "none" (no rendezvous id given). */
+static int usable_job(const char *v) { return v && *v && strcmp(v, "none") != 0; }
+
 static const char *env_job_id(const char *first)
 {
     const char *v = first ? getenv(first) : NULL;
-    for (size_t i = 0; !(v && *v && strcmp(v, "none") != 0) && i < sizeof job_vars / sizeof *job_vars; i++)
+    for (size_t i = 0; !usable_job(v) && i < sizeof job_vars / sizeof *job_vars; i++)
         v = getenv(job_vars[i]);
-    return v && *v && strcmp(v, "none") != 0 ? v : NULL;
+    return usable_job(v) ? v : NULL;
 }
 
 /* Fills ri from the environment; returns 1 when a rank was found. */

@@ -97,7 +97,9 @@ static int int_of(const char *p, const char *end, int64_t *v)
     return 0;
 }
 
-static void arg_value(rk_args *a, dft_sv key, const char *vp, const char *vend, dft_sv str, int is_str)
+/* One member of args: the value's text in [vp, vend), or its string body. */
+static void arg_value(rk_args *a, dft_sv key, const char *vp, const char *vend, dft_sv str,
+                      int is_str)
 {
     static const struct {
         const char *key;

@@ -131,8 +131,8 @@ static PyObject *rank_file(PyObject *module, PyObject *args, PyObject *kwargs)
 
 static PyMethodDef ranks_methods[] = {
     {"_rank_file", (PyCFunction)(void (*)(void))rank_file, METH_VARARGS | METH_KEYWORDS,
-     "_rank_file(path, step=None, sync_only=False) -> dict\n\nOne trace as one rank of a job: identity, steps "
-     "split by class, sync points, clock pairs (see dftracer.tools.ranks)."},
+     "_rank_file(path, step=None, sync_only=False) -> dict\n\nOne trace as one rank of a "
+     "job: identity, steps split by class, sync points, clock pairs (dftracer.tools.ranks)."},
     {NULL, NULL, 0, NULL},
 };
 
