@@ -51,6 +51,9 @@ def get_time() -> int: ...
 def finalize() -> None: ...
 def is_active() -> bool: ...
 def _clock_info() -> Dict[str, Any]: ...
+def _record_rank(rank: int, world_size: int = -1, local_rank: int = -1,
+                 job_id: Optional[str] = None, source: str = "torch.distributed") -> None:
+    """Writes a `rank` metadata event (a rank learnt after start-up)."""
 
 # I/O tracing (src/io/module.c)
 def io_calls() -> List[Tuple[str, str, bool]]:
@@ -120,9 +123,19 @@ def _validate_file(path: _Path) -> Dict[str, Any]:
     finalized, header, problem_count, problems (the first 20)."""
 
 def _rewrite_file(path: _Path, part: _Path, fmt: str, old_pid: int, new_pid: int,
-                  nfiles: int, index: int) -> Dict[str, Any]:
+                  nfiles: int, index: int, ts_offset: int = 0) -> Dict[str, Any]:
     """Writes one trace's events, hashes resolved, as gzip members into part
-    (fmt "pfw" or "chrome")."""
+    (fmt "pfw" or "chrome"), every ts moved by ts_offset microseconds."""
+
+_RANK_CLASSES: Tuple[str, ...]
+_RANK_STEP_FIELDS: int
+_RANK_SYNC_MAX: int
+
+def _rank_file(path: _Path, step: Optional[str] = None, sync_only: bool = False) -> Dict[str, Any]:
+    """One trace as one rank of a job: identity (host, pid, ppid, rank, ...),
+    steps (bytes of int64, _RANK_STEP_FIELDS per step), keys (cat, name,
+    class, count, total_us, self_us, self_in_steps_us, io_bytes), sync points
+    (bytes of int64 pairs: key, end) and clock (pairs, first, min, max)."""
 
 class _LineReader:
     """Batches of lines (bytes, without newline) of a plain or gzip trace."""

@@ -32,6 +32,10 @@ def start() -> None:
 
         if enabled():
             _core.logger.initialize_log()
+        if _core.is_active():
+            from dftracer import _rank_hook
+
+            _rank_hook.install()  # the rank of a process that learns it from torch.distributed
     except Exception as exc:  # the traced program must run regardless
         sys.stderr.write(f"dftracer: tracing not started at start-up: {exc}\n")
 

@@ -470,7 +470,31 @@ static PyObject *mod_clock_info(PyObject *m, PyObject *unused)
                          (long long)dft_clock_offset_ns);
 }
 
+/* _record_rank(rank, world_size=-1, local_rank=-1, job_id=None,
+ * source="torch.distributed"): the `rank` metadata event for a rank learnt
+ * after start-up (docs/trace-format.md, "Ranks and clocks"). */
+static PyObject *mod_record_rank(PyObject *m, PyObject *args, PyObject *kw)
+{
+    (void)m;
+    static char *kwlist[] = {"rank", "world_size", "local_rank", "job_id", "source", NULL};
+    long long rank, world = -1, local = -1;
+    const char *job = NULL, *source = "torch.distributed";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "L|LLzs:_record_rank", kwlist, &rank, &world,
+                                     &local, &job, &source))
+        return NULL;
+    if (rank < 0)
+        return PyErr_Format(PyExc_ValueError, "_record_rank: rank must be >= 0, not %lld", rank);
+    dft_rank_info ri = {.rank = rank, .local_rank = local < 0 ? -1 : local,
+                        .world_size = world < 0 ? -1 : world, .job_id = job, .source = source};
+    if (dft_trace_active() || dft_lazy_start() == 0)
+        dft_identity_emit_rank(&ri);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"_record_rank", (PyCFunction)(void (*)(void))mod_record_rank, METH_VARARGS | METH_KEYWORDS,
+     "_record_rank(rank, world_size=-1, local_rank=-1, job_id=None, source='torch.distributed')"
+     "\n\nWrites a `rank` metadata event (a rank learnt after start-up)."},
     {"get_time", mod_get_time, METH_NOARGS, "Microseconds since the epoch (tracer clock)."},
     {"finalize", mod_finalize, METH_NOARGS, "Finalizes the trace (used at exit)."},
     {"is_active", mod_is_active, METH_NOARGS, "True while events are being recorded."},

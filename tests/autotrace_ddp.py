@@ -1,4 +1,4 @@
-"""examples/ddp_train.py run under `dftracer run -- torchrun` once per test
+"""tests/torch_integration/ddp_script.py run under `dftracer run -- torchrun` once per test
 session (test helper: tests/torch_integration/test_autotrace.py checks its
 traces, tests/tools/test_perfetto_browser.py opens their merge)."""
 
@@ -15,7 +15,7 @@ from typing import Dict, List, Optional
 from tracefile import Trace, find_traces, read_trace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXAMPLE = os.path.join(ROOT, "examples", "ddp_train.py")
+EXAMPLE = os.path.join(ROOT, "tests", "torch_integration", "ddp_script.py")
 RANKS, STEPS = 4, 3
 _RANK = re.compile(r" rank (\d+)$")
 

@@ -112,12 +112,14 @@ def workdir(tmp_path_factory):
         "make": f'#!/bin/sh\nexec {shutil.which("make") or "false"} -n -C {ROOT} "$@"\n',
         "pip": PIP.format(python=sys.executable, pyproject=str(ROOT / "pyproject.toml"),
                           placeholder=PLACEHOLDER),
+        "torchrun": f'#!/bin/sh\nexec {sys.executable} -m torch.distributed.run "$@"\n',
     }
     for name, text in tools.items():
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     work = d / "work"
     work.mkdir()
+    shutil.copytree(ROOT / "examples", work / "examples")  # as in a clone
     env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
     env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
                BROWSER="true")  # dftracer view opens no browser here
@@ -127,7 +129,7 @@ def workdir(tmp_path_factory):
 def needs(body: str, lang: str, state) -> str:
     """Why the block cannot run here, or ''."""
     uses_torch = lang == "python" and re.search(r"^\s*(import torch|from torch)", body, re.M)
-    if uses_torch and not HAS_TORCH:
+    if (uses_torch or "torchrun" in body) and not HAS_TORCH:
         return "torch is not installed"
     for f in state["skipped_files"]:
         if f in body:
@@ -191,7 +193,13 @@ def check_after(body: str, state, output: str):
         t = read_trace(paths[0])
         assert len(t.of(name="forward")) == 16 and len(t.of(name="train.block")) == 16
         assert any(e["cat"] == "POSIX" for e in t.user_events())
-    if "dftracer run --data-dir" in body:
+    if "examples/ddp_train.py" in body:  # 4 ranks, 2 DataLoader workers each, all saying their rank
+        paths = find_traces(str(work / "runs" / "ddp"))
+        ranks = sorted(e["args"]["value"] for p in paths for e in read_trace(p).events
+                       if e["ph"] == "M" and e["name"] == "rank" and e["args"]["source"] == "RANK")
+        assert ranks == sorted(list(range(4)) * 3), ranks
+        assert "Ranks: 4 ranks on 1 host" in output
+    elif "dftracer run --data-dir" in body:
         paths = find_traces(str(work / "runs"), "train")
         assert len(paths) >= 3  # the script and its two DataLoader workers
         assert f"{len(paths)} trace files (one per process) in runs/" in output
@@ -207,7 +215,7 @@ def check_after(body: str, state, output: str):
         assert len(main[0].of(cat="compute", name="optimizer.step")) == 8
         assert sum(len(t.of(cat="data", name="item")) for t in traces) == 256
         assert "iteration" in output and "fetch" in output
-    if "runs/ddp" in body:
+    if "--log-file runs/ddp --" in body:  # the unchanged DDP script
         ranks = [t for t in map(read_trace, find_traces(str(work / "runs"), "ddp"))
                  if t.of(cat="dataloader")]
         assert len(ranks) == 4
@@ -273,7 +281,8 @@ def test_readme_blocks_cover_the_newcomer_path():
     assert f"pip install dist/{name.replace('-', '_')}-" in text
     for needle in ("[report]", "make demo", "make test",
                    "python first.py", "dftracer summary", "dftracer report", "dftracer view",
-                   "trace_handler", 'backend="dftracer"', "dftracer run", "-- python train.py"):
+                   "trace_handler", 'backend="dftracer"', "dftracer run", "-- python train.py",
+                   "torchrun --standalone", "dftracer summary runs/ddp --ranks"):
         assert needle in text, needle
     quick = README.read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
     cmds = [ln.split("#")[0].strip() for b in FENCE.findall(quick) for ln in b[1].splitlines()]

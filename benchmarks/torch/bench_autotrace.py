@@ -10,7 +10,7 @@ docs/ai.md "Events of an unchanged script"), measured side by side in one run.
    side by side in the same 2 ranks (forked, gloo), alternating each step.
 3. Per-step time of two unchanged programs, run alternately without
    dftracer (off), under `dftracer run --no-torch` (tracing, no torch
-   events) and under `dftracer run` (on): examples/ddp_train.py under
+   events) and under `dftracer run` (on): tests/torch_integration/ddp_script.py under
    torchrun (4 ranks, gloo, CPU) and benchmarks/torch/autotrace_gpt2.py (a
    transformers GPT-2 from a small config; skipped with a message when
    transformers is not installed).  The median step (first steps left out)
@@ -40,7 +40,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DDP_EXAMPLE = os.path.join(ROOT, "examples", "ddp_train.py")
+DDP_EXAMPLE = os.path.join(ROOT, "tests", "torch_integration", "ddp_script.py")
 GPT2 = os.path.join(ROOT, "benchmarks", "torch", "autotrace_gpt2.py")
 
 

@@ -365,6 +365,9 @@ class dftracer:
             instance.logger = native
             instance.start_time = _core.get_time()
             instance.mark_used("python_function")
+            from dftracer import _rank_hook
+
+            _rank_hook.install()
         return instance
 
     @property

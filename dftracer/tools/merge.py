@@ -11,7 +11,7 @@ import tempfile
 import zlib
 from typing import Any, Dict, List, Tuple
 
-from dftracer.tools import common, runner, work
+from dftracer.tools import common, ranks, runner, work
 
 MERGE_EXAMPLE = """example:
   dftracer merge ./traces -o run1.pfw.gz      # then open run1.pfw.gz in ui.perfetto.dev
@@ -27,11 +27,13 @@ def add_parsers(sub: Any) -> None:
         description="Writes the events of all traces into one file in the trace format "
                     "(docs/trace-format.md): hashes resolved to strings (hhash -> host, "
                     "fhash -> file, ...), one process name per process with its host, pid "
-                    "and rank, and pids that collide across hosts renumbered.",
+                    "and rank, pids that collide across hosts renumbered, and the clocks of "
+                    "different hosts aligned on the collectives their ranks share.",
         epilog=MERGE_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     common.add_common(p)
     p.add_argument("-o", "--output", required=True, metavar="OUT.pfw.gz",
                    help="output file (gzip unless the name ends in .pfw)")
+    add_align_option(p)
     p.set_defaults(func=main, fmt="pfw")
     c = sub.add_parser(
         "convert", help="convert traces into one Chrome trace JSON object",
@@ -44,7 +46,14 @@ def add_parsers(sub: Any) -> None:
                    help="output format (chrome: the Trace Event Format JSON object)")
     c.add_argument("-o", "--output", required=True, metavar="OUT.json.gz",
                    help="output file (gzip unless the name ends in .json)")
+    add_align_option(c)
     c.set_defaults(func=main, fmt="chrome")
+
+
+def add_align_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-align", action="store_true",
+                   help="keep each host's times as recorded (default: hosts are aligned on "
+                        "the ends of the collectives their ranks took part in together)")
 
 
 def _member(text: str, compress: bool) -> bytes:
@@ -78,7 +87,22 @@ def process_label(info: Dict[str, Any], pid: int) -> str:
     bits = [f"host {info.get('host') or '?'}", f"pid {info.get('pid')}"]
     if info.get("rank") is not None:
         bits.append(f"rank {info['rank']}")
+    if info.get("parent") is not None:
+        bits.append(f"child of pid {info['parent']}")
     return f"{name} [{', '.join(bits)}]"
+
+
+def _identities(infos: List[Dict[str, Any]], syncs: List[Dict[str, Any]]) -> None:
+    """The rank from the whole file (torch.distributed's when it came later)
+    and, for a process started by another input's process, that parent."""
+    procs = {(s.get("host"), s.get("pid")) for s in syncs if s.get("status") in ("ok", "truncated")}
+    for info, s in zip(infos, syncs):
+        if s.get("status") not in ("ok", "truncated"):
+            continue
+        if s.get("rank", -1) >= 0:
+            info["rank"] = s["rank"]
+        if s.get("ppid", -1) >= 0 and (s.get("host"), s["ppid"]) in procs:
+            info["parent"] = s["ppid"]
 
 
 def main(args: argparse.Namespace) -> int:
@@ -96,12 +120,21 @@ def main(args: argparse.Namespace) -> int:
         common.err(f"{i['path']}: {common.describe(i)}")
     if bad:
         return common.EXIT_BAD_INPUT
+    syncs = runner.run(work.sync_points, files, jobs=args.jobs, dask=args.dask,
+                       label="align", progress=args.progress)
+    _identities(infos, syncs)
+    offsets: Dict[str, int] = {}
+    if not getattr(args, "no_align", False):
+        alignment = ranks.align(syncs)
+        offsets = ranks.file_offsets(syncs, alignment)
+        for line in ranks.describe_alignment(alignment):
+            common.err(line)
     pid_maps = assign_pids(infos)
     out_dir = os.path.dirname(os.path.abspath(out_path))
     parts_dir = tempfile.mkdtemp(prefix=".dftracer-merge-", dir=out_dir)
     try:
         parts = [os.path.join(parts_dir, f"{n:06d}.part") for n in range(len(files))]
-        items = [(f, part, args.fmt, pid_map, (len(files), k))
+        items = [(f, part, args.fmt, pid_map, (len(files), k), offsets.get(f, 0))
                  for k, (f, part, pid_map) in enumerate(zip(files, parts, pid_maps))]
         results = runner.run(_rewrite, items, jobs=args.jobs, dask=args.dask,
                              label=args.fmt == "pfw" and "merge" or "convert",
@@ -118,9 +151,9 @@ def main(args: argparse.Namespace) -> int:
             header = "[\n" + "".join(line + "\n" for line in lines)
             footer = ""
         else:
-            ranks = sorted({i["rank"] for i in infos if i.get("rank") is not None})
-            dist = {"backend": "dftracer", "rank": ranks[0] if len(ranks) == 1 else 0,
-                    "world_size": max(len(ranks), 1), "ranks": ranks,
+            nums = sorted({i["rank"] for i in infos if i.get("rank") is not None})
+            dist = {"backend": "dftracer", "rank": nums[0] if len(nums) == 1 else 0,
+                    "world_size": max(len(nums), 1), "ranks": nums,
                     "hosts": sorted({i.get("host", "") for i in infos})}
             header = '{"traceEvents":[\n' + ",\n".join(lines)
             footer = ('\n],"displayTimeUnit":"ms","distributedInfo":' +
@@ -149,6 +182,6 @@ def main(args: argparse.Namespace) -> int:
     return status
 
 
-def _rewrite(item: Tuple[str, str, str, Tuple[int, int], Tuple[int, int]]) -> Dict[str, Any]:
-    path, part, fmt, pid_map, ids = item
-    return work.rewrite_file(path, part, fmt, pid_map, ids)
+def _rewrite(item: Tuple[str, str, str, Tuple[int, int], Tuple[int, int], int]) -> Dict[str, Any]:
+    path, part, fmt, pid_map, ids, ts_offset = item
+    return work.rewrite_file(path, part, fmt, pid_map, ids, ts_offset)

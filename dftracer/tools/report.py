@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any, Dict, List, Tuple
 
-from dftracer.tools import analysis, common, runner, summary
+from dftracer.tools import analysis, common, ranks, runner, summary, work
 
 EXAMPLE = """example:
   dftracer report ./traces -o report.html
@@ -46,6 +46,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-group", action="store_true",
                    help="show numbered names (ProfilerStep#3, ...) one by one in the "
                         "top-functions charts instead of as one ProfilerStep#* bar")
+    p.add_argument("--step", metavar="NAME", default=None,
+                   help="the events (NAME or CAT/NAME) that are the steps of the Ranks "
+                        "section (as summary --ranks --step)")
+    p.add_argument("--no-align", action="store_true",
+                   help="keep each host's times as recorded (default: aligned on the "
+                        "collectives of their ranks, as merge does)")
     p.set_defaults(func=main)
 
 
@@ -74,24 +80,40 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
     grouped = not getattr(args, "no_group", False)
     summ = summary.aggregate(results, bys, group_numbered=grouped)
     good = [r for r in results if summary.readable(r)]
-    starts = [r["ts_min"] for r in good if r["has_ts"]]
-    ends = [r["end_max"] for r in good if r["has_ts"]]
+    paths = [r["path"] for r in good]
+    rank_data, shift = None, {}
+    if len({r["host"] for r in good}) > 1 or sum(r["rank"] >= 0 for r in good) > 1:
+        per_rank = runner.run(work.rank_file, paths, jobs=args.jobs, dask=args.dask,
+                              label="ranks", progress=args.progress,
+                              extra=(getattr(args, "step", None),))
+        rank_data = ranks.analyze(per_rank)
+        if not getattr(args, "no_align", False):
+            shift = ranks.file_offsets(per_rank, rank_data["alignment"])
+            for line in ranks.describe_alignment(rank_data["alignment"]):
+                common.err(line)
+    starts = [r["ts_min"] + shift.get(r["path"], 0) for r in good if r["has_ts"]]
+    ends = [r["end_max"] + shift.get(r["path"], 0) for r in good if r["has_ts"]]
     t0 = min(starts) if starts else 0
     span = (max(ends) - t0) if ends else 0
     nbins = max(1, args.bins)
     bin_us = max(1, -(-span // nbins))  # ceil
-    paths = [r["path"] for r in good]
-    per_file = runner.run(analysis.analyze_file, paths, jobs=args.jobs, dask=args.dask,
-                          label="report", progress=args.progress, extra=(t0, bin_us))
+    items = [(p, t0 - shift.get(p, 0), bin_us) for p in paths]  # a shifted file's own t0
+    per_file = runner.run(_analyze, items, jobs=args.jobs, dask=args.dask, label="report",
+                          progress=args.progress)
     hosts = {r["path"]: r["host"] for r in good}
     data = {
         "summary": summ,
         "t0_us": t0,
         "bin_us": bin_us,
         "ranks": {f"{p['host']}:{p['pid']}": p["rank"] for p in summ["processes"]},
+        "rank_analysis": rank_data,
     }
     data.update(analysis.merge(per_file, hosts, group_numbered=grouped))
     return data
+
+
+def _analyze(item: Tuple[str, int, int]) -> Dict[str, Any]:
+    return analysis.analyze_file(*item)
 
 
 def _process_labels(summ: Dict[str, Any]) -> Dict[Tuple[str, int], str]:
@@ -303,6 +325,54 @@ def build_figures(go: Any, data: Dict[str, Any], top: int) -> List[Tuple[str, st
                     "but for the bodies of its loops, <code>train.iter</code>, torch.profiler's <code>enumerate(DataLoader)</code>), "
                     "in compute (the <code>compute</code> and <code>dynamo</code> categories, "
                     "torch.profiler ops) and in other traced code, summed over threads."))
+    out.extend(rank_figures(go, data.get("rank_analysis"), layout, color))
+    return out
+
+
+def rank_figures(go: Any, ra: Any, layout: Dict[str, Any], color: Any) -> List[Tuple[str, str, Any, str]]:
+    """The Ranks section: a step x rank heatmap of each rank's excess over the
+    median rank, each rank's time per class stacked, and the straggler lines."""
+    if not ra or len(ra["ranks"]) < 2:
+        return []
+    out: List[Tuple[str, str, Any, str]] = []
+    order = ra["rank_order"]
+    steps = ra["steps"]
+    ylabels = [f"rank {r}" for r in order]
+    if steps:
+        z = [[None if s["excess_us"][i] is None else s["excess_us"][i] / 1e3 for s in steps]
+             for i in range(len(order))]
+        text = [[("" if s["dur_us"][i] is None else f"step {s['dur_us'][i] / 1e3:.1f} ms")
+                 + (" (straggler)" if s["straggler"] == r else "") for s in steps]
+                for i, r in enumerate(order)]
+        fig = go.Figure(go.Heatmap(z=z, x=[s["step"] for s in steps], y=ylabels, text=text,
+                                   colorscale="Reds", colorbar=dict(title="ms"),
+                                   hovertemplate="%{y}, step %{x}: +%{z:.1f} ms over the "
+                                                 "median rank<br>%{text}<extra></extra>"))
+        fig.update_layout(xaxis_title="step", height=max(300, min(1200, 22 * len(order) + 160)),
+                          **layout)
+        fig.update_yaxes(autorange="reversed")
+        out.append(("chart-rank-steps", "Ranks: step x rank", fig,
+                    "Per step and rank: the time the rank spent over the median rank in each "
+                    "class, communication left out (<code>dftracer summary --ranks</code>). In "
+                    "a synchronous job every step lasts as long as its slowest rank, so the "
+                    "others' excess is waiting; the straggler's shows where its time went."))
+    fig = go.Figure()
+    xs = ylabels
+    for c in ranks.CLASSES:
+        fig.add_bar(name=ranks.LABELS[c], x=xs, marker_color=color(ranks.LABELS[c]),
+                    y=[r["by_class_us"][c] / max(r["steps"], 1) / 1e3 for r in ra["ranks"]])
+    fig.update_layout(barmode="stack", yaxis_title="ms per step", **layout)
+    out.append(("chart-rank-breakdown", "Ranks: time per step by class", fig,
+                "Each rank's mean step split into compute, data wait (<code>dataloader</code>, "
+                "<code>data</code>), I/O (POSIX, STDIO), communication, checkpoint and other "
+                "(self time of the events inside the steps; <i>other</i> includes step time no "
+                "event covers)."))
+    lines = [html.escape(ranks.straggler_line(s)) for s in ra["stragglers"]]
+    lines += [html.escape(w) for w in ranks.describe_alignment(ra["alignment"])]
+    out.append(("rank-stragglers", "Ranks: stragglers", None,
+                "<br>".join(lines) if ra["stragglers"] else
+                "No straggler: no rank is the slowest in a fifth of the steps."
+                + ("<br>" + "<br>".join(lines) if lines else "")))
     return out
 
 

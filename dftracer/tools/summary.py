@@ -15,6 +15,7 @@ from dftracer.tools import common, runner, work
 EXAMPLE = """example:
   dftracer summary ./traces --top 10
   dftracer summary 'run1/trace-*.pfw.gz' --by pid --json > summary.json
+  dftracer summary run1/ --ranks              # stragglers of a distributed job
 """
 
 GROUPINGS = {
@@ -41,6 +42,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-group", action="store_true",
                    help="in the by-name table, list numbered names (ProfilerStep#3, "
                         "ProfilerStep#4, ...) one by one instead of as one ProfilerStep#* row")
+    p.add_argument("--ranks", action="store_true",
+                   help="the ranks of a distributed job side by side: step x rank times, "
+                        "each rank's time per class, stragglers and their cause")
+    p.add_argument("--step", metavar="NAME", default=None,
+                   help="with --ranks: the events (NAME or CAT/NAME) that are the steps "
+                        "(default: pipeline/iteration, ProfilerStep#N, train.block)")
     p.set_defaults(func=main)
 
 
@@ -311,7 +318,48 @@ def collect(args: argparse.Namespace, label: str = "summary") -> Tuple[List[Dict
     return results, status
 
 
+def collect_ranks(args: argparse.Namespace, label: str = "ranks") -> Tuple[List[Dict[str, Any]], int]:
+    """The per-file results of the ranks pass (dftracer.tools.ranks) over
+    args.paths, bad files reported as `collect` reports them."""
+    files, status = common.expand_paths(args)
+    if not files:
+        return [], common.EXIT_BAD_INPUT
+    results = runner.run(work.rank_file, files, jobs=args.jobs, dask=args.dask, label=label,
+                         progress=args.progress, extra=(getattr(args, "step", None),))
+    status = max(status, common.report_file_status(results))
+    for r in results:
+        why = common.not_a_trace(r)
+        if why:
+            common.err(f"{r['path']}: {why}")
+            r["status"] = "error"
+            status = common.EXIT_BAD_INPUT
+    common.report_bad_lines(results)
+    return results, status
+
+
+def _main_ranks(args: argparse.Namespace) -> int:
+    from dftracer.tools import ranks
+
+    results, status = collect_ranks(args)
+    if not results:
+        return status
+    analysis = ranks.analyze(results)
+    for w in analysis["warnings"]:
+        common.err(f"warning: {w}")
+    if args.json:
+        json.dump(analysis, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(ranks.render(analysis, args.top))
+    return status
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.step is not None and not args.ranks:
+        common.err("--step NAME applies to --ranks")
+        return common.EXIT_BAD_INPUT
+    if args.ranks:
+        return _main_ranks(args)
     results, status = collect(args)
     if not results:
         return status

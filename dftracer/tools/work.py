@@ -64,6 +64,22 @@ def validate_file(path: str) -> Dict[str, Any]:
         return _failure(path, exc)
 
 
+def rank_file(path: str, step: Optional[str] = None) -> Dict[str, Any]:
+    """One trace as one rank of a job (src/reader/ranks.c; dftracer.tools.ranks)."""
+    try:
+        return _core._rank_file(path, step)
+    except OSError as exc:
+        return _failure(path, exc)
+
+
+def sync_points(path: str) -> Dict[str, Any]:
+    """Identity, clock pairs and sync points of one trace, for merge's alignment."""
+    try:
+        return _core._rank_file(path, None, True)
+    except OSError as exc:
+        return _failure(path, exc)
+
+
 def _is_bracket(line: bytes) -> bool:
     return line.strip(b" \t\r,") in (b"", b"[", b"]")
 
@@ -147,12 +163,14 @@ def file_info(path: str, max_batches: int = 4) -> Dict[str, Any]:
 
 
 def rewrite_file(path: str, part: str, fmt: str, pid_map: Tuple[int, int],
-                 ids: Tuple[int, int] = (1, 0)) -> Dict[str, Any]:
+                 ids: Tuple[int, int] = (1, 0), ts_offset: int = 0) -> Dict[str, Any]:
     """Writes the events of one trace into `part` (gzip members) for merge
     and convert: hashes resolved to strings, its process renumbered per
     pid_map (old, new), ids and p_idx renumbered for ids = (nfiles, index),
-    the HH/FH/SH and process_name events left out (see src/reader/rewrite.c)."""
+    every ts moved by ts_offset (clock alignment), the HH/FH/SH and
+    process_name events left out (see src/reader/rewrite.c)."""
     try:
-        return _core._rewrite_file(path, part, fmt, pid_map[0], pid_map[1], ids[0], ids[1])
+        return _core._rewrite_file(path, part, fmt, pid_map[0], pid_map[1], ids[0], ids[1],
+                                   ts_offset)
     except OSError as exc:
         return _failure(path, exc)

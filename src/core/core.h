@@ -23,14 +23,6 @@
 /* The version, from dftracer/_version.py (setup.py defines it). */
 #ifndef DFT_VERSION
 #error "DFT_VERSION is defined by setup.py from dftracer/_version.py"
-#ifdef DFT_TESTING
-/* ---- test hooks: only in the test extension (src/testing/) ------------------ */
-
-/* Microseconds a thread sleeps between handing a full buffer off and queuing
- * it, to make that window wide (core/buffer.c). */
-extern _Atomic int dft_test_handoff_delay_us;
-#endif
-
 #endif
 
 /* ---- lifecycle (core/tracer.c) ------------------------------------------ */
@@ -171,6 +163,17 @@ static inline int dft_scope_opened(const dft_scope_tok *t) { return t->ts != 0; 
  * no GIL. */
 int dft_name_lane_once(int64_t pid, int64_t tid, const char *thread_name,
                        const char *process_name);
+
+/* Who this process is in a distributed job (core/identity.c). */
+typedef struct dft_rank_info {
+    int64_t rank, local_rank, world_size; /* -1: unknown */
+    const char *job_id;                   /* NULL: unknown */
+    const char *source;                   /* where the rank came from */
+} dft_rank_info;
+
+/* A `rank` event for a rank learnt later (torch.distributed's
+ * init_process_group).  Returns dft_emit's result.  Any thread, no GIL. */
+int dft_identity_emit_rank(const dft_rank_info *ri);
 
 #ifdef DFT_TESTING
 /* ---- test hooks: only in the test extension (src/testing/) ------------------ */

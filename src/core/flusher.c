@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/buffer.h"
+#include "core/identity.h"
 #include "core/signals.h"
 #include "core/state.h"
 #include "core/writer.h"
@@ -58,8 +59,10 @@ static void *flusher_main(void *arg)
             t.tv_sec += (time_t)(ns / 1000000000);
             t.tv_nsec = (long)(ns % 1000000000);
             if (sem_clockwait(&flusher.wake, CLOCK_MONOTONIC, &t) != 0 && errno == ETIMEDOUT &&
-                !atomic_load(&flusher.stop) && atomic_load(&dft_trace.active))
+                !atomic_load(&flusher.stop) && atomic_load(&dft_trace.active)) {
                 dft_flush_aged_threads();
+                dft_identity_clock_tick();
+            }
         } else {
             sem_wait(&flusher.wake);
         }

@@ -15,6 +15,7 @@
 #include "core/buffer.h"
 #include "core/clock.h"
 #include "core/flusher.h"
+#include "core/identity.h"
 #include "core/intern.h"
 #include "core/park.h"
 #include "core/signals.h"
@@ -196,14 +197,15 @@ static void emit_header(void) /* under life_lock, no GIL */
     char cmd[4096], exec_name[256], pname[300];
     size_t cmd_len;
     read_cmdline(cmd, sizeof cmd, &cmd_len, exec_name, sizeof exec_name);
-    const char *rank = getenv("RANK");
-    int n = rank && *rank ? snprintf(pname, sizeof pname, "%s rank %s", exec_name, rank)
-                          : snprintf(pname, sizeof pname, "%s", exec_name);
+    int64_t rank = dft_identity_env_rank();
+    int n = rank >= 0 ? snprintf(pname, sizeof pname, "%s rank %lld", exec_name, (long long)rank)
+                      : snprintf(pname, sizeof pname, "%s", exec_name);
     if (n < 0)
         n = 0;
     if ((size_t)n >= sizeof pname)
         n = (int)sizeof pname - 1;
     dft_emit_meta("process_name", 0, 0, pname, (size_t)n, "process_name", 12, 0, 0);
+    dft_identity_emit_header(); /* rank, first clock pair */
     if (!dft_g.cfg.inc_metadata) {
         dft_arg a = {.key = "version", .type = DFT_ARG_STR, .v.s = {DFT_VERSION, strlen(DFT_VERSION)}};
         dft_event ev = {.name = "start", .name_len = 5, .cat = "dftracer", .cat_len = 8,

@@ -129,7 +129,7 @@ static PyMethodDef tools_methods[] = {
      "_validate_file(path) -> dict\n\nChecks one trace file against docs/trace-format.md."},
     {"_rewrite_file", (PyCFunction)(void (*)(void))dft_tools_rewrite_file,
      METH_VARARGS | METH_KEYWORDS,
-     "_rewrite_file(path, part, fmt, old_pid, new_pid, nfiles, index) -> dict\n\n"
+     "_rewrite_file(path, part, fmt, old_pid, new_pid, nfiles, index, ts_offset=0) -> dict\n\n"
      "Writes one trace's events, hashes resolved, into part (see dftracer.tools.merge)."},
     {NULL, NULL, 0, NULL},
 };
@@ -142,7 +142,7 @@ int dft_tools_register(PyObject *module)
     if (PyModule_AddIntConstant(module, "_HIST_BINS", DFT_HIST_BINS) < 0 ||
         PyModule_AddIntConstant(module, "_LINE_MAX", (long)DFT_RD_LINE_MAX) < 0)
         return -1;
-    if (dft_tools_register_events(module) < 0)
+    if (dft_tools_register_events(module) < 0 || dft_tools_register_ranks(module) < 0)
         return -1;
     return PyModule_AddFunctions(module, tools_methods);
 }

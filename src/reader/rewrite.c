@@ -7,7 +7,8 @@
  * cmd_hash -> cmd, exec_hash -> exec, x_hash -> x, cwd stays cwd), the
  * process renumbered, ids and p_idx renumbered as (id + 1) * nfiles + index
  * so they stay unique across the merged files, and the older tools'
- * unescaped strings escaped.  dftracer 2.x's lines get dftracer's shape: a
+ * unescaped strings escaped, and with ts_offset every `ts` moved by that many
+ * microseconds (merge's clock alignment).  dftracer 2.x's lines get dftracer's shape: a
  * string "ph" for its numeric one, and an id for its metadata, which has
  * none.  Output goes to `part` as gzip members of about 1 MiB.  Memory: one
  * member, and the hash definitions' strings, packed one after another in one
@@ -30,6 +31,7 @@ typedef struct rewriter {
     dft_u64map names; /* hash -> offset + 1 in strs of its JSON string */
     dft_sbuf strs;    /* the strings, with quotes, each ending in a NUL */
     int64_t old_pid, new_pid, nfiles, index;
+    int64_t ts_shift; /* added to every ts: merge's clock alignment */
     int chrome;
     dft_sbuf buf;
     FILE *out;
@@ -366,6 +368,9 @@ static int put_event(rewriter *w, const char *p, const char *end, int64_t add_id
         if (key_is(k, "id") && (n = is_int_token(p, end, &iv)) > 0) {
             dft_json_int(b, new_id(w, iv));
             p += n;
+        } else if (key_is(k, "ts") && w->ts_shift && (n = is_int_token(p, end, &iv)) > 0) {
+            dft_json_int(b, iv + w->ts_shift);
+            p += n;
         } else if (key_is(k, "pid") && (n = is_int_token(p, end, &iv)) > 0) {
             dft_json_int(b, iv == w->old_pid ? w->new_pid : iv);
             p += n;
@@ -519,12 +524,13 @@ static int write_events(rewriter *w, dft_rd *r)
 PyObject *dft_tools_rewrite_file(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     (void)module;
-    static char *kwlist[] = {"path", "part", "fmt", "old_pid", "new_pid", "nfiles", "index", NULL};
+    static char *kwlist[] = {"path",   "part",  "fmt",       "old_pid", "new_pid",
+                             "nfiles", "index", "ts_offset", NULL};
     PyObject *path, *part, *pb = NULL, *partb = NULL;
     const char *fmt;
-    long long old_pid, new_pid, nfiles, index;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOsLLLL:_rewrite_file", kwlist, &path, &part,
-                                     &fmt, &old_pid, &new_pid, &nfiles, &index))
+    long long old_pid, new_pid, nfiles, index, ts_offset = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOsLLLL|L:_rewrite_file", kwlist, &path,
+                                     &part, &fmt, &old_pid, &new_pid, &nfiles, &index, &ts_offset))
         return NULL;
     if (strcmp(fmt, "pfw") != 0 && strcmp(fmt, "chrome") != 0)
         return PyErr_Format(PyExc_ValueError, "fmt must be 'pfw' or 'chrome', not %R",
@@ -543,6 +549,7 @@ PyObject *dft_tools_rewrite_file(PyObject *module, PyObject *args, PyObject *kwa
     w.new_pid = new_pid;
     w.nfiles = nfiles;
     w.index = index;
+    w.ts_shift = ts_offset;
     w.chrome = fmt[0] == 'c';
     dft_rd r1, r2;
     memset(&r2, 0, sizeof r2);

@@ -33,6 +33,7 @@ PyObject *dft_tools_validate_file(PyObject *module, PyObject *path);
 PyObject *dft_tools_rewrite_file(PyObject *module, PyObject *args, PyObject *kwargs);
 int dft_tools_register(PyObject *module);
 int dft_tools_register_events(PyObject *module); /* reader/events.c */
+int dft_tools_register_ranks(PyObject *module);  /* reader/ranks_py.c */
 
 /* What the readers' Python objects share (reader/pyreader.c). */
 struct dft_rd;

@@ -291,7 +291,7 @@ def test_per_rank_profiler_output_opens(pf, torch_outputs):
 # ---- an unchanged DDP script under dftracer run + torchrun, merged -----------
 
 def test_ddp_run_merged_opens(pf, tmp_path_factory):
-    """examples/ddp_train.py's traces (torchrun, 4 ranks, 8 DataLoader workers:
+    """tests/torch_integration/ddp_script.py's traces (torchrun, 4 ranks, 8 DataLoader workers:
     steps, forward/backward, collectives, DDP's all-reduce on gloo's thread)
     merged into one file: every slice is there, so none overlaps another on
     its track."""
@@ -463,3 +463,33 @@ def test_screenshot_for_the_docs(pf, tmp_path):
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=30)
     assert proc.returncode == 0
+
+
+# ---- a distributed job -------------------------------------------------------
+
+def test_merged_ranks_of_a_job_open_named_by_rank(pf, tmp_path):
+    """examples/ddp_train.py, unchanged, under dftracer run and torchrun (4
+    ranks, 2 DataLoader workers each): the merged file opens with one process
+    per rank named by its rank, and the workers named by theirs."""
+    pytest.importorskip("torch", reason="the distributed job needs torch")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "data").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "dftracer", "run", "-q", "--data-dir", "data", "--log-file",
+         "runs/trace", "--", sys.executable, "-m", "torch.distributed.run", "--standalone",
+         "--nproc_per_node", "4", str(ROOT / "examples" / "ddp_train.py"), "--steps", "4",
+         "--slow-rank", "2", "--data", "data"],
+        cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = tmp_path / "job.pfw.gz"
+    subprocess.run([sys.executable, "-m", "dftracer", "merge", str(tmp_path / "runs"), "-o",
+                    str(out)], check=True, capture_output=True, env=env)
+    got = check_opens(pf, str(out), "ranks-merged.png")
+    labels = list(got["processes"].values())
+    (agent,) = [pid for pid, name in got["processes"].items() if "torch.distributed.run" in name]
+    ranks = sorted(int(name.split(", rank ")[1].split(",")[0]) for name in labels
+                   if f"child of pid {agent}]" in name)
+    assert ranks == [0, 1, 2, 3], labels
+    assert len(labels) == 1 + 4 + 4 * 2 and all(", rank " in n for n in labels if n != got[
+        "processes"][agent]), labels

@@ -108,7 +108,8 @@ def test_numbers_agree_with_summary(train, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert data["summary"] == json.loads(proc.stdout)
     assert data["charts"] == ["chart-category", "chart-process", "chart-top-total",
-                              "chart-top-self", "chart-io", "chart-steps", "chart-wait"]
+                              "chart-top-self", "chart-io", "chart-steps", "chart-wait",
+                              "chart-rank-steps", "chart-rank-breakdown"]  # three ranks
 
 
 @needs_plotly

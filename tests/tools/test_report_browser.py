@@ -45,7 +45,8 @@ return ids.map(id => {
     plotted: el.classList.contains('js-plotly-plot'),
     traces: (el._fullData || []).length,
     svgs: el.querySelectorAll('svg.main-svg').length,
-    marks: el.querySelectorAll('.barlayer .point path, .scatterlayer .trace path.js-line').length,
+    marks: el.querySelectorAll('.barlayer .point path, .scatterlayer .trace path.js-line, '
+                               + '.heatmaplayer image').length,
     width: box.width, height: box.height,
   };
 });
@@ -78,7 +79,8 @@ def test_report_opens_in_chromium_with_every_chart_drawn(tmp_path):
 
     charts = read_data(str(out))["charts"]
     assert {"chart-category", "chart-process", "chart-top-total", "chart-top-self",
-            "chart-io", "chart-steps", "chart-wait"} == set(charts)
+            "chart-io", "chart-steps", "chart-wait", "chart-rank-steps",
+            "chart-rank-breakdown"} == set(charts)
 
     with browser_support.chromium(width=1200, height=900) as drv:
         # no network: the page must carry everything it needs

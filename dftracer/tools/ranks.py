@@ -1,0 +1,450 @@
+"""The ranks of one job side by side (``dftracer summary --ranks``, the report's
+Ranks section) and the clock alignment of ``merge``, ``view`` and ``report``.
+
+The per-file work is ``_core._rank_file`` (src/reader/ranks.c): a file's
+identity (host, pid, ppid, the ``rank`` metadata), its steps with the self
+time of their events split into classes (compute, data wait, I/O,
+communication, checkpoint, other) and the top event of each class, and its
+sync points (collectives matched across ranks by group, sequence number and
+name).  This module combines the files:
+
+- ranks: each rank's main process is the file that names the rank and whose
+  parent does not; files started by it (DataLoader workers) are its workers.
+- stragglers: in a synchronous job every rank's step lasts as long as the
+  slowest rank's, so step durations alone do not tell who is slow.  For each
+  step and class the median over ranks is taken; a rank's excess is what it
+  spends over those medians outside communication (the others wait for it in
+  communication, or in whatever call blocks on it).  The step's straggler is
+  the rank with the largest excess, when that is at least 5% of the median
+  step (and 100 us); a rank that is the straggler in at least a fifth of the
+  steps (and two) is listed, with the class and event that explain it.
+- clock alignment: one offset per host, the median over the collectives it
+  shares with an aligned host of the difference of their ends.
+
+Memory: per file, the steps (21 int64 each) and distinct (cat, name) keys; no
+events.  The same numbers whether the files were read locally or with --dask.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from array import array
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from dftracer import _core
+from dftracer.tools import common
+
+CLASSES: Tuple[str, ...] = tuple(_core._RANK_CLASSES)
+LABELS = {"compute": "compute", "data": "data wait", "io": "I/O", "comm": "comm",
+          "checkpoint": "checkpoint", "other": "other"}
+COMM = CLASSES.index("comm")
+OTHER = CLASSES.index("other")
+NCLS = len(CLASSES)
+FIELDS = _core._RANK_STEP_FIELDS  # number, ts, dur, by class, top key by class, top us by class
+STEP_SHARE, STEP_MIN_US = 0.05, 100  # a step's straggler: excess >= 5% of the step, 100 us
+LIST_SHARE, LIST_MIN = 0.2, 2        # listed: straggler in >= 20% of the steps, and 2
+MAX_TABLE_RANKS = 16                 # wider step x rank tables only in --json and the report
+_RANK_RE = re.compile(r"\brank (\d+)", re.IGNORECASE)
+
+Result = Dict[str, Any]
+
+
+def _ok(r: Result) -> bool:
+    return r.get("status") in ("ok", "truncated") and "sync" in r
+
+
+def _int64s(data: bytes) -> array:
+    a = array("q")
+    a.frombytes(data)
+    return a
+
+
+def _own_rank(r: Result) -> Optional[int]:
+    if r.get("rank", -1) >= 0:
+        return int(r["rank"])
+    m = _RANK_RE.search(r.get("process_name") or "")
+    return int(m.group(1)) if m else None
+
+
+# ---- who is who --------------------------------------------------------------
+
+class Rank:
+    """A rank: its main process's result, its workers' results."""
+
+    __slots__ = ("rank", "main", "workers", "steps", "index", "nsteps")
+
+    def __init__(self, rank: int, main: Result, workers: List[Result]) -> None:
+        self.rank = rank
+        self.main = main
+        self.workers = workers
+        self.steps = _int64s(main.pop("steps", b""))  # the bytes are not kept twice
+        n = len(self.steps) // FIELDS
+        numbers = [self.steps[i * FIELDS] for i in range(n)]
+        # steps 0..n-1 in order (the usual case) need no index: memory per rank
+        self.index: Optional[Dict[int, int]] = (
+            None if numbers == list(range(n)) else {s: i for i, s in enumerate(numbers)})
+        self.nsteps = n
+
+    def row(self, step: int) -> Optional[Sequence[int]]:
+        i = (step if 0 <= step < self.nsteps else None) if self.index is None \
+            else self.index.get(step)
+        return None if i is None else self.steps[i * FIELDS:(i + 1) * FIELDS]
+
+    def numbers(self) -> Iterable[int]:
+        return range(self.nsteps) if self.index is None else self.index.keys()
+
+
+def identify(results: Iterable[Result]) -> Tuple[List[Rank], List[Result], List[str]]:
+    """(ranks by rank number, the processes that belong to no rank, warnings)."""
+    files = [r for r in results if _ok(r)]
+    by_proc = {(r["host"], r["pid"]): r for r in files}
+    own = {id(r): _own_rank(r) for r in files}
+
+    def parent(r: Result) -> Optional[Result]:
+        p = by_proc.get((r["host"], r.get("ppid", -1)))
+        return p if p is not r else None
+
+    def rank_of(r: Result) -> Optional[int]:
+        seen = 0
+        while r is not None and seen < 32:  # a worker's rank: its nearest ancestor's
+            if own[id(r)] is not None:
+                return own[id(r)]
+            r = parent(r)  # type: ignore[assignment]
+            seen += 1
+        return None
+
+    groups: Dict[int, List[Result]] = {}
+    loose: List[Result] = []
+    for r in files:
+        k = rank_of(r)
+        if k is None:
+            loose.append(r)
+        else:
+            groups.setdefault(k, []).append(r)
+    ranks, warnings = [], []
+    for k in sorted(groups):
+        members = groups[k]
+        roots = [r for r in members if not (parent(r) is not None and rank_of(parent(r)) == k)]
+        roots.sort(key=lambda r: (-len(r.get("steps", b"")), -r.get("events", 0), r["path"]))
+        if len(roots) > 1:
+            claim = ", ".join(f"{r['host']}:{r['pid']}" for r in roots)
+            warnings.append(f"rank {k}: {len(roots)} processes claim it ({claim}); using "
+                            f"{roots[0]['host']}:{roots[0]['pid']} (are these the files of "
+                            "one job?)")
+        main = roots[0]
+        ranks.append(Rank(k, main, [r for r in members if r is not main and r not in roots]))
+    jobs = sorted({r.main.get("job_id") for r in ranks if r.main.get("job_id")})
+    if len(jobs) > 1:
+        warnings.append(f"the files hold {len(jobs)} jobs ({', '.join(jobs)}); their ranks are "
+                        "compared as one job")
+    for r in ranks:
+        if r.nsteps == 0:
+            warnings.append(f"rank {r.rank} ({r.main['path']}): no steps")
+    return ranks, loose, warnings
+
+
+# ---- stragglers --------------------------------------------------------------
+
+def _excess(values: Sequence[Sequence[int]], med: Sequence[float]) -> List[int]:
+    """Per rank: time over the median of each class, communication left out."""
+    return [int(sum(max(0.0, v[c] - med[c]) for c in range(NCLS) if c != COMM)) for v in values]
+
+
+def analyze(results: Iterable[Result]) -> Dict[str, Any]:
+    """The dict `summary --ranks --json` prints (docs/cli.md, "Ranks")."""
+    results = list(results)
+    ranks, loose, warnings = identify(results)
+    kinds = sorted({r.main.get("step_kind") for r in ranks if r.main.get("step_kind")})
+    numbers = sorted(set().union(*(r.numbers() for r in ranks))) if ranks else []
+    straggled: Dict[int, List[Tuple[int, int]]] = {r.rank: [] for r in ranks}  # (step, excess)
+    med_by_step: Dict[int, List[float]] = {}
+    steps_out = []
+    compared = 0
+    for n in numbers:
+        present = [(r, r.row(n)) for r in ranks]
+        present = [(r, row) for r, row in present if row is not None]
+        durs: List[Optional[int]] = [None] * len(ranks)
+        excess_out: List[Optional[int]] = [None] * len(ranks)
+        pos = {r.rank: i for i, r in enumerate(ranks)}
+        for r, row in present:
+            durs[pos[r.rank]] = row[2]
+        straggler = None
+        if len(present) >= 2:
+            compared += 1
+            cls = [row[3:3 + NCLS] for _, row in present]
+            med = [statistics.median(v[c] for v in cls) for c in range(NCLS)]
+            med_by_step[n] = med
+            exc = _excess(cls, med)
+            for (r, _), e in zip(present, exc):
+                excess_out[pos[r.rank]] = e
+            best = max(range(len(present)), key=lambda i: (exc[i], -present[i][0].rank))
+            median_step = statistics.median(row[2] for _, row in present)
+            if exc[best] >= max(STEP_SHARE * median_step, STEP_MIN_US):
+                straggler = present[best][0].rank
+                straggled[straggler].append((n, exc[best]))
+        steps_out.append({"step": n, "dur_us": durs, "excess_us": excess_out,
+                          "straggler": straggler})
+    need = max(LIST_MIN, math.ceil(LIST_SHARE * compared))
+    stragglers = [_straggler(r, straggled[r.rank], compared, med_by_step, ranks)
+                  for r in ranks if len(straggled[r.rank]) >= need]
+    stragglers.sort(key=lambda s: (-s["steps"], -s["excess_us"], s["rank"]))
+    return {
+        "step_kind": kinds[0] if len(kinds) == 1 else kinds,
+        "job_ids": sorted({r.main.get("job_id") for r in ranks if r.main.get("job_id")}),
+        "rank_order": [r.rank for r in ranks],
+        "ranks": [_rank_row(r, len(straggled[r.rank])) for r in ranks],
+        "steps": steps_out,
+        "stragglers": stragglers,
+        "other_processes": [{"host": p["host"], "pid": p["pid"], "process_name":
+                             p.get("process_name", "")} for p in loose],
+        "alignment": align(results),
+        "warnings": warnings,
+    }
+
+
+def _rank_row(r: Rank, straggler_steps: int) -> Dict[str, Any]:
+    m = r.main
+    durs = [r.steps[i * FIELDS + 2] for i in range(r.nsteps)]
+    by = [sum(r.steps[i * FIELDS + 3 + c] for i in range(r.nsteps)) for c in range(NCLS)]
+    total = sum(by)
+    return {
+        "rank": r.rank, "host": m["host"], "pid": m["pid"],
+        "local_rank": m["local_rank"] if m.get("local_rank", -1) >= 0 else None,
+        "world_size": m["world_size"] if m.get("world_size", -1) >= 0 else None,
+        "job_id": m.get("job_id") or None, "rank_source": m.get("rank_source") or None,
+        "process_name": m.get("process_name", ""), "path": m["path"],
+        "workers": sorted(w["pid"] for w in r.workers),
+        "steps": r.nsteps,
+        "step_mean_us": statistics.fmean(durs) if durs else 0.0,
+        "step_median_us": statistics.median(durs) if durs else 0,
+        "by_class_us": dict(zip(CLASSES, by)),
+        "share": {c: (v / total if total else 0.0) for c, v in zip(CLASSES, by)},
+        "straggler_steps": straggler_steps,
+    }
+
+
+def _keys(results: Iterable[Result], field: int, per: int) -> Dict[Tuple[str, str], float]:
+    """(cat, name) -> time (field 5: self, 6: self in steps) per step, over results."""
+    out: Dict[Tuple[str, str], float] = {}
+    for res in results:
+        for k in res.get("keys", ()):
+            if k[field]:
+                out[(k[0], k[1])] = out.get((k[0], k[1]), 0.0) + k[field] / max(per, 1)
+    return out
+
+
+def _io_bytes(results: Iterable[Result], key: Tuple[str, str]) -> int:
+    return sum(k[7] for res in results for k in res.get("keys", ()) if (k[0], k[1]) == key)
+
+
+def _straggler(r: Rank, steps: List[Tuple[int, int]], compared: int,
+               med_by_step: Dict[int, List[float]], ranks: List[Rank]) -> Dict[str, Any]:
+    over = [0.0] * NCLS
+    picks: Dict[int, float] = {}  # the class's top key in those steps, weighted by excess
+    for n, _ in steps:
+        row = r.row(n)
+        med = med_by_step[n]
+        for c in range(NCLS):
+            if c != COMM:
+                over[c] += max(0.0, row[3 + c] - med[c])
+    cause = max((c for c in range(NCLS) if c != COMM), key=lambda c: over[c])
+    per_step = []
+    for n, _ in steps:
+        row = r.row(n)
+        d = row[3 + cause] - med_by_step[n][cause]
+        per_step.append(d)
+        key = row[3 + NCLS + cause]
+        if key >= 0:
+            picks[key] = picks.get(key, 0.0) + max(0.0, d)
+    keys = r.main.get("keys", [])
+    cause_cat, cause_name, io = "", "(untraced)" if cause == OTHER else "", 0
+    top_us = statistics.median(r.row(n)[3 + 2 * NCLS + cause] for n, _ in steps)
+    if picks and (cause != OTHER or top_us >= statistics.median(per_step) / 2):
+        # (an `other` excess mostly in time no event covers stays "(untraced)")
+        k = keys[max(picks, key=lambda x: picks[x])]
+        cause_cat, cause_name = k[0], k[1]
+        io = _io_bytes([r.main], (k[0], k[1]))
+    out = {
+        "rank": r.rank, "steps": len(steps), "of_steps": compared,
+        "excess_us": int(statistics.median(e for _, e in steps)),
+        "cause_class": CLASSES[cause], "cause_cat": cause_cat, "cause_name": cause_name,
+        "cause_excess_us": int(statistics.median(per_step)),
+        "cause_io_bytes": io, "workers": None,
+    }
+    others = [o for o in ranks if o is not r and o.workers]
+    if r.workers and others:  # what its workers spend more on than the other ranks' workers
+        mine = _keys(r.workers, 5, r.nsteps)
+        theirs = [_keys(o.workers, 5, o.nsteps) for o in others]
+        diff = {k: v - (statistics.median(t.get(k, 0.0) for t in theirs) if theirs else 0.0)
+                for k, v in mine.items()}
+        if diff:
+            k = max(diff, key=lambda x: diff[x])
+            if diff[k] > 0:
+                out["workers"] = {"cat": k[0], "name": k[1], "excess_us": int(diff[k]),
+                                  "io_bytes": _io_bytes(r.workers, k)}
+    return out
+
+
+# ---- clock alignment ---------------------------------------------------------
+
+def align(results: Iterable[Result]) -> Dict[str, Any]:
+    """One offset per host (us, to subtract from its ts) from the ends of the
+    collectives hosts share: the reference is the host of the lowest rank;
+    each other host's offset is the median over the collectives it shares
+    with an aligned host of the difference of their ends (each end the
+    median over the host's files).  Residual: per collective seen in two or
+    more files, max - min of its corrected ends."""
+    files = [r for r in results if _ok(r)]
+    ends: Dict[str, Dict[int, List[int]]] = {}
+    for r in files:
+        s = _int64s(r["sync"])
+        host = ends.setdefault(r["host"], {})
+        for i in range(0, len(s), 2):
+            host.setdefault(s[i], []).append(s[i + 1])
+    host_end = {h: {k: statistics.median(v) for k, v in e.items()} for h, e in ends.items()}
+    drift = max((r["clock"][3] - r["clock"][2] for r in files if r["clock"][0]), default=0)
+    out: Dict[str, Any] = {"hosts": sorted(ends), "reference": None, "offsets_us": {},
+                           "matched": {}, "unaligned": [], "spread_us": None,
+                           "collectives": 0, "clock_drift_us": drift}
+    with_sync = [h for h in sorted(host_end) if host_end[h]]
+    if not with_sync:
+        out["unaligned"] = sorted(ends) if len(ends) > 1 else []
+        return out
+    ranked = sorted((_own_rank(r) if _own_rank(r) is not None else 1 << 62, r["host"])
+                    for r in files if host_end.get(r["host"]))
+    ref = ranked[0][1]
+    offsets = {ref: 0.0}
+    matched = {ref: len(host_end[ref])}
+    while True:
+        best = None  # (common collectives, host, aligned host)
+        for h in with_sync:
+            if h in offsets:
+                continue
+            for g in offsets:
+                common_keys = host_end[h].keys() & host_end[g].keys()
+                if common_keys and (best is None or len(common_keys) > best[0]):
+                    best = (len(common_keys), h, g)
+        if best is None:
+            break
+        _, h, g = best
+        common_keys = host_end[h].keys() & host_end[g].keys()
+        offsets[h] = offsets[g] + statistics.median(host_end[h][k] - host_end[g][k]
+                                                    for k in common_keys)
+        matched[h] = len(common_keys)
+    spreads = []
+    by_key: Dict[int, List[float]] = {}
+    for h, e in ends.items():
+        if h in offsets:
+            for k, v in e.items():
+                by_key.setdefault(k, []).extend(x - offsets[h] for x in v)
+    spreads = sorted(max(v) - min(v) for v in by_key.values() if len(v) >= 2)
+    out.update(reference=ref, offsets_us={h: round(v) for h, v in sorted(offsets.items())},
+               matched=matched, unaligned=[h for h in sorted(ends) if h not in offsets],
+               collectives=len(spreads))
+    if spreads:
+        out["spread_us"] = {"median": spreads[len(spreads) // 2],
+                            "p95": spreads[min(len(spreads) - 1, int(0.95 * len(spreads)))],
+                            "max": spreads[-1]}
+    return out
+
+
+def describe_alignment(a: Dict[str, Any]) -> List[str]:
+    """The lines merge, view and report print about the alignment."""
+    lines = []
+    if a["reference"] is None:
+        if len(a["hosts"]) > 1:
+            lines.append(f"clock alignment: {len(a['hosts'])} hosts but no collectives with "
+                         "group/seq args to align them on; times left as recorded")
+        return lines
+    if len(a["offsets_us"]) > 1:
+        offs = ", ".join(f"{h} {v / 1e3:+.3f} ms ({a['matched'][h]} collectives)"
+                         for h, v in a["offsets_us"].items() if h != a["reference"])
+        lines.append(f"clock alignment: reference host {a['reference']}; offsets {offs}")
+    if a["unaligned"]:
+        lines.append("clock alignment: no collective shared with the others, left as "
+                     f"recorded: {', '.join(a['unaligned'])}")
+    if a["spread_us"]:
+        sp = a["spread_us"]
+        lines.append(f"collective ends after alignment: spread median "
+                     f"{common.fmt_us(sp['median'])}, p95 {common.fmt_us(sp['p95'])}, "
+                     f"max {common.fmt_us(sp['max'])} over {a['collectives']} collectives")
+    if a["clock_drift_us"] >= 1000:
+        lines.append(f"clock drift: the wall clock moved up to "
+                     f"{common.fmt_us(a['clock_drift_us'])} against a trace clock during the run "
+                     "(the `clock` events)")
+    return lines
+
+
+def file_offsets(results: Iterable[Result], a: Dict[str, Any]) -> Dict[str, int]:
+    """path -> us to add to its ts."""
+    return {r["path"]: -int(a["offsets_us"].get(r["host"], 0)) for r in results if _ok(r)}
+
+
+# ---- text ----------------------------------------------------------------------
+
+def _ms(us: Optional[float]) -> str:
+    return "-" if us is None else f"{us / 1e3:.1f}"
+
+
+def straggler_line(s: Dict[str, Any]) -> str:
+    cause = LABELS[s["cause_class"]]
+    what = f"{s['cause_cat']}/{s['cause_name']}" if s["cause_cat"] else s["cause_name"]
+    line = (f"rank {s['rank']}: slowest in {s['steps']}/{s['of_steps']} steps, "
+            f"+{common.fmt_us(s['excess_us'])} median; {cause}: {what} "
+            f"+{common.fmt_us(max(0, s['cause_excess_us']))}")
+    if s["cause_io_bytes"]:
+        line += f" ({common.fmt_bytes(s['cause_io_bytes'])})"
+    w = s.get("workers")
+    if w:
+        line += (f"; in its workers: {w['cat']}/{w['name']} "
+                 f"+{common.fmt_us(w['excess_us'])} a step")
+        if w["io_bytes"]:
+            line += f" ({common.fmt_bytes(w['io_bytes'])})"
+    return line
+
+
+def render(a: Dict[str, Any], top: int) -> str:
+    ranks = a["ranks"]
+    if not ranks:
+        return "Ranks: no process names a rank (no `rank` metadata, no 'rank N' process name)"
+    hosts = sorted({r["host"] for r in ranks})
+    workers = sum(len(r["workers"]) for r in ranks)
+    kind = a["step_kind"] if isinstance(a["step_kind"], str) else "/".join(a["step_kind"]) or "-"
+    parts = [f"Ranks: {len(ranks)} ranks on {len(hosts)} host{'s' if len(hosts) > 1 else ''}"
+             f"{', job ' + ', '.join(a['job_ids']) if a['job_ids'] else ''}, "
+             f"{len(a['steps'])} steps ({kind}), {workers} worker processes"]
+    steps = a["steps"]
+    if steps and len(ranks) <= MAX_TABLE_RANKS:
+        shown = steps if top <= 0 else steps[:top]
+        order = a["rank_order"]
+        body = []
+        for s in shown:
+            cells = [str(s["step"])]
+            for i, r in enumerate(order):
+                mark = "*" if s["straggler"] == r else ""
+                cells.append(mark + _ms(s["dur_us"][i]))
+            body.append(cells)
+        more = f" (first {len(shown)} of {len(steps)})" if len(shown) < len(steps) else ""
+        parts.append(f"\nStep time per rank, ms; * the step's straggler{more}\n" + common.table(
+            ["step"] + [f"rank {r}" for r in order], body, range(len(order) + 1)))
+    elif steps:
+        parts.append(f"\n(step x rank table: {len(ranks)} ranks; see --json or the report)")
+    body = []
+    for r in (ranks if top <= 0 or len(ranks) <= top else ranks[:top]):
+        n = max(r["steps"], 1)
+        body.append([str(r["rank"]), r["host"], str(r["pid"]), str(len(r["workers"])),
+                     str(r["steps"]), _ms(r["step_mean_us"])]
+                    + [_ms(r["by_class_us"][c] / n) for c in CLASSES]
+                    + [str(r["straggler_steps"])])
+    more = f" (first {len(body)} of {len(ranks)})" if len(body) < len(ranks) else ""
+    parts.append(f"\nPer rank: mean ms per step{more}\n" + common.table(
+        ["rank", "host", "pid", "workers", "steps", "step"] + [LABELS[c] for c in CLASSES]
+        + ["straggler"], body, [0, 2, 3, 4, 5] + list(range(6, 7 + NCLS))))
+    parts.append("\nStragglers")
+    parts.extend(straggler_line(s) for s in a["stragglers"])
+    if not a["stragglers"]:
+        parts.append("none: no rank is the slowest in a fifth of the steps")
+    parts.extend(describe_alignment(a["alignment"]))
+    return "\n".join(parts)

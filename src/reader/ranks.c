@@ -1,0 +1,551 @@
+/* reader/ranks.c: one trace file seen as one rank of a job.
+ *
+ * One streaming pass collects the file's identity (host, pid, ppid, the
+ * `rank` and `clock` metadata), its sync points (comm events with `group`
+ * and `seq` args that are not `async`: docs/trace-format.md, "Ranks and
+ * clocks") and its complete events as 32-byte records.  Then, per thread,
+ * the events sorted by start give each event its self time (its duration
+ * minus that of the events nested in it), and each event's self time goes
+ * to the step it starts in, split into classes (compute, data, io, comm,
+ * checkpoint, other; the step time no event covers is other).
+ *
+ * Steps are, by priority: the events --step names, `pipeline/iteration`
+ * (args.step), torch.profiler's `ProfilerStep#N`, `pipeline/train.block`
+ * (ai.pipeline loops); else, the span of the events of each thread that
+ * carry the same args.step; reader/ranks_steps.c splits them.  Memory: the
+ * records (about 44 bytes an event with the sweep's arrays) and one entry per
+ * distinct (cat, name); no GIL, no Python (reader/ranks_py.c turns the
+ * result into Python data). */
+#include "reader/ranks.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reader/reader.h"
+
+typedef dft_rk_ev rk_ev;
+
+typedef struct pass {
+    dft_rk_result *r;
+    const char *step_name;
+    size_t step_name_len;
+    int sync_only; /* merge: the sync points and identity, no records */
+    int32_t *kslots; /* open addressing over keys: index + 1 */
+    uint64_t *khash;
+    size_t kslot_cap, keys_cap;
+    dft_u64map tids;
+    int32_t ntids;
+    rk_ev *ev;
+    size_t nev, evcap;
+    int have_pid, oom;
+    uint64_t kinds[DFT_RK_NKINDS];
+} pass;
+
+#define SV_IS(v, lit) ((v).n == sizeof(lit) - 1 && memcmp((v).p, lit, sizeof(lit) - 1) == 0)
+
+static int sv_prefix(dft_sv v, const char *lit)
+{
+    size_t n = strlen(lit);
+    return v.n >= n && memcmp(v.p, lit, n) == 0;
+}
+
+static int sv_suffix(dft_sv v, const char *lit)
+{
+    size_t n = strlen(lit);
+    return v.n >= n && memcmp(v.p + v.n - n, lit, n) == 0;
+}
+
+static void copy_sv(char *dst, size_t cap, dft_sv v)
+{
+    size_t n = v.n < cap - 1 ? v.n : cap - 1;
+    if (n)
+        memcpy(dst, v.p, n);
+    dst[n] = 0;
+}
+
+/* ---- args -------------------------------------------------------------- */
+
+enum { A_STEP = 1, A_SEQ = 2, A_ASYNC = 4, A_VALUE = 8, A_LOCAL = 16, A_WORLD = 32,
+       A_PPID = 64, A_WALL = 128, A_GROUP = 256, A_JOB = 512, A_SOURCE = 1024 };
+
+typedef struct rk_args {
+    unsigned have;
+    int64_t step, seq, async, value, local_rank, world_size, ppid, wall_us;
+    dft_sv group, job_id, source;
+} rk_args;
+
+static void ws(const char **p, const char *end)
+{
+    while (*p < end && (**p == ' ' || **p == '\t' || **p == '\r'))
+        (*p)++;
+}
+
+/* An integer token in [p, end) (a string holding one counts too). */
+static int int_of(const char *p, const char *end, int64_t *v)
+{
+    int neg = p < end && *p == '-';
+    const char *d = p + neg;
+    int64_t x = 0;
+    const char *q = d;
+    while (q < end && *q >= '0' && *q <= '9' && q - d < 18)
+        x = x * 10 + (*q++ - '0');
+    if (q == d || q != end)
+        return -1;
+    *v = neg ? -x : x;
+    return 0;
+}
+
+/* One member of args: the value's text in [vp, vend), or its string body. */
+static void arg_value(rk_args *a, dft_sv key, const char *vp, const char *vend, dft_sv str,
+                      int is_str)
+{
+    static const struct {
+        const char *key;
+        unsigned bit;
+        size_t off;
+    } ints[] = {
+        {"step", A_STEP, offsetof(rk_args, step)},
+        {"seq", A_SEQ, offsetof(rk_args, seq)},
+        {"async", A_ASYNC, offsetof(rk_args, async)},
+        {"value", A_VALUE, offsetof(rk_args, value)},
+        {"local_rank", A_LOCAL, offsetof(rk_args, local_rank)},
+        {"world_size", A_WORLD, offsetof(rk_args, world_size)},
+        {"ppid", A_PPID, offsetof(rk_args, ppid)},
+        {"wall_us", A_WALL, offsetof(rk_args, wall_us)},
+    };
+    if (is_str) {
+        if (SV_IS(key, "group")) {
+            a->group = str;
+            a->have |= A_GROUP;
+            return;
+        }
+        if (SV_IS(key, "job_id")) {
+            a->job_id = str;
+            a->have |= A_JOB;
+            return;
+        }
+        if (SV_IS(key, "source")) {
+            a->source = str;
+            a->have |= A_SOURCE;
+            return;
+        }
+        vp = str.p; /* "value": "2" (the older tools' CM rank) */
+        vend = str.p + str.n;
+    }
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
+        if (key.n == strlen(ints[i].key) && memcmp(key.p, ints[i].key, key.n) == 0 &&
+            int_of(vp, vend, (int64_t *)((char *)a + ints[i].off)) == 0)
+            a->have |= ints[i].bit;
+}
+
+/* The members of the args object of a line that parsed as an event. */
+static int scan_args(const char *text, size_t n, rk_args *a)
+{
+    const char *p = text, *end = text + n;
+    dft_sv key, str;
+    memset(a, 0, sizeof *a);
+    ws(&p, end);
+    if (p >= end || *p++ != '{')
+        return -1;
+    for (;;) {
+        ws(&p, end);
+        if (p < end && *p == '}')
+            return 0;
+        if (dft_json_scan_string(&p, end, &key) < 0)
+            return -1;
+        ws(&p, end);
+        if (p >= end || *p++ != ':')
+            return -1;
+        ws(&p, end);
+        if (SV_IS(key, "args") && p < end && *p == '{') {
+            p++;
+            for (;;) {
+                ws(&p, end);
+                if (p < end && *p == '}') {
+                    p++;
+                    break;
+                }
+                if (dft_json_scan_string(&p, end, &key) < 0)
+                    return -1;
+                ws(&p, end);
+                if (p >= end || *p++ != ':')
+                    return -1;
+                ws(&p, end);
+                const char *vp = p;
+                int is_str = p < end && *p == '"';
+                if (is_str ? dft_json_scan_string(&p, end, &str) < 0
+                           : dft_json_scan_value(&p, end) < 0)
+                    return -1;
+                arg_value(a, key, vp, p, str, is_str);
+                ws(&p, end);
+                if (p < end && *p == ',')
+                    p++;
+            }
+        } else if (dft_json_scan_value(&p, end) < 0) {
+            return -1;
+        }
+        ws(&p, end);
+        if (p < end && *p == ',')
+            p++;
+    }
+}
+
+/* ---- keys, threads, records -------------------------------------------- */
+
+static int class_of(dft_sv cat, dft_sv name)
+{
+    if (SV_IS(cat, "comm"))
+        return DFT_RK_COMM;
+    if (SV_IS(cat, "dataloader")) /* `fetch.block`: the loop body, not the wait */
+        return sv_suffix(name, ".block") ? DFT_RK_OTHER : DFT_RK_DATA;
+    if (SV_IS(cat, "data"))
+        return DFT_RK_DATA;
+    if (SV_IS(cat, "pipeline")) /* `train.iter`: waiting for the next batch */
+        return sv_suffix(name, ".iter") ? DFT_RK_DATA : DFT_RK_OTHER;
+    if (SV_IS(cat, "POSIX") || SV_IS(cat, "STDIO"))
+        return DFT_RK_IO;
+    if (SV_IS(cat, "checkpoint"))
+        return DFT_RK_CHECKPOINT;
+    if (SV_IS(cat, "compute") || SV_IS(cat, "dynamo") || SV_IS(cat, "compile"))
+        return DFT_RK_COMPUTE;
+    if (SV_IS(cat, "PP")) { /* torch.profiler */
+        if (sv_prefix(name, "enumerate(DataLoader)"))
+            return DFT_RK_DATA;
+        if (sv_prefix(name, "ProfilerStep#") || sv_prefix(name, "["))
+            return DFT_RK_OTHER;
+        return DFT_RK_COMPUTE;
+    }
+    return DFT_RK_OTHER;
+}
+
+static uint64_t fnv(uint64_t h, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+    return h;
+}
+
+static int grow_slots(pass *ps)
+{
+    size_t cap = ps->kslot_cap ? ps->kslot_cap * 2 : 256;
+    int32_t *s = calloc(cap, sizeof *s);
+    if (!s)
+        return -1;
+    for (size_t i = 0; i < ps->r->nkeys; i++) {
+        size_t j = ps->khash[i] & (cap - 1);
+        while (s[j])
+            j = (j + 1) & (cap - 1);
+        s[j] = (int32_t)i + 1;
+    }
+    free(ps->kslots);
+    ps->kslots = s;
+    ps->kslot_cap = cap;
+    return 0;
+}
+
+/* The index of (cat, name) in r->keys, added when new; -1 out of memory. */
+static int32_t key_of(pass *ps, dft_sv cat, dft_sv name)
+{
+    dft_rk_result *r = ps->r;
+    if ((r->nkeys + 1) * 2 > ps->kslot_cap && grow_slots(ps) < 0)
+        return -1;
+    uint64_t h = fnv(fnv(1469598103934665603ull, cat.p, cat.n) ^ 0xff, name.p, name.n);
+    size_t j = h & (ps->kslot_cap - 1);
+    for (; ps->kslots[j]; j = (j + 1) & (ps->kslot_cap - 1)) {
+        int32_t k = ps->kslots[j] - 1;
+        dft_rk_key *e = &r->keys[k];
+        if (ps->khash[k] == h && e->cat_len == cat.n && e->name_len == name.n &&
+            memcmp(e->cat, cat.p, cat.n) == 0 && memcmp(e->name, name.p, name.n) == 0)
+            return k;
+    }
+    if (r->nkeys == ps->keys_cap) {
+        size_t cap = ps->keys_cap ? ps->keys_cap * 2 : 64;
+        dft_rk_key *k2 = realloc(r->keys, cap * sizeof *k2);
+        if (!k2)
+            return -1;
+        r->keys = k2;
+        uint64_t *h2 = realloc(ps->khash, cap * sizeof *h2);
+        if (!h2)
+            return -1;
+        ps->khash = h2;
+        ps->keys_cap = cap;
+    }
+    dft_rk_key *e = &r->keys[r->nkeys];
+    memset(e, 0, sizeof *e);
+    e->cat = malloc(cat.n + 1);
+    e->name = malloc(name.n + 1);
+    if (!e->cat || !e->name) {
+        free(e->cat);
+        free(e->name);
+        return -1;
+    }
+    copy_sv(e->cat, cat.n + 1, cat);
+    copy_sv(e->name, name.n + 1, name);
+    e->cat_len = cat.n;
+    e->name_len = name.n;
+    e->cls = class_of(cat, name);
+    ps->khash[r->nkeys] = h;
+    ps->kslots[j] = (int32_t)r->nkeys + 1;
+    return (int32_t)r->nkeys++;
+}
+
+static int32_t tid_of(pass *ps, int64_t tid)
+{
+    size_t slot;
+    int f = dft_u64map_get(&ps->tids, (uint64_t)tid, 1, &slot);
+    if (f < 0)
+        return -1;
+    if (!f)
+        ps->tids.vals[slot] = (void *)(intptr_t)(++ps->ntids);
+    return (int32_t)(intptr_t)ps->tids.vals[slot] - 1;
+}
+
+/* Keeps the DFT_RK_SYNC_MAX smallest keys: a max-heap on key. */
+static void sync_add(dft_rk_result *r, uint64_t key, int64_t end)
+{
+    dft_rk_sync *h = r->sync;
+    size_t i;
+    if (r->nsync < DFT_RK_SYNC_MAX) {
+        i = r->nsync++;
+        while (i > 0 && h[(i - 1) / 2].key < key) {
+            h[i] = h[(i - 1) / 2];
+            i = (i - 1) / 2;
+        }
+    } else if (key < h[0].key) {
+        i = 0;
+        for (;;) {
+            size_t c = 2 * i + 1;
+            if (c >= r->nsync)
+                break;
+            if (c + 1 < r->nsync && h[c + 1].key > h[c].key)
+                c++;
+            if (h[c].key <= key)
+                break;
+            h[i] = h[c];
+            i = c;
+        }
+    } else {
+        return;
+    }
+    h[i] = (dft_rk_sync){key, end};
+}
+
+/* ---- the reading pass -------------------------------------------------- */
+
+static void metadata(pass *ps, const char *text, size_t n, const dft_line *l)
+{
+    dft_rk_result *r = ps->r;
+    rk_args a;
+    if (SV_IS(l->name, "HH")) {
+        if (!r->host[0])
+            copy_sv(r->host, sizeof r->host, l->a_name);
+    } else if (SV_IS(l->name, "process_name")) {
+        copy_sv(r->process_name, sizeof r->process_name, l->a_name);
+        if (l->have & DFT_HAVE_PID)
+            r->pid = l->pid;
+    } else if (SV_IS(l->name, "rank") || SV_IS(l->a_name, "rank")) {
+        /* The rank rule of docs/trace-format.md ("Rank"), as summary.c reads
+         * it: the last valid rank event wins (torch.distributed's, written at
+         * init_process_group, comes after the launcher's). */
+        if (scan_args(text, n, &a) < 0 || !(a.have & A_VALUE) || a.value < 0 ||
+            a.value > INT32_MAX)
+            return;
+        r->rank = a.value;
+        r->local_rank = (a.have & A_LOCAL) ? a.local_rank : r->local_rank;
+        r->world_size = (a.have & A_WORLD) ? a.world_size : r->world_size;
+        if (a.have & A_JOB)
+            copy_sv(r->job_id, sizeof r->job_id, a.job_id);
+        copy_sv(r->rank_source, sizeof r->rank_source,
+                (a.have & A_SOURCE) ? a.source : (dft_sv){"CM", 2});
+    } else if (SV_IS(l->name, "clock")) {
+        if (scan_args(text, n, &a) < 0 || (a.have & (A_VALUE | A_WALL)) != (A_VALUE | A_WALL))
+            return;
+        int64_t d = a.value - a.wall_us;
+        if (r->clock_pairs++ == 0)
+            r->clock_first = r->clock_min = r->clock_max = d;
+        r->clock_min = d < r->clock_min ? d : r->clock_min;
+        r->clock_max = d > r->clock_max ? d : r->clock_max;
+    }
+}
+
+static int step_kind(const pass *ps, const dft_line *l, int64_t *number)
+{
+    if (ps->step_name) {
+        size_t sn = ps->step_name_len;
+        if ((l->name.n == sn && memcmp(l->name.p, ps->step_name, sn) == 0) ||
+            (l->cat.n + 1 + l->name.n == sn && memcmp(ps->step_name, l->cat.p, l->cat.n) == 0 &&
+             ps->step_name[l->cat.n] == '/' &&
+             memcmp(ps->step_name + l->cat.n + 1, l->name.p, l->name.n) == 0))
+            return DFT_RK_KIND_NAMED;
+    }
+    if (SV_IS(l->cat, "pipeline") && SV_IS(l->name, "iteration"))
+        return DFT_RK_KIND_ITERATION;
+    if (sv_prefix(l->name, "ProfilerStep#")) {
+        const char *p = l->name.p + 13;
+        if (int_of(p, l->name.p + l->name.n, number) < 0)
+            *number = DFT_RK_NO_STEP;
+        return DFT_RK_KIND_PROFILER;
+    }
+    if (SV_IS(l->cat, "pipeline") && SV_IS(l->name, "train.block"))
+        return DFT_RK_KIND_TRAIN;
+    return DFT_RK_KIND_NONE;
+}
+
+static int add_event(pass *ps, const char *text, size_t n, const dft_line *l)
+{
+    dft_rk_result *r = ps->r;
+    int64_t number = DFT_RK_NO_STEP;
+    int comm = SV_IS(l->cat, "comm");
+    if (ps->sync_only && !comm)
+        return 0;
+    int kind = step_kind(ps, l, &number);
+    rk_args a;
+    a.have = 0;
+    if ((kind || comm || memmem(text, n, "\"step\":", 7)) && scan_args(text, n, &a) < 0)
+        a.have = 0;
+    if (kind != DFT_RK_KIND_PROFILER && (a.have & A_STEP))
+        number = a.step;
+    if (comm && (a.have & (A_GROUP | A_SEQ)) == (A_GROUP | A_SEQ) &&
+        !((a.have & A_ASYNC) && a.async)) {
+        char seq[24];
+        int sl = snprintf(seq, sizeof seq, "%lld", (long long)a.seq);
+        uint64_t h = fnv(1469598103934665603ull, a.group.p, a.group.n) ^ 0xff;
+        h = fnv(h, seq, (size_t)sl) ^ 0xff;
+        sync_add(r, fnv(h, l->name.p, l->name.n), l->ts + l->dur);
+    }
+    if (ps->sync_only)
+        return 0;
+    int32_t key = key_of(ps, l->cat, l->name);
+    int32_t tid = tid_of(ps, (l->have & DFT_HAVE_TID) ? l->tid : 0);
+    if (key < 0 || tid < 0)
+        return -1;
+    dft_rk_key *k = &r->keys[key];
+    k->count++;
+    k->total += l->dur;
+    if (l->have & DFT_HAVE_IO)
+        k->io_bytes += l->io_bytes;
+    if (ps->nev == ps->evcap) {
+        size_t cap = ps->evcap ? ps->evcap * 2 : 4096;
+        rk_ev *e = realloc(ps->ev, cap * sizeof *e);
+        if (!e)
+            return -1;
+        ps->ev = e;
+        ps->evcap = cap;
+    }
+    int32_t step = number > INT32_MIN && number <= INT32_MAX ? (int32_t)number : DFT_RK_NO_STEP;
+    ps->ev[ps->nev++] = (rk_ev){l->ts, l->dur, key, tid, step, (uint8_t)kind};
+    ps->kinds[kind]++;
+    if (kind == DFT_RK_KIND_NONE && step != DFT_RK_NO_STEP)
+        ps->kinds[DFT_RK_KIND_ARGS]++;
+    return 0;
+}
+
+static int read_lines(pass *ps, dft_rd *rd)
+{
+    dft_rk_result *r = ps->r;
+    const char *text, *why;
+    size_t n;
+    dft_line l;
+    dft_rd_status st;
+    while ((st = dft_rd_next(rd, &text, &n)) == DFT_RD_OK) {
+        if (dft_line_is_bracket(text, n))
+            continue;
+        while (n > 0 && (text[n - 1] == '\r' || text[n - 1] == ',' || text[n - 1] == ' '))
+            n--;
+        if (dft_line_parse(text, n, DFT_PARSE_LENIENT, &l, &why) < 0) {
+            if (r->bad_lines++ == 0) {
+                r->first_bad_line = rd->line_no;
+                r->first_bad = why;
+            }
+            continue;
+        }
+        r->events++;
+        if (!ps->have_pid && (l.have & DFT_HAVE_PID)) {
+            r->pid = l.pid;
+            ps->have_pid = 1;
+        }
+        if (l.ph == 'M') {
+            metadata(ps, text, n, &l);
+            continue;
+        }
+        if (l.ph != 'X' || (l.have & (DFT_HAVE_TS | DFT_HAVE_DUR)) != (DFT_HAVE_TS | DFT_HAVE_DUR))
+            continue;
+        if (!r->have_ts || l.ts < r->ts_min)
+            r->ts_min = l.ts;
+        if (!r->have_ts || l.ts + l.dur > r->end_max)
+            r->end_max = l.ts + l.dur;
+        r->have_ts = 1;
+        if (SV_IS(l.cat, "dftracer")) {
+            rk_args a;
+            if (SV_IS(l.name, "start") && scan_args(text, n, &a) == 0 && (a.have & A_PPID))
+                r->ppid = a.ppid;
+            else if (SV_IS(l.name, "end"))
+                r->finalized = 1;
+            continue;
+        }
+        if ((l.have & DFT_HAVE_PID) && l.pid != r->pid)
+            continue; /* a device lane (GPU), not this process's threads */
+        if (add_event(ps, text, n, &l) < 0)
+            return -1;
+    }
+    r->long_lines = rd->long_lines;
+    r->first_long_line = rd->first_long_line;
+    r->bad_lines += rd->long_lines;
+    return (int)st;
+}
+
+/* The kind of events that are the steps (ranks.h, DFT_RK_KIND_*). */
+static int choose_kind(const pass *ps)
+{
+    if (ps->step_name) /* asked for by name: those events or none */
+        return ps->kinds[DFT_RK_KIND_NAMED] ? DFT_RK_KIND_NAMED : DFT_RK_KIND_NONE;
+    for (int k = DFT_RK_KIND_ITERATION; k < DFT_RK_NKINDS; k++)
+        if (ps->kinds[k])
+            return k;
+    return DFT_RK_KIND_NONE;
+}
+
+int dft_rk_read(const char *path, const char *step_name, int sync_only, dft_rk_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->pid = r->ppid = r->rank = r->local_rank = r->world_size = -1;
+    dft_rd rd;
+    if (dft_rd_open(&rd, path) < 0)
+        return -1;
+    pass ps;
+    memset(&ps, 0, sizeof ps);
+    ps.r = r;
+    ps.step_name = step_name && *step_name ? step_name : NULL;
+    ps.step_name_len = ps.step_name ? strlen(ps.step_name) : 0;
+    ps.sync_only = sync_only;
+    r->sync = malloc(DFT_RK_SYNC_MAX * sizeof *r->sync);
+    int st = r->sync ? read_lines(&ps, &rd) : -1;
+    r->members = rd.members;
+    if (st >= 0 && st != DFT_RD_EOF)
+        snprintf(r->err, sizeof r->err, "%s", rd.err);
+    dft_rd_close(&rd);
+    if (st >= 0 && dft_rk_steps(r, ps.ev, ps.nev, choose_kind(&ps)) < 0)
+        st = -1;
+    r->status = st;
+    if (st < 0)
+        snprintf(r->err, sizeof r->err, "out of memory");
+    free(ps.ev);
+    free(ps.kslots);
+    free(ps.khash);
+    dft_u64map_free(&ps.tids, 0);
+    return 0;
+}
+
+void dft_rk_free(dft_rk_result *r)
+{
+    for (size_t i = 0; i < r->nkeys; i++) {
+        free(r->keys[i].cat);
+        free(r->keys[i].name);
+    }
+    free(r->keys);
+    free(r->steps);
+    free(r->sync);
+    memset(r, 0, sizeof *r);
+}

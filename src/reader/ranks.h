@@ -1,0 +1,84 @@
+/* reader/ranks.h: the per-file pass behind `dftracer summary --ranks`, the
+ * report's Ranks section and the clock alignment of merge (reader/ranks.c;
+ * its Python face is reader/ranks_py.c). */
+#ifndef DFT_READER_RANKS_H
+#define DFT_READER_RANKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The classes a step's time is split into (docs/cli.md, "Ranks"). */
+enum { DFT_RK_COMPUTE, DFT_RK_DATA, DFT_RK_IO, DFT_RK_COMM, DFT_RK_CHECKPOINT, DFT_RK_OTHER,
+       DFT_RK_CLASSES };
+#define DFT_RK_CLASS_NAMES {"compute", "data", "io", "comm", "checkpoint", "other"}
+
+/* Sync points kept per file: the collectives with the smallest key hashes, so
+ * that every rank keeps (mostly) the same ones. */
+#define DFT_RK_SYNC_MAX 4096
+
+typedef struct dft_rk_key {
+    char *cat, *name; /* raw (escapes as written), NUL-terminated */
+    size_t cat_len, name_len;
+    int cls;
+    uint64_t count;
+    int64_t total, self_all, self_steps, io_bytes;
+} dft_rk_key;
+
+typedef struct dft_rk_step {
+    int64_t number, ts, dur;
+    int64_t by_class[DFT_RK_CLASSES]; /* self time of the events in the step */
+    int32_t top_key[DFT_RK_CLASSES];  /* index into keys, -1: none */
+    int64_t top_us[DFT_RK_CLASSES];
+} dft_rk_step;
+
+typedef struct dft_rk_sync {
+    uint64_t key; /* hash of (group, seq, name) */
+    int64_t end;  /* ts + dur */
+} dft_rk_sync;
+
+typedef struct dft_rk_result {
+    int status; /* dft_rd_status that ended the file, or -1 (out of memory) */
+    char err[256];
+    uint64_t members, events, bad_lines, first_bad_line, long_lines, first_long_line;
+    const char *first_bad;
+    char host[256], process_name[512], job_id[256], rank_source[64];
+    int64_t pid, ppid, rank, local_rank, world_size; /* -1: unknown */
+    int finalized, have_ts;
+    int64_t ts_min, end_max;
+    const char *step_kind; /* NULL: no steps */
+    dft_rk_key *keys;
+    size_t nkeys;
+    dft_rk_step *steps;
+    size_t nsteps;
+    dft_rk_sync *sync;
+    size_t nsync;
+    uint64_t clock_pairs;
+    int64_t clock_first, clock_min, clock_max; /* trace clock minus wall clock, us */
+} dft_rk_result;
+
+/* The kinds of events that can be steps, by priority (reader/ranks.c). */
+enum { DFT_RK_KIND_NONE, DFT_RK_KIND_NAMED, DFT_RK_KIND_ITERATION, DFT_RK_KIND_PROFILER,
+       DFT_RK_KIND_TRAIN, DFT_RK_KIND_ARGS, DFT_RK_NKINDS };
+#define DFT_RK_NO_STEP INT32_MIN
+
+/* One complete event as the pass keeps it. */
+typedef struct dft_rk_ev {
+    int64_t ts, dur;
+    int32_t key, tid; /* indices: r->keys, the file's threads */
+    int32_t step;     /* args.step (DFT_RK_NO_STEP) while reading; then its step's index */
+    uint8_t kind;     /* DFT_RK_KIND_* of the event when it may be a step */
+} dft_rk_ev;
+
+/* Sorts ev, builds r->steps from the events of `kind` and fills in the self
+ * times (reader/ranks_steps.c).  0, or -1 when out of memory. */
+int dft_rk_steps(dft_rk_result *r, dft_rk_ev *ev, size_t nev, int kind);
+
+/* Reads the trace at path.  step_name (NULL: none) names the events that are
+ * steps (`name` or `cat/name`); with sync_only, only the identity, clock
+ * pairs and sync points are collected (no steps, no keys).  Returns 0, or -1
+ * with errno when the file cannot be opened; out-of-memory is status -1.
+ * No GIL, no Python. */
+int dft_rk_read(const char *path, const char *step_name, int sync_only, dft_rk_result *out);
+void dft_rk_free(dft_rk_result *r);
+
+#endif

@@ -1,0 +1,255 @@
+/* reader/ranks_steps.c: a file's steps, and its events' self time split by
+ * step and class (the second half of reader/ranks.c's pass).
+ *
+ * The records are sorted by thread and start (the enclosing event first);
+ * a sweep with a stack gives each event its self time (its duration minus
+ * that of the events nested in it on its thread, as `dftracer report`
+ * counts it) and the step it starts in.  A step's time that no event covers
+ * counts as `other`.  No GIL, no Python. */
+#include "reader/ranks.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "reader/reader.h"
+
+#define STEP_EVENT 255 /* a record that is one of the chosen steps */
+typedef dft_rk_ev rk_ev;
+
+static int by_thread_start(const void *a, const void *b)
+{
+    const rk_ev *x = a, *y = b;
+    if (x->tid != y->tid)
+        return x->tid < y->tid ? -1 : 1;
+    if (x->ts != y->ts)
+        return x->ts < y->ts ? -1 : 1;
+    return x->dur > y->dur ? -1 : x->dur < y->dur; /* the enclosing one first */
+}
+
+static int by_step_key(const void *a, const void *b)
+{
+    const rk_ev *x = a, *y = b;
+    if (x->step != y->step)
+        return x->step < y->step ? -1 : 1;
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    const dft_rk_step *x = a, *y = b;
+    return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+static dft_rk_step *new_step(dft_rk_result *r, size_t *cap)
+{
+    if (r->nsteps == *cap) {
+        size_t c = *cap ? *cap * 2 : 64;
+        dft_rk_step *s = realloc(r->steps, c * sizeof *s);
+        if (!s)
+            return NULL;
+        r->steps = s;
+        *cap = c;
+    }
+    dft_rk_step *s = &r->steps[r->nsteps++];
+    memset(s, 0, sizeof *s);
+    for (int c = 0; c < DFT_RK_CLASSES; c++)
+        s->top_key[c] = -1;
+    return s;
+}
+
+/* The steps of the chosen kind; their records marked STEP_EVENT with
+ * .step = the step's index.  With only args.step, one step per (thread,
+ * value): the span of those events.  Steps are kept in start order per
+ * thread (the records' order), the thread in top_key[0] until the sweep. */
+static int build_steps(dft_rk_result *r, rk_ev *ev, size_t nev, int kind)
+{
+    size_t cap = 0;
+    if (kind != DFT_RK_KIND_ARGS) {
+        for (size_t i = 0; i < nev; i++) {
+            rk_ev *e = &ev[i];
+            if (e->kind != kind)
+                continue;
+            dft_rk_step *s = new_step(r, &cap);
+            if (!s)
+                return -1;
+            s->number = e->step;
+            s->ts = e->ts;
+            s->dur = e->dur;
+            s->top_key[0] = e->tid;
+            e->kind = STEP_EVENT;
+            e->step = (int32_t)(r->nsteps - 1);
+        }
+        return 0;
+    }
+    dft_u64map spans = {0};
+    size_t slot, first = 0;
+    for (size_t i = 0; i <= nev; i++) {
+        if (i == nev || (i > 0 && ev[i].tid != ev[i - 1].tid)) {
+            /* a thread's spans: in start order */
+            qsort(r->steps + first, r->nsteps - first, sizeof *r->steps, by_start);
+            first = r->nsteps;
+            dft_u64map_free(&spans, 0);
+            memset(&spans, 0, sizeof spans);
+            if (i == nev)
+                break;
+        }
+        rk_ev *e = &ev[i];
+        if (e->step == DFT_RK_NO_STEP)
+            continue;
+        int f = dft_u64map_get(&spans, (uint64_t)(uint32_t)e->step, 1, &slot);
+        if (f < 0)
+            goto oom;
+        if (!f) {
+            dft_rk_step *s = new_step(r, &cap);
+            if (!s)
+                goto oom;
+            s->number = e->step;
+            s->ts = e->ts;
+            s->dur = e->dur;
+            s->top_key[0] = e->tid;
+            spans.vals[slot] = (void *)(intptr_t)r->nsteps;
+            continue;
+        }
+        dft_rk_step *s = &r->steps[(intptr_t)spans.vals[slot] - 1];
+        int64_t end = s->ts + s->dur > e->ts + e->dur ? s->ts + s->dur : e->ts + e->dur;
+        s->ts = e->ts < s->ts ? e->ts : s->ts;
+        s->dur = end - s->ts;
+    }
+    return 0;
+oom:
+    dft_u64map_free(&spans, 0);
+    return -1;
+}
+
+/* Step numbers as the events give them when they are all there and
+ * distinct; else the steps' order (0-based) by start. */
+static int number_steps(dft_rk_result *r)
+{
+    if (r->nsteps == 0)
+        return 0;
+    int64_t *nums = malloc(r->nsteps * sizeof *nums);
+    if (!nums)
+        return -1;
+    int ok = 1;
+    for (size_t i = 0; i < r->nsteps; i++) {
+        nums[i] = r->steps[i].number;
+        ok &= nums[i] != DFT_RK_NO_STEP;
+    }
+    qsort(nums, r->nsteps, sizeof *nums, cmp_i64);
+    for (size_t i = 1; ok && i < r->nsteps; i++)
+        ok = nums[i] != nums[i - 1];
+    if (!ok) {
+        for (size_t i = 0; i < r->nsteps; i++)
+            nums[i] = r->steps[i].ts;
+        qsort(nums, r->nsteps, sizeof *nums, cmp_i64);
+        for (size_t i = 0; i < r->nsteps; i++) { /* rank of its start among all starts */
+            size_t lo = 0, hi = r->nsteps;
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (nums[mid] < r->steps[i].ts)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            r->steps[i].number = (int64_t)lo;
+        }
+    }
+    free(nums);
+    return 0;
+}
+
+/* Self times per thread; each event's goes to its key and to the step it
+ * starts in.  ev is sorted by thread and start; steps by thread and start. */
+static int sweep(dft_rk_result *r, rk_ev *ev, size_t nev)
+{
+    int64_t *self = malloc((nev ? nev : 1) * sizeof *self);
+    size_t *stack = malloc((nev ? nev : 1) * sizeof *stack);
+    if (!self || !stack) {
+        free(self);
+        free(stack);
+        return -1;
+    }
+    size_t sp = 0, st = 0;
+    for (size_t i = 0; i < nev; i++) {
+        rk_ev *e = &ev[i];
+        if (i == 0 || e->tid != ev[i - 1].tid) {
+            sp = 0;
+            while (st < r->nsteps && r->steps[st].top_key[0] < e->tid)
+                st++;
+        }
+        int64_t end = e->ts + e->dur;
+        while (sp > 0 && ev[stack[sp - 1]].ts + ev[stack[sp - 1]].dur < end)
+            sp--;
+        if (sp > 0)
+            self[stack[sp - 1]] -= e->dur;
+        self[i] = e->dur;
+        stack[sp++] = i;
+        if (e->kind == STEP_EVENT)
+            continue;
+        while (st < r->nsteps && r->steps[st].top_key[0] == e->tid &&
+               r->steps[st].ts + r->steps[st].dur <= e->ts)
+            st++;
+        int in = st < r->nsteps && r->steps[st].top_key[0] == e->tid && r->steps[st].ts <= e->ts;
+        e->step = in ? (int32_t)st : -1;
+    }
+    for (size_t i = 0; i < nev; i++) {
+        rk_ev *e = &ev[i];
+        int64_t s = self[i] > 0 ? self[i] : 0; /* overlapping children: none left */
+        dft_rk_key *k = &r->keys[e->key];
+        k->self_all += s;
+        e->dur = s;
+        if (e->kind == STEP_EVENT)
+            e->step = -1; /* the step's own self time: the untraced rest, below */
+        else if (e->step >= 0) {
+            k->self_steps += s;
+            r->steps[e->step].by_class[k->cls] += s;
+        }
+    }
+    free(self);
+    free(stack);
+    for (size_t i = 0; i < r->nsteps; i++) {
+        dft_rk_step *s = &r->steps[i];
+        int64_t traced = 0;
+        for (int c = 0; c < DFT_RK_CLASSES; c++)
+            traced += s->by_class[c];
+        if (s->dur > traced)
+            s->by_class[DFT_RK_OTHER] += s->dur - traced;
+        s->top_key[0] = -1;
+    }
+    /* the top (cat, name) of each class in each step */
+    qsort(ev, nev, sizeof *ev, by_step_key);
+    for (size_t i = 0; i < nev;) {
+        size_t j = i;
+        int64_t sum = 0;
+        while (j < nev && ev[j].step == ev[i].step && ev[j].key == ev[i].key)
+            sum += ev[j++].dur;
+        if (ev[i].step >= 0) {
+            dft_rk_step *s = &r->steps[ev[i].step];
+            int c = r->keys[ev[i].key].cls;
+            if (sum > s->top_us[c]) {
+                s->top_us[c] = sum;
+                s->top_key[c] = ev[i].key;
+            }
+        }
+        i = j;
+    }
+    return 0;
+}
+
+int dft_rk_steps(dft_rk_result *r, dft_rk_ev *ev, size_t nev, int kind)
+{
+    static const char *const names[DFT_RK_NKINDS] = {NULL,       "named", "iteration",
+                                                     "profiler", "train", "args"};
+    qsort(ev, nev, sizeof *ev, by_thread_start);
+    if (kind && (build_steps(r, ev, nev, kind) < 0 || number_steps(r) < 0))
+        return -1;
+    r->step_kind = r->nsteps ? names[kind] : NULL;
+    return sweep(r, ev, nev);
+}
+

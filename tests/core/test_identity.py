@@ -1,0 +1,212 @@
+"""The `rank` and `clock` metadata events (docs/trace-format.md, "Ranks and
+clocks"): the rank from each launcher's environment, the rank torch.distributed
+gives a process started without one, and the (trace clock, wall clock) pairs."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from tracefile import find_traces, read_trace, run_python
+
+LOG = """
+from dftracer.python import dftracer
+log = dftracer.initialize_log({stem!r}, None, -1)
+log.log_event("work", "compute", log.get_time(), 5)
+log.finalize()
+"""
+
+
+def trace_with(tmp_path, **env):
+    proc = run_python(LOG.format(stem=str(tmp_path / "trace")),
+                      dict({"DFTRACER_ENABLE": "1"}, **env))
+    (path,) = find_traces(str(tmp_path))
+    return read_trace(path), proc.stderr
+
+
+def metadata(trace, name):
+    return [e["args"] for e in trace.events if e["ph"] == "M" and e["name"] == name]
+
+
+def launchers():
+    no_rank = {v: "" for v in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                               "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "PBS_JOBID",
+                               "LSB_JOBID", "FLUX_JOB_ID")}
+    yield "torchrun", dict(no_rank, RANK="3", LOCAL_RANK="1", WORLD_SIZE="8",
+                           TORCHELASTIC_RUN_ID="run-7"), \
+        {"value": 3, "local_rank": 1, "world_size": 8, "job_id": "run-7", "source": "RANK"}
+    yield "slurm", dict(no_rank, SLURM_PROCID="12", SLURM_LOCALID="0", SLURM_NTASKS="16",
+                        SLURM_JOB_ID="4711"), \
+        {"value": 12, "local_rank": 0, "world_size": 16, "job_id": "4711",
+         "source": "SLURM_PROCID"}
+    yield "openmpi", dict(no_rank, OMPI_COMM_WORLD_RANK="5", OMPI_COMM_WORLD_LOCAL_RANK="1",
+                          OMPI_COMM_WORLD_SIZE="6"), \
+        {"value": 5, "local_rank": 1, "world_size": 6, "source": "OMPI_COMM_WORLD_RANK"}
+    yield "pmi", dict(no_rank, PMI_RANK="2", PMI_SIZE="4", MPI_LOCALRANKID="2",
+                      PBS_JOBID="99.pbs"), \
+        {"value": 2, "local_rank": 2, "world_size": 4, "job_id": "99.pbs", "source": "PMI_RANK"}
+    # torchrun under srun: RANK wins; torchrun's run id "none" falls back to SLURM's
+    yield "torchrun-in-slurm", dict(no_rank, RANK="9", SLURM_PROCID="1", SLURM_JOB_ID="77",
+                                    TORCHELASTIC_RUN_ID="none"), \
+        {"value": 9, "job_id": "77", "source": "RANK"}
+
+
+@pytest.mark.parametrize("env,want", [(e, w) for _, e, w in launchers()],
+                         ids=[n for n, _, _ in launchers()])
+def test_rank_from_the_launchers_environment(tmp_path, env, want):
+    trace, _ = trace_with(tmp_path, **env)
+    (meta,) = metadata(trace, "rank")
+    assert meta == dict(want, hhash=meta["hhash"], name="rank")
+    (pname,) = metadata(trace, "process_name")
+    assert pname["name"].endswith(f" rank {want['value']}")
+
+
+def test_no_rank_without_a_launcher(tmp_path):
+    env = {v: "" for v in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")}
+    trace, err = trace_with(tmp_path, **env)
+    assert metadata(trace, "rank") == [] and err == ""
+    assert " rank " not in metadata(trace, "process_name")[0]["name"]
+
+
+def test_an_unusable_rank_is_one_warning_and_the_next_launcher(tmp_path):
+    trace, err = trace_with(tmp_path, RANK="first", SLURM_PROCID="4", SLURM_JOB_ID="1")
+    assert err.count("warning") == 1, err
+    assert "RANK='first' is not a non-negative integer" in err
+    (meta,) = metadata(trace, "rank")
+    assert (meta["value"], meta["source"]) == (4, "SLURM_PROCID")
+
+
+def test_clock_pairs_at_start_flush_tick_and_end(tmp_path):
+    run_python(f"""
+        import time
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log({str(tmp_path / "trace")!r}, None, -1)
+        log.flush()
+        time.sleep(1.0)   # ten flush intervals of 50 ms: the flusher writes a tick pair
+        log.finalize()
+        """, {"DFTRACER_ENABLE": "1", "DFTRACER_FLUSH_INTERVAL": "0.05"})
+    (path,) = find_traces(str(tmp_path))
+    trace = read_trace(path)  # ids unique, end last, num_events right
+    pairs = [e for e in trace.events if e["ph"] == "M" and e["name"] == "clock"]
+    whens = [p["args"]["when"] for p in pairs]
+    assert whens[0] == "start" and whens[1] == "flush" and whens[-1] == "end", whens
+    assert 1 <= whens.count("tick") <= 3, whens
+    pid = trace.events[0]["pid"]
+    start = trace.of("X", cat="dftracer", name="start")[0]["ts"]
+    last = start
+    for p in pairs:
+        assert p["tid"] == pid and p["args"]["name"] == "clock"
+        assert abs(p["args"]["value"] - p["args"]["wall_us"]) < 50_000
+        assert p["args"]["value"] >= last - 1_000  # written in time order
+        last = p["args"]["value"]
+    proc = subprocess.run([sys.executable, "-m", "dftracer", "validate", path],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_record_rank_checks_its_arguments(tmp_path):
+    proc = run_python("""
+        from dftracer import _core
+        for bad, kind in (((-1,), ValueError), (("2",), TypeError), ((1, "x"), TypeError)):
+            try:
+                _core._record_rank(*bad)
+            except kind as e:
+                print(kind.__name__, e)
+        _core._record_rank(1)   # tracing is off: nothing, no error
+        print("ok")
+        """)
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("ValueError _record_rank: rank must be >= 0") and \
+        lines[-1] == "ok" and len(lines) == 4, proc.stdout
+
+
+def test_torch_distributed_rank_of_a_process_started_without_one(tmp_path):
+    pytest.importorskip("torch", reason="needs torch")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = run_python(f"""
+        import os
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log({str(tmp_path / "trace")!r}, None, -1)
+        import torch.distributed as dist
+        from torch.distributed import init_process_group
+        assert init_process_group.__name__ == "init_process_group"
+        try:
+            dist.init_process_group("no-such-backend", init_method="tcp://127.0.0.1:{port}",
+                                    rank=0, world_size=1)
+        except Exception as e:
+            print("raised", type(e).__name__)
+        init_process_group("gloo", init_method="tcp://127.0.0.1:{port}", rank=0, world_size=1)
+        dist.destroy_process_group()
+        log.finalize()
+        """, {"DFTRACER_ENABLE": "1", "RANK": "", "LOCAL_RANK": "", "SLURM_PROCID": "",
+              "OMPI_COMM_WORLD_RANK": "", "PMI_RANK": ""})
+    assert proc.stdout.split()[0] == "raised", proc.stdout  # the call's own error
+    (path,) = find_traces(str(tmp_path))
+    trace = read_trace(path)
+    (meta,) = metadata(trace, "rank")  # only the call that succeeded writes one
+    assert (meta["value"], meta["world_size"], meta["source"]) == (0, 1, "torch.distributed")
+    assert "local_rank" not in meta
+
+
+FAKE_DIST = """
+_ready = False
+def init_process_group(backend, rank=0, world_size=1):
+    global _ready
+    if backend != "fake":
+        raise ValueError("no such backend: " + backend)
+    _ready = True
+    return "done"
+def is_initialized():
+    return _ready
+def get_rank():
+    return 5
+def get_world_size():
+    return 6
+"""
+
+
+def test_the_init_hook_with_another_finder_that_asks_the_others(tmp_path):
+    """torch.distributed imported after tracing started, through a meta path
+    finder of another tool that delegates to the others (as ours does)."""
+    pkg = tmp_path / "fake" / "torch"
+    (pkg / "distributed").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "distributed" / "__init__.py").write_text(FAKE_DIST)
+    proc = run_python(f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path / "fake")!r})
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log({str(tmp_path / "trace")!r}, None, -1)
+
+        class Delegating:
+            def find_spec(self, name, path, target=None):
+                if name != "torch.distributed":
+                    return None
+                for f in sys.meta_path:
+                    if f is not self and hasattr(f, "find_spec"):
+                        spec = f.find_spec(name, path, target)
+                        if spec is not None:
+                            return spec
+
+        sys.meta_path.insert(0, Delegating())
+        import torch.distributed as dist
+        try:
+            dist.init_process_group("nccl")
+        except ValueError as e:
+            print("raised", e)
+        print(dist.init_process_group("fake"), dist.init_process_group.__name__)
+        log.finalize()
+        """, {"DFTRACER_ENABLE": "1", "RANK": "", "SLURM_PROCID": "",
+              "OMPI_COMM_WORLD_RANK": "", "PMI_RANK": "", "LOCAL_RANK": "3"})
+    assert proc.stdout.splitlines() == ["raised no such backend: nccl",
+                                        "done init_process_group"], proc.stdout
+    (path,) = find_traces(str(tmp_path))
+    (meta,) = metadata(read_trace(path), "rank")
+    assert (meta["value"], meta["world_size"], meta["local_rank"], meta["source"]) == (
+        5, 6, 3, "torch.distributed")

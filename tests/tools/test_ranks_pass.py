@@ -1,0 +1,230 @@
+"""The per-file ranks pass (`_core._rank_file`, src/reader/ranks.c) and the
+ranks' identification (dftracer.tools.ranks) on small traces written with
+known times: steps, self time per class, top events, sync points."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from array import array
+
+import pytest
+
+from dftracer import _core
+from dftracer.tools import ranks
+from tracefile import find_traces, run_python
+
+WRITE = """
+import os
+from dftracer.python import dftracer
+log = dftracer.initialize_log({stem!r}, None, -1)
+T = log.get_time() + 1000
+for name, cat, ts, dur, ints, strs in {events!r}:
+    log.log_event(name, cat, T + ts, dur, int_args=ints, string_args=strs)
+{tail}
+log.finalize()
+"""
+
+CLASSES = list(_core._RANK_CLASSES)
+
+
+def write(directory, events, env=None, tail="", stem="trace"):
+    directory.mkdir(parents=True, exist_ok=True)
+    run_python(WRITE.format(stem=str(directory / stem), events=events, tail=tail),
+               dict({"DFTRACER_ENABLE": "1"}, **(env or {})))
+    return find_traces(str(directory), stem)
+
+
+def steps_of(r):
+    a = array("q")
+    a.frombytes(r["steps"])
+    f = r["step_fields"]
+    n = len(CLASSES)
+    out = []
+    for i in range(0, len(a), f):
+        row = a[i:i + f]
+        out.append({"step": row[0], "ts": row[1], "dur": row[2],
+                    "by": dict(zip(CLASSES, row[3:3 + n])),
+                    "top": {c: (r["keys"][k][:2] if k >= 0 else None, us)
+                            for c, k, us in zip(CLASSES, row[3 + n:3 + 2 * n], row[3 + 2 * n:])}})
+    return out
+
+
+def ev(name, cat, ts, dur, **ints):
+    strs = {k: v for k, v in ints.items() if isinstance(v, str)}
+    return (name, cat, ts, dur, {k: v for k, v in ints.items() if not isinstance(v, str)}, strs)
+
+
+STEP0 = [
+    ev("iteration", "pipeline", 0, 1000, step=0, epoch=0),
+    ev("fetch", "dataloader", 0, 200, batch=0),
+    ev("read", "POSIX", 50, 100, ret=4096),            # inside fetch
+    ev("forward", "compute", 200, 400),
+    ev("read", "POSIX", 300, 50, ret=4096),            # inside forward
+    ev("all_reduce", "comm", 600, 100, seq=1, group="world", bytes=8),
+    ev("all_reduce", "comm", 610, 20, seq=2, group="world", ddp_bucket=0, **{"async": 1}),
+    ev("broadcast", "comm", 640, 10, bytes=8),         # no group/seq: no sync point
+    ev("torch.save", "checkpoint", 700, 100),
+    ev("log", "app", 800, 50),
+    # 850..1000: no event
+]
+STEP1 = [ev("iteration", "pipeline", 1000, 500, step=1, epoch=0),
+         ev("fetch", "dataloader", 1000, 500, batch=1)]
+
+
+def test_self_time_of_each_class_in_each_step(tmp_path):
+    (path,) = write(tmp_path, STEP0 + STEP1)
+    r = _core._rank_file(path)
+    assert r["status"] == "ok" and r["step_kind"] == "iteration"
+    s0, s1 = steps_of(r)
+    assert (s0["step"], s0["dur"], s1["step"], s1["dur"]) == (0, 1000, 1, 500)
+    assert s0["by"] == {"compute": 350, "data": 100, "io": 150, "comm": 100, "checkpoint": 100,
+                        "other": 50 + 150}  # `log`, and the time no event covers
+    assert sum(s0["by"].values()) == 1000 and s1["by"] == dict.fromkeys(CLASSES, 0) | {
+        "data": 500}
+    assert s0["top"]["compute"] == (("compute", "forward"), 350)
+    assert s0["top"]["io"] == (("POSIX", "read"), 150)
+    # the async all_reduce and the broadcast nest in the first: 70 + 20 (all_reduce), 10
+    assert s0["top"]["comm"] == (("comm", "all_reduce"), 90)
+    assert s0["top"]["other"] == (("app", "log"), 50)
+    assert s1["top"]["compute"] == (None, 0)
+    keys = {(k[0], k[1]): k for k in r["keys"]}
+    cat, name, cls, count, total, self_all, self_steps, io = keys[("POSIX", "read")]
+    assert (CLASSES[cls], count, total, self_all, self_steps, io) == ("io", 2, 150, 150, 150, 8192)
+    assert keys[("pipeline", "iteration")][5] == 150 + 0  # its own self time: untraced
+    sync = array("q")
+    sync.frombytes(r["sync"])
+    assert len(sync) == 2 and sync[1] == s0["ts"] + 700  # the one sync all_reduce, its end
+    light = _core._rank_file(path, sync_only=True)
+    assert light["sync"] == r["sync"] and light["steps"] == b"" and light["keys"] == []
+
+
+def test_step_kinds_by_priority_and_by_name(tmp_path):
+    events = [
+        ev("ProfilerStep#7", "PP", 0, 100), ev("aten::mm", "PP", 10, 50),
+        ev("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "PP", 70, 20),
+        ev("ProfilerStep#8", "PP", 100, 100),
+        ev("train.block", "pipeline", 0, 90, count=1),
+        ev("train.block", "pipeline", 100, 90, count=2),
+        ev("forward", "compute", 300, 10, step=3), ev("backward", "compute", 320, 30, step=3),
+        ev("forward", "compute", 400, 10, step=4),
+    ]
+    (path,) = write(tmp_path, events)
+    r = _core._rank_file(path)
+    assert r["step_kind"] == "profiler"
+    s = steps_of(r)
+    assert [x["step"] for x in s] == [7, 8]
+    assert s[0]["by"]["compute"] == 50 - 0 and s[0]["by"]["data"] == 20
+    r = _core._rank_file(path, "train.block")
+    assert r["step_kind"] == "named" and [x["dur"] for x in steps_of(r)] == [90, 90]
+    r = _core._rank_file(path, "compute/forward")
+    assert [(x["step"], x["dur"]) for x in steps_of(r)] == [(3, 10), (4, 10)]
+    assert _core._rank_file(path, "no-such-event")["step_kind"] is None
+    (only_args,) = write(tmp_path / "args", events[6:])
+    r = _core._rank_file(only_args)
+    assert r["step_kind"] == "args"
+    assert [(x["step"], x["dur"]) for x in steps_of(r)] == [(3, 50), (4, 10)]
+
+
+def test_repeated_step_numbers_are_numbered_in_order(tmp_path):
+    events = [ev("iteration", "pipeline", 0, 10, step=0), ev("iteration", "pipeline", 20, 10, step=0),
+              ev("iteration", "pipeline", 40, 10, step=5)]
+    (path,) = write(tmp_path, events)
+    assert [x["step"] for x in steps_of(_core._rank_file(path))] == [0, 1, 2]
+
+
+def test_rank_file_errors(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        _core._rank_file(str(tmp_path / "missing.pfw.gz"))
+    with pytest.raises(TypeError):
+        _core._rank_file(str(tmp_path), 3)
+    (tmp_path / "junk-app.pfw").write_text("[\nnot json\n")
+    r = _core._rank_file(str(tmp_path / "junk-app.pfw"))
+    assert r["bad_lines"] == 1 and r["events"] == 0
+
+
+FORK = """
+pid = os.fork()
+if pid == 0:
+    log.log_event("item", "data", log.get_time(), 5)
+    log.finalize()
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+def test_ranks_their_workers_and_the_others(tmp_path):
+    d = tmp_path / "job"
+    for rank in (0, 1, 2):
+        fetch = 900 if rank == 2 else 100
+        write(d, [ev("iteration", "pipeline", 0, 1000, step=0),
+                  ev("fetch", "dataloader", 0, fetch),
+                  ev("forward", "compute", fetch, 1000 - fetch)], env={"RANK": str(rank)},
+              tail=FORK)
+    write(d, [ev("other", "app", 0, 10)], env={"RANK": ""})  # e.g. the launcher
+    proc = subprocess.run([sys.executable, "-m", "dftracer", "summary", str(d), "--ranks",
+                           "--json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert [r["rank"] for r in out["ranks"]] == [0, 1, 2] and out["warnings"] == []
+    assert all(len(r["workers"]) == 1 for r in out["ranks"])
+    assert len(out["other_processes"]) == 1
+    # data 100, 100, 900 us: rank 2 is 800 us over the median rank, in data
+    assert out["steps"] == [{"step": 0, "dur_us": [1000] * 3, "excess_us": [0, 0, 800],
+                             "straggler": 2}]
+    assert out["stragglers"] == []  # one step: too few to name a straggler
+    # a second process claiming rank 0, unrelated to the first
+    write(d, [ev("iteration", "pipeline", 0, 100, step=0)], env={"RANK": "0"}, stem="again")
+    proc = subprocess.run([sys.executable, "-m", "dftracer", "summary", str(d), "--ranks"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and "rank 0: 2 processes claim it" in proc.stderr, proc.stderr
+
+
+def test_stragglers_from_results(tmp_path):
+    """analyze() on per-file results: a rank slower in data than the median
+    rank in most steps is named, with its top data event."""
+    d = tmp_path / "job"
+    for rank in range(4):
+        events = []
+        for k in range(10):
+            t = k * 1000
+            slow = 300 if rank == 3 and k % 5 else 0
+            events += [ev("iteration", "pipeline", t, 900, step=k),
+                       ev("fetch", "dataloader", t, 100 + slow),
+                       ev("all_reduce", "comm", t + 500, 300 - slow, seq=k, group="world")]
+        write(d, events, env={"RANK": str(rank)})
+    results = [_core._rank_file(p) for p in find_traces(str(d))]
+    a = ranks.analyze(results)
+    (s,) = a["stragglers"]
+    assert (s["rank"], s["steps"], s["of_steps"]) == (3, 8, 10)
+    assert (s["cause_class"], s["cause_cat"], s["cause_name"]) == ("data", "dataloader", "fetch")
+    assert s["excess_us"] == s["cause_excess_us"] == 300
+    line = ranks.straggler_line(s)
+    assert line == "rank 3: slowest in 8/10 steps, +300 us median; data wait: dataloader/fetch +300 us", line
+    assert "rank 3" in ranks.render(a, 20)
+
+
+def test_a_straggler_in_untraced_code(tmp_path):
+    """Rank 2 spends 500 us a step where no event is (plus a 10 us `log`);
+    the others wait for it in the all_reduce."""
+    d = tmp_path / "job"
+    for rank in range(3):
+        events = []
+        for k in range(6):
+            t = k * 1000
+            events += [ev("iteration", "pipeline", t, 1000, step=k),
+                       ev("forward", "compute", t, 300)]
+            if rank == 2:
+                events += [ev("log", "app", t + 300, 10),
+                           ev("all_reduce", "comm", t + 800, 200, seq=k, group="world")]
+            else:
+                events += [ev("all_reduce", "comm", t + 300, 700, seq=k, group="world")]
+        write(d, events, env={"RANK": str(rank)})
+    a = ranks.analyze(_core._rank_file(p) for p in find_traces(str(d)))
+    (s,) = a["stragglers"]
+    assert (s["rank"], s["steps"], s["cause_class"], s["cause_name"]) == (2, 6, "other",
+                                                                         "(untraced)")
+    assert s["excess_us"] == 500 and s["cause_cat"] == ""
+    assert "other: (untraced) +500 us" in ranks.straggler_line(s)
