@@ -57,7 +57,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers per rank")
     p.add_argument("--slow-rank", type=int, default=None, help="the rank whose loading is slow")
-    p.add_argument("--slow-ms", type=float, default=40.0,
+    p.add_argument("--slow-ms", type=float, default=150.0,
                    help="extra loading time per batch on the slow rank (ms)")
     args = p.parse_args()
 
