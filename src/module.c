@@ -317,7 +317,7 @@ static PyObject *logger_log_event(PyObject *self, PyObject *const *args, Py_ssiz
         dft_pyevent_clear(&pe);
         return NULL;
     }
-    dft_emit_record(&pe.ev, 0);
+    dft_emit_logged(&pe.ev);
     dft_pyevent_clear(&pe);
     Py_RETURN_NONE;
 }

@@ -285,8 +285,58 @@ static inline int64_t take_id(dft_tstate *ts)
 static void announce_thread(dft_tstate *ts);
 static void rename_thread(dft_tstate *ts);
 
+/* How an event without an owned scope of its own is placed. */
+enum { PLACE_INSIDE, PLACE_LOGGED, PLACE_TOP };
+
+/* The index of t's scope in ts's stack, or -1 when it is closed.  Scopes
+ * only move down (one below closed first), so the search starts where t's
+ * was opened; it is the innermost one almost always.  Owner's thread. */
+static inline int scope_index(const dft_tstate *ts, const dft_scope_tok *t)
+{
+    int k = t->depth <= ts->depth ? t->depth - 1 : ts->depth - 1;
+    for (; k >= 0; k--)
+        if (ts->scopes[k].id == t->id)
+            return k;
+    return -1;
+}
+
+/* Where ev goes (docs/trace-format.md, "Nesting"): see core/core.h. */
+static inline void place_event(dft_tstate *ts, const dft_event *ev, const dft_scope_tok *own,
+                               int how, dft_rec_place *at)
+{
+    if (ev->ph == DFT_PH_COUNTER || ev->ph == DFT_PH_METADATA || (ev->flags & DFT_EV_NO_NESTING)) {
+        at->id = take_id(ts);
+        at->level = 0;
+        at->p_idx = -1;
+        return;
+    }
+    dft_scope *s = NULL;
+    if (own) {
+        int k = own->ts == ts ? scope_index(ts, own) : -1;
+        s = k >= 0 && !ts->scopes[k].taken ? &ts->scopes[k] : NULL;
+    } else if (how == PLACE_LOGGED && ts->depth > 0) {
+        s = &ts->scopes[ts->depth - 1];
+        s = !s->owned && !s->taken ? s : NULL;
+    }
+    if (s) { /* the scope's own event */
+        s->taken = 1;
+        at->id = s->id;
+        at->level = s->level;
+        at->p_idx = s->parent;
+    } else if (ts->depth > 0 && how != PLACE_TOP) { /* inside the innermost scope */
+        const dft_scope *in = &ts->scopes[ts->depth - 1];
+        at->id = take_id(ts);
+        at->level = in->level + 1;
+        at->p_idx = in->id;
+    } else {
+        at->id = take_id(ts);
+        at->level = 1;
+        at->p_idx = -1;
+    }
+}
+
 /* The hot path.  Any thread, no GIL. */
-int dft_emit_record(const dft_event *ev, int64_t id_override)
+static inline int emit_at(const dft_event *ev, const dft_scope_tok *own, int how)
 {
     dft_tstate *ts = tls_state;
     if (__builtin_expect(!ts, 0)) {
@@ -314,26 +364,9 @@ int dft_emit_record(const dft_event *ev, int64_t id_override)
             return -1;
         }
     }
-    int64_t id;
-    int32_t level;
-    int64_t p_idx;
-    if (ev->ph == DFT_PH_COUNTER || ev->ph == DFT_PH_METADATA ||
-        (ev->flags & DFT_EV_NO_NESTING)) {
-        id = id_override > 0 ? id_override : take_id(ts);
-        level = 0;
-        p_idx = -1;
-    } else if (ts->depth > 0 && !ts->scopes[ts->depth - 1].claimed) {
-        dft_scope *s = &ts->scopes[ts->depth - 1];
-        s->claimed = 1;
-        id = s->id;
-        level = ts->depth;
-        p_idx = ts->depth > 1 ? ts->scopes[ts->depth - 2].id : -1;
-    } else {
-        id = id_override > 0 ? id_override : take_id(ts);
-        level = ts->depth + 1;
-        p_idx = ts->depth > 0 ? ts->scopes[ts->depth - 1].id : -1;
-    }
-    dft_rec_place at = {.id = id, .level = level, .p_idx = p_idx, .tid = ev->tid ? ev->tid : ts->tid};
+    dft_rec_place at;
+    place_event(ts, ev, own, how, &at);
+    at.tid = ev->tid ? ev->tid : ts->tid;
     dft_record_encode(ts->cur->data + pos, ev, size, &at);
     atomic_store_explicit(&ts->pos, pos + size, memory_order_release);
     if (__builtin_expect(pos + size >= dft_g.flush_threshold, 0))
@@ -341,6 +374,18 @@ int dft_emit_record(const dft_event *ev, int64_t id_override)
     ts->in_emit = 0;
     return 0;
 }
+
+/* Any thread, no GIL. */
+int dft_emit_record(const dft_event *ev, const dft_scope_tok *own)
+{
+    return emit_at(ev, own, PLACE_INSIDE);
+}
+
+/* Any thread, no GIL. */
+int dft_emit_logged(const dft_event *ev) { return emit_at(ev, NULL, PLACE_LOGGED); }
+
+/* Any thread, no GIL. */
+int dft_emit_top(const dft_event *ev) { return emit_at(ev, NULL, PLACE_TOP); }
 
 /* Writes a thread_name metadata event for this thread with ts->name.
  * Called with ts->in_emit set; any thread, no GIL. */
@@ -353,7 +398,7 @@ static void write_thread_name(dft_tstate *ts)
     dft_event ev = {.name = "thread_name", .name_len = 11, .cat = "dftracer", .cat_len = 8,
                     .ph = DFT_PH_METADATA, .args = args, .nargs = 2};
     ts->in_emit = 0;
-    dft_emit_record(&ev, 0);
+    dft_emit_record(&ev, NULL);
     ts->in_emit = 1;
 }
 
@@ -403,31 +448,63 @@ static void rename_thread(dft_tstate *ts)
 
 /* ---- scopes ------------------------------------------------------------ */
 
-/* Any thread, no GIL. */
-void dft_scope_push(void)
+/* Pushes a scope on ts's stack; NULL when out of memory (events then nest
+ * one level less).  Owner's thread, no GIL. */
+static dft_scope *scope_push(dft_tstate *ts, int owned)
 {
-    dft_tstate *ts = dft_tstate_get();
-    if (!ts)
-        return;
     if (ts->depth == ts->scopes_cap) {
         int cap = ts->scopes_cap ? ts->scopes_cap * 2 : 16;
         dft_scope *s = realloc(ts->scopes, (size_t)cap * sizeof *s);
         if (!s)
-            return; /* out of memory: events nest one level less */
+            return NULL;
         ts->scopes = s;
         ts->scopes_cap = cap;
     }
-    ts->scopes[ts->depth].id = take_id(ts);
-    ts->scopes[ts->depth].claimed = 0;
+    dft_scope *s = &ts->scopes[ts->depth];
+    if (ts->depth > 0) {
+        s->parent = s[-1].id;
+        s->level = s[-1].level + 1;
+    } else {
+        s->parent = -1;
+        s->level = 1;
+    }
+    s->id = take_id(ts);
+    s->owned = (uint8_t)owned;
+    s->taken = 0;
     ts->depth++;
+    return s;
 }
 
-/* Any thread, no GIL. */
+/* Removes the scope at index k; those above it move down one place.
+ * Owner's thread, no GIL. */
+static void scope_remove(dft_tstate *ts, int k)
+{
+    ts->depth--;
+    if (k < ts->depth)
+        memmove(&ts->scopes[k], &ts->scopes[k + 1], (size_t)(ts->depth - k) * sizeof *ts->scopes);
+}
+
+/* dft_enter_scope: a scope without an owner.  Any thread, no GIL. */
+void dft_scope_push(void)
+{
+    dft_tstate *ts = dft_tstate_get();
+    if (ts)
+        scope_push(ts, 0);
+}
+
+/* dft_exit_scope: closes the innermost scope without an owner; owned scopes
+ * (a decorated call, a `with` block) are closed by their owners only.  Any
+ * thread, no GIL. */
 void dft_scope_pop(void)
 {
     dft_tstate *ts = tls_state;
-    if (ts && ts->depth > 0)
-        ts->depth--;
+    if (!ts)
+        return;
+    for (int k = ts->depth - 1; k >= 0; k--)
+        if (!ts->scopes[k].owned) {
+            scope_remove(ts, k);
+            return;
+        }
 }
 
 /* Tests only (_core._handoff_delay_for_test): microseconds a thread sleeps
@@ -440,36 +517,36 @@ void dft_handoff_delay_for_test(int us) { atomic_store(&dft_g.test_handoff_delay
 void dft_scope_open(dft_scope_tok *t)
 {
     t->ts = NULL;
-    dft_tstate *ts = dft_tstate_get();
-    if (!ts)
+    dft_tstate *ts = tls_state;
+    if (__builtin_expect(!ts, 0) && !(ts = dft_tstate_get()))
         return;
-    int before = ts->depth;
-    dft_enter_scope();
-    if (ts->depth == before + 1) {
+    const dft_scope *s = scope_push(ts, 1);
+    if (s) {
         t->ts = ts;
         t->depth = ts->depth;
+        t->id = s->id;
     }
 }
 
 /* Any thread, no GIL. */
 void dft_scope_close(dft_scope_tok *t)
 {
-    dft_tstate *ts = t->ts;
-    if (ts && ts == tls_state && ts->depth == t->depth)
-        ts->depth--; /* dft_scope_pop on the owning thread */
+    if (t->ts == tls_state)
+        dft_scope_close_here(t);
     t->ts = NULL;
 }
 
-/* Any thread, no GIL. */
+/* The calling thread's t (or an empty one).  Any thread, no GIL. */
 void dft_scope_close_here(dft_scope_tok *t)
 {
-    dft_tstate *ts = t->ts; /* the calling thread's, when set */
-    if (ts && ts->depth == t->depth)
+    dft_tstate *ts = t->ts;
+    if (!ts)
+        return;
+    if (__builtin_expect(ts->depth == t->depth && ts->scopes[t->depth - 1].id == t->id, 1)) {
         ts->depth--;
-}
-
-/* Any thread, no GIL. */
-int dft_scope_current(const dft_scope_tok *t)
-{
-    return t->ts && t->ts == tls_state && t->ts->depth == t->depth;
+        return;
+    }
+    int k = scope_index(ts, t);
+    if (k >= 0)
+        scope_remove(ts, k);
 }

@@ -18,9 +18,12 @@ void dft_flush_aged_threads(void);
  * (a new trace's header). */
 void dft_flush_own_thread_now(void);
 void dft_tstate_reset_current(void);
-/* Opens/closes a nesting scope on the calling thread (dft_enter_scope,
- * dft_exit_scope; the scope tokens of core/core.h are built on them). */
+/* Opens a scope without an owner on the calling thread / closes the
+ * innermost one (dft_enter_scope, dft_exit_scope; core/core.h, "Nesting"). */
 void dft_scope_push(void);
 void dft_scope_pop(void);
+/* Records ev at the top level (level 1, no parent) whatever scopes are open:
+ * the trace's own start event. */
+int dft_emit_top(const dft_event *ev);
 
 #endif

@@ -55,7 +55,7 @@ int dft_emit(const dft_event *ev)
 {
     if (!atomic_load_explicit(&dft_trace.active, memory_order_relaxed) && dft_lazy_start() != 0)
         return 1;
-    return dft_emit_record(ev, 0);
+    return dft_emit_logged(ev);
 }
 
 /* Any thread, no GIL. */
@@ -206,7 +206,7 @@ static void emit_header(void) /* under life_lock, no GIL */
         dft_arg a = {.key = "version", .type = DFT_ARG_STR, .v.s = {DFT_VERSION, strlen(DFT_VERSION)}};
         dft_event ev = {.name = "start", .name_len = 5, .cat = "dftracer", .cat_len = 8,
                         .ts = dft_clock_us(), .ph = DFT_PH_COMPLETE, .args = &a, .nargs = 1};
-        dft_emit(&ev);
+        dft_emit_top(&ev);
         return;
     }
     char cwd[PATH_MAX];
@@ -229,7 +229,7 @@ static void emit_header(void) /* under life_lock, no GIL */
     };
     dft_event ev = {.name = "start", .name_len = 5, .cat = "dftracer", .cat_len = 8,
                     .ts = dft_clock_us(), .ph = DFT_PH_COMPLETE, .args = args, .nargs = 6};
-    dft_emit(&ev);
+    dft_emit_top(&ev);
 }
 
 static void make_path(void)

@@ -3,6 +3,7 @@
  * re-entry guard released. */
 #include <errno.h>
 
+#include "core/core.h"
 #include "io/wrap.h"
 
 __thread int dft_io_busy __attribute__((tls_model("initial-exec")));
@@ -21,7 +22,10 @@ void dft_io_finish(dft_io_ev *e, int failed, int err)
                     .ph = DFT_PH_COMPLETE,
                     .args = e->a,
                     .nargs = e->n};
-    dft_emit(&ev);
+    /* inside the innermost scope: a traced call never takes the scope of an
+     * enter_event() block (the block's own log_event does) */
+    if (dft_trace_active())
+        dft_emit_record(&ev, NULL);
     dft_io_busy = 0;
     errno = err;
 }
