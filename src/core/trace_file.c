@@ -1,11 +1,14 @@
 /* core/trace_file.c: which file a trace is written to.
  *
- * A trace file is opened for appending without following a symbolic link.
- * The files this process created are remembered (path, device, inode), so a
- * later trace of the same process (initialize_log after finalize) appends to
- * its own file; anything else found at the path (an earlier run's file with
- * the same pid, a planted link) is never written to: a fallback name is used
- * instead (docs/configuration.md, "The trace file"). */
+ * A trace file is created new (O_EXCL) without following a symbolic link, and
+ * is only ever written by the one trace that created it: a file is a whole
+ * trace, with one header and at most one end (docs/trace-format.md, "Valid
+ * files").  The paths this process already wrote are remembered, so a later
+ * trace of the same process under the same stem (initialize_log after
+ * finalize) goes on in the next numbered name without a word; anything else
+ * found at the path (an earlier run's file with the same pid, a planted link)
+ * is never written to either: a numbered name is used and one error line says
+ * so (docs/configuration.md, "The trace file"). */
 #include "core/trace_file.h"
 
 #include <errno.h>
@@ -17,70 +20,42 @@
 
 #include "core/config.h"
 
-/* The files this process created (and may append to again, e.g. initialize_log
- * after finalize): anything else at a trace path is never written to. */
-typedef struct owned_file {
-    struct owned_file *next;
-    dev_t dev;
-    ino_t ino;
+/* The files this process created: finished or being written, never opened
+ * again. */
+typedef struct written_file {
+    struct written_file *next;
     char path[];
-} owned_file;
-static owned_file *owned;
+} written_file;
+static written_file *written;
 
-static owned_file *owned_find(const char *path)
+static int was_written(const char *path)
 {
-    for (owned_file *o = owned; o; o = o->next)
-        if (strcmp(o->path, path) == 0)
-            return o;
-    return NULL;
+    for (written_file *w = written; w; w = w->next)
+        if (strcmp(w->path, path) == 0)
+            return 1;
+    return 0;
 }
 
-static void owned_add(const char *path, const struct stat *st)
+static void remember_written(const char *path)
 {
-    owned_file *o = owned_find(path);
-    if (!o) {
-        o = malloc(sizeof *o + strlen(path) + 1);
-        if (!o)
-            return; /* only costs a fallback name if this file is opened again */
-        strcpy(o->path, path);
-        o->next = owned;
-        owned = o;
-    }
-    o->dev = st->st_dev;
-    o->ino = st->st_ino;
+    written_file *w = malloc(sizeof *w + strlen(path) + 1);
+    if (!w)
+        return; /* only costs an error line if this name comes up again */
+    strcpy(w->path, path);
+    w->next = written;
+    written = w;
 }
 
-#define OPEN_FLAGS (O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW)
-
-/* Opens path for appending without following a symbolic link: a file this
- * process created (same device and inode) is appended to, anything else is
- * created new (O_EXCL).  Returns the fd, or -1 with errno (EEXIST or ELOOP:
- * something that is not ours is there). */
-static int open_trace_fd(const char *path, int *created)
+/* Creates path for appending, never through a symbolic link, never over
+ * anything there.  Returns the fd, or -1 with errno (EEXIST or ELOOP:
+ * something is there). */
+static int create_trace_fd(const char *path)
 {
-    *created = 0;
-    const owned_file *o = owned_find(path);
-    if (o) {
-        /* O_NONBLOCK: a FIFO put in its place must not block the open. */
-        int fd = open(path, OPEN_FLAGS | O_NONBLOCK);
-        if (fd >= 0) {
-            struct stat st;
-            if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == o->dev &&
-                st.st_ino == o->ino && fcntl(fd, F_SETFL, O_APPEND) == 0)
-                return fd;
-            close(fd);
-            errno = EEXIST; /* replaced since we wrote it */
-            return -1;
-        }
-        if (errno != ENOENT) {
-            errno = EEXIST; /* something we cannot open is there now */
-            return -1;
-        }
+    if (was_written(path)) {
+        errno = EEXIST;
+        return -1;
     }
-    int fd = open(path, OPEN_FLAGS | O_CREAT | O_EXCL, 0644);
-    if (fd >= 0)
-        *created = 1;
-    return fd;
+    return open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_CREAT | O_EXCL, 0644);
 }
 
 /* The k-th fallback name: "<stem>-<host>-<pid>.<k>-app.pfw[.gz]" (or the path
@@ -102,10 +77,10 @@ static char *fallback_name(const char *path, int k)
 /* Any thread holding the writer's lock (or before any writer thread). */
 int dft_trace_file_open(const char *path, char **actual, off_t *size)
 {
-    int created;
-    int fd = open_trace_fd(path, &created);
+    int fd = create_trace_fd(path);
     char *used = NULL;
     if (fd < 0 && (errno == EEXIST || errno == ELOOP)) {
+        int ours = was_written(path); /* an earlier trace of this process */
         struct stat lst;
         const char *what = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)
                                ? "is a symbolic link"
@@ -118,25 +93,27 @@ int dft_trace_file_open(const char *path, char **actual, off_t *size)
                 e = ENOMEM;
                 break;
             }
-            fd = open_trace_fd(used, &created); /* ours from an earlier trace: appended */
+            fd = create_trace_fd(used);
             if (fd < 0 && errno != EEXIST && errno != ELOOP) {
                 e = errno;
                 break;
             }
         }
         if (fd < 0) {
-            dft_log(DFT_LOG_ERROR, "trace file %s %s, and no fallback name could be created; "
-                    "not tracing", path, what);
+            dft_log(DFT_LOG_ERROR, "trace file %s %s, and no numbered name could be created; "
+                    "not tracing", path, ours ? "was written by an earlier trace" : what);
             free(used);
             errno = e;
             return -1;
         }
-        dft_log(DFT_LOG_ERROR, "trace file %s %s; not writing to it, tracing to %s instead",
-                path, what, used);
+        if (!ours)
+            dft_log(DFT_LOG_ERROR, "trace file %s %s; not writing to it, tracing to %s instead",
+                    path, what, used);
     } else if (fd < 0) {
         return -1;
     } else if (!(used = strdup(path))) {
         close(fd);
+        unlink(path);
         errno = ENOMEM;
         return -1;
     }
@@ -144,14 +121,12 @@ int dft_trace_file_open(const char *path, char **actual, off_t *size)
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        if (created)
-            unlink(used);
+        unlink(used);
         free(used);
         errno = e;
         return -1;
     }
-    if (created)
-        owned_add(used, &st);
+    remember_written(used);
     *actual = used;
     *size = st.st_size;
     return fd;
@@ -160,9 +135,9 @@ int dft_trace_file_open(const char *path, char **actual, off_t *size)
 /* Single-threaded (a forked child). */
 void dft_trace_file_forget_owned(void)
 {
-    while (owned) {
-        owned_file *o = owned;
-        owned = o->next;
-        free(o);
+    while (written) {
+        written_file *w = written;
+        written = w->next;
+        free(w);
     }
 }
