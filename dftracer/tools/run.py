@@ -19,13 +19,14 @@ import argparse
 import glob
 import json
 import os
-import re
 import shlex
 import signal
 import site
 import subprocess
 import sys
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from dftracer.tools.paths import parse_trace_name
 
 PTH_NAME = "dftracer-preload.pth"
 
@@ -98,8 +99,6 @@ def build_env(data_dir: Optional[str], log_file: Optional[str], no_io: bool,
 
 MAX_LISTED = 20  # trace files listed by name at the end of a run
 
-_TRACE_RE = re.compile(r"^(?P<stem>.*)-(?P<host>[^/]*)-(?P<pid>\d+)-app\.pfw(?:\.gz)?$")
-
 
 def _trace_stem(env: Mapping[str, str]) -> str:
     """The absolute stem the traced processes write F-<host>-<pid>-app.pfw[.gz] under."""
@@ -127,11 +126,10 @@ def written_traces(stem: str, before: Dict[str, Tuple[float, int]]) -> List[Dict
     for path, sig in sorted(_snapshot(stem).items()):
         if before.get(path) == sig:
             continue
-        m = _TRACE_RE.match(os.path.basename(path))
-        if not m:
+        name = parse_trace_name(os.path.basename(path))
+        if not name:
             continue
-        out.append({"path": path, "host": m.group("host"), "pid": int(m.group("pid")),
-                    "bytes": sig[1]})
+        out.append({"path": path, "host": name.host, "pid": name.pid, "bytes": sig[1]})
     return out
 
 
@@ -144,8 +142,12 @@ def where_message(traces: List[Dict[str, Any]], stem: str, root_pid: int,
     directory = os.path.dirname(stem)
     rel = os.path.relpath(directory)
     shown = rel if not rel.startswith("..") else directory
+    processes = len({t["pid"] for t in traces})
+    per = ("one per process" if processes == len(traces)
+           else f"{processes} process{'es' if processes != 1 else ''}; an exec or a second "
+                "trace adds a .<k> file")
     lines = [f"dftracer run: {len(traces)} trace file{'s' if len(traces) != 1 else ''} "
-             f"(one per process) in {shown}/"]
+             f"({per}) in {shown}/"]
     # the command's own trace first, then the others; a long list is cut
     listed = sorted(traces, key=lambda t: (t["pid"] != root_pid, t["path"]))
     shown_n = len(listed) if len(listed) <= MAX_LISTED else MAX_LISTED - 1

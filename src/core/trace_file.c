@@ -5,10 +5,11 @@
  * trace, with one header and at most one end (docs/trace-format.md, "Valid
  * files").  The paths this process already wrote are remembered, so a later
  * trace of the same process under the same stem (initialize_log after
- * finalize) goes on in the next numbered name without a word; anything else
- * found at the path (an earlier run's file with the same pid, a planted link)
- * is never written to either: a numbered name is used and one error line says
- * so (docs/configuration.md, "The trace file"). */
+ * finalize, or a new image after exec) goes on in the next numbered name
+ * without a word; anything else found at the path (an earlier run's file with
+ * the same pid, a planted link) is never written to either: a numbered name
+ * is used and one error line says so (docs/configuration.md, "The trace
+ * file"). */
 #include "core/trace_file.h"
 
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/config.h"
@@ -58,6 +60,50 @@ static int create_trace_fd(const char *path)
     return open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_CREAT | O_EXCL, 0644);
 }
 
+/* When this process started, in seconds since the epoch (exec keeps it):
+ * its start tick in /proc/self/stat (CLOCK_BOOTTIME) plus the wall time of
+ * boot; -1 when unknown.  Ticks are 10 ms: it may be up to one tick early. */
+static double process_start_time(void)
+{
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "re");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* field 22 (starttime), counted after the command name's closing ')' */
+    const char *p = strrchr(buf, ')');
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    unsigned long long ticks;
+    struct timespec real, boot;
+    long hz = sysconf(_SC_CLK_TCK);
+    if (!p || sscanf(p + 1, "%llu", &ticks) != 1 || hz <= 0 ||
+        clock_gettime(CLOCK_REALTIME, &real) != 0 || clock_gettime(CLOCK_BOOTTIME, &boot) != 0)
+        return -1;
+    double booted = (double)(real.tv_sec - boot.tv_sec) + (double)(real.tv_nsec - boot.tv_nsec) * 1e-9;
+    return booted + (double)ticks / (double)hz;
+}
+
+/* 1 when path is named with this process's pid and was last written after
+ * the process started: by an image of this process before an exec, since an
+ * earlier process with this pid had ended by then, and no other live process
+ * has it.  (A name given by initialize_log's process_id says nothing.) */
+static int written_before_exec(const char *path)
+{
+    char tail[48];
+    snprintf(tail, sizeof tail, "-%ld-app.pfw", (long)getpid());
+    const char *t = strstr(path, tail);
+    struct stat st;
+    if (!t || (strcmp(t + strlen(tail), "") != 0 && strcmp(t + strlen(tail), ".gz") != 0) ||
+        lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    double start = process_start_time();
+    double mtime = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec * 1e-9;
+    return start > 0 && mtime >= start;
+}
+
 /* The k-th fallback name: "<stem>-<host>-<pid>.<k>-app.pfw[.gz]" (or the path
  * with ".<k>" appended if it does not end that way).  NULL when out of memory. */
 static char *fallback_name(const char *path, int k)
@@ -80,7 +126,8 @@ int dft_trace_file_open(const char *path, char **actual, off_t *size)
     int fd = create_trace_fd(path);
     char *used = NULL;
     if (fd < 0 && (errno == EEXIST || errno == ELOOP)) {
-        int ours = was_written(path); /* an earlier trace of this process */
+        /* an earlier trace of this process, in this image or before an exec */
+        int ours = was_written(path) || written_before_exec(path);
         struct stat lst;
         const char *what = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)
                                ? "is a symbolic link"

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from tracefile import find_traces, read_trace
+from tracefile import find_traces, read_trace, validate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -159,3 +159,25 @@ def test_a_long_list_of_traces_is_cut(tmp_path):
     assert len(listed) == MAX_LISTED - 1
     assert f"... and {2 * MAX_LISTED + 1} more (--json lists them all)" in text
     assert "dftracer summary " in text and "'" in text  # a quoted glob
+
+
+def test_run_lists_the_trace_of_an_execd_image(tmp_path):
+    """exec keeps the pid: the new image's trace is <stem>-<host>-<pid>.1, and
+    it is listed with the first one, both the command's."""
+    script = ("import os, sys\n"
+              "os.execv(sys.executable, [sys.executable, '-c', 'print(\"after\")'])\n")
+    (tmp_path / "logs").mkdir()
+    proc = run(tmp_path, "--log-file", "logs/run", "--json", script=script)
+    assert proc.returncode == 0 and proc.stdout == "after\n", proc.stderr
+    report = json.loads(proc.stderr.splitlines()[-1])
+    paths = find_traces(str(tmp_path / "logs"), "run")
+    assert len(paths) == 2 and paths[1].endswith(f"-{report['pid']}.1-app.pfw.gz"), paths
+    assert sorted(t["path"] for t in report["traces"]) == paths
+    assert {t["pid"] for t in report["traces"]} == {report["pid"]}
+    assert [r["verdict"] for r in validate(*paths)] == ["ok", "ok"]
+    text = run(tmp_path, "--log-file", "logs/again", script=script).stderr
+    again = find_traces(str(tmp_path / "logs"), "again")
+    assert "2 trace files (1 process;" in text, text
+    for p in again:
+        line = [ln for ln in text.splitlines() if os.path.basename(p) in ln]
+        assert len(line) == 1 and "(the command)" in line[0], text
