@@ -12,7 +12,10 @@
  * (by whichever thread gets the file lock first) carries it, so the first
  * member always holds "[" and at least one whole event line.  Perfetto guesses
  * a gzip file's format from its first member alone and refuses a first member
- * that holds only "[" (docs/trace-format.md, "Member layout"). */
+ * that holds only "[" (docs/trace-format.md, "Member layout").  A piece that
+ * cannot be written (a full disk) leaves behind the lines the file needs (its
+ * header, hash definitions: core/needed_lines.c), and the next piece that
+ * reaches the file carries them, after the "[" line when it is the first. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,7 @@
 #include <unistd.h>
 
 #include "core/compress.h"
+#include "core/needed_lines.h"
 #include "core/trace_file.h"
 #include "core/writer.h"
 #include "format/lines.h"
@@ -33,7 +37,7 @@ typedef struct worker {
     int started;
     dft_compressor *cz; /* made at the first member */
     dft_sbuf json, out;
-    dft_sbuf first; /* "[\n" and the first piece of a file, joined to be deflated */
+    dft_sbuf first; /* "[\n", the kept lines and a piece, joined to be deflated */
 } worker;
 
 static struct {
@@ -60,6 +64,10 @@ static struct {
     int compression;
     dft_fmt_ctx fmt;
     _Atomic int need_bracket; /* a new file: the next piece written starts with "[\n" */
+    /* Lines the file needs from pieces that could not be written (under
+     * file_lock); while there are any, the next piece carries them. */
+    dft_needed_lines kept;
+    _Atomic int kept_pending;
     _Atomic uint64_t lines;
     int write_error_reported;
 
@@ -173,86 +181,111 @@ static int worker_zinit(worker *wk)
     return wk->cz ? 0 : -1;
 }
 
-/* Deflates "[\n" (when bracket is set) followed by text into one gzip member
- * in wk->out (core/compress.c), which takes one contiguous input: the bracket,
- * once per file, is joined to the text in wk->first.  Allocates only when a
- * buffer is too small (never in the emergency worker, whose buffers are
- * reserved).  Writer threads, no GIL. */
-static int deflate_member(worker *wk, int bracket, const char *text, size_t n)
+/* The bytes to append for text: one gzip member (or the text itself), with
+ * "[\n" in front when bracket is set and the kept lines after it when kept
+ * is set; the three are joined in wk->first, the compressor taking one
+ * contiguous input.  Sets *buf and *len.  Allocates only when a buffer is too
+ * small (the emergency worker's are reserved: it passes no kept lines unless
+ * they fit).  Writer threads, no GIL. */
+static int encode_piece(worker *wk, int bracket, int kept, const char *text, size_t n,
+                        const char **buf, size_t *len)
 {
+    size_t kn = kept ? writer.kept.text.len : 0;
+    if (bracket || kn) {
+        wk->first.len = 0;
+        if (dft_sbuf_reserve(&wk->first, n + kn + 2) != 0)
+            return -1;
+        char *o = wk->first.data;
+        if (bracket) {
+            memcpy(o, "[\n", 2);
+            o += 2;
+        }
+        if (kn) {
+            memcpy(o, writer.kept.text.data, kn);
+            o += kn;
+        }
+        memcpy(o, text, n);
+        n = (size_t)(o - wk->first.data) + n;
+        text = wk->first.data;
+    }
+    if (!writer.compression) {
+        *buf = text;
+        *len = n;
+        return 0;
+    }
     if (worker_zinit(wk) != 0)
         return -1;
-    if (bracket) {
-        wk->first.len = 0;
-        if (dft_sbuf_reserve(&wk->first, n + 2) != 0)
-            return -1;
-        memcpy(wk->first.data, "[\n", 2);
-        memcpy(wk->first.data + 2, text, n);
-        text = wk->first.data;
-        n += 2;
-    }
     wk->out.len = 0;
     if (dft_sbuf_reserve(&wk->out, dft_compress_bound(n)) != 0)
         return -1;
     wk->out.len = dft_compress_member(wk->cz, text, n, wk->out.data, wk->out.cap);
+    *buf = wk->out.data;
+    *len = wk->out.len;
     return wk->out.len ? 0 : -1;
 }
 
-/* The bytes to append for text: one gzip member, or the text itself, with
- * "[\n" in front when bracket is set.  Sets *buf and *len. */
-static int encode_piece(worker *wk, int bracket, const char *text, size_t n, const char **buf,
-                        size_t *len)
+/* A piece of `lines` lines was not written: keeps the lines the file needs
+ * for the next piece.  Caller holds file_lock. */
+static void keep_needed(const char *text, size_t n, size_t lines, const char *why)
 {
-    if (writer.compression) {
-        if (deflate_member(wk, bracket, text, n) != 0)
-            return -1;
-        *buf = wk->out.data;
-        *len = wk->out.len;
-    } else if (bracket) {
-        wk->out.len = 0;
-        if (dft_sbuf_reserve(&wk->out, n + 2) != 0)
-            return -1;
-        memcpy(wk->out.data, "[\n", 2);
-        memcpy(wk->out.data + 2, text, n);
-        *buf = wk->out.data;
-        *len = n + 2;
+    if (dft_needed_lines_keep(&writer.kept, text, n) != 0)
+        dft_log(DFT_LOG_ERROR, "out of memory keeping the header of %s; it may not validate",
+                writer.actual ? writer.actual : "trace");
+    if (writer.kept.count)
+        atomic_store(&writer.kept_pending, 1);
+    if (why)
+        dft_log(DFT_LOG_ERROR, "%s; %zu events dropped", why, lines);
+}
+
+/* Writes text as the next member with "[" and the kept lines as needed, or
+ * keeps what the file needs of it.  Caller holds file_lock. */
+static void write_piece_locked(worker *wk, const char *text, size_t n, size_t lines)
+{
+    int bracket = atomic_load(&writer.need_bracket);
+    int kept = atomic_load(&writer.kept_pending);
+    const char *buf;
+    size_t len;
+    if (writer.fd < 0 || writer.dead) {
+        keep_needed(text, n, lines, NULL);
+    } else if (encode_piece(wk, bracket, kept, text, n, &buf, &len) != 0) {
+        keep_needed(text, n, lines, "compression failed");
+    } else if (write_all(buf, len) != 0) {
+        keep_needed(text, n, lines, NULL); /* write_all reported it */
     } else {
-        *buf = text;
-        *len = n;
+        atomic_fetch_add(&writer.lines, lines + (kept ? writer.kept.count : 0));
+        atomic_store(&writer.need_bracket, 0);
+        if (kept) {
+            dft_needed_lines_clear(&writer.kept);
+            atomic_store(&writer.kept_pending, 0);
+        }
     }
-    return 0;
 }
 
 /* Writes whole lines as one member (or as-is when uncompressed).  The first
- * piece of a new file is encoded under the file lock, with the "[" line, so
- * that nothing can be written before it. */
+ * piece of a new file, and any piece while lines are kept, is encoded under
+ * the file lock, so that nothing can be written before it; the others are
+ * deflated outside it, in parallel. */
 static void write_piece(worker *wk, const char *text, size_t n, size_t lines)
 {
-    const char *buf;
-    size_t len;
-    if (atomic_load(&writer.need_bracket)) {
+    if (atomic_load(&writer.need_bracket) || atomic_load(&writer.kept_pending)) {
         pthread_mutex_lock(&writer.file_lock);
-        if (atomic_load(&writer.need_bracket)) {
-            if (writer.fd >= 0) {
-                if (encode_piece(wk, 1, text, n, &buf, &len) != 0)
-                    dft_log(DFT_LOG_ERROR, "compression failed; %zu events dropped", lines);
-                else if (write_all(buf, len) == 0) {
-                    atomic_store(&writer.need_bracket, 0);
-                    atomic_fetch_add(&writer.lines, lines);
-                }
-            }
+        if (atomic_load(&writer.need_bracket) || atomic_load(&writer.kept_pending)) {
+            write_piece_locked(wk, text, n, lines);
             pthread_mutex_unlock(&writer.file_lock);
             return;
         }
         pthread_mutex_unlock(&writer.file_lock);
     }
-    if (encode_piece(wk, 0, text, n, &buf, &len) != 0) {
-        dft_log(DFT_LOG_ERROR, "compression failed; %zu events dropped", lines);
-        return;
-    }
+    const char *buf;
+    size_t len;
+    int encoded = encode_piece(wk, 0, 0, text, n, &buf, &len) == 0;
     pthread_mutex_lock(&writer.file_lock);
-    if (writer.fd >= 0 && write_all(buf, len) == 0)
+    if (!encoded || atomic_load(&writer.kept_pending) || atomic_load(&writer.need_bracket))
+        write_piece_locked(wk, text, n, lines); /* encode again, under the lock */
+    else if (writer.fd >= 0 && !writer.dead && write_all(buf, len) == 0)
         atomic_fetch_add(&writer.lines, lines);
+    else
+        keep_needed(text, n, lines, NULL);
     pthread_mutex_unlock(&writer.file_lock);
 }
 
@@ -349,7 +382,9 @@ void dft_writer_submit(dft_chunk *c)
         dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", writer.path,
                 strerror(errno));
     }
-    if (writer.fd < 0 || ensure_workers_locked() != 0) {
+    /* A file that could not be opened yet still gets the chunk: the writer
+     * keeps the lines the file needs for when it opens. */
+    if ((writer.fd < 0 && !writer.pending) || ensure_workers_locked() != 0) {
         atomic_fetch_sub(&writer.in_flight, 1);
         pthread_cond_broadcast(&writer.idle);
         pthread_mutex_unlock(&writer.lock);
@@ -402,7 +437,16 @@ void dft_writer_drain(void)
     gil_restore(h);
 }
 
-uint64_t dft_writer_lines(void) { return atomic_load(&writer.lines); }
+/* The lines a member written now would follow: those written, and the kept
+ * lines it would carry.  Called by finalize with the queue drained. */
+uint64_t dft_writer_lines(void)
+{
+    pthread_mutex_lock(&writer.file_lock);
+    uint64_t n = atomic_load(&writer.lines) +
+                 (atomic_load(&writer.kept_pending) ? writer.kept.count : 0);
+    pthread_mutex_unlock(&writer.file_lock);
+    return n;
+}
 
 /* ---- the file ---------------------------------------------------------- */
 
@@ -451,6 +495,9 @@ int dft_writer_open(const dft_writer_opts *o, int open_now)
     writer.write_error_reported = 0;
     writer.dead = 0;
     atomic_store(&writer.lines, 0);
+    atomic_store(&writer.need_bracket, 1);
+    dft_needed_lines_clear(&writer.kept); /* an earlier file's, never written */
+    atomic_store(&writer.kept_pending, 0);
     writer.nworkers = o->nthreads < 1 ? 1 : o->nthreads > MAX_WORKERS ? MAX_WORKERS : o->nthreads;
     writer.max_inflight = 2 * writer.nworkers + 2;
     writer.pending = 1;
@@ -479,8 +526,9 @@ void dft_writer_write_now(const dft_event *ev, int64_t id)
 
 /* Formats records and writes them at once with the sync worker, bypassing the
  * queue: the header of a trace that just started is on disk before the first
- * event is logged.  writer.lock serialises the sync worker with the lazy open in
- * dft_writer_submit.  Any thread, no GIL. */
+ * event is logged (or kept, when it cannot be written).  writer.lock
+ * serialises the sync worker with the lazy open in dft_writer_submit.  Any
+ * thread, no GIL. */
 int dft_writer_write_sync(const char *data, size_t start, size_t end)
 {
     pthread_mutex_lock(&writer.lock);
@@ -489,10 +537,10 @@ int dft_writer_write_sync(const char *data, size_t start, size_t end)
         dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", writer.path,
                 strerror(errno));
     }
-    int rc = writer.fd >= 0 ? 0 : -1;
+    int rc = writer.fd >= 0 ? 0 : -1; /* formatted anyway: the header is kept */
     worker *wk = &writer.sync;
     size_t pos = start;
-    while (rc == 0 && pos < end) {
+    while (pos < end) {
         wk->json.len = 0;
         wk->json.failed = 0;
         size_t before = pos;
@@ -500,9 +548,10 @@ int dft_writer_write_sync(const char *data, size_t start, size_t end)
         if (wk->json.failed || pos == before) {
             dft_log(DFT_LOG_ERROR, "out of memory while formatting; %zu events dropped", lines);
             rc = -1;
-        } else if (lines) {
-            write_piece(wk, wk->json.data, wk->json.len, lines);
+            break;
         }
+        if (lines)
+            write_piece(wk, wk->json.data, wk->json.len, lines);
     }
     pthread_mutex_unlock(&writer.lock);
     return rc;
@@ -581,6 +630,8 @@ void dft_writer_atfork_child(void)
         writer.fd = -1;
     }
     writer.pending = 0;
+    dft_needed_lines_clear(&writer.kept); /* the parent's file's */
+    atomic_store(&writer.kept_pending, 0);
     dft_trace_file_forget_owned(); /* the parent's files: never appended to here */
     atomic_store(&writer.emergency_busy, 0);
 }
@@ -623,17 +674,24 @@ int dft_writer_emergency(const char *data, size_t start, size_t end)
             rc = -1;
             break;
         }
-        /* Encoded under the lock: the first piece of a new file carries "[".
-         * The reserved buffers hold it, so nothing is allocated here. */
+        /* Encoded under the lock: the first piece of a new file carries "[",
+         * and any kept lines.  Nothing is allocated here: the reserved buffers
+         * hold "[", and the kept lines are taken only when they fit too. */
         int bracket = atomic_load(&writer.need_bracket);
-        if (encode_piece(wk, bracket, wk->json.data, wk->json.len, &buf, &len) != 0) {
+        int kept = atomic_load(&writer.kept_pending);
+        if ((kept && wk->first.cap < wk->json.len + writer.kept.text.len + 2) ||
+            encode_piece(wk, bracket, kept, wk->json.data, wk->json.len, &buf, &len) != 0) {
             pthread_mutex_unlock(&writer.file_lock);
             rc = -1;
             break;
         }
         if (write_all(buf, len) == 0) {
             atomic_store(&writer.need_bracket, 0);
-            atomic_fetch_add(&writer.lines, lines);
+            atomic_fetch_add(&writer.lines, lines + (kept ? writer.kept.count : 0));
+            if (kept) {
+                dft_needed_lines_clear(&writer.kept);
+                atomic_store(&writer.kept_pending, 0);
+            }
         }
         pthread_mutex_unlock(&writer.file_lock);
     }

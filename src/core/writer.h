@@ -26,6 +26,7 @@ void dft_writer_write_now(const dft_event *ev, int64_t id);
 /* Formats data[start, end) and writes it at once, bypassing the queue (a
  * trace's header); 0, or -1 when nothing could be written. */
 int dft_writer_write_sync(const char *data, size_t start, size_t end);
+/* The end event's num_events: the lines before a member written now. */
 uint64_t dft_writer_lines(void);
 /* The file being written (its fallback name when the configured path was
  * refused: docs/configuration.md, "The trace file"), or the configured path. */

@@ -285,3 +285,53 @@ def test_a_second_trace_of_the_same_stem_is_a_file_of_its_own(tmp_path):
     assert [r["verdict"] for r in validate(*files)] == ["ok"] * 2
     assert [[e["name"] for e in read_trace(f).of("X", cat="c")] for f in files] == [
         ["implicit"], ["explicit"]]
+
+
+@pytest.mark.no_asan
+def test_full_from_the_start_then_freed_gives_a_valid_file(tmp_path):
+    """A disk full at initialize_log (RLIMIT_FSIZE 0: every write fails with
+    EFBIG), then space again: the first member that reaches the file holds
+    "[", the header and the hash definitions the lost pieces held, and the
+    real `dftracer validate` accepts the file."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "f").write_bytes(b"x" * 10)
+    proc = run_python(
+        f"""
+        import os, resource, signal, threading
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        from dftracer.python import dftracer
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, hard))
+        log = dftracer.initialize_log({str(tmp_path / 'full.pfw')!r}, {str(data)!r}, -1)
+        def work(tag):  # the file's FH definition goes with the first read
+            fd = os.open({str(data / 'f')!r}, os.O_RDONLY)
+            os.read(fd, 4)
+            os.close(fd)
+            log.log_event(tag, "app", log.get_time(), 1)
+        def both(tag):
+            work(tag)
+            t = threading.Thread(target=work, args=(tag + "_thread",))
+            t.start(); t.join()
+        both("lost")
+        log.flush()
+        print(os.path.getsize(log.trace_path))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        both("kept")
+        log.finalize()
+        print(log.trace_path)
+        """,
+        ENABLED,
+    )
+    size, path = proc.stdout.split()
+    assert size == "0"
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("dftracer: error")]
+    assert len(errors) == 1 and "File too large" in errors[0], proc.stderr
+    first = members(path)[0].decode()
+    assert first.startswith("[\n") and '"name":"HH"' in first and '"name":"start"' in first
+    (result,) = validate(path)
+    assert result["verdict"] == "ok" and result["finalized"], result
+    tr = read_trace(path)  # one HH/process_name/start, every hash defined, num_events
+    assert sorted(e["name"] for e in tr.of("X", cat="app")) == ["kept", "kept_thread"]
+    reads = [e for e in tr.user_events() if e["cat"] == "POSIX" and e["name"] == "read"]
+    assert len(reads) == 2 and tr.hashes("FH")[reads[0]["args"]["fhash"]] == str(data / "f")
