@@ -13,7 +13,6 @@
 #include "binding/pyargs.h"
 
 #include <errno.h>
-#include <unistd.h>
 
 /* ---- GIL hooks for the core's waits ------------------------------------ */
 
@@ -144,35 +143,6 @@ static PyObject *fs_path_or_none(PyObject *obj, const char *argname, PyObject **
     return *holder;
 }
 
-/* A directory that is missing or not writable is reported at initialisation. */
-static int check_log_dir(const char *stem)
-{
-    char dir[4096];
-    const char *slash = strrchr(stem, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == stem)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - stem), stem);
-    if (access(dir, W_OK | X_OK) != 0) {
-        int e = errno;
-        PyObject *p = PyUnicode_DecodeFSDefault(dir);
-        if (p) {
-            PyObject *exc = PyObject_CallFunction(
-                PyExc_OSError, "isO", e,
-                e == ENOENT ? "log directory is missing" : "log directory is not writable", p);
-            if (exc) {
-                PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-                Py_DECREF(exc);
-            }
-            Py_DECREF(p);
-        }
-        return -1;
-    }
-    return 0;
-}
-
 static PyObject *logger_initialize_log(PyObject *unused, PyObject *args, PyObject *kwargs)
 {
     (void)unused;
@@ -224,16 +194,6 @@ static PyObject *logger_initialize_log(PyObject *unused, PyObject *args, PyObjec
             return NULL;
         }
         free(stem);
-    }
-    if (!was_active && dft_is_enabled_env() && lf_s) {
-        char *stem = dft_config_stem(lf_s);
-        int bad = stem ? check_log_dir(stem) : 0;
-        free(stem);
-        if (bad) {
-            Py_XDECREF(lf_holder);
-            Py_XDECREF(dd_holder);
-            return NULL;
-        }
     }
     char err[1024] = "";
     int rc;

@@ -41,7 +41,8 @@ def _parser() -> argparse.ArgumentParser:
                         "(default: $DFTRACER_DATA_DIR; unset: no I/O events)")
     p.add_argument("--log-file", metavar="F",
                    help="trace file stem; each process writes F-<host>-<pid>-app.pfw.gz "
-                        "(default: $DFTRACER_LOG_FILE or ./trace)")
+                        "(default: $DFTRACER_LOG_FILE or ./trace); a missing directory is "
+                        "created")
     p.add_argument("--no-io", action="store_true", help="do not trace POSIX/stdio calls")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="do not list the trace files at the end")
@@ -244,9 +245,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _parser().error("--data-dir must not be empty")
     env = build_env(args.data_dir, args.log_file, args.no_io)
     if args.log_file:
+        # created here as every traced process would (docs/configuration.md)
         log_dir = os.path.dirname(env["DFTRACER_LOG_FILE"])
-        if not os.path.isdir(log_dir):
-            sys.stderr.write(f"dftracer run: --log-file directory does not exist: {log_dir}\n")
+        try:
+            os.makedirs(log_dir, exist_ok=True)
+        except OSError as exc:
+            sys.stderr.write(f"dftracer run: cannot create the --log-file directory {log_dir}: "
+                             f"{exc.strerror}\n")
             return 2
     stem = _trace_stem(env)
     before = _snapshot(stem)

@@ -179,6 +179,44 @@ int dft_trace_file_open(const char *path, char **actual, off_t *size)
     return fd;
 }
 
+/* mkdir -p of path's first n bytes.  0, or -1 with errno. */
+static int make_dirs(char *path, size_t n)
+{
+    struct stat st;
+    char saved = path[n];
+    path[n] = '\0';
+    int rc = 0;
+    if (stat(path, &st) != 0) {
+        char *slash = strrchr(path, '/');
+        while (slash && slash > path && slash[-1] == '/')
+            slash--;
+        if (slash && slash > path)
+            rc = make_dirs(path, (size_t)(slash - path));
+        if (rc == 0 && mkdir(path, 0777) != 0 && errno != EEXIST)
+            rc = -1;
+    } else if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        rc = -1;
+    }
+    path[n] = saved;
+    return rc;
+}
+
+/* Any thread, no GIL. */
+int dft_trace_file_make_dir(const char *path, char *dir, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path || cap == 0)
+        return 0; /* the working directory, or / */
+    size_t n = (size_t)(slash - path);
+    snprintf(dir, cap, "%.*s", (int)n, path);
+    if (n >= cap) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return make_dirs(dir, n);
+}
+
 /* Single-threaded (a forked child). */
 void dft_trace_file_forget_owned(void)
 {

@@ -17,6 +17,12 @@
  * thread exists; no GIL. */
 int dft_trace_file_open(const char *path, char **actual, off_t *size);
 
+/* Creates the missing directories above the file path (like mkdir -p, mode
+ * 0777 less the umask), whether the path came from initialize_log or
+ * DFTRACER_LOG_FILE.  dir (cap bytes) receives the directory.  0, or -1 with
+ * errno.  Any thread, no GIL. */
+int dft_trace_file_make_dir(const char *path, char *dir, size_t cap);
+
 /* In a forked child: the names the parent wrote are the parent's business
  * (the child's own pid is in its names).  Single-threaded. */
 void dft_trace_file_forget_owned(void);

@@ -17,6 +17,7 @@
 #include "core/intern.h"
 #include "core/signals.h"
 #include "core/state.h"
+#include "core/trace_file.h"
 #include "core/tracer.h"
 #include "core/writer.h"
 #include "format/record.h"
@@ -329,6 +330,15 @@ static int start_held(const char *log_file, const char *data_dir, int64_t proces
     size_t base = dft_g.cfg.write_buffer < 65536 ? 65536 : dft_g.cfg.write_buffer;
     dft_g.chunk_cap = base + DFT_REC_MAX;
     make_path();
+    char dir[PATH_MAX];
+    if (dft_g.path && dft_trace_file_make_dir(dft_g.path, dir, sizeof dir) != 0) {
+        int e = errno;
+        snprintf(err, errlen, "cannot create log directory %s: %s", dir, strerror(e));
+        atomic_store(&dft_trace.state, explicit_init ? DFT_STATE_UNINIT : DFT_STATE_DISABLED);
+        pthread_mutex_unlock(&dft_g.life_lock);
+        errno = e;
+        return -1;
+    }
     if (!dft_g.path || open_file(1) != 0) {
         int e = dft_g.path ? errno : ENOMEM;
         snprintf(err, errlen, "cannot open trace file %s: %s", dft_g.path ? dft_g.path : "?",

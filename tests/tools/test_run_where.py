@@ -140,9 +140,15 @@ def test_run_bad_command_and_options(tmp_path):
                          env=env(), capture_output=True, text=True)
     assert bad.returncode == 127 and "/nonexistent/prog" in bad.stderr
     start = time.monotonic()
-    proc = run(tmp_path, "--log-file", "missing/run")
-    assert proc.returncode == 2 and "does not exist" in proc.stderr
+    (tmp_path / "afile").write_text("")
+    proc = run(tmp_path, "--log-file", "afile/run")  # a directory that cannot be made
+    assert proc.returncode == 2 and "cannot create the --log-file directory" in proc.stderr
+    assert str(tmp_path / "afile") in proc.stderr and proc.stdout == ""  # not run
     assert time.monotonic() - start < 60
+    # a missing directory is created, as for DFTRACER_LOG_FILE (docs/configuration.md)
+    proc = run(tmp_path, "--log-file", "new/sub/run", script="print('ran')\n")
+    assert proc.returncode == 0 and proc.stdout == "ran\n", proc.stderr
+    assert len(find_traces(str(tmp_path / "new" / "sub"), "run")) == 1
 
 
 def test_a_long_list_of_traces_is_cut(tmp_path):
