@@ -110,7 +110,7 @@ static void tstate_handoff_held(dft_tstate *ts, int snapshot)
         pthread_mutex_unlock(&ts->lock);
         return;
     }
-    uint64_t gen = atomic_load_explicit(&dft_trace.gen, memory_order_relaxed);
+    uint64_t gen = ts->gen; /* the file the records belong to (see new_file) */
     dft_chunk *out = dft_chunk_new();
     if (!out) {
         pthread_mutex_unlock(&ts->lock);
@@ -190,7 +190,9 @@ void dft_flush_threads_from_signal(void)
         if (pthread_mutex_trylock(&ts->lock) != 0)
             continue;
         size_t pos = atomic_load_explicit(&ts->pos, memory_order_acquire);
-        if (pos > ts->flushed && dft_writer_emergency(ts->cur->data, ts->flushed, pos) == 0)
+        if (ts->gen != atomic_load(&dft_trace.gen))
+            ts->flushed = pos; /* another file's (see new_file) */
+        else if (pos > ts->flushed && dft_writer_emergency(ts->cur->data, ts->flushed, pos) == 0)
             ts->flushed = pos;
         pthread_mutex_unlock(&ts->lock);
     }
@@ -221,9 +223,10 @@ void dft_flush_aged_threads(void)
     pthread_mutex_unlock(&dft_g.registry_lock);
 }
 
-/* Writes the calling thread's committed records synchronously (the header of
- * a trace that just started).  Any thread, no GIL; waits only for the file. */
-void dft_flush_own_thread_now(void)
+/* Hands the calling thread's committed records (a new trace's header) to
+ * the writer's kept lines (dft_writer_keep), to be written before anything
+ * else.  Any thread, no GIL. */
+void dft_keep_own_thread_now(uint64_t gen)
 {
     dft_tstate *ts = tls_state;
     if (!ts)
@@ -233,8 +236,8 @@ void dft_flush_own_thread_now(void)
     pthread_mutex_lock(&ts->lock);
     size_t pos = atomic_load_explicit(&ts->pos, memory_order_acquire);
     if (pos > ts->flushed) {
-        dft_writer_write_sync(ts->cur->data, ts->flushed, pos);
-        ts->flushed = pos; /* written, or dropped with the writer's one error line */
+        dft_writer_keep(ts->cur->data, ts->flushed, pos, gen);
+        ts->flushed = pos; /* kept, or dropped with the writer's one error line */
     }
     pthread_mutex_unlock(&ts->lock);
     dft_signals_release(&saved);
@@ -335,8 +338,28 @@ static inline void place_event(dft_tstate *ts, const dft_event *ev, const dft_sc
     }
 }
 
-/* The hot path.  Any thread, no GIL. */
-static inline int emit_at(const dft_event *ev, const dft_scope_tok *own, int how)
+/* The thread's first event in a new file: records still in its buffer were
+ * committed after their file's last flush (an event that began before
+ * finalize() and ended after it) and are dropped, never written to the new
+ * file; the buffer's records belong to gen from now on (a hand-off labels
+ * its chunk with ts->gen, and the writer skips chunks of another file).
+ * Called with ts->in_emit set; owner's thread, no GIL. */
+static void new_file(dft_tstate *ts, uint64_t gen)
+{
+    sigset_t saved;
+    dft_signals_hold(&saved);
+    pthread_mutex_lock(&ts->lock);
+    ts->flushed = atomic_load_explicit(&ts->pos, memory_order_relaxed);
+    ts->gen = gen;
+    pthread_mutex_unlock(&ts->lock);
+    dft_signals_release(&saved);
+    announce_thread(ts);
+}
+
+/* The hot path.  expect: the file generation the event belongs to (its
+ * hashes were defined there), 0 for the current one; an event of another
+ * is not recorded (returns 1).  Any thread, no GIL. */
+static inline int emit_at(const dft_event *ev, const dft_scope_tok *own, int how, uint64_t expect)
 {
     dft_tstate *ts = tls_state;
     if (__builtin_expect(!ts, 0)) {
@@ -344,13 +367,14 @@ static inline int emit_at(const dft_event *ev, const dft_scope_tok *own, int how
         if (!ts)
             return -1;
     }
+    uint64_t gen = atomic_load_explicit(&dft_trace.gen, memory_order_acquire);
+    if (__builtin_expect(expect != 0 && expect != gen, 0))
+        return 1;
     if (ts->in_emit)
         return -1; /* re-entered from a signal handler on this thread */
     ts->in_emit = 1;
-    uint64_t gen = atomic_load_explicit(&dft_trace.gen, memory_order_relaxed);
     if (__builtin_expect(ts->gen != gen, 0)) {
-        ts->gen = gen;
-        announce_thread(ts);
+        new_file(ts, gen);
     } else if (__builtin_expect(!ts->name_final, 0)) {
         rename_thread(ts);
     }
@@ -378,14 +402,39 @@ static inline int emit_at(const dft_event *ev, const dft_scope_tok *own, int how
 /* Any thread, no GIL. */
 int dft_emit_record(const dft_event *ev, const dft_scope_tok *own)
 {
-    return emit_at(ev, own, PLACE_INSIDE);
+    return emit_at(ev, own, PLACE_INSIDE, 0);
 }
 
 /* Any thread, no GIL. */
-int dft_emit_logged(const dft_event *ev) { return emit_at(ev, NULL, PLACE_LOGGED); }
+int dft_emit_record_in(const dft_event *ev, uint64_t gen)
+{
+    return emit_at(ev, NULL, PLACE_INSIDE, gen);
+}
 
 /* Any thread, no GIL. */
-int dft_emit_top(const dft_event *ev) { return emit_at(ev, NULL, PLACE_TOP); }
+int dft_emit_essential(const dft_event *ev, uint64_t gen)
+{
+    dft_tstate *ts = tls_state;
+    if (__builtin_expect(!ts, 0) && !(ts = dft_tstate_get()))
+        return -1;
+    size_t size = dft_record_size(ev);
+    char small[1024];
+    char *rec = size <= sizeof small ? small : malloc(size);
+    if (!rec)
+        return -1;
+    dft_rec_place at = {.id = take_id(ts), .level = 0, .p_idx = -1, .tid = ev->tid ? ev->tid : ts->tid};
+    dft_record_encode(rec, ev, size, &at);
+    int rc = dft_writer_keep(rec, 0, size, gen);
+    if (rec != small)
+        free(rec);
+    return rc;
+}
+
+/* Any thread, no GIL. */
+int dft_emit_logged(const dft_event *ev) { return emit_at(ev, NULL, PLACE_LOGGED, 0); }
+
+/* Any thread, no GIL. */
+int dft_emit_top(const dft_event *ev) { return emit_at(ev, NULL, PLACE_TOP, 0); }
 
 /* Writes a thread_name metadata event for this thread with ts->name.
  * Called with ts->in_emit set; any thread, no GIL. */

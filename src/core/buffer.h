@@ -14,9 +14,14 @@ void dft_flush_threads_from_signal(void);
 /* Hands to the writer the buffers of threads whose records were already there
  * at the previous call (the time-based flush; see core/tracer.c). */
 void dft_flush_aged_threads(void);
-/* Writes the calling thread's committed records at once, bypassing the queue
- * (a new trace's header). */
-void dft_flush_own_thread_now(void);
+/* Hands the calling thread's committed records (a new trace's header) to
+ * the lines the writer keeps for the head of its next member
+ * (dft_writer_keep). */
+void dft_keep_own_thread_now(uint64_t gen);
+/* Records ev -- a line the file of generation gen cannot be valid without, a
+ * hash definition -- among the writer's kept lines, written before any
+ * member that may use it (dft_writer_keep's return).  Any thread, no GIL. */
+int dft_emit_essential(const dft_event *ev, uint64_t gen);
 void dft_tstate_reset_current(void);
 /* Opens a scope without an owner on the calling thread / closes the
  * innermost one (dft_enter_scope, dft_exit_scope; core/core.h, "Nesting"). */

@@ -159,6 +159,11 @@ void dft_scope_close_here(dft_scope_tok *t);
  * event took it yet, else (own NULL or closed) inside the innermost scope.
  * 0, or -1 when it could not be recorded.  Any thread, no GIL. */
 int dft_emit_record(const dft_event *ev, const dft_scope_tok *own);
+/* dft_emit_record (inside the innermost scope) for an event that belongs to
+ * the trace file of generation gen (dft_trace_gen() when it began: its
+ * hashes were defined there); not recorded (1) when another file has started
+ * since.  Any thread, no GIL. */
+int dft_emit_record_in(const dft_event *ev, uint64_t gen);
 /* Records an event the program logged (log_event, dft_emit): it takes the
  * innermost scope when that scope has no owner and no event yet, else it is
  * recorded inside it.  Any thread, no GIL. */

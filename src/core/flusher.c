@@ -54,8 +54,10 @@ static void *flusher_main(void *arg)
             t.tv_sec += (time_t)(ns / 1000000000);
             t.tv_nsec = (long)(ns % 1000000000);
             if (sem_clockwait(&flusher.wake, CLOCK_MONOTONIC, &t) != 0 && errno == ETIMEDOUT &&
-                !atomic_load(&flusher.stop) && atomic_load(&dft_trace.active))
+                !atomic_load(&flusher.stop) && atomic_load(&dft_trace.active)) {
                 dft_flush_aged_threads();
+                dft_writer_tick(); /* kept lines (a header) no member carried */
+            }
         } else {
             sem_wait(&flusher.wake);
         }

@@ -97,6 +97,18 @@ int dft_emit_meta(const char *kind, int64_t pid, int64_t tid, const char *key, s
 }
 
 /* Any thread, no GIL. */
+int dft_emit_hash_def(uint64_t gen, const char *kind, const char *s, size_t len, uint64_t hash)
+{
+    dft_arg args[2] = {
+        {.key = "name", .type = DFT_ARG_STR, .v.s = {s, len}},
+        {.key = "value", .type = DFT_ARG_HASH, .v.hash = hash},
+    };
+    dft_event ev = {.name = kind, .name_len = strlen(kind), .cat = "dftracer", .cat_len = 8,
+                    .ph = DFT_PH_METADATA, .args = args, .nargs = 2};
+    return dft_emit_essential(&ev, gen);
+}
+
+/* Any thread, no GIL. */
 int dft_emit_metadata(const char *kind, const char *key, size_t key_len, const char *value,
                       size_t value_len)
 {
@@ -203,11 +215,14 @@ static void emit_header(void) /* under life_lock, no GIL */
     if ((size_t)n >= sizeof pname)
         n = (int)sizeof pname - 1;
     dft_emit_meta("process_name", 0, 0, pname, (size_t)n, "process_name", 12, 0, 0);
+    uint64_t gen = dft_trace_gen();
+    dft_keep_own_thread_now(gen); /* HH first; the start event's hashes follow */
     if (!dft_g.cfg.inc_metadata) {
         dft_arg a = {.key = "version", .type = DFT_ARG_STR, .v.s = {DFT_VERSION, strlen(DFT_VERSION)}};
         dft_event ev = {.name = "start", .name_len = 5, .cat = "dftracer", .cat_len = 8,
                         .ts = dft_clock_us(), .ph = DFT_PH_COMPLETE, .args = &a, .nargs = 1};
         dft_emit_top(&ev);
+        dft_keep_own_thread_now(gen);
         return;
     }
     char cwd[PATH_MAX];
@@ -231,6 +246,7 @@ static void emit_header(void) /* under life_lock, no GIL */
     dft_event ev = {.name = "start", .name_len = 5, .cat = "dftracer", .cat_len = 8,
                     .ts = dft_clock_us(), .ph = DFT_PH_COMPLETE, .args = args, .nargs = 6};
     dft_emit_top(&ev);
+    dft_keep_own_thread_now(gen);
 }
 
 static void make_path(void)
@@ -257,9 +273,10 @@ static void read_hostname(void)
     dft_g.hhash = dft_hash64(dft_g.hostname, strlen(dft_g.hostname));
 }
 
-static int open_file(int open_now)
+static int open_file(int open_now, uint64_t gen)
 {
     dft_writer_opts o = {.path = dft_g.path,
+                         .gen = gen,
                          .compression = dft_g.cfg.compression,
                          .inc_metadata = dft_g.cfg.inc_metadata,
                          .nthreads = dft_g.cfg.writer_threads,
@@ -339,7 +356,7 @@ static int start_held(const char *log_file, const char *data_dir, int64_t proces
         errno = e;
         return -1;
     }
-    if (!dft_g.path || open_file(1) != 0) {
+    if (!dft_g.path || open_file(1, dft_trace_gen() + 1) != 0) {
         int e = dft_g.path ? errno : ENOMEM;
         snprintf(err, errlen, "cannot open trace file %s: %s", dft_g.path ? dft_g.path : "?",
                  strerror(e));
@@ -356,7 +373,8 @@ static int start_held(const char *log_file, const char *data_dir, int64_t proces
     dft_signals_install(dft_g.cfg.bind_signals);
     emit_header();
     run_hooks(DFT_HOOK_OPENED);
-    dft_flush_own_thread_now(); /* the header is on disk before tracing goes on */
+    dft_keep_own_thread_now(dft_trace_gen());
+    dft_writer_write_kept(); /* the header is on disk before tracing goes on */
     dft_flusher_start();
     pthread_mutex_unlock(&dft_g.life_lock);
     dft_log(DFT_LOG_INFO, "tracing to %s", dft_writer_path());
@@ -482,7 +500,7 @@ static void fork_child(void)
     dft_g.pid = dft_g.real_pid;
     make_path();
     atomic_fetch_add(&dft_trace.gen, 1);
-    if (!dft_g.path || open_file(0) != 0) {
+    if (!dft_g.path || open_file(0, dft_trace_gen()) != 0) {
         dft_log(DFT_LOG_ERROR, "forked child cannot open %s: %s; tracing disabled",
                 dft_g.path ? dft_g.path : "trace", strerror(errno));
         atomic_store(&dft_trace.active, 0);
@@ -491,9 +509,9 @@ static void fork_child(void)
         dft_signals_release(&fork_saved_mask);
         return;
     }
-    /* The header stays in this thread's buffer: a child that execs at once
-     * leaves no file; one that lives on has it written with its first chunk,
-     * or by the flusher within the interval. */
+    /* The header is kept by the writer (emit_header), not written: a child
+     * that execs at once leaves no file; one that lives on has it at the head
+     * of its first member, or written by the flusher within the interval. */
     emit_header();
     dft_flusher_start(); /* with SIGTERM still blocked: the new thread blocks all anyway */
     dft_signals_release(&fork_saved_mask);

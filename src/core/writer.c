@@ -12,10 +12,11 @@
  * (by whichever thread gets the file lock first) carries it, so the first
  * member always holds "[" and at least one whole event line.  Perfetto guesses
  * a gzip file's format from its first member alone and refuses a first member
- * that holds only "[" (docs/trace-format.md, "Member layout").  A piece that
- * cannot be written (a full disk) leaves behind the lines the file needs (its
- * header, hash definitions: core/needed_lines.c), and the next piece that
- * reaches the file carries them, after the "[" line when it is the first. */
+ * that holds only "[" (docs/trace-format.md, "Member layout").  The lines a
+ * file cannot be valid without (its header, hash definitions) are kept
+ * (core/kept_lines.c) and written as a member of their own before any other
+ * member, after the "[" line when it is the first; a member that cannot be
+ * written (a full disk) leaves what the file needs of it kept. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@
 #include <unistd.h>
 
 #include "core/compress.h"
-#include "core/needed_lines.h"
+#include "core/kept_lines.h"
 #include "core/trace_file.h"
 #include "core/writer.h"
 #include "format/lines.h"
@@ -64,10 +65,7 @@ static struct {
     int compression;
     dft_fmt_ctx fmt;
     _Atomic int need_bracket; /* a new file: the next piece written starts with "[\n" */
-    /* Lines the file needs from pieces that could not be written (under
-     * file_lock); while there are any, the next piece carries them. */
-    dft_needed_lines kept;
-    _Atomic int kept_pending;
+
     _Atomic uint64_t lines;
     int write_error_reported;
 
@@ -182,31 +180,21 @@ static int worker_zinit(worker *wk)
 }
 
 /* The bytes to append for text: one gzip member (or the text itself), with
- * "[\n" in front when bracket is set and the kept lines after it when kept
- * is set; the three are joined in wk->first, the compressor taking one
- * contiguous input.  Sets *buf and *len.  Allocates only when a buffer is too
- * small (the emergency worker's are reserved: it passes no kept lines unless
- * they fit).  Writer threads, no GIL. */
-static int encode_piece(worker *wk, int bracket, int kept, const char *text, size_t n,
-                        const char **buf, size_t *len)
+ * "[\n" in front when bracket is set (joined in wk->first: the compressor
+ * takes one contiguous input).  Sets *buf and *len.  Allocates only when a
+ * buffer is too small (never in the emergency worker, whose buffers are
+ * reserved).  Writer threads, no GIL. */
+static int encode_piece(worker *wk, int bracket, const char *text, size_t n, const char **buf,
+                        size_t *len)
 {
-    size_t kn = kept ? writer.kept.text.len : 0;
-    if (bracket || kn) {
+    if (bracket) {
         wk->first.len = 0;
-        if (dft_sbuf_reserve(&wk->first, n + kn + 2) != 0)
+        if (dft_sbuf_reserve(&wk->first, n + 2) != 0)
             return -1;
-        char *o = wk->first.data;
-        if (bracket) {
-            memcpy(o, "[\n", 2);
-            o += 2;
-        }
-        if (kn) {
-            memcpy(o, writer.kept.text.data, kn);
-            o += kn;
-        }
-        memcpy(o, text, n);
-        n = (size_t)(o - wk->first.data) + n;
+        memcpy(wk->first.data, "[\n", 2);
+        memcpy(wk->first.data + 2, text, n);
         text = wk->first.data;
+        n += 2;
     }
     if (!writer.compression) {
         *buf = text;
@@ -225,67 +213,60 @@ static int encode_piece(worker *wk, int bracket, int kept, const char *text, siz
 }
 
 /* A piece of `lines` lines was not written: keeps the lines the file needs
- * for the next piece.  Caller holds file_lock. */
+ * for the next member.  Caller holds file_lock. */
 static void keep_needed(const char *text, size_t n, size_t lines, const char *why)
 {
-    if (dft_needed_lines_keep(&writer.kept, text, n) != 0)
+    if (dft_kept_add_needed(text, n) != 0)
         dft_log(DFT_LOG_ERROR, "out of memory keeping the header of %s; it may not validate",
                 writer.actual ? writer.actual : "trace");
-    if (writer.kept.count)
-        atomic_store(&writer.kept_pending, 1);
     if (why)
         dft_log(DFT_LOG_ERROR, "%s; %zu events dropped", why, lines);
 }
 
-/* Writes text as the next member with "[" and the kept lines as needed, or
- * keeps what the file needs of it.  Caller holds file_lock. */
-static void write_piece_locked(worker *wk, const char *text, size_t n, size_t lines)
+/* Writes the kept lines (the header, hash definitions: dft_writer_keep) as
+ * a member of their own, after "[" when the file has nothing yet: before any
+ * member that may use them.  0, or -1 when they could not be written (they
+ * stay kept).  Caller holds file_lock; wk's compressor is used, not its
+ * buffers. */
+static int write_kept_locked(worker *wk)
 {
-    int bracket = atomic_load(&writer.need_bracket);
-    int kept = atomic_load(&writer.kept_pending);
+    if (!dft_kept_pending())
+        return 0;
     const char *buf;
     size_t len;
-    if (writer.fd < 0 || writer.dead) {
-        keep_needed(text, n, lines, NULL);
-    } else if (encode_piece(wk, bracket, kept, text, n, &buf, &len) != 0) {
-        keep_needed(text, n, lines, "compression failed");
-    } else if (write_all(buf, len) != 0) {
-        keep_needed(text, n, lines, NULL); /* write_all reported it */
-    } else {
-        atomic_fetch_add(&writer.lines, lines + (kept ? writer.kept.count : 0));
-        atomic_store(&writer.need_bracket, 0);
-        if (kept) {
-            dft_needed_lines_clear(&writer.kept);
-            atomic_store(&writer.kept_pending, 0);
-        }
-    }
+    if (writer.fd < 0 || writer.dead || (writer.compression && worker_zinit(wk) != 0) ||
+        dft_kept_member(atomic_load(&writer.need_bracket), writer.compression ? wk->cz : NULL,
+                        &buf, &len) != 0 ||
+        write_all(buf, len) != 0)
+        return -1;
+    atomic_fetch_add(&writer.lines, dft_kept_written());
+    atomic_store(&writer.need_bracket, 0);
+    return 0;
 }
 
-/* Writes whole lines as one member (or as-is when uncompressed).  The first
- * piece of a new file, and any piece while lines are kept, is encoded under
- * the file lock, so that nothing can be written before it; the others are
- * deflated outside it, in parallel. */
+/* Writes whole lines as one member (or as-is when uncompressed), deflated
+ * outside the file lock, in parallel with the other writers.  Under the
+ * lock, the kept lines go first; when they cannot be written, neither is
+ * the piece (its events may use their hashes): it is dropped, and what the
+ * file needs of it kept.  The first piece of a file without kept lines is
+ * encoded again under the lock, with "[", so that nothing is written before
+ * it.  Writer threads (or the sync worker under writer.lock), no GIL. */
 static void write_piece(worker *wk, const char *text, size_t n, size_t lines)
 {
-    if (atomic_load(&writer.need_bracket) || atomic_load(&writer.kept_pending)) {
-        pthread_mutex_lock(&writer.file_lock);
-        if (atomic_load(&writer.need_bracket) || atomic_load(&writer.kept_pending)) {
-            write_piece_locked(wk, text, n, lines);
-            pthread_mutex_unlock(&writer.file_lock);
-            return;
-        }
-        pthread_mutex_unlock(&writer.file_lock);
-    }
     const char *buf;
     size_t len;
-    int encoded = encode_piece(wk, 0, 0, text, n, &buf, &len) == 0;
+    int encoded = encode_piece(wk, 0, text, n, &buf, &len) == 0;
     pthread_mutex_lock(&writer.file_lock);
-    if (!encoded || atomic_load(&writer.kept_pending) || atomic_load(&writer.need_bracket))
-        write_piece_locked(wk, text, n, lines); /* encode again, under the lock */
-    else if (writer.fd >= 0 && !writer.dead && write_all(buf, len) == 0)
+    int ok = writer.fd >= 0 && !writer.dead && write_kept_locked(wk) == 0;
+    int bracket = atomic_load(&writer.need_bracket);
+    if (ok && (bracket || !encoded) && encode_piece(wk, bracket, text, n, &buf, &len) != 0) {
+        keep_needed(text, n, lines, "compression failed");
+    } else if (ok && write_all(buf, len) == 0) {
+        atomic_store(&writer.need_bracket, 0);
         atomic_fetch_add(&writer.lines, lines);
-    else
-        keep_needed(text, n, lines, NULL);
+    } else {
+        keep_needed(text, n, lines, NULL); /* write_all reported a failed write */
+    }
     pthread_mutex_unlock(&writer.file_lock);
 }
 
@@ -442,8 +423,7 @@ void dft_writer_drain(void)
 uint64_t dft_writer_lines(void)
 {
     pthread_mutex_lock(&writer.file_lock);
-    uint64_t n = atomic_load(&writer.lines) +
-                 (atomic_load(&writer.kept_pending) ? writer.kept.count : 0);
+    uint64_t n = atomic_load(&writer.lines) + dft_kept_count();
     pthread_mutex_unlock(&writer.file_lock);
     return n;
 }
@@ -496,8 +476,9 @@ int dft_writer_open(const dft_writer_opts *o, int open_now)
     writer.dead = 0;
     atomic_store(&writer.lines, 0);
     atomic_store(&writer.need_bracket, 1);
-    dft_needed_lines_clear(&writer.kept); /* an earlier file's, never written */
-    atomic_store(&writer.kept_pending, 0);
+    pthread_mutex_lock(&writer.file_lock);
+    dft_kept_reset(o->gen); /* an earlier file's lines, never written */
+    pthread_mutex_unlock(&writer.file_lock);
     writer.nworkers = o->nthreads < 1 ? 1 : o->nthreads > MAX_WORKERS ? MAX_WORKERS : o->nthreads;
     writer.max_inflight = 2 * writer.nworkers + 2;
     writer.pending = 1;
@@ -524,37 +505,64 @@ void dft_writer_write_now(const dft_event *ev, int64_t id)
         write_piece(wk, wk->json.data, wk->json.len, lines);
 }
 
-/* Formats records and writes them at once with the sync worker, bypassing the
- * queue: the header of a trace that just started is on disk before the first
- * event is logged (or kept, when it cannot be written).  writer.lock
- * serialises the sync worker with the lazy open in dft_writer_submit.  Any
- * thread, no GIL. */
-int dft_writer_write_sync(const char *data, size_t start, size_t end)
+/* Any thread, no GIL. */
+int dft_writer_keep(const char *data, size_t start, size_t end, uint64_t gen)
 {
+    int rc = 0;
     pthread_mutex_lock(&writer.lock);
-    if (writer.fd < 0 && writer.pending && open_file_locked() != 0 && !writer.write_error_reported) {
-        writer.write_error_reported = 1;
-        dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", writer.path,
-                strerror(errno));
-    }
-    int rc = writer.fd >= 0 ? 0 : -1; /* formatted anyway: the header is kept */
     worker *wk = &writer.sync;
     size_t pos = start;
-    while (pos < end) {
+    while (rc == 0 && pos < end) {
         wk->json.len = 0;
         wk->json.failed = 0;
         size_t before = pos;
         size_t lines = dft_format_records(&wk->json, data, &pos, end, &writer.fmt, PIECE);
-        if (wk->json.failed || pos == before) {
-            dft_log(DFT_LOG_ERROR, "out of memory while formatting; %zu events dropped", lines);
+        pthread_mutex_lock(&writer.file_lock);
+        if (dft_kept_gen() != gen) {
+            rc = 1; /* another file started: not this one's */
+        } else if (wk->json.failed || pos == before ||
+                   dft_kept_add(wk->json.data, wk->json.len, lines) != 0) {
+            dft_log(DFT_LOG_ERROR, "out of memory keeping the header of %s; it may not validate",
+                    writer.actual ? writer.actual : "trace");
             rc = -1;
-            break;
         }
-        if (lines)
-            write_piece(wk, wk->json.data, wk->json.len, lines);
+        pthread_mutex_unlock(&writer.file_lock);
     }
     pthread_mutex_unlock(&writer.lock);
     return rc;
+}
+
+/* Writes the kept lines now: opens the file if it is not yet (open), or
+ * only when it is.  Any thread, no GIL. */
+static void write_kept_now(int open)
+{
+    pthread_mutex_lock(&writer.lock);
+    if (open && writer.fd < 0 && writer.pending && open_file_locked() != 0 &&
+        !writer.write_error_reported) {
+        writer.write_error_reported = 1;
+        dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", writer.path,
+                strerror(errno));
+    }
+    pthread_mutex_lock(&writer.file_lock);
+    write_kept_locked(&writer.sync);
+    pthread_mutex_unlock(&writer.file_lock);
+    pthread_mutex_unlock(&writer.lock);
+}
+
+void dft_writer_write_kept(void) { write_kept_now(1); }
+
+/* The flusher's tick: lines kept for a whole period with no member written
+ * to carry them (a forked child's header, a full disk that freed) are
+ * written on their own.  The flusher thread, no GIL. */
+void dft_writer_tick(void)
+{
+    if (!dft_kept_pending())
+        return;
+    pthread_mutex_lock(&writer.file_lock);
+    int aged = dft_kept_aged();
+    pthread_mutex_unlock(&writer.file_lock);
+    if (aged)
+        write_kept_now(1);
 }
 
 /* Stops the writer threads after the queue is empty and closes the file. */
@@ -630,8 +638,7 @@ void dft_writer_atfork_child(void)
         writer.fd = -1;
     }
     writer.pending = 0;
-    dft_needed_lines_clear(&writer.kept); /* the parent's file's */
-    atomic_store(&writer.kept_pending, 0);
+    dft_kept_reset(0); /* the parent's file's */
     dft_trace_file_forget_owned(); /* the parent's files: never appended to here */
     atomic_store(&writer.emergency_busy, 0);
 }
@@ -674,24 +681,19 @@ int dft_writer_emergency(const char *data, size_t start, size_t end)
             rc = -1;
             break;
         }
-        /* Encoded under the lock: the first piece of a new file carries "[",
-         * and any kept lines.  Nothing is allocated here: the reserved buffers
-         * hold "[", and the kept lines are taken only when they fit too. */
+        /* Encoded under the lock: the first piece of a new file carries "[".
+         * The reserved buffers hold it, so nothing is allocated here.  While
+         * lines are kept (they would need allocating), nothing is written. */
         int bracket = atomic_load(&writer.need_bracket);
-        int kept = atomic_load(&writer.kept_pending);
-        if ((kept && wk->first.cap < wk->json.len + writer.kept.text.len + 2) ||
-            encode_piece(wk, bracket, kept, wk->json.data, wk->json.len, &buf, &len) != 0) {
+        if (dft_kept_pending() ||
+            encode_piece(wk, bracket, wk->json.data, wk->json.len, &buf, &len) != 0) {
             pthread_mutex_unlock(&writer.file_lock);
             rc = -1;
             break;
         }
         if (write_all(buf, len) == 0) {
             atomic_store(&writer.need_bracket, 0);
-            atomic_fetch_add(&writer.lines, lines + (kept ? writer.kept.count : 0));
-            if (kept) {
-                dft_needed_lines_clear(&writer.kept);
-                atomic_store(&writer.kept_pending, 0);
-            }
+            atomic_fetch_add(&writer.lines, lines);
         }
         pthread_mutex_unlock(&writer.file_lock);
     }

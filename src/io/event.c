@@ -3,7 +3,6 @@
  * re-entry guard released. */
 #include <errno.h>
 
-#include "core/core.h"
 #include "io/wrap.h"
 
 __thread int dft_io_busy __attribute__((tls_model("initial-exec")));
@@ -22,10 +21,12 @@ void dft_io_finish(dft_io_ev *e, int failed, int err)
                     .ph = DFT_PH_COMPLETE,
                     .args = e->a,
                     .nargs = e->n};
-    /* inside the innermost scope: a traced call never takes the scope of an
-     * enter_event() block (the block's own log_event does) */
+    /* Inside the innermost scope: a traced call never takes the scope of an
+     * enter_event() block (the block's own log_event does).  Only into the
+     * file it began in, where its fhash is defined: a call that straddles a
+     * finalize()/initialize_log() is dropped. */
     if (dft_trace_active())
-        dft_emit_record(&ev, NULL);
+        dft_emit_record_in(&ev, e->gen);
     dft_io_busy = 0;
     errno = err;
 }
