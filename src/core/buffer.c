@@ -358,8 +358,10 @@ static void new_file(dft_tstate *ts, uint64_t gen)
 
 /* The hot path.  expect: the file generation the event belongs to (its
  * hashes were defined there), 0 for the current one; an event of another
- * is not recorded (returns 1).  Any thread, no GIL. */
-static inline int emit_at(const dft_event *ev, const dft_scope_tok *own, int how, uint64_t expect)
+ * is not recorded (returns 1).  One copy, the entry points tail-call it, so
+ * that the record encoder stays inlined here.  Any thread, no GIL. */
+static __attribute__((noinline)) int emit_at(const dft_event *ev, const dft_scope_tok *own,
+                                             int how, uint64_t expect)
 {
     dft_tstate *ts = tls_state;
     if (__builtin_expect(!ts, 0)) {
