@@ -287,7 +287,6 @@ def test_a_second_trace_of_the_same_stem_is_a_file_of_its_own(tmp_path):
         ["implicit"], ["explicit"]]
 
 
-@pytest.mark.no_asan
 def test_full_from_the_start_then_freed_gives_a_valid_file(tmp_path):
     """A disk full at initialize_log (RLIMIT_FSIZE 0: every write fails with
     EFBIG), then space again: the first member that reaches the file holds
