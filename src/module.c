@@ -357,7 +357,8 @@ static PyMethodDef logger_methods[] = {
     {"get_time", logger_get_time, METH_NOARGS,
      "get_time() -> int\n\nMicroseconds since the Unix epoch on the tracer clock."},
     {"enter_event", logger_enter_event, METH_NOARGS, "Opens a nesting scope on this thread."},
-    {"exit_event", logger_exit_event, METH_NOARGS, "Closes the innermost scope."},
+    {"exit_event", logger_exit_event, METH_NOARGS,
+     "Closes the innermost scope opened by enter_event() on this thread."},
     {"log_event", (PyCFunction)(void (*)(void))logger_log_event, METH_FASTCALL | METH_KEYWORDS,
      "log_event(name, cat, start_time, duration, int_args=None, float_args=None, "
      "string_args=None, relations=None)\n\nRecords a complete event (times in microseconds)."},

@@ -306,7 +306,7 @@ class dftracer:
         _core.logger.enter_event()
 
     def exit_event(self) -> None:
-        """Closes the innermost scope."""
+        """Closes the innermost scope opened by enter_event() on this thread."""
         _core.logger.exit_event()
 
     def log_event(self, name: str, cat: str, start_time: int, duration: int,

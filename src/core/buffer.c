@@ -419,12 +419,16 @@ int dft_emit_essential(const dft_event *ev, uint64_t gen)
     dft_tstate *ts = tls_state;
     if (__builtin_expect(!ts, 0) && !(ts = dft_tstate_get()))
         return -1;
+    if (ts->in_emit)
+        return -1; /* re-entered from a signal handler on this thread */
     size_t size = dft_record_size(ev);
     char small[1024];
     char *rec = size <= sizeof small ? small : malloc(size);
     if (!rec)
         return -1;
+    ts->in_emit = 1; /* take_id is not atomic */
     dft_rec_place at = {.id = take_id(ts), .level = 0, .p_idx = -1, .tid = ev->tid ? ev->tid : ts->tid};
+    ts->in_emit = 0;
     dft_record_encode(rec, ev, size, &at);
     int rc = dft_writer_keep(rec, 0, size, gen);
     if (rec != small)

@@ -38,7 +38,7 @@ typedef struct worker {
     int started;
     dft_compressor *cz; /* made at the first member */
     dft_sbuf json, out;
-    dft_sbuf first; /* "[\n", the kept lines and a piece, joined to be deflated */
+    dft_sbuf first; /* "[\n" and the first piece of a file, joined to be deflated */
 } worker;
 
 static struct {
@@ -532,12 +532,11 @@ int dft_writer_keep(const char *data, size_t start, size_t end, uint64_t gen)
     return rc;
 }
 
-/* Writes the kept lines now: opens the file if it is not yet (open), or
- * only when it is.  Any thread, no GIL. */
-static void write_kept_now(int open)
+/* Any thread, no GIL. */
+void dft_writer_write_kept(void)
 {
     pthread_mutex_lock(&writer.lock);
-    if (open && writer.fd < 0 && writer.pending && open_file_locked() != 0 &&
+    if (writer.fd < 0 && writer.pending && open_file_locked() != 0 &&
         !writer.write_error_reported) {
         writer.write_error_reported = 1;
         dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", writer.path,
@@ -548,8 +547,6 @@ static void write_kept_now(int open)
     pthread_mutex_unlock(&writer.file_lock);
     pthread_mutex_unlock(&writer.lock);
 }
-
-void dft_writer_write_kept(void) { write_kept_now(1); }
 
 /* The flusher's tick: lines kept for a whole period with no member written
  * to carry them (a forked child's header, a full disk that freed) are
@@ -562,7 +559,7 @@ void dft_writer_tick(void)
     int aged = dft_kept_aged();
     pthread_mutex_unlock(&writer.file_lock);
     if (aged)
-        write_kept_now(1);
+        dft_writer_write_kept();
 }
 
 /* Stops the writer threads after the queue is empty and closes the file. */
