@@ -11,9 +11,6 @@
 #include "binding/pyargs.h"
 
 #include <errno.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* ---- GIL hooks for the core's waits ------------------------------------ */
 
@@ -144,42 +141,6 @@ static PyObject *fs_path_or_none(PyObject *obj, const char *argname, PyObject **
     return *holder;
 }
 
-/* A log directory that cannot hold the trace is reported at initialisation
- * as the OSError the system gave (ENOENT, ENOTDIR, EACCES, ...), naming it:
- * a regular file in the path is "Not a directory", not a permission problem. */
-static int check_log_dir(const char *stem)
-{
-    char dir[4096];
-    const char *slash = strrchr(stem, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == stem)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - stem), stem);
-    struct stat st;
-    int e = 0;
-    if (stat(dir, &st) != 0)
-        e = errno;
-    else if (!S_ISDIR(st.st_mode))
-        e = ENOTDIR;
-    else if (access(dir, W_OK | X_OK) != 0)
-        e = errno;
-    if (e == 0)
-        return 0;
-    PyObject *p = PyUnicode_DecodeFSDefault(dir);
-    if (p) {
-        /* OSError(errno, strerror, path) picks the subclass (NotADirectoryError, ...). */
-        PyObject *exc = PyObject_CallFunction(PyExc_OSError, "isO", e, strerror(e), p);
-        if (exc) {
-            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-            Py_DECREF(exc);
-        }
-        Py_DECREF(p);
-    }
-    return -1;
-}
-
 static PyObject *logger_initialize_log(PyObject *unused, PyObject *args, PyObject *kwargs)
 {
     (void)unused;
@@ -231,16 +192,6 @@ static PyObject *logger_initialize_log(PyObject *unused, PyObject *args, PyObjec
             return NULL;
         }
         free(stem);
-    }
-    if (!was_active && dft_is_enabled_env() && lf_s) {
-        char *stem = dft_config_stem(lf_s);
-        int bad = stem ? check_log_dir(stem) : 0;
-        free(stem);
-        if (bad) {
-            Py_XDECREF(lf_holder);
-            Py_XDECREF(dd_holder);
-            return NULL;
-        }
     }
     char err[1024] = "";
     int rc;
@@ -324,7 +275,7 @@ static PyObject *logger_log_event(PyObject *self, PyObject *const *args, Py_ssiz
         dft_pyevent_clear(&pe);
         return NULL;
     }
-    dft_emit_record(&pe.ev, 0);
+    dft_emit_logged(&pe.ev);
     dft_pyevent_clear(&pe);
     Py_RETURN_NONE;
 }
@@ -404,7 +355,8 @@ static PyMethodDef logger_methods[] = {
     {"get_time", logger_get_time, METH_NOARGS,
      "get_time() -> int\n\nMicroseconds since the Unix epoch on the tracer clock."},
     {"enter_event", logger_enter_event, METH_NOARGS, "Opens a nesting scope on this thread."},
-    {"exit_event", logger_exit_event, METH_NOARGS, "Closes the innermost scope."},
+    {"exit_event", logger_exit_event, METH_NOARGS,
+     "Closes the innermost scope opened by enter_event() on this thread."},
     {"log_event", (PyCFunction)(void (*)(void))logger_log_event, METH_FASTCALL | METH_KEYWORDS,
      "log_event(name, cat, start_time, duration, int_args=None, float_args=None, "
      "string_args=None, relations=None)\n\nRecords a complete event (times in microseconds)."},

@@ -86,8 +86,6 @@ def read_trace(path: str, check: bool = True, require_end: bool = True) -> Trace
     assert lines[-1] == "", f"{path}: last line is not newline-terminated"
     trace = Trace(path)
     for i, line in enumerate(lines[1:-1], start=2):
-        if line == "[":  # a later session appended to the same file
-            continue
         ev = json.loads(line)
         trace.events.append(ev)
         if check:
@@ -151,6 +149,15 @@ def check_trace(trace: Trace, require_end: bool = True) -> None:
 
 def find_traces(directory: str, stem: str = "trace") -> List[str]:
     return sorted(glob.glob(os.path.join(directory, f"{stem}-*-app.pfw*")))
+
+
+def validate(*paths: str) -> List[Dict[str, Any]]:
+    """Runs the real `dftracer validate --json` on paths: one result per file
+    ("verdict" is "ok", "empty", "truncated", "invalid", ...)."""
+    proc = subprocess.run([sys.executable, "-m", "dftracer", "validate", "--json", *paths],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines()]
 
 
 def run_python(code: str, env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,

@@ -268,10 +268,6 @@ def get_default_args(func: Callable[..., Any]) -> Dict[str, Any]:
             if p.default is not inspect.Parameter.empty}
 
 
-def _tracing_env() -> bool:
-    return os.environ.get(DFTRACER_ENABLE_ENV, "0").lower() in _env._ON
-
-
 # ---- the logger -----------------------------------------------------------------
 
 
@@ -310,7 +306,7 @@ class dftracer:
         _core.logger.enter_event()
 
     def exit_event(self) -> None:
-        """Closes the innermost scope."""
+        """Closes the innermost scope opened by enter_event() on this thread."""
         _core.logger.exit_event()
 
     def log_event(self, name: str, cat: str, start_time: int, duration: int,
@@ -346,17 +342,11 @@ class dftracer:
     def initialize_log(logfile: Optional[str] = None, data_dir: Optional[str] = None,
                        process_id: int = -1) -> "dftracer":
         """Starts tracing when ``DFTRACER_ENABLE`` is on (creating the log
-        file's directory if it is missing) and returns the logger."""
+        file's directory if it is missing, as the core does for every trace)
+        and returns the logger."""
         instance = dftracer.get_instance()
         if logfile is not None and not isinstance(logfile, (str, bytes, os.PathLike)):
             raise TypeError(f"logfile must be a str or path-like, not {type(logfile).__name__}")
-        if logfile and _tracing_env():
-            parent = os.path.dirname(os.fsdecode(logfile))
-            if parent:
-                try:
-                    os.makedirs(parent, exist_ok=True)
-                except OSError:
-                    pass  # the core reports the unusable directory, naming it
         _core.dftracer.initialize_log(logfile, data_dir, process_id)
         instance.dbg_logging = logging.getLogger("dftracer_dbg")
         if _core.is_active():

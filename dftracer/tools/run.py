@@ -19,7 +19,6 @@ import argparse
 import glob
 import json
 import os
-import re
 import shlex
 import signal
 import site
@@ -28,6 +27,7 @@ import sys
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dftracer.tools.common import printable
+from dftracer.tools.paths import parse_trace_name
 
 PTH_NAME = "dftracer-preload.pth"
 
@@ -42,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
                         "(default: $DFTRACER_DATA_DIR; unset: no I/O events)")
     p.add_argument("--log-file", metavar="F",
                    help="trace file stem; each process writes F-<host>-<pid>-app.pfw.gz "
-                        "(default: $DFTRACER_LOG_FILE or ./trace)")
+                        "(default: $DFTRACER_LOG_FILE or ./trace); a missing directory is "
+                        "created")
     p.add_argument("--no-io", action="store_true", help="do not trace POSIX/stdio calls")
     p.add_argument("--no-torch", action="store_true",
                    help="no automatic torch events (steps, data waits, forward/backward, "
@@ -108,8 +109,6 @@ def build_env(data_dir: Optional[str], log_file: Optional[str], no_io: bool,
 
 MAX_LISTED = 20  # trace files listed by name at the end of a run
 
-_TRACE_RE = re.compile(r"^(?P<stem>.*)-(?P<host>[^/]*)-(?P<pid>\d+)-app\.pfw(?:\.gz)?$")
-
 
 def _trace_stem(env: Mapping[str, str]) -> str:
     """The absolute stem the traced processes write F-<host>-<pid>-app.pfw[.gz] under."""
@@ -137,11 +136,10 @@ def written_traces(stem: str, before: Dict[str, Tuple[float, int]]) -> List[Dict
     for path, sig in sorted(_snapshot(stem).items()):
         if before.get(path) == sig:
             continue
-        m = _TRACE_RE.match(os.path.basename(path))
-        if not m:
+        name = parse_trace_name(os.path.basename(path))
+        if not name:
             continue
-        out.append({"path": path, "host": m.group("host"), "pid": int(m.group("pid")),
-                    "bytes": sig[1]})
+        out.append({"path": path, "host": name.host, "pid": name.pid, "bytes": sig[1]})
     return out
 
 
@@ -154,8 +152,12 @@ def where_message(traces: List[Dict[str, Any]], stem: str, root_pid: int,
     directory = os.path.dirname(stem)
     rel = os.path.relpath(directory)
     shown = rel if not rel.startswith("..") else directory
+    processes = len({t["pid"] for t in traces})
+    per = ("one per process" if processes == len(traces)
+           else f"{processes} process{'es' if processes != 1 else ''}; an exec or a second "
+                "trace adds a .<k> file")
     lines = [f"dftracer run: {len(traces)} trace file{'s' if len(traces) != 1 else ''} "
-             f"(one per process) in {shown}/"]
+             f"({per}) in {shown}/"]
     # the command's own trace first, then the others; a long list is cut
     listed = sorted(traces, key=lambda t: (t["pid"] != root_pid, t["path"]))
     shown_n = len(listed) if len(listed) <= MAX_LISTED else MAX_LISTED - 1
@@ -255,10 +257,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _parser().error("--data-dir must not be empty")
     env = build_env(args.data_dir, args.log_file, args.no_io, no_torch=args.no_torch)
     if args.log_file:
+        # created here as every traced process would (docs/configuration.md)
         log_dir = os.path.dirname(env["DFTRACER_LOG_FILE"])
-        if not os.path.isdir(log_dir):
-            sys.stderr.write(printable(f"dftracer run: --log-file directory does not exist: "
-                                       f"{log_dir}") + "\n")
+        try:
+            os.makedirs(log_dir, exist_ok=True)
+        except OSError as exc:
+            sys.stderr.write(printable(f"dftracer run: cannot create the --log-file directory "
+                                       f"{log_dir}: {exc.strerror}") + "\n")
             return 2
     stem = _trace_stem(env)
     before = _snapshot(stem)

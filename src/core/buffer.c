@@ -116,7 +116,7 @@ static void tstate_handoff_held(dft_tstate *ts, int snapshot)
         pthread_mutex_unlock(&ts->lock);
         return;
     }
-    uint64_t gen = atomic_load_explicit(&dft_trace.gen, memory_order_relaxed);
+    uint64_t gen = ts->gen; /* the file the records belong to (see new_file) */
     dft_chunk *out = dft_chunk_new();
     if (!out) {
         pthread_mutex_unlock(&ts->lock);
@@ -223,7 +223,9 @@ void dft_flush_threads_from_signal(void)
         if (pthread_mutex_trylock(&ts->lock) != 0)
             continue;
         size_t pos = atomic_load_explicit(&ts->pos, memory_order_acquire);
-        if (pos > ts->flushed && dft_writer_emergency(ts->cur->data, ts->flushed, pos) == 0)
+        if (ts->gen != atomic_load(&dft_trace.gen))
+            ts->flushed = pos; /* another file's (see new_file) */
+        else if (pos > ts->flushed && dft_writer_emergency(ts->cur->data, ts->flushed, pos) == 0)
             ts->flushed = pos;
         pthread_mutex_unlock(&ts->lock);
     }
@@ -254,9 +256,10 @@ void dft_flush_aged_threads(void)
     pthread_mutex_unlock(&dft_g.registry_lock);
 }
 
-/* Writes the calling thread's committed records synchronously (the header of
- * a trace that just started).  Any thread, no GIL; waits only for the file. */
-void dft_flush_own_thread_now(void)
+/* Hands the calling thread's committed records (a new trace's header) to
+ * the writer's kept lines (dft_writer_keep), to be written before anything
+ * else.  Any thread, no GIL. */
+void dft_keep_own_thread_now(uint64_t gen)
 {
     dft_tstate *ts = tls_state;
     if (!ts)
@@ -266,8 +269,8 @@ void dft_flush_own_thread_now(void)
     pthread_mutex_lock(&ts->lock);
     size_t pos = atomic_load_explicit(&ts->pos, memory_order_acquire);
     if (pos > ts->flushed) {
-        dft_writer_write_sync(ts->cur->data, ts->flushed, pos);
-        ts->flushed = pos; /* written, or dropped with the writer's one error line */
+        dft_writer_keep(ts->cur->data, ts->flushed, pos, gen);
+        ts->flushed = pos; /* kept, or dropped with the writer's one error line */
     }
     pthread_mutex_unlock(&ts->lock);
     dft_signals_release(&saved);
@@ -325,8 +328,80 @@ static _Atomic uint64_t dropped_in_finalize;
 /* Any thread. */
 uint64_t dft_dropped_take(void) { return atomic_exchange(&dropped_in_finalize, 0); }
 
-/* The hot path.  Any thread, no GIL. */
-int dft_emit_record(const dft_event *ev, int64_t id_override)
+/* How an event without an owned scope of its own is placed. */
+enum { PLACE_INSIDE, PLACE_LOGGED, PLACE_TOP };
+
+/* The index of t's scope in ts's stack, or -1 when it is closed.  Scopes
+ * only move down (one below closed first), so the search starts where t's
+ * was opened; it is the innermost one almost always.  Owner's thread. */
+static inline int scope_index(const dft_tstate *ts, const dft_scope_tok *t)
+{
+    int k = t->depth <= ts->depth ? t->depth - 1 : ts->depth - 1;
+    for (; k >= 0; k--)
+        if (ts->scopes[k].id == t->id)
+            return k;
+    return -1;
+}
+
+/* Where ev goes (docs/trace-format.md, "Nesting"): see core/core.h. */
+static inline void place_event(dft_tstate *ts, const dft_event *ev, const dft_scope_tok *own,
+                               int how, dft_rec_place *at)
+{
+    if (ev->ph == DFT_PH_COUNTER || ev->ph == DFT_PH_METADATA || (ev->flags & DFT_EV_NO_NESTING)) {
+        at->id = take_id(ts);
+        at->level = 0;
+        at->p_idx = -1;
+        return;
+    }
+    dft_scope *s = NULL;
+    if (own) {
+        int k = own->ts == ts ? scope_index(ts, own) : -1;
+        s = k >= 0 && !ts->scopes[k].taken ? &ts->scopes[k] : NULL;
+    } else if (how == PLACE_LOGGED && ts->depth > 0) {
+        s = &ts->scopes[ts->depth - 1];
+        s = !s->owned && !s->taken ? s : NULL;
+    }
+    if (s) { /* the scope's own event */
+        s->taken = 1;
+        at->id = s->id;
+        at->level = s->level;
+        at->p_idx = s->parent;
+    } else if (ts->depth > 0 && how != PLACE_TOP) { /* inside the innermost scope */
+        const dft_scope *in = &ts->scopes[ts->depth - 1];
+        at->id = take_id(ts);
+        at->level = in->level + 1;
+        at->p_idx = in->id;
+    } else {
+        at->id = take_id(ts);
+        at->level = 1;
+        at->p_idx = -1;
+    }
+}
+
+/* The thread's first event in a new file: records still in its buffer were
+ * committed after their file's last flush (an event that began before
+ * finalize() and ended after it) and are dropped, never written to the new
+ * file; the buffer's records belong to gen from now on (a hand-off labels
+ * its chunk with ts->gen, and the writer skips chunks of another file).
+ * Called with ts->in_emit set; owner's thread, no GIL. */
+static void new_file(dft_tstate *ts, uint64_t gen)
+{
+    sigset_t saved;
+    dft_signals_hold(&saved);
+    pthread_mutex_lock(&ts->lock);
+    ts->flushed = atomic_load_explicit(&ts->pos, memory_order_relaxed);
+    ts->gen = gen;
+    pthread_mutex_unlock(&ts->lock);
+    dft_signals_release(&saved);
+    announce_thread(ts);
+}
+
+/* The hot path.  expect: the file generation the event belongs to (its
+ * hashes were defined there), 0 for the current one; an event of another
+ * is not recorded (returns 1).  One copy, the entry points tail-call it, so
+ * that the record encoder stays inlined here.  Any thread, no GIL. */
+static __attribute__((noinline)) int emit_at(const dft_event *ev, const dft_scope_tok *own,
+                                             int how, uint64_t expect)
 {
     dft_tstate *ts = tls_state;
     if (__builtin_expect(!ts, 0)) {
@@ -334,6 +409,9 @@ int dft_emit_record(const dft_event *ev, int64_t id_override)
         if (!ts)
             return -1;
     }
+    uint64_t gen = atomic_load_explicit(&dft_trace.gen, memory_order_acquire);
+    if (__builtin_expect(expect != 0 && expect != gen, 0))
+        return 1;
     if (atomic_load_explicit(&ts->in_emit, memory_order_relaxed))
         return -1; /* re-entered from a signal handler on this thread */
     atomic_store_explicit(&ts->in_emit, 1, memory_order_relaxed);
@@ -349,10 +427,8 @@ int dft_emit_record(const dft_event *ev, int64_t id_override)
         }
         dft_threads_resume(ts->tid); /* the first event after a fork */
     }
-    uint64_t gen = atomic_load_explicit(&dft_trace.gen, memory_order_relaxed);
     if (__builtin_expect(ts->gen != gen, 0)) {
-        ts->gen = gen;
-        announce_thread(ts);
+        new_file(ts, gen);
     } else if (__builtin_expect(!ts->name_final, 0)) {
         rename_thread(ts);
     }
@@ -366,26 +442,9 @@ int dft_emit_record(const dft_event *ev, int64_t id_override)
             return -1;
         }
     }
-    int64_t id;
-    int32_t level;
-    int64_t p_idx;
-    if (ev->ph == DFT_PH_COUNTER || ev->ph == DFT_PH_METADATA ||
-        (ev->flags & DFT_EV_NO_NESTING)) {
-        id = id_override > 0 ? id_override : take_id(ts);
-        level = 0;
-        p_idx = -1;
-    } else if (ts->depth > 0 && !ts->scopes[ts->depth - 1].claimed) {
-        dft_scope *s = &ts->scopes[ts->depth - 1];
-        s->claimed = 1;
-        id = s->id;
-        level = ts->depth;
-        p_idx = ts->depth > 1 ? ts->scopes[ts->depth - 2].id : -1;
-    } else {
-        id = id_override > 0 ? id_override : take_id(ts);
-        level = ts->depth + 1;
-        p_idx = ts->depth > 0 ? ts->scopes[ts->depth - 1].id : -1;
-    }
-    dft_rec_place at = {.id = id, .level = level, .p_idx = p_idx, .tid = ev->tid ? ev->tid : ts->tid};
+    dft_rec_place at;
+    place_event(ts, ev, own, how, &at);
+    at.tid = ev->tid ? ev->tid : ts->tid;
     dft_record_encode(ts->cur->data + pos, ev, size, &at);
     atomic_store_explicit(&ts->pos, pos + size, memory_order_release);
     if (__builtin_expect(pos + size >= dft_g.flush_threshold, 0))
@@ -393,6 +452,47 @@ int dft_emit_record(const dft_event *ev, int64_t id_override)
     atomic_store_explicit(&ts->in_emit, 0, memory_order_relaxed);
     return 0;
 }
+
+/* Any thread, no GIL. */
+int dft_emit_record(const dft_event *ev, const dft_scope_tok *own)
+{
+    return emit_at(ev, own, PLACE_INSIDE, 0);
+}
+
+/* Any thread, no GIL. */
+int dft_emit_record_in(const dft_event *ev, uint64_t gen)
+{
+    return emit_at(ev, NULL, PLACE_INSIDE, gen);
+}
+
+/* Any thread, no GIL. */
+int dft_emit_essential(const dft_event *ev, uint64_t gen)
+{
+    dft_tstate *ts = tls_state;
+    if (__builtin_expect(!ts, 0) && !(ts = dft_tstate_get()))
+        return -1;
+    if (atomic_load_explicit(&ts->in_emit, memory_order_relaxed))
+        return -1; /* re-entered from a signal handler on this thread */
+    size_t size = dft_record_size(ev);
+    char small[1024];
+    char *rec = size <= sizeof small ? small : malloc(size);
+    if (!rec)
+        return -1;
+    atomic_store_explicit(&ts->in_emit, 1, memory_order_relaxed); /* take_id is not atomic */
+    dft_rec_place at = {.id = take_id(ts), .level = 0, .p_idx = -1, .tid = ev->tid ? ev->tid : ts->tid};
+    atomic_store_explicit(&ts->in_emit, 0, memory_order_relaxed);
+    dft_record_encode(rec, ev, size, &at);
+    int rc = dft_writer_keep(rec, 0, size, gen);
+    if (rec != small)
+        free(rec);
+    return rc;
+}
+
+/* Any thread, no GIL. */
+int dft_emit_logged(const dft_event *ev) { return emit_at(ev, NULL, PLACE_LOGGED, 0); }
+
+/* Any thread, no GIL. */
+int dft_emit_top(const dft_event *ev) { return emit_at(ev, NULL, PLACE_TOP, 0); }
 
 /* Writes a thread_name metadata event for this thread with ts->name.
  * Called with ts->in_emit set; any thread, no GIL. */
@@ -405,7 +505,7 @@ static void write_thread_name(dft_tstate *ts)
     dft_event ev = {.name = "thread_name", .name_len = 11, .cat = "dftracer", .cat_len = 8,
                     .ph = DFT_PH_METADATA, .args = args, .nargs = 2};
     atomic_store_explicit(&ts->in_emit, 0, memory_order_relaxed);
-    dft_emit_record(&ev, 0);
+    dft_emit_record(&ev, NULL);
     atomic_store_explicit(&ts->in_emit, 1, memory_order_relaxed);
 }
 
@@ -455,31 +555,63 @@ static void rename_thread(dft_tstate *ts)
 
 /* ---- scopes ------------------------------------------------------------ */
 
-/* Any thread, no GIL. */
-void dft_scope_push(void)
+/* Pushes a scope on ts's stack; NULL when out of memory (events then nest
+ * one level less).  Owner's thread, no GIL. */
+static dft_scope *scope_push(dft_tstate *ts, int owned)
 {
-    dft_tstate *ts = dft_tstate_get();
-    if (!ts)
-        return;
     if (ts->depth == ts->scopes_cap) {
         int cap = ts->scopes_cap ? ts->scopes_cap * 2 : 16;
         dft_scope *s = realloc(ts->scopes, (size_t)cap * sizeof *s);
         if (!s)
-            return; /* out of memory: events nest one level less */
+            return NULL;
         ts->scopes = s;
         ts->scopes_cap = cap;
     }
-    ts->scopes[ts->depth].id = take_id(ts);
-    ts->scopes[ts->depth].claimed = 0;
+    dft_scope *s = &ts->scopes[ts->depth];
+    if (ts->depth > 0) {
+        s->parent = s[-1].id;
+        s->level = s[-1].level + 1;
+    } else {
+        s->parent = -1;
+        s->level = 1;
+    }
+    s->id = take_id(ts);
+    s->owned = (uint8_t)owned;
+    s->taken = 0;
     ts->depth++;
+    return s;
 }
 
-/* Any thread, no GIL. */
+/* Removes the scope at index k; those above it move down one place.
+ * Owner's thread, no GIL. */
+static void scope_remove(dft_tstate *ts, int k)
+{
+    ts->depth--;
+    if (k < ts->depth)
+        memmove(&ts->scopes[k], &ts->scopes[k + 1], (size_t)(ts->depth - k) * sizeof *ts->scopes);
+}
+
+/* dft_enter_scope: a scope without an owner.  Any thread, no GIL. */
+void dft_scope_push(void)
+{
+    dft_tstate *ts = dft_tstate_get();
+    if (ts)
+        scope_push(ts, 0);
+}
+
+/* dft_exit_scope: closes the innermost scope without an owner; owned scopes
+ * (a decorated call, a `with` block) are closed by their owners only.  Any
+ * thread, no GIL. */
 void dft_scope_pop(void)
 {
     dft_tstate *ts = tls_state;
-    if (ts && ts->depth > 0)
-        ts->depth--;
+    if (!ts)
+        return;
+    for (int k = ts->depth - 1; k >= 0; k--)
+        if (!ts->scopes[k].owned) {
+            scope_remove(ts, k);
+            return;
+        }
 }
 
 /* ---- scope tokens ------------------------------------------------------- */
@@ -489,36 +621,36 @@ void dft_scope_pop(void)
 void dft_scope_open(dft_scope_tok *t)
 {
     t->ts = NULL;
-    dft_tstate *ts = dft_tstate_get();
-    if (!ts)
+    dft_tstate *ts = tls_state;
+    if (__builtin_expect(!ts, 0) && !(ts = dft_tstate_get()))
         return;
-    int before = ts->depth;
-    dft_scope_push();
-    if (ts->depth == before + 1) {
+    const dft_scope *s = scope_push(ts, 1);
+    if (s) {
         t->ts = ts;
         t->depth = ts->depth;
+        t->id = s->id;
     }
 }
 
 /* Any thread, no GIL. */
 void dft_scope_close(dft_scope_tok *t)
 {
-    dft_tstate *ts = t->ts;
-    if (ts && ts == tls_state && ts->depth == t->depth)
-        ts->depth--; /* dft_scope_pop on the owning thread */
+    if (t->ts == tls_state)
+        dft_scope_close_here(t);
     t->ts = NULL;
 }
 
-/* Any thread, no GIL. */
+/* The calling thread's t (or an empty one).  Any thread, no GIL. */
 void dft_scope_close_here(dft_scope_tok *t)
 {
-    dft_tstate *ts = t->ts; /* the calling thread's, when set */
-    if (ts && ts->depth == t->depth)
+    dft_tstate *ts = t->ts;
+    if (!ts)
+        return;
+    if (__builtin_expect(ts->depth == t->depth && ts->scopes[t->depth - 1].id == t->id, 1)) {
         ts->depth--;
-}
-
-/* Any thread, no GIL. */
-int dft_scope_current(const dft_scope_tok *t)
-{
-    return t->ts && t->ts == tls_state && t->ts->depth == t->depth;
+        return;
+    }
+    int k = scope_index(ts, t);
+    if (k >= 0)
+        scope_remove(ts, k);
 }

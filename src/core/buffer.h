@@ -14,9 +14,14 @@ void dft_flush_threads_from_signal(void);
 /* Hands to the writer the buffers of threads whose records were already there
  * at the previous call (the time-based flush; see core/flusher.c). */
 void dft_flush_aged_threads(void);
-/* Writes the calling thread's committed records at once, bypassing the queue
- * (a new trace's header). */
-void dft_flush_own_thread_now(void);
+/* Hands the calling thread's committed records (a new trace's header) to
+ * the lines the writer keeps for the head of its next member
+ * (dft_writer_keep). */
+void dft_keep_own_thread_now(uint64_t gen);
+/* Records ev -- a line the file of generation gen cannot be valid without, a
+ * hash definition -- among the writer's kept lines, written before any
+ * member that may use it (dft_writer_keep's return).  Any thread, no GIL. */
+int dft_emit_essential(const dft_event *ev, uint64_t gen);
 void dft_tstate_reset_current(void);
 /* 1 when a thread other than the caller has records not handed off yet.
  * Caller holds dft_g.registry_lock. */
@@ -25,9 +30,12 @@ int dft_other_threads_have_records_locked(void);
 void dft_wait_for_recorders(long long wait_ns);
 /* Events refused because finalize had begun, since the last call. */
 uint64_t dft_dropped_take(void);
-/* Opens/closes a nesting scope on the calling thread (dft_enter_scope,
- * dft_exit_scope; the scope tokens of core/core.h are built on them). */
+/* Opens a scope without an owner on the calling thread / closes the
+ * innermost one (dft_enter_scope, dft_exit_scope; core/core.h, "Nesting"). */
 void dft_scope_push(void);
 void dft_scope_pop(void);
+/* Records ev at the top level (level 1, no parent) whatever scopes are open:
+ * the trace's own start event. */
+int dft_emit_top(const dft_event *ev);
 
 #endif

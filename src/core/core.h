@@ -127,32 +127,47 @@ void dft_set_python_hooks(void *(*release_gil)(void), void (*restore_gil)(void *
 
 /* ---- recording (core/buffer.c, core/intern.c) ----------------------------- */
 
-/* Records ev on the calling thread: dft_emit without its check, for callers
- * that know tracing is active (dft_trace_ready).  id_override > 0 gives the
- * event that id unless a scope gives it one.  0, or -1 when it could not be
- * recorded.  Any thread, no GIL. */
-int dft_emit_record(const dft_event *ev, int64_t id_override);
-
-/* A nesting scope (level/p_idx) opened by the caller: the first event
- * recorded in it takes its id, later ones nest under it.  It is closed only
- * while it is still the innermost scope of the thread that opened it, so a
- * misuse (async calls, flush() regions, out-of-order stop()) never
- * unbalances other scopes.  The fields are the core's. */
+/* Nesting (level/p_idx, docs/trace-format.md).  Each thread keeps a stack of
+ * open scopes; a scope reserves an id when it opens.  An event either IS a
+ * scope's event (it takes the scope's id, level and parent) or happens INSIDE
+ * the innermost scope (a fresh id, level + 1, p_idx = the scope's id).
+ *
+ * A scope opened with a token (dft_scope_open: decorators, `with` blocks,
+ * loops, torch spans) is owned: only the event recorded with that token takes
+ * its id, whatever else is recorded first, so a call's event is the parent of
+ * everything recorded during the call.  A scope opened without one
+ * (dft_enter_scope: enter_event, the C API) is taken by the first event the
+ * program logs while it is innermost (dft_emit_logged). */
 typedef struct dft_scope_tok {
     struct dft_tstate *ts; /* NULL: no scope opened */
-    int depth;
+    int depth;             /* its place when opened (scopes below may close first) */
+    int64_t id;            /* its id: tells it from a later scope at that place */
 } dft_scope_tok;
 
-/* Opens a scope on the calling thread; tracing must be active.  t stays
- * empty when none could be opened (out of memory).  Any thread, no GIL. */
+/* Opens an owned scope on the calling thread; tracing must be active.  t
+ * stays empty when none could be opened (out of memory).  Any thread, no GIL. */
 void dft_scope_open(dft_scope_tok *t);
-/* Closes t's scope if it is still the innermost one of the calling thread,
- * and empties t. */
+/* Closes t's scope if it is open on the calling thread (wherever it is in
+ * the stack: scopes opened after it stay open), and empties t.  Any thread,
+ * no GIL. */
 void dft_scope_close(dft_scope_tok *t);
 /* dft_scope_close for a scope opened on this thread in the same C call. */
 void dft_scope_close_here(dft_scope_tok *t);
-/* 1 when t's scope is the innermost one of the calling thread. */
-int dft_scope_current(const dft_scope_tok *t);
+
+/* Records ev on the calling thread for callers that know tracing is active
+ * (dft_trace_ready): as own's event when own is open on this thread and no
+ * event took it yet, else (own NULL or closed) inside the innermost scope.
+ * 0, or -1 when it could not be recorded.  Any thread, no GIL. */
+int dft_emit_record(const dft_event *ev, const dft_scope_tok *own);
+/* dft_emit_record (inside the innermost scope) for an event that belongs to
+ * the trace file of generation gen (dft_trace_gen() when it began: its
+ * hashes were defined there); not recorded (1) when another file has started
+ * since.  Any thread, no GIL. */
+int dft_emit_record_in(const dft_event *ev, uint64_t gen);
+/* Records an event the program logged (log_event, dft_emit): it takes the
+ * innermost scope when that scope has no owner and no event yet, else it is
+ * recorded inside it.  Any thread, no GIL. */
+int dft_emit_logged(const dft_event *ev);
 
 static inline int dft_scope_opened(const dft_scope_tok *t) { return t->ts != 0; }
 

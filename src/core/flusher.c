@@ -62,6 +62,7 @@ static void *flusher_main(void *arg)
                 !atomic_load(&flusher.stop) && atomic_load(&dft_trace.active)) {
                 dft_flush_aged_threads();
                 dft_identity_clock_tick();
+                dft_writer_tick(); /* kept lines (a header) no member carried */
             }
         } else {
             sem_wait(&flusher.wake);

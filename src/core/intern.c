@@ -19,14 +19,14 @@ static struct {
     uint64_t gen;
 } intern = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* Any thread, no GIL. */
-int dft_intern_insert(uint64_t h)
+/* Inserts h in the set of generation gen (emptied first when the set is of
+ * an earlier one); 1 when new, 0 when there, -1 when out of memory or when
+ * gen is not the set's (a later file started).  Caller holds intern.lock. */
+static int insert_locked(uint64_t h, uint64_t gen)
 {
-    if (h == 0)
-        h = 1; /* 0 marks empty slots; a collision here only repeats an FH line */
-    uint64_t gen = atomic_load(&dft_trace.gen);
-    pthread_mutex_lock(&intern.lock);
     if (intern.gen != gen) {
+        if (intern.gen > gen)
+            return -1;
         if (intern.slots)
             memset(intern.slots, 0, intern.cap * sizeof *intern.slots);
         intern.len = 0;
@@ -35,10 +35,8 @@ int dft_intern_insert(uint64_t h)
     if ((intern.len + 1) * 2 > intern.cap) {
         size_t cap = intern.cap ? intern.cap * 2 : 1024;
         uint64_t *s = calloc(cap, sizeof *s);
-        if (!s) {
-            pthread_mutex_unlock(&intern.lock);
+        if (!s)
             return -1;
-        }
         for (size_t i = 0; i < intern.cap; i++) {
             uint64_t v = intern.slots[i];
             if (!v)
@@ -53,30 +51,74 @@ int dft_intern_insert(uint64_t h)
         intern.cap = cap;
     }
     size_t j = (size_t)h & (intern.cap - 1);
-    int fresh = 1;
     while (intern.slots[j]) {
-        if (intern.slots[j] == h) {
-            fresh = 0;
-            break;
-        }
+        if (intern.slots[j] == h)
+            return 0;
         j = (j + 1) & (intern.cap - 1);
     }
-    if (fresh) {
-        intern.slots[j] = h;
-        intern.len++;
+    intern.slots[j] = h;
+    intern.len++;
+    return 1;
+}
+
+/* Removes h from the set (its definition could not be recorded), keeping
+ * every other value reachable from its home slot.  Caller holds intern.lock. */
+static void remove_locked(uint64_t h)
+{
+    size_t mask = intern.cap - 1;
+    if (!intern.cap)
+        return;
+    size_t j = (size_t)h & mask;
+    while (intern.slots[j] != h) {
+        if (!intern.slots[j])
+            return;
+        j = (j + 1) & mask;
     }
+    intern.slots[j] = 0;
+    intern.len--;
+    for (size_t i = (j + 1) & mask; intern.slots[i]; i = (i + 1) & mask) {
+        size_t home = (size_t)intern.slots[i] & mask;
+        /* moves back unless its home lies cyclically in (j, i] */
+        int stays = j < i ? (home > j && home <= i) : (home > j || home <= i);
+        if (!stays) {
+            intern.slots[j] = intern.slots[i];
+            intern.slots[i] = 0;
+            j = i;
+        }
+    }
+}
+
+static uint64_t nonzero(uint64_t h) { return h ? h : 1; } /* 0 marks empty slots */
+
+/* Any thread, no GIL. */
+int dft_intern_insert(uint64_t h)
+{
+    pthread_mutex_lock(&intern.lock);
+    int fresh = insert_locked(nonzero(h), atomic_load(&dft_trace.gen));
     pthread_mutex_unlock(&intern.lock);
     return fresh;
 }
 
-/* Any thread, no GIL. */
+/* The definition goes to the file of the generation the hash was entered
+ * for, or nowhere: a hash in a file's set is always defined in that file
+ * (an event using it is recorded only in the file it began in, io/event.c).
+ * Any thread, no GIL. */
 uint64_t dft_intern(dft_intern_kind kind, const char *s, size_t len)
 {
     if (!atomic_load_explicit(&dft_trace.active, memory_order_relaxed) && dft_lazy_start() != 0)
         return 0;
     uint64_t h = dft_hash64(s, len);
-    if (dft_intern_insert(h) == 1)
-        dft_emit_meta(kind == DFT_INTERN_FILE ? "FH" : "SH", 0, 0, s, len, NULL, 0, 1, h);
+    pthread_mutex_lock(&intern.lock);
+    uint64_t gen = atomic_load(&dft_trace.gen);
+    int fresh = insert_locked(nonzero(h), gen);
+    pthread_mutex_unlock(&intern.lock);
+    if (fresh == 1 &&
+        dft_emit_hash_def(gen, kind == DFT_INTERN_FILE ? "FH" : "SH", s, len, h) != 0) {
+        pthread_mutex_lock(&intern.lock);
+        if (intern.gen == gen)
+            remove_locked(nonzero(h));
+        pthread_mutex_unlock(&intern.lock);
+    }
     return h;
 }
 

@@ -23,9 +23,16 @@ typedef struct dft_chunk {
     uint64_t gen;      /* file generation the records belong to */
 } dft_chunk;
 
+/* One open nesting scope.  Its event's place is fixed when it opens: the
+ * id reserved for it, and the level and parent of the scope it opened in, so
+ * an event and the events nested in it always agree (level = parent's + 1)
+ * even when scopes close out of order. */
 typedef struct dft_scope {
-    int64_t id;
-    int claimed; /* an event already took this scope's id */
+    int64_t id;     /* reserved for the scope's own event */
+    int64_t parent; /* the enclosing scope's id when it opened, or -1 */
+    int32_t level;  /* its event's level: the enclosing scope's + 1 */
+    uint8_t owned;  /* opened with a token: only the owner's event takes id */
+    uint8_t taken;  /* an event took id */
 } dft_scope;
 
 typedef struct dft_tstate {

@@ -1,13 +1,15 @@
 /* core/trace_file.c: which file a trace is written to.
  *
- * A trace file is opened for appending without following a symbolic link.
- * The files this process created are remembered (path, device, inode), so a
- * later trace of the same process (initialize_log after finalize) appends to
- * its own file; anything else found at the path (an earlier run's file with
- * the same pid, a planted link) is never written to: a fallback name is used
- * instead (docs/configuration.md, "The trace file").  An exec()'d image finds
- * the file its own pid wrote before the exec: it takes the fallback name
- * quietly, since nothing is wrong. */
+ * A trace file is created new (O_EXCL) without following a symbolic link, and
+ * is only ever written by the one trace that created it: a file is a whole
+ * trace, with one header and at most one end (docs/trace-format.md, "Valid
+ * files").  The paths this process already wrote are remembered, so a later
+ * trace of the same process under the same stem (initialize_log after
+ * finalize, or a new image after exec) goes on in the next numbered name
+ * without a word; anything else found at the path (an earlier run's file with
+ * the same pid, a planted link) is never written to either: a numbered name
+ * is used and one error line says so (docs/configuration.md, "The trace
+ * file"). */
 #include "core/trace_file.h"
 
 #include <errno.h>
@@ -20,70 +22,86 @@
 
 #include "core/config.h"
 
-/* The files this process created (and may append to again, e.g. initialize_log
- * after finalize): anything else at a trace path is never written to. */
-typedef struct owned_file {
-    struct owned_file *next;
-    dev_t dev;
-    ino_t ino;
+/* The files this process created: finished or being written, never opened
+ * again. */
+typedef struct written_file {
+    struct written_file *next;
     char path[];
-} owned_file;
-static owned_file *owned;
+} written_file;
+static written_file *written;
 
-static owned_file *owned_find(const char *path)
+static int was_written(const char *path)
 {
-    for (owned_file *o = owned; o; o = o->next)
-        if (strcmp(o->path, path) == 0)
-            return o;
-    return NULL;
+    for (written_file *w = written; w; w = w->next)
+        if (strcmp(w->path, path) == 0)
+            return 1;
+    return 0;
 }
 
-static void owned_add(const char *path, const struct stat *st)
+static void remember_written(const char *path)
 {
-    owned_file *o = owned_find(path);
-    if (!o) {
-        o = malloc(sizeof *o + strlen(path) + 1);
-        if (!o)
-            return; /* only costs a fallback name if this file is opened again */
-        strcpy(o->path, path);
-        o->next = owned;
-        owned = o;
-    }
-    o->dev = st->st_dev;
-    o->ino = st->st_ino;
+    written_file *w = malloc(sizeof *w + strlen(path) + 1);
+    if (!w)
+        return; /* only costs an error line if this name comes up again */
+    strcpy(w->path, path);
+    w->next = written;
+    written = w;
 }
 
-#define OPEN_FLAGS (O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW)
-
-/* Opens path for appending without following a symbolic link: a file this
- * process created (same device and inode) is appended to, anything else is
- * created new (O_EXCL).  Returns the fd, or -1 with errno (EEXIST or ELOOP:
- * something that is not ours is there). */
-static int open_trace_fd(const char *path, int *created)
+/* Creates path for appending, never through a symbolic link, never over
+ * anything there.  Returns the fd, or -1 with errno (EEXIST or ELOOP:
+ * something is there). */
+static int create_trace_fd(const char *path)
 {
-    *created = 0;
-    const owned_file *o = owned_find(path);
-    if (o) {
-        /* O_NONBLOCK: a FIFO put in its place must not block the open. */
-        int fd = open(path, OPEN_FLAGS | O_NONBLOCK);
-        if (fd >= 0) {
-            struct stat st;
-            if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == o->dev &&
-                st.st_ino == o->ino && fcntl(fd, F_SETFL, O_APPEND) == 0)
-                return fd;
-            close(fd);
-            errno = EEXIST; /* replaced since we wrote it */
-            return -1;
-        }
-        if (errno != ENOENT) {
-            errno = EEXIST; /* something we cannot open is there now */
-            return -1;
-        }
+    if (was_written(path)) {
+        errno = EEXIST;
+        return -1;
     }
-    int fd = open(path, OPEN_FLAGS | O_CREAT | O_EXCL, 0644);
-    if (fd >= 0)
-        *created = 1;
-    return fd;
+    return open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_CREAT | O_EXCL, 0644);
+}
+
+/* When this process started, in seconds since the epoch (exec keeps it):
+ * its start tick in /proc/self/stat (CLOCK_BOOTTIME) plus the wall time of
+ * boot; -1 when unknown.  Ticks are 10 ms: it may be up to one tick early. */
+static double process_start_time(void)
+{
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "re");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* field 22 (starttime), counted after the command name's closing ')' */
+    const char *p = strrchr(buf, ')');
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    unsigned long long ticks;
+    struct timespec real, boot;
+    long hz = sysconf(_SC_CLK_TCK);
+    if (!p || sscanf(p + 1, "%llu", &ticks) != 1 || hz <= 0 ||
+        clock_gettime(CLOCK_REALTIME, &real) != 0 || clock_gettime(CLOCK_BOOTTIME, &boot) != 0)
+        return -1;
+    double booted = (double)(real.tv_sec - boot.tv_sec) + (double)(real.tv_nsec - boot.tv_nsec) * 1e-9;
+    return booted + (double)ticks / (double)hz;
+}
+
+/* 1 when path is named with this process's pid and was last written after
+ * the process started: by an image of this process before an exec, since an
+ * earlier process with this pid had ended by then, and no other live process
+ * has it.  (A name given by initialize_log's process_id says nothing.) */
+static int written_before_exec(const char *path)
+{
+    char tail[48];
+    snprintf(tail, sizeof tail, "-%ld-app.pfw", (long)getpid());
+    const char *t = strstr(path, tail);
+    struct stat st;
+    if (!t || (strcmp(t + strlen(tail), "") != 0 && strcmp(t + strlen(tail), ".gz") != 0) ||
+        lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    double start = process_start_time();
+    double mtime = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec * 1e-9;
+    return start > 0 && mtime >= start;
 }
 
 /* The k-th fallback name: "<stem>-<host>-<pid>.<k>-app.pfw[.gz]" (or the path
@@ -102,62 +120,16 @@ static char *fallback_name(const char *path, int k)
     return p;
 }
 
-/* This process's start time on the wall clock (ns), from its start in clock
- * ticks since boot (/proc/self/stat, field 22: kept across exec()); 0 when
- * unknown.  Up to one tick early. */
-static long long process_start_ns(void)
-{
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    char buf[1024];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-    if (!p)
-        return 0;
-    /* after ')': field 3 (state) ... field 22 (starttime) */
-    for (int field = 2; field < 22 && p; field++)
-        p = strchr(p + 1, ' ');
-    long hz = sysconf(_SC_CLK_TCK);
-    if (!p || hz <= 0)
-        return 0;
-    unsigned long long ticks = strtoull(p + 1, NULL, 10);
-    struct timespec boot, wall;
-    if (clock_gettime(CLOCK_BOOTTIME, &boot) != 0 || clock_gettime(CLOCK_REALTIME, &wall) != 0)
-        return 0;
-    long long since_boot = (long long)boot.tv_sec * 1000000000LL + boot.tv_nsec;
-    long long started = (long long)(ticks / (unsigned long long)hz) * 1000000000LL +
-                        (long long)(ticks % (unsigned long long)hz) * (1000000000LL / hz);
-    return (long long)wall.tv_sec * 1000000000LL + wall.tv_nsec - (since_boot - started);
-}
-
-/* 1 when st (a regular file at our trace path) last changed after this
- * process started: this process wrote it, before an exec().  A file an earlier
- * process with the same pid left changed before that process ended, so before
- * this one started.  ctime, which no one can set back. */
-static int written_before_exec(const struct stat *st)
-{
-    long long start = process_start_ns();
-    long long changed = (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
-    return start > 0 && S_ISREG(st->st_mode) && changed >= start;
-}
-
 /* Any thread holding the writer's lock (or before any writer thread). */
-int dft_trace_file_open(const char *path, int named_by_own_pid, char **actual, off_t *size)
+int dft_trace_file_open(const char *path, char **actual, off_t *size)
 {
-    int created;
-    int fd = open_trace_fd(path, &created);
+    int fd = create_trace_fd(path);
     char *used = NULL;
     if (fd < 0 && (errno == EEXIST || errno == ELOOP)) {
+        /* an earlier trace of this process, in this image or before an exec */
+        int ours = was_written(path) || written_before_exec(path);
         struct stat lst;
-        int got = lstat(path, &lst) == 0;
-        int quiet = got && named_by_own_pid && !owned_find(path) && written_before_exec(&lst);
-        const char *what = quiet ? "was written by this process before exec()"
-                           : got && S_ISLNK(lst.st_mode)
+        const char *what = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)
                                ? "is a symbolic link"
                                : "already exists and was not written by this process";
         int e = EEXIST;
@@ -168,25 +140,27 @@ int dft_trace_file_open(const char *path, int named_by_own_pid, char **actual, o
                 e = ENOMEM;
                 break;
             }
-            fd = open_trace_fd(used, &created); /* ours from an earlier trace: appended */
+            fd = create_trace_fd(used);
             if (fd < 0 && errno != EEXIST && errno != ELOOP) {
                 e = errno;
                 break;
             }
         }
         if (fd < 0) {
-            dft_log(DFT_LOG_ERROR, "trace file %s %s, and no fallback name could be created; "
-                    "not tracing", path, what);
+            dft_log(DFT_LOG_ERROR, "trace file %s %s, and no numbered name could be created; "
+                    "not tracing", path, ours ? "was written by an earlier trace" : what);
             free(used);
             errno = e;
             return -1;
         }
-        dft_log(quiet ? DFT_LOG_INFO : DFT_LOG_ERROR,
-                "trace file %s %s; not writing to it, tracing to %s instead", path, what, used);
+        if (!ours)
+            dft_log(DFT_LOG_ERROR, "trace file %s %s; not writing to it, tracing to %s instead",
+                    path, what, used);
     } else if (fd < 0) {
         return -1;
     } else if (!(used = strdup(path))) {
         close(fd);
+        unlink(path);
         errno = ENOMEM;
         return -1;
     }
@@ -194,25 +168,61 @@ int dft_trace_file_open(const char *path, int named_by_own_pid, char **actual, o
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        if (created)
-            unlink(used);
+        unlink(used);
         free(used);
         errno = e;
         return -1;
     }
-    if (created)
-        owned_add(used, &st);
+    remember_written(used);
     *actual = used;
     *size = st.st_size;
     return fd;
 }
 
+/* mkdir -p of path's first n bytes.  0, or -1 with errno. */
+static int make_dirs(char *path, size_t n)
+{
+    struct stat st;
+    char saved = path[n];
+    path[n] = '\0';
+    int rc = 0;
+    if (stat(path, &st) != 0) {
+        char *slash = strrchr(path, '/');
+        while (slash && slash > path && slash[-1] == '/')
+            slash--;
+        if (slash && slash > path)
+            rc = make_dirs(path, (size_t)(slash - path));
+        if (rc == 0 && mkdir(path, 0777) != 0 && errno != EEXIST)
+            rc = -1;
+    } else if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        rc = -1;
+    }
+    path[n] = saved;
+    return rc;
+}
+
+/* Any thread, no GIL. */
+int dft_trace_file_make_dir(const char *path, char *dir, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path || cap == 0)
+        return 0; /* the working directory, or / */
+    size_t n = (size_t)(slash - path);
+    snprintf(dir, cap, "%.*s", (int)n, path);
+    if (n >= cap) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return make_dirs(dir, n);
+}
+
 /* Single-threaded (a forked child). */
 void dft_trace_file_forget_owned(void)
 {
-    while (owned) {
-        owned_file *o = owned;
-        owned = o->next;
-        free(o);
+    while (written) {
+        written_file *w = written;
+        written = w->next;
+        free(w);
     }
 }

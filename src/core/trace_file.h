@@ -7,19 +7,24 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-/* Opens path for appending: a file this process created is appended to;
- * when anything else is there (an earlier run's file, a symbolic link), the
- * first free fallback name "<stem>-<host>-<pid>.<k>-app.pfw[.gz]" is used
- * instead and one error line names both; quietly (an info line) when the
- * name carries this process's pid (named_by_own_pid) and the file changed
- * after this process started: its image before an exec() wrote it.  Returns
- * the fd, with *actual (the name opened, malloc'd) and *size (0 for a new
- * file); or -1 with errno, having closed and removed what it opened.  Caller
- * holds the writer's lock or runs before any writer thread exists; no GIL. */
-int dft_trace_file_open(const char *path, int named_by_own_pid, char **actual, off_t *size);
+/* Creates path new, for appending: when anything is there (a file an
+ * earlier trace of this process wrote, an earlier run's file, a symbolic
+ * link), the first free numbered name "<stem>-<host>-<pid>.<k>-app.pfw[.gz]"
+ * is used instead, with one error line naming both unless the path was this
+ * process's own.  Returns the fd, with *actual (the name opened, malloc'd)
+ * and *size (0: a new file); or -1 with errno, having closed and removed
+ * what it created.  Caller holds the writer's lock or runs before any writer
+ * thread exists; no GIL. */
+int dft_trace_file_open(const char *path, char **actual, off_t *size);
 
-/* In a forked child: the parent's files are not this process's, so none is
- * appended to again.  Single-threaded. */
+/* Creates the missing directories above the file path (like mkdir -p, mode
+ * 0777 less the umask), whether the path came from initialize_log or
+ * DFTRACER_LOG_FILE.  dir (cap bytes) receives the directory.  0, or -1 with
+ * errno.  Any thread, no GIL. */
+int dft_trace_file_make_dir(const char *path, char *dir, size_t cap);
+
+/* In a forked child: the names the parent wrote are the parent's business
+ * (the child's own pid is in its names).  Single-threaded. */
 void dft_trace_file_forget_owned(void);
 
 #endif

@@ -20,6 +20,7 @@
 #include "core/park.h"
 #include "core/signals.h"
 #include "core/state.h"
+#include "core/trace_file.h"
 #include "core/tracer.h"
 #include "core/writer.h"
 #include "format/record.h"
@@ -58,7 +59,7 @@ int dft_emit(const dft_event *ev)
 {
     if (!atomic_load_explicit(&dft_trace.active, memory_order_relaxed) && dft_lazy_start() != 0)
         return 1;
-    return dft_emit_record(ev, 0);
+    return dft_emit_logged(ev);
 }
 
 /* Any thread, no GIL. */
@@ -96,6 +97,18 @@ int dft_emit_meta(const char *kind, int64_t pid, int64_t tid, const char *key, s
     dft_event ev = {.name = kind, .name_len = strlen(kind), .cat = "dftracer", .cat_len = 8,
                     .ph = DFT_PH_METADATA, .pid = pid, .tid = tid, .args = args, .nargs = 2};
     return dft_emit(&ev);
+}
+
+/* Any thread, no GIL. */
+int dft_emit_hash_def(uint64_t gen, const char *kind, const char *s, size_t len, uint64_t hash)
+{
+    dft_arg args[2] = {
+        {.key = "name", .type = DFT_ARG_STR, .v.s = {s, len}},
+        {.key = "value", .type = DFT_ARG_HASH, .v.hash = hash},
+    };
+    dft_event ev = {.name = kind, .name_len = strlen(kind), .cat = "dftracer", .cat_len = 8,
+                    .ph = DFT_PH_METADATA, .args = args, .nargs = 2};
+    return dft_emit_essential(&ev, gen);
 }
 
 /* Any thread, no GIL. */
@@ -205,12 +218,15 @@ static void emit_header(void) /* under life_lock, no GIL */
     if ((size_t)n >= sizeof pname)
         n = (int)sizeof pname - 1;
     dft_emit_meta("process_name", 0, 0, pname, (size_t)n, "process_name", 12, 0, 0);
-    dft_identity_emit_header(); /* rank, first clock pair */
+    dft_identity_emit_header(); /* rank, first clock pair: kept with the header */
+    uint64_t gen = dft_trace_gen();
+    dft_keep_own_thread_now(gen); /* HH first; the start event's hashes follow */
     if (!dft_g.cfg.inc_metadata) {
         dft_arg a = {.key = "version", .type = DFT_ARG_STR, .v.s = {DFT_VERSION, strlen(DFT_VERSION)}};
         dft_event ev = {.name = "start", .name_len = 5, .cat = "dftracer", .cat_len = 8,
                         .ts = dft_clock_us(), .ph = DFT_PH_COMPLETE, .args = &a, .nargs = 1};
-        dft_emit(&ev);
+        dft_emit_top(&ev);
+        dft_keep_own_thread_now(gen);
         return;
     }
     char cwd[PATH_MAX];
@@ -233,7 +249,8 @@ static void emit_header(void) /* under life_lock, no GIL */
     };
     dft_event ev = {.name = "start", .name_len = 5, .cat = "dftracer", .cat_len = 8,
                     .ts = dft_clock_us(), .ph = DFT_PH_COMPLETE, .args = args, .nargs = 6};
-    dft_emit(&ev);
+    dft_emit_top(&ev);
+    dft_keep_own_thread_now(gen);
 }
 
 static void make_path(void)
@@ -260,9 +277,10 @@ static void read_hostname(void)
     dft_g.hhash = dft_hash64(dft_g.hostname, strlen(dft_g.hostname));
 }
 
-static int open_file(int open_now)
+static int open_file(int open_now, uint64_t gen)
 {
     dft_writer_opts o = {.path = dft_g.path,
+                         .gen = gen,
                          .compression = dft_g.cfg.compression,
                          .inc_metadata = dft_g.cfg.inc_metadata,
                          .nthreads = dft_g.cfg.writer_threads,
@@ -333,7 +351,16 @@ static int start_held(const char *log_file, const char *data_dir, int64_t proces
     size_t base = dft_g.cfg.write_buffer < 65536 ? 65536 : dft_g.cfg.write_buffer;
     dft_g.chunk_cap = base + DFT_REC_MAX;
     make_path();
-    if (!dft_g.path || open_file(1) != 0) {
+    char dir[PATH_MAX];
+    if (dft_g.path && dft_trace_file_make_dir(dft_g.path, dir, sizeof dir) != 0) {
+        int e = errno;
+        snprintf(err, errlen, "cannot create log directory %s: %s", dir, strerror(e));
+        atomic_store(&dft_trace.state, explicit_init ? DFT_STATE_UNINIT : DFT_STATE_DISABLED);
+        pthread_mutex_unlock(&dft_g.life_lock);
+        errno = e;
+        return -1;
+    }
+    if (!dft_g.path || open_file(1, dft_trace_gen() + 1) != 0) {
         int e = dft_g.path ? errno : ENOMEM;
         snprintf(err, errlen, "cannot open trace file %s: %s", dft_g.path ? dft_g.path : "?",
                  strerror(e));
@@ -351,7 +378,8 @@ static int start_held(const char *log_file, const char *data_dir, int64_t proces
     dft_dropped_take(); /* a count left by an earlier trace's finalize */
     emit_header();
     run_hooks(DFT_HOOK_OPENED);
-    dft_flush_own_thread_now(); /* the header is on disk before tracing goes on */
+    dft_keep_own_thread_now(dft_trace_gen());
+    dft_writer_write_kept(); /* the header is on disk before tracing goes on */
     dft_flusher_start();
     dft_threads_unpark();
     pthread_mutex_unlock(&dft_g.life_lock);
@@ -493,7 +521,7 @@ static void fork_child(void)
     dft_g.pid = dft_g.real_pid;
     make_path();
     atomic_fetch_add(&dft_trace.gen, 1);
-    if (!dft_g.path || open_file(0) != 0) {
+    if (!dft_g.path || open_file(0, dft_trace_gen()) != 0) {
         dft_log(DFT_LOG_ERROR, "forked child cannot open %s: %s; tracing disabled",
                 dft_g.path ? dft_g.path : "trace", strerror(errno));
         atomic_store(&dft_trace.active, 0);
@@ -502,9 +530,9 @@ static void fork_child(void)
         dft_signals_release(&fork_saved_mask);
         return;
     }
-    /* The header stays in this thread's buffer: a child that execs at once
-     * leaves no file; one that lives on has it written with its first chunk,
-     * or by the flusher within the interval. */
+    /* The header is kept by the writer (emit_header), not written: a child
+     * that execs at once leaves no file; one that lives on has it at the head
+     * of its first member, or written by the flusher within the interval. */
     emit_header();
     dft_flusher_start(); /* with SIGTERM still blocked: the new thread blocks all anyway */
     dft_signals_release(&fork_saved_mask);

@@ -12,7 +12,11 @@
  * (by whichever thread gets the file lock first) carries it, so the first
  * member always holds "[" and at least one whole event line.  Perfetto guesses
  * a gzip file's format from its first member alone and refuses a first member
- * that holds only "[" (docs/trace-format.md, "Member layout"). */
+ * that holds only "[" (docs/trace-format.md, "Member layout").  The lines a
+ * file cannot be valid without (its header, hash definitions) are kept
+ * (core/kept_lines.c) and written as a member of their own before any other
+ * member, after the "[" line when it is the first; a member that cannot be
+ * written (a full disk) leaves what the file needs of it kept. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +25,7 @@
 #include <unistd.h>
 
 #include "core/compress.h"
+#include "core/kept_lines.h"
 #include "core/trace_file.h"
 #include "core/writer.h"
 #include "format/lines.h"
@@ -62,6 +67,7 @@ static struct {
     int compression;
     dft_fmt_ctx fmt;
     _Atomic int need_bracket; /* a new file: the next piece written starts with "[\n" */
+
     _Atomic uint64_t lines;
     int write_error_reported;
 
@@ -175,15 +181,14 @@ static int worker_zinit(worker *wk)
     return wk->cz ? 0 : -1;
 }
 
-/* Deflates "[\n" (when bracket is set) followed by text into one gzip member
- * in wk->out (core/compress.c), which takes one contiguous input: the bracket,
- * once per file, is joined to the text in wk->first.  Allocates only when a
+/* The bytes to append for text: one gzip member (or the text itself), with
+ * "[\n" in front when bracket is set (joined in wk->first: the compressor
+ * takes one contiguous input).  Sets *buf and *len.  Allocates only when a
  * buffer is too small (never in the emergency worker, whose buffers are
  * reserved).  Writer threads, no GIL. */
-static int deflate_member(worker *wk, int bracket, const char *text, size_t n)
+static int encode_piece(worker *wk, int bracket, const char *text, size_t n, const char **buf,
+                        size_t *len)
 {
-    if (worker_zinit(wk) != 0)
-        return -1;
     if (bracket) {
         wk->first.len = 0;
         if (dft_sbuf_reserve(&wk->first, n + 2) != 0)
@@ -193,68 +198,77 @@ static int deflate_member(worker *wk, int bracket, const char *text, size_t n)
         text = wk->first.data;
         n += 2;
     }
+    if (!writer.compression) {
+        *buf = text;
+        *len = n;
+        return 0;
+    }
+    if (worker_zinit(wk) != 0)
+        return -1;
     wk->out.len = 0;
     if (dft_sbuf_reserve(&wk->out, dft_compress_bound(n)) != 0)
         return -1;
     wk->out.len = dft_compress_member(wk->cz, text, n, wk->out.data, wk->out.cap);
+    *buf = wk->out.data;
+    *len = wk->out.len;
     return wk->out.len ? 0 : -1;
 }
 
-/* The bytes to append for text: one gzip member, or the text itself, with
- * "[\n" in front when bracket is set.  Sets *buf and *len. */
-static int encode_piece(worker *wk, int bracket, const char *text, size_t n, const char **buf,
-                        size_t *len)
+/* A piece of `lines` lines was not written: keeps the lines the file needs
+ * for the next member.  Caller holds file_lock. */
+static void keep_needed(const char *text, size_t n, size_t lines, const char *why)
 {
-    if (writer.compression) {
-        if (deflate_member(wk, bracket, text, n) != 0)
-            return -1;
-        *buf = wk->out.data;
-        *len = wk->out.len;
-    } else if (bracket) {
-        wk->out.len = 0;
-        if (dft_sbuf_reserve(&wk->out, n + 2) != 0)
-            return -1;
-        memcpy(wk->out.data, "[\n", 2);
-        memcpy(wk->out.data + 2, text, n);
-        *buf = wk->out.data;
-        *len = n + 2;
-    } else {
-        *buf = text;
-        *len = n;
-    }
+    if (dft_kept_add_needed(text, n) != 0)
+        dft_log(DFT_LOG_ERROR, "out of memory keeping the header of %s; it may not validate",
+                writer.actual ? writer.actual : "trace");
+    if (why)
+        dft_log(DFT_LOG_ERROR, "%s; %zu events dropped", why, lines);
+}
+
+/* Writes the kept lines (the header, hash definitions: dft_writer_keep) as
+ * a member of their own, after "[" when the file has nothing yet: before any
+ * member that may use them.  0, or -1 when they could not be written (they
+ * stay kept).  Caller holds file_lock; wk's compressor is used, not its
+ * buffers. */
+static int write_kept_locked(worker *wk)
+{
+    if (!dft_kept_pending())
+        return 0;
+    const char *buf;
+    size_t len;
+    if (writer.fd < 0 || writer.dead || (writer.compression && worker_zinit(wk) != 0) ||
+        dft_kept_member(atomic_load(&writer.need_bracket), writer.compression ? wk->cz : NULL,
+                        &buf, &len) != 0 ||
+        write_all(buf, len) != 0)
+        return -1;
+    atomic_fetch_add(&writer.lines, dft_kept_written());
+    atomic_store(&writer.need_bracket, 0);
     return 0;
 }
 
-/* Writes whole lines as one member (or as-is when uncompressed).  The first
- * piece of a new file is encoded under the file lock, with the "[" line, so
- * that nothing can be written before it. */
+/* Writes whole lines as one member (or as-is when uncompressed), deflated
+ * outside the file lock, in parallel with the other writers.  Under the
+ * lock, the kept lines go first; when they cannot be written, neither is
+ * the piece (its events may use their hashes): it is dropped, and what the
+ * file needs of it kept.  The first piece of a file without kept lines is
+ * encoded again under the lock, with "[", so that nothing is written before
+ * it.  Writer threads (or the sync worker under writer.lock), no GIL. */
 static void write_piece(worker *wk, const char *text, size_t n, size_t lines)
 {
     const char *buf;
     size_t len;
-    if (atomic_load(&writer.need_bracket)) {
-        pthread_mutex_lock(&writer.file_lock);
-        if (atomic_load(&writer.need_bracket)) {
-            if (writer.fd >= 0) {
-                if (encode_piece(wk, 1, text, n, &buf, &len) != 0)
-                    dft_log(DFT_LOG_ERROR, "compression failed; %zu events dropped", lines);
-                else if (write_all(buf, len) == 0) {
-                    atomic_store(&writer.need_bracket, 0);
-                    atomic_fetch_add(&writer.lines, lines);
-                }
-            }
-            pthread_mutex_unlock(&writer.file_lock);
-            return;
-        }
-        pthread_mutex_unlock(&writer.file_lock);
-    }
-    if (encode_piece(wk, 0, text, n, &buf, &len) != 0) {
-        dft_log(DFT_LOG_ERROR, "compression failed; %zu events dropped", lines);
-        return;
-    }
+    int encoded = encode_piece(wk, 0, text, n, &buf, &len) == 0;
     pthread_mutex_lock(&writer.file_lock);
-    if (writer.fd >= 0 && write_all(buf, len) == 0)
+    int ok = writer.fd >= 0 && !writer.dead && write_kept_locked(wk) == 0;
+    int bracket = atomic_load(&writer.need_bracket);
+    if (ok && (bracket || !encoded) && encode_piece(wk, bracket, text, n, &buf, &len) != 0) {
+        keep_needed(text, n, lines, "compression failed");
+    } else if (ok && write_all(buf, len) == 0) {
+        atomic_store(&writer.need_bracket, 0);
         atomic_fetch_add(&writer.lines, lines);
+    } else {
+        keep_needed(text, n, lines, NULL); /* write_all reported a failed write */
+    }
     pthread_mutex_unlock(&writer.file_lock);
 }
 
@@ -352,7 +366,9 @@ void dft_writer_submit(dft_chunk *c)
         dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", writer.path,
                 strerror(errno));
     }
-    if (writer.fd < 0 || ensure_workers_locked() != 0) {
+    /* A file that could not be opened yet still gets the chunk: the writer
+     * keeps the lines the file needs for when it opens. */
+    if ((writer.fd < 0 && !writer.pending) || ensure_workers_locked() != 0) {
         atomic_fetch_sub(&writer.in_flight, 1);
         pthread_cond_broadcast(&writer.idle);
         pthread_mutex_unlock(&writer.lock);
@@ -407,7 +423,15 @@ void dft_writer_drain(void)
     gil_restore(h);
 }
 
-uint64_t dft_writer_lines(void) { return atomic_load(&writer.lines); }
+/* The lines a member written now would follow: those written, and the kept
+ * lines it would carry.  Called by finalize with the queue drained. */
+uint64_t dft_writer_lines(void)
+{
+    pthread_mutex_lock(&writer.file_lock);
+    uint64_t n = atomic_load(&writer.lines) + dft_kept_count();
+    pthread_mutex_unlock(&writer.file_lock);
+    return n;
+}
 
 /* ---- the file ---------------------------------------------------------- */
 
@@ -418,7 +442,7 @@ static int open_file_locked(void)
 {
     char *used;
     off_t size;
-    int fd = dft_trace_file_open(writer.path, writer.fmt.pid == (int64_t)getpid(), &used, &size);
+    int fd = dft_trace_file_open(writer.path, &used, &size);
     if (fd < 0)
         return -1;
     free(writer.actual);
@@ -456,6 +480,10 @@ int dft_writer_open(const dft_writer_opts *o, int open_now)
     writer.write_error_reported = 0;
     writer.dead = 0;
     atomic_store(&writer.lines, 0);
+    atomic_store(&writer.need_bracket, 1);
+    pthread_mutex_lock(&writer.file_lock);
+    dft_kept_reset(o->gen); /* an earlier file's lines, never written */
+    pthread_mutex_unlock(&writer.file_lock);
     writer.nworkers = o->nthreads < 1 ? 1 : o->nthreads > MAX_WORKERS ? MAX_WORKERS : o->nthreads;
     writer.max_inflight = 2 * writer.nworkers + 2;
     writer.pending = 1;
@@ -482,19 +510,21 @@ void dft_writer_write_now(const dft_event *ev, int64_t id)
         write_piece(wk, wk->json.data, wk->json.len, lines);
 }
 
-/* Formats records and writes them at once with the sync worker, bypassing the
- * queue: the header of a trace that just started is on disk before the first
- * event is logged.  writer.lock serialises the sync worker with the lazy open in
- * dft_writer_submit.  Any thread, no GIL. */
-int dft_writer_write_sync(const char *data, size_t start, size_t end)
+/* dft_writer_write_now from a thread that runs beside the writer threads
+ * (the flusher's clock pairs): under the writer's lock, as the writers'
+ * own hand-offs.  Any thread, no GIL. */
+void dft_writer_write_now_shared(const dft_event *ev, int64_t id)
 {
     pthread_mutex_lock(&writer.lock);
-    if (writer.fd < 0 && writer.pending && open_file_locked() != 0 && !writer.write_error_reported) {
-        writer.write_error_reported = 1;
-        dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", writer.path,
-                strerror(errno));
-    }
-    int rc = writer.fd >= 0 ? 0 : -1;
+    dft_writer_write_now(ev, id);
+    pthread_mutex_unlock(&writer.lock);
+}
+
+/* Any thread, no GIL. */
+int dft_writer_keep(const char *data, size_t start, size_t end, uint64_t gen)
+{
+    int rc = 0;
+    pthread_mutex_lock(&writer.lock);
     worker *wk = &writer.sync;
     size_t pos = start;
     while (rc == 0 && pos < end) {
@@ -502,15 +532,49 @@ int dft_writer_write_sync(const char *data, size_t start, size_t end)
         wk->json.failed = 0;
         size_t before = pos;
         size_t lines = dft_format_records(&wk->json, data, &pos, end, &writer.fmt, PIECE);
-        if (wk->json.failed || pos == before) {
-            dft_log(DFT_LOG_ERROR, "out of memory while formatting; %zu events dropped", lines);
+        pthread_mutex_lock(&writer.file_lock);
+        if (dft_kept_gen() != gen) {
+            rc = 1; /* another file started: not this one's */
+        } else if (wk->json.failed || pos == before ||
+                   dft_kept_add(wk->json.data, wk->json.len, lines) != 0) {
+            dft_log(DFT_LOG_ERROR, "out of memory keeping the header of %s; it may not validate",
+                    writer.actual ? writer.actual : "trace");
             rc = -1;
-        } else if (lines) {
-            write_piece(wk, wk->json.data, wk->json.len, lines);
         }
+        pthread_mutex_unlock(&writer.file_lock);
     }
     pthread_mutex_unlock(&writer.lock);
     return rc;
+}
+
+/* Any thread, no GIL. */
+void dft_writer_write_kept(void)
+{
+    pthread_mutex_lock(&writer.lock);
+    if (writer.fd < 0 && writer.pending && open_file_locked() != 0 &&
+        !writer.write_error_reported) {
+        writer.write_error_reported = 1;
+        dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", writer.path,
+                strerror(errno));
+    }
+    pthread_mutex_lock(&writer.file_lock);
+    write_kept_locked(&writer.sync);
+    pthread_mutex_unlock(&writer.file_lock);
+    pthread_mutex_unlock(&writer.lock);
+}
+
+/* The flusher's tick: lines kept for a whole period with no member written
+ * to carry them (a forked child's header, a full disk that freed) are
+ * written on their own.  The flusher thread, no GIL. */
+void dft_writer_tick(void)
+{
+    if (!dft_kept_pending())
+        return;
+    pthread_mutex_lock(&writer.file_lock);
+    int aged = dft_kept_aged();
+    pthread_mutex_unlock(&writer.file_lock);
+    if (aged)
+        dft_writer_write_kept();
 }
 
 /* Stops the writer threads once the queue is empty (chunks queued after that
@@ -604,6 +668,7 @@ void dft_writer_atfork_child(void)
         writer.fd = -1;
     }
     writer.pending = 0;
+    dft_kept_reset(0); /* the parent's file's */
     dft_trace_file_forget_owned(); /* the parent's files: never appended to here */
     atomic_store(&writer.emergency_busy, 0);
 }
@@ -647,9 +712,11 @@ int dft_writer_emergency(const char *data, size_t start, size_t end)
             break;
         }
         /* Encoded under the lock: the first piece of a new file carries "[".
-         * The reserved buffers hold it, so nothing is allocated here. */
+         * The reserved buffers hold it, so nothing is allocated here.  While
+         * lines are kept (they would need allocating), nothing is written. */
         int bracket = atomic_load(&writer.need_bracket);
-        if (encode_piece(wk, bracket, wk->json.data, wk->json.len, &buf, &len) != 0) {
+        if (dft_kept_pending() ||
+            encode_piece(wk, bracket, wk->json.data, wk->json.len, &buf, &len) != 0) {
             pthread_mutex_unlock(&writer.file_lock);
             rc = -1;
             break;

@@ -12,6 +12,7 @@ typedef struct dft_writer_opts {
     int nthreads;
     int64_t pid;
     uint64_t hhash;
+    uint64_t gen; /* the trace generation the file belongs to (dft_trace_gen) */
 } dft_writer_opts;
 
 int dft_writer_open(const dft_writer_opts *o, int open_now); /* 0, or -1 with errno */
@@ -23,9 +24,21 @@ void dft_writer_submit(dft_chunk *c);           /* takes ownership; may wait */
 void dft_writer_drain(void);
 /* Formats and writes one record synchronously (used for the end event). */
 void dft_writer_write_now(const dft_event *ev, int64_t id);
-/* Formats data[start, end) and writes it at once, bypassing the queue (a
- * trace's header); 0, or -1 when nothing could be written. */
-int dft_writer_write_sync(const char *data, size_t start, size_t end);
+/* The same from a thread beside the writer threads (under its lock). */
+void dft_writer_write_now_shared(const dft_event *ev, int64_t id);
+/* Formats the records data[start, end) of file generation gen -- what the
+ * file cannot be valid without: its header, hash definitions -- into lines
+ * the writer keeps and writes at the head of the next member, before any
+ * piece that may use them (or on their own: dft_writer_write_kept,
+ * dft_writer_tick).  0; 1 when gen's file is not the current one (nothing
+ * kept); -1 when out of memory.  Any thread, no GIL. */
+int dft_writer_keep(const char *data, size_t start, size_t end, uint64_t gen);
+/* Writes the kept lines now, opening the file if need be (a new trace's
+ * header is on disk before its first event).  Any thread, no GIL. */
+void dft_writer_write_kept(void);
+/* The flusher's tick (see writer.c). */
+void dft_writer_tick(void);
+/* The end event's num_events: the lines before a member written now. */
 uint64_t dft_writer_lines(void);
 /* The file being written (its fallback name when the configured path was
  * refused: docs/configuration.md, "The trace file"), or the configured path. */

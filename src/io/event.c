@@ -21,7 +21,12 @@ void dft_io_finish(dft_io_ev *e, int failed, int err)
                     .ph = DFT_PH_COMPLETE,
                     .args = e->a,
                     .nargs = e->n};
-    dft_emit(&ev);
+    /* Inside the innermost scope: a traced call never takes the scope of an
+     * enter_event() block (the block's own log_event does).  Only into the
+     * file it began in, where its fhash is defined: a call that straddles a
+     * finalize()/initialize_log() is dropped. */
+    if (dft_trace_active())
+        dft_emit_record_in(&ev, e->gen);
     dft_io_busy = 0;
     errno = err;
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/core.h"
 #include "dftracer.h"
 #include "io/filter.h"
 #include "io/got.h"
@@ -42,6 +43,7 @@ typedef struct dft_io_ev {
     const char *cat;
     size_t name_len, cat_len;
     int64_t t0, t1;
+    uint64_t gen; /* the trace file it began in: its hashes are defined there */
     dft_arg a[DFT_IO_MAXARGS];
     unsigned n;
 } dft_io_ev;
@@ -57,6 +59,7 @@ DFT_IO_INLINE void dft_io_begin(dft_io_ev *e, const char *name, const char *cat)
     e->cat = cat;
     e->cat_len = strlen(cat);
     e->n = 0;
+    e->gen = dft_trace_gen();
     e->t0 = dft_clock_us();
 }
 

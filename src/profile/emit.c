@@ -140,9 +140,9 @@ static inline const char *utf8_of(PyObject *s, Py_ssize_t *len)
 
 /* The common case on the stack: no args dicts and UTF-8 already cached in the
  * str objects.  Returns 0 when written, 1 when the general path is needed. */
-static int emit_fast(ProfileObject *p, PyObject *name, int64_t ts, int64_t dur,
-                     const dft_stepargs *sa, PyObject *counter_key, int64_t counter,
-                     PyObject *exc_type)
+static int emit_fast(ProfileObject *p, const dft_scope_tok *own, PyObject *name, int64_t ts,
+                     int64_t dur, const dft_stepargs *sa, PyObject *counter_key,
+                     int64_t counter, PyObject *exc_type)
 {
     for (const ProfileObject *q = p; q; q = q->parent)
         if (q->args && PyDict_GET_SIZE(q->args) > 0)
@@ -192,7 +192,7 @@ static int emit_fast(ProfileObject *p, PyObject *name, int64_t ts, int64_t dur,
     dft_event ev = {.name = n, .name_len = (size_t)nl, .cat = c, .cat_len = (size_t)cl,
                     .ts = ts, .dur = dur < 0 ? 0 : dur, .ph = DFT_PH_COMPLETE,
                     .args = args, .nargs = na};
-    dft_emit_record(&ev, 0);
+    dft_emit_record(&ev, own);
     return 0;
 }
 
@@ -202,18 +202,9 @@ void dft_profile_emit(ProfileObject *p, const dft_scope_tok *own, PyObject *name
 {
     if (dft_trace_state() != DFT_STATE_ACTIVE)
         return; /* while finalize runs, dft_emit_record refuses it and counts it */
-    /* An event takes the id of the innermost unclaimed scope: unless that is
-     * the caller's own scope, give it one of its own so it cannot take another
-     * event's id (async calls, flush() regions, out-of-order stop()). */
-    if (!own || !dft_scope_current(own)) {
-        dft_scope_tok tmp;
-        dft_scope_open(&tmp);
-        if (dft_scope_opened(&tmp))
-            dft_profile_emit(p, &tmp, name, ts, dur, sa, counter_key, counter, exc_type);
-        dft_scope_close_here(&tmp);
-        return;
-    }
-    if (emit_fast(p, name, ts, dur, sa, counter_key, counter, exc_type) == 0)
+    /* With own, the event takes own's scope (its id, level and parent);
+     * without (async calls, flush() regions), it nests in the innermost one. */
+    if (emit_fast(p, own, name, ts, dur, sa, counter_key, counter, exc_type) == 0)
         return;
     dft_pyevent pe;
     if (dft_pyevent_init(&pe, name, p->cat) < 0) {
@@ -266,7 +257,7 @@ void dft_profile_emit(ProfileObject *p, const dft_scope_tok *own, PyObject *name
         a->v.s.ptr = en;
         a->v.s.len = strlen(en);
     }
-    dft_emit(&pe.ev);
+    dft_emit_record(&pe.ev, own);
     dft_pyevent_clear(&pe);
     return;
 fail:

@@ -18,9 +18,10 @@ int dft_val_from(PyObject *v, int as_int, dft_val *out);
 /* Writes one complete event of p's category.  Adds p's base values (over its
  * parents'), then sa (may be NULL), counter_key=counter when counter_key is not
  * NULL, and error=<exception type name> when exc_type is not NULL.  own is the
- * scope the caller opened for this event (NULL: none); when it is not the
- * innermost scope, the event gets a scope of its own.  Must be called with no
- * exception set; never raises (reports failures as unraisable). */
+ * scope the caller opened for this event: the event takes its id, level and
+ * parent (core/core.h); NULL: none, the event nests in the innermost scope.
+ * Must be called with no exception set; never raises (reports failures as
+ * unraisable). */
 void dft_profile_emit(ProfileObject *p, const dft_scope_tok *own, PyObject *name, int64_t ts,
                       int64_t dur, const dft_stepargs *sa, PyObject *counter_key,
                       int64_t counter, PyObject *exc_type);

@@ -69,7 +69,7 @@ static PyObject *loop_next(PyObject *self)
             l->count++;
         return item;
     }
-    dft_scope_tok tok = {NULL, 0};
+    dft_scope_tok tok = {NULL, 0, 0};
     if (l->iter_name)
         dft_scope_open(&tok);
     int64_t t0 = dft_clock_us();

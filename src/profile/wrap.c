@@ -143,7 +143,7 @@ static PySendResult traced_resume(TracedObject *g, PyObject *value, PyObject *th
     ProfileObject *p = g->w->profile;
     int gen = Py_IS_TYPE(g, &TracedGenType);
     int on = dft_profile_on(p);
-    dft_scope_tok tok = {NULL, 0};
+    dft_scope_tok tok = {NULL, 0, 0};
     int64_t t0 = 0;
     if (on && gen) {
         dft_scope_open(&tok);

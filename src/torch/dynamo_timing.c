@@ -9,6 +9,7 @@
  * slot index as the token, a cached small int, so nothing is allocated.
  *
  * All functions here are called from Python with the GIL held. */
+#include "core/core.h"
 #include "integrations.h"
 #include "torch/dynamo_state.h"
 
@@ -175,13 +176,9 @@ static PyObject *dyn_end(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     dft_event ev = {.name = op->name, .name_len = op->name_len, .cat = "dynamo", .cat_len = 6,
                     .ts = t0, .dur = now >= t0 ? now - t0 : 0, .ph = DFT_PH_COMPLETE,
                     .args = a, .nargs = n};
-    /* a scope of its own, so the event nests under an open frame span
-     * instead of taking that span's id */
-    dft_enter_scope();
-    if (dft_active()) {
-        dft_emit(&ev);
-        dft_exit_scope();
-    }
+    /* inside the innermost scope (an open frame span, a decorated call) */
+    if (dft_trace_ready())
+        dft_emit_record(&ev, NULL);
     Py_RETURN_NONE;
 }
 

@@ -21,6 +21,7 @@
  *
  * All functions here run with the GIL held: the hook runs on the thread that
  * evaluates the frame. */
+#include "core/core.h"
 #include "integrations.h"
 #include "torch/dynamo_state.h"
 
@@ -172,7 +173,7 @@ static PyObject *evaluate(PyThreadState *ts, eval_frame_t *f, int throwflag)
     return _PyEval_EvalFrameDefault(ts, f, throwflag);
 }
 
-static void emit_span(const traced_code *tc, int64_t t0, int64_t t1,
+static void emit_span(const dft_scope_tok *tok, const traced_code *tc, int64_t t0, int64_t t1,
                       const dft_dyn_counters *before, const dft_dyn_counters *after, int mode)
 {
     static const struct {
@@ -193,7 +194,8 @@ static void emit_span(const traced_code *tc, int64_t t0, int64_t t1,
     dft_event ev = {.name = tc->name, .name_len = tc->name_len, .cat = "dynamo", .cat_len = 6,
                     .ts = t0, .dur = t1 >= t0 ? t1 - t0 : 0, .ph = DFT_PH_COMPLETE,
                     .args = a, .nargs = n};
-    dft_emit(&ev);
+    if (dft_trace_active())
+        dft_emit_record(&ev, tok);
 }
 
 /* The hook.  GIL held (runs on the evaluating thread). */
@@ -207,8 +209,10 @@ static PyObject *frame_hook(PyThreadState *ts, eval_frame_t *f, int throwflag)
     PyObject *code = tc->code;
     dft_dyn_counters *c = dft_dyn_counters_get();
     dft_dyn_counters before = *c;
-    dft_enter_scope(); /* starts tracing from the environment if need be */
-    int scoped = dft_active();
+    dft_scope_tok tok = {NULL, 0, 0};
+    int scoped = dft_trace_ready(); /* starts tracing from the environment if need be */
+    if (scoped)
+        dft_scope_open(&tok); /* the span is the parent of what the call records */
     int64_t t0 = dft_now_us();
     PyObject *r = evaluate(ts, f, throwflag);
     int64_t t1 = dft_now_us();
@@ -218,10 +222,9 @@ static PyObject *frame_hook(PyThreadState *ts, eval_frame_t *f, int throwflag)
         int mode = compiled ? (tc->compiled_calls ? 2 : 1) : 0;
         tc->calls++;
         tc->compiled_calls += compiled;
-        emit_span(tc, t0, t1, &before, c, mode); /* no Python calls: r and any error intact */
+        emit_span(&tok, tc, t0, t1, &before, c, mode); /* no Python calls: r and any error intact */
     }
-    if (scoped)
-        dft_exit_scope();
+    dft_scope_close(&tok);
     return r;
 }
 

@@ -651,25 +651,47 @@ def test_bad_arguments_raise_type_errors_naming_them(tmp_path):
     assert tr.user_events() == []
 
 
-def test_missing_or_unusable_log_directory_raises_oserror(tmp_path):
-    # dftracer.python's initialize_log creates a missing directory (as
-    # pydftracer does, tests/test_compat.py); the core's does not.
+def test_missing_log_directory_is_created_for_the_argument_and_the_environment(tmp_path):
+    """One rule (docs/configuration.md): a missing directory of the trace
+    file is created, whether the path is initialize_log's argument (through
+    dftracer.python or the core's own initialize_log) or DFTRACER_LOG_FILE,
+    also for a trace that starts by itself; one that cannot be created or
+    written raises OSError naming it."""
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
     proc = run_python(
         f"""
-        from dftracer import _core as dftracer
-        dftracer = dftracer.dftracer
-        for p in [{str(tmp_path / 'no' / 'such' / 'x.pfw')!r}, "/proc/dftracer-test.pfw"]:
+        from dftracer.python import dftracer
+        from dftracer import _core
+        for p in [{str(blocker / 'sub' / 'x.pfw')!r}, "/proc/dftracer-test.pfw",
+                  {str(tmp_path / 'arg' / 'deep' / 'x.pfw')!r}]:
             try:
-                dftracer.initialize_log(p)
-            except OSError as e:
-                print(type(e).__name__, e)
+                _core.dftracer.initialize_log(p)
+                print("ok", _core.logger.trace_path)
+                _core.logger.finalize()
+            except OSError as e:  # NotADirectoryError, PermissionError, ...
+                print("OSError", e)
+        dftracer.initialize_log({str(tmp_path / 'py' / 'x.pfw')!r}).finalize()
         """,
         ENABLED,
     )
     lines = proc.stdout.splitlines()
-    assert len(lines) == 2
-    assert str(tmp_path / "no" / "such") in lines[0]
-    assert "/proc/dftracer-test" in lines[1]
+    assert len(lines) == 3, proc.stdout
+    assert lines[0].startswith("OSError") and str(blocker / "sub") in lines[0]
+    assert lines[1].startswith("OSError") and "/proc/dftracer-test" in lines[1]
+    assert lines[2].startswith("ok " + str(tmp_path / "arg" / "deep" / "x-"))
+    for d in ("arg/deep", "py"):
+        read_trace(only_trace(tmp_path / d, "x"))
+    # DFTRACER_LOG_FILE, for a trace started by initialize_log() and by the first event
+    for how, code in (("init", "dftracer.initialize_log()"),
+                      ("lazy", "_core.logger.log_event('e', 'c', _core.get_time(), 1)")):
+        run_python(f"""
+            from dftracer.python import dftracer
+            from dftracer import _core
+            {code}
+            _core.logger.finalize()
+            """, {**ENABLED, "DFTRACER_LOG_FILE": str(tmp_path / "env" / how / "t")})
+        read_trace(only_trace(tmp_path / "env" / how, "t"))
 
 
 # Write failures (disk full, file too large): tests/core/test_trace_file.py.

@@ -11,7 +11,7 @@ import zlib
 
 import pytest
 
-from tracefile import find_traces, read_trace, run_python
+from tracefile import find_traces, read_trace, run_python, validate
 
 ENABLED = {"DFTRACER_ENABLE": "1"}
 
@@ -46,7 +46,8 @@ def test_symlink_at_trace_path_is_not_followed(tmp_path):
         print(log.trace_path)
         log.log_event("work", "c", log.get_time(), 3)
         log.finalize()
-        # Again in the same process: the fallback file is ours, so it is appended to.
+        # Again in the same process: the link is still there, and .1 holds
+        # the first trace: the next free name.
         log = dftracer.initialize_log(stem + ".pfw")
         print(log.trace_path)
         log.log_event("more", "c", log.get_time(), 3)
@@ -56,15 +57,15 @@ def test_symlink_at_trace_path_is_not_followed(tmp_path):
     )
     assert target.read_text() == "keep me\n"
     first, second = proc.stdout.split()
-    assert first == second and first.endswith(".1-app.pfw.gz"), proc.stdout
+    assert first.endswith(".1-app.pfw.gz") and second == first.replace(".1-", ".2-"), proc.stdout
     errors = [l for l in proc.stderr.splitlines() if l.startswith("dftracer: error")]
-    assert len(errors) == 2 and all("is a symbolic link" in e and first in e for e in errors)
+    assert len(errors) == 2 and all("is a symbolic link" in e for e in errors)
+    assert first in errors[0] and second in errors[1]
     link = first.replace(".1-app.pfw.gz", "-app.pfw.gz")
     assert os.path.islink(link) and errors[0].split()[4] == link
-    # Two traces appended to one file: both decode, every member whole.
-    text = b"".join(members(first)).decode()
-    assert text.count('"name":"work"') == 1 and text.count('"name":"more"') == 1
-    assert text.count('"name":"end"') == 2
+    # One whole trace per file.
+    assert [e["name"] for e in read_trace(first).of("X", cat="c")] == ["work"]
+    assert [e["name"] for e in read_trace(second).of("X", cat="c")] == ["more"]
 
 
 def test_existing_file_of_another_process_is_never_appended_to(tmp_path):
@@ -167,7 +168,8 @@ def test_first_write_failure_reported_once_and_the_file_closed(tmp_path):
     lines = proc.stdout.splitlines()
     _, before, after = lines[0].split()
     assert before == after, proc.stdout
-    assert lines[1] == "sizes [0]", proc.stdout  # cut back to the last whole member: none
+    # one file per trace, each cut back to its last whole member: none
+    assert lines[1] == "sizes [0, 0, 0]", proc.stdout
     errors = [l for l in proc.stderr.splitlines() if l.startswith("dftracer: error")]
     assert errors and all("File too large" in e for e in errors), proc.stderr
     assert len(errors) <= 3, proc.stderr  # at most once per trace
@@ -207,9 +209,9 @@ def test_forked_child_write_failure_reported_once(tmp_path):
 
 
 def test_own_file_replaced_between_traces_is_not_written(tmp_path):
-    """initialize_log after finalize appends only to the very file this process
-    created: a FIFO (which would block an open) or another file put in its
-    place sends the trace to a fallback name."""
+    """initialize_log after finalize never opens the earlier trace's name
+    again: a FIFO put in its place (which would block an open) is not
+    touched, and the new trace goes to the next numbered name."""
     proc = run_python(
         f"""
         import os
@@ -230,5 +232,105 @@ def test_own_file_replaced_between_traces_is_not_written(tmp_path):
     )
     first, second = proc.stdout.split()
     assert second == first.replace("-app.pfw.gz", ".1-app.pfw.gz")
-    assert "already exists and was not written by this process" in proc.stderr
+    assert "dftracer: error" not in proc.stderr  # the name was this process's own
     assert [e["name"] for e in read_trace(second).of("X", cat="c")] == ["second"]
+
+
+def test_a_second_trace_of_the_same_stem_is_a_file_of_its_own(tmp_path):
+    """initialize_log after finalize with the same stem, and a trace started
+    by the first event then replaced by initialize_log: every file holds one
+    whole trace that the real `dftracer validate` accepts; no error line (the
+    names are expected)."""
+    proc = run_python(
+        f"""
+        from dftracer.python import dftracer
+        from dftracer import _core
+        stem = {str(tmp_path / 'run')!r}
+        log = dftracer.initialize_log(stem + ".pfw")
+        log.log_event("first", "c", log.get_time(), 1)
+        log.finalize()
+        for name in ("second", "third"):
+            log = dftracer.initialize_log(stem + ".pfw.gz")
+            log.log_event(name, "c", log.get_time(), 1)
+            log.finalize()
+        print(log.trace_path)
+        """,
+        ENABLED,
+    )
+    assert "dftracer: error" not in proc.stderr
+    files = find_traces(str(tmp_path), "run")
+    base = str(tmp_path / f"run-{host()}-")
+    assert proc.stdout.strip() == files[-1] and len(files) == 3, files
+    assert [f[len(base):].split("-")[0].partition(".")[2] for f in files] == ["", "1", "2"]
+    results = validate(*files)
+    assert [r["verdict"] for r in results] == ["ok"] * 3, results
+    names = [[e["name"] for e in read_trace(f).of("X", cat="c")] for f in files]
+    assert names == [["first"], ["second"], ["third"]]
+    # started by an event (DFTRACER_LOG_FILE), then initialize_log, same stem
+    lazy = tmp_path / "lazy"
+    lazy.mkdir()
+    proc = run_python(
+        f"""
+        from dftracer.python import dftracer
+        from dftracer import _core
+        _core.logger.log_event("implicit", "c", _core.get_time(), 1)
+        log = dftracer.initialize_log({str(lazy / 'run.pfw')!r})
+        log.log_event("explicit", "c", log.get_time(), 1)
+        log.finalize()
+        """,
+        dict(ENABLED, DFTRACER_LOG_FILE=str(lazy / "run")),
+    )
+    files = find_traces(str(lazy), "run")
+    assert len(files) == 2 and "dftracer: error" not in proc.stderr
+    assert [r["verdict"] for r in validate(*files)] == ["ok"] * 2
+    assert [[e["name"] for e in read_trace(f).of("X", cat="c")] for f in files] == [
+        ["implicit"], ["explicit"]]
+
+
+def test_full_from_the_start_then_freed_gives_a_valid_file(tmp_path):
+    """A disk full at initialize_log (RLIMIT_FSIZE 0: every write fails with
+    EFBIG), then space again: the first member that reaches the file holds
+    "[", the header and the hash definitions the lost pieces held, and the
+    real `dftracer validate` accepts the file."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "f").write_bytes(b"x" * 10)
+    proc = run_python(
+        f"""
+        import os, resource, signal, threading
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        from dftracer.python import dftracer
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, hard))
+        log = dftracer.initialize_log({str(tmp_path / 'full.pfw')!r}, {str(data)!r}, -1)
+        def work(tag):  # the file's FH definition goes with the first read
+            fd = os.open({str(data / 'f')!r}, os.O_RDONLY)
+            os.read(fd, 4)
+            os.close(fd)
+            log.log_event(tag, "app", log.get_time(), 1)
+        def both(tag):
+            work(tag)
+            t = threading.Thread(target=work, args=(tag + "_thread",))
+            t.start(); t.join()
+        both("lost")
+        log.flush()
+        print(os.path.getsize(log.trace_path))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        both("kept")
+        log.finalize()
+        print(log.trace_path)
+        """,
+        ENABLED,
+    )
+    size, path = proc.stdout.split()
+    assert size == "0"
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("dftracer: error")]
+    assert len(errors) == 1 and "File too large" in errors[0], proc.stderr
+    first = members(path)[0].decode()
+    assert first.startswith("[\n") and '"name":"HH"' in first and '"name":"start"' in first
+    (result,) = validate(path)
+    assert result["verdict"] == "ok" and result["finalized"], result
+    tr = read_trace(path)  # one HH/process_name/start, every hash defined, num_events
+    assert sorted(e["name"] for e in tr.of("X", cat="app")) == ["kept", "kept_thread"]
+    reads = [e for e in tr.user_events() if e["cat"] == "POSIX" and e["name"] == "read"]
+    assert len(reads) == 2 and tr.hashes("FH")[reads[0]["args"]["fhash"]] == str(data / "f")

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from tracefile import find_traces, read_trace
+from tracefile import find_traces, read_trace, validate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -140,9 +140,15 @@ def test_run_bad_command_and_options(tmp_path):
                          env=env(), capture_output=True, text=True)
     assert bad.returncode == 127 and "/nonexistent/prog" in bad.stderr
     start = time.monotonic()
-    proc = run(tmp_path, "--log-file", "missing/run")
-    assert proc.returncode == 2 and "does not exist" in proc.stderr
+    (tmp_path / "afile").write_text("")
+    proc = run(tmp_path, "--log-file", "afile/run")  # a directory that cannot be made
+    assert proc.returncode == 2 and "cannot create the --log-file directory" in proc.stderr
+    assert str(tmp_path / "afile") in proc.stderr and proc.stdout == ""  # not run
     assert time.monotonic() - start < 60
+    # a missing directory is created, as for DFTRACER_LOG_FILE (docs/configuration.md)
+    proc = run(tmp_path, "--log-file", "new/sub/run", script="print('ran')\n")
+    assert proc.returncode == 0 and proc.stdout == "ran\n", proc.stderr
+    assert len(find_traces(str(tmp_path / "new" / "sub"), "run")) == 1
 
 
 def test_a_long_list_of_traces_is_cut(tmp_path):
@@ -159,3 +165,25 @@ def test_a_long_list_of_traces_is_cut(tmp_path):
     assert len(listed) == MAX_LISTED - 1
     assert f"... and {2 * MAX_LISTED + 1} more (--json lists them all)" in text
     assert "dftracer summary " in text and "'" in text  # a quoted glob
+
+
+def test_run_lists_the_trace_of_an_execd_image(tmp_path):
+    """exec keeps the pid: the new image's trace is <stem>-<host>-<pid>.1, and
+    it is listed with the first one, both the command's."""
+    script = ("import os, sys\n"
+              "os.execv(sys.executable, [sys.executable, '-c', 'print(\"after\")'])\n")
+    (tmp_path / "logs").mkdir()
+    proc = run(tmp_path, "--log-file", "logs/run", "--json", script=script)
+    assert proc.returncode == 0 and proc.stdout == "after\n", proc.stderr
+    report = json.loads(proc.stderr.splitlines()[-1])
+    paths = find_traces(str(tmp_path / "logs"), "run")
+    assert len(paths) == 2 and paths[1].endswith(f"-{report['pid']}.1-app.pfw.gz"), paths
+    assert sorted(t["path"] for t in report["traces"]) == paths
+    assert {t["pid"] for t in report["traces"]} == {report["pid"]}
+    assert [r["verdict"] for r in validate(*paths)] == ["ok", "ok"]
+    text = run(tmp_path, "--log-file", "logs/again", script=script).stderr
+    again = find_traces(str(tmp_path / "logs"), "again")
+    assert "2 trace files (1 process;" in text, text
+    for p in again:
+        line = [ln for ln in text.splitlines() if os.path.basename(p) in ln]
+        assert len(line) == 1 and "(the command)" in line[0], text

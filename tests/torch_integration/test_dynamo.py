@@ -600,3 +600,40 @@ def test_threads_get_their_own_spans_and_nesting(traced):
         kids = children_of(tr, s)
         assert [k["name"] for k in kids] == ["function.tanh.default", "function.mul.Tensor"]
         assert all(k["tid"] == s["tid"] for k in kids)
+
+
+def test_frame_spans_and_ops_nest_among_decorated_calls_and_log_events(tmp_path):
+    """docs/trace-format.md, "Nesting": a compiled call inside a decorated
+    one, with log_event before and after it: the span is the call's child,
+    the ops the span's, the log events the call's."""
+    run_python("""
+        import torch
+        from dftracer.python import dftracer, dft_fn, dynamo
+        log = dftracer.initialize_log("trace.pfw", None, -1)
+        p = dft_fn("app")
+        @dynamo.compile
+        def f(x):
+            return torch.relu(x) + 1
+        @p.log(name="outer")
+        def outer(x):
+            log.log_event("before", "app", log.get_time(), 0)
+            y = f(x)
+            log.log_event("after", "app", log.get_time(), 0)
+            return y
+        for _ in range(2):
+            outer(torch.ones(4))
+        log.finalize()
+        """, ENABLED, cwd=str(tmp_path))
+    tr = only_trace(tmp_path)
+    calls = by_time(tr.of("X", cat="app", name="outer"))
+    spans = frames(tr)
+    assert len(calls) == len(spans) == 2
+    for call, span in zip(calls, spans):
+        assert (call["args"]["level"], call["args"]["p_idx"]) == (1, -1)
+        assert (span["args"]["level"], span["args"]["p_idx"]) == (2, call["id"])
+        kids = children_of(tr, span)
+        assert kids and all(k["args"]["level"] == 3 for k in kids)
+        for name in ("before", "after"):
+            (ev,) = [e for e in tr.of("X", cat="app", name=name)
+                     if call["ts"] <= e["ts"] <= call["ts"] + call["dur"]]
+            assert (ev["args"]["level"], ev["args"]["p_idx"]) == (2, call["id"])
