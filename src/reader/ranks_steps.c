@@ -246,7 +246,8 @@ int dft_rk_steps(dft_rk_result *r, dft_rk_ev *ev, size_t nev, int kind)
 {
     static const char *const names[DFT_RK_NKINDS] = {NULL,       "named", "iteration",
                                                      "profiler", "train", "args"};
-    qsort(ev, nev, sizeof *ev, by_thread_start);
+    if (nev > 1) /* ev is NULL for a file without complete events */
+        qsort(ev, nev, sizeof *ev, by_thread_start);
     if (kind && (build_steps(r, ev, nev, kind) < 0 || number_steps(r) < 0))
         return -1;
     r->step_kind = r->nsteps ? names[kind] : NULL;
