@@ -92,7 +92,8 @@ static int build_steps(dft_rk_result *r, rk_ev *ev, size_t nev, int kind)
     for (size_t i = 0; i <= nev; i++) {
         if (i == nev || (i > 0 && ev[i].tid != ev[i - 1].tid)) {
             /* a thread's spans: in start order */
-            qsort(r->steps + first, r->nsteps - first, sizeof *r->steps, by_start);
+            if (r->nsteps - first > 1)
+                qsort(r->steps + first, r->nsteps - first, sizeof *r->steps, by_start);
             first = r->nsteps;
             dft_u64map_free(&spans, 0);
             memset(&spans, 0, sizeof spans);
@@ -141,13 +142,15 @@ static int number_steps(dft_rk_result *r)
         nums[i] = r->steps[i].number;
         ok &= nums[i] != DFT_RK_NO_STEP;
     }
-    qsort(nums, r->nsteps, sizeof *nums, cmp_i64);
+    if (r->nsteps > 1)
+        qsort(nums, r->nsteps, sizeof *nums, cmp_i64);
     for (size_t i = 1; ok && i < r->nsteps; i++)
         ok = nums[i] != nums[i - 1];
     if (!ok) {
         for (size_t i = 0; i < r->nsteps; i++)
             nums[i] = r->steps[i].ts;
-        qsort(nums, r->nsteps, sizeof *nums, cmp_i64);
+        if (r->nsteps > 1)
+            qsort(nums, r->nsteps, sizeof *nums, cmp_i64);
         for (size_t i = 0; i < r->nsteps; i++) { /* rank of its start among all starts */
             size_t lo = 0, hi = r->nsteps;
             while (lo < hi) {
@@ -223,7 +226,8 @@ static int sweep(dft_rk_result *r, rk_ev *ev, size_t nev)
         s->top_key[0] = -1;
     }
     /* the top (cat, name) of each class in each step */
-    qsort(ev, nev, sizeof *ev, by_step_key);
+    if (nev > 1)
+        qsort(ev, nev, sizeof *ev, by_step_key);
     for (size_t i = 0; i < nev;) {
         size_t j = i;
         int64_t sum = 0;
