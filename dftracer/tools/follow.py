@@ -26,6 +26,7 @@ from dftracer.tools.top_figures import (GROUPS, STEP_SOURCES, US, F_READ, F_WRIT
 READ_STEP = 256 << 10   # compressed bytes read at a time (about 20k events: the budget's grain)
 PENDING_LIMIT = 16 << 20  # decoded bytes of one unfinished member before its lines are used
 LINE_MAX = 16 << 20     # docs/trace-format.md "Reading"
+CLOCK_PAIR = b'"name":"clock","cat":"dftracer"'  # a clock metadata line
 SILENT_FLUSHES = 3      # a process is silent after this many flush intervals without data
 FLUSH_OFF_SILENT = 30.0  # silent after this long when the time-based flush is off
 FINISHED_LOOK = 10.0    # seconds between looks at a finished file (deleted, replaced?)
@@ -73,6 +74,7 @@ class FileState:
         self.skipping = False      # inside an over-long line
         self.size = -1             # size at the last look
         self.mtime = 0.0           # when the file last grew (its mtime)
+        self.active = 0.0          # the mtime when it last grew by more than clock pairs
         self.stuck_at = -1         # size at which decoding failed (retried when it changes)
         self.mark = ""             # a problem, shown on the row
         self.gone = False
@@ -106,6 +108,7 @@ class FileState:
         self.ident = ident
         if st.st_size != self.size:
             self.mtime = st.st_mtime
+            self.active = self.active or st.st_mtime  # first seen: as if active then
         self.size = st.st_size
         if st.st_size <= self.offset or st.st_size == self.stuck_at:
             return 0
@@ -212,6 +215,10 @@ class FileState:
                 self.carry = text[cut:]
             text = text[:cut]
         if text:
+            # the tracer's periodic clock pairs (docs/trace-format.md, "Ranks and
+            # clocks") are written for an idle process too: not a sign of life
+            if text.count(b"\n") > text.count(CLOCK_PAIR):
+                self.active = self.mtime
             consume(self.proc, text, keys, window)
 
     # ---- state ---------------------------------------------------------------
@@ -376,7 +383,7 @@ class Follower:
             return "finished"
         if f.mark.startswith(("unreadable", "not a regular", "corrupt")):
             return "error"
-        if f.gone or now - f.mtime > silent_after(self.flush_interval):
+        if f.gone or now - f.active > silent_after(self.flush_interval):
             return "silent"
         return "running"
 
