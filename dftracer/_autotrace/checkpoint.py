@@ -52,48 +52,31 @@ def _moved(before: Optional[int], f: Any) -> int:
     return after - before if after is not None and before is not None else -1
 
 
-def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
+def _wrap(original: Callable[..., Any], name: str, file_index: int) -> Callable[..., Any]:
+    """torch.save (the file is argument 1) or torch.load (argument 0), timed:
+    its bytes are the file's size after, or what a file object moved."""
     @functools.wraps(original)
-    def save(*args: Any, **kwargs: Any) -> Any:
+    def call(*args: Any, **kwargs: Any) -> Any:
         if not P.on or tls.in_data or compiling():
             return original(*args, **kwargs)
-        f = _file_arg(args, kwargs, 1)
+        f = _file_arg(args, kwargs, file_index)
         path = _path(f)
         before = None if path else _tell(f)
         start = now()
         result = original(*args, **kwargs)
         end = now()
         try:
-            _emit("torch.save", start, end, path, _size(path) if path else _moved(before, f))
+            _emit(name, start, end, path, _size(path) if path else _moved(before, f))
         except Exception as exc:
             P.fail(exc)
         return result
 
-    return save
-
-
-def _wrap_load(original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def load(*args: Any, **kwargs: Any) -> Any:
-        if not P.on or tls.in_data or compiling():
-            return original(*args, **kwargs)
-        f = _file_arg(args, kwargs, 0)
-        path = _path(f)
-        before = None if path else _tell(f)
-        start = now()
-        result = original(*args, **kwargs)
-        end = now()
-        try:
-            _emit("torch.load", start, end, path, _size(path) if path else _moved(before, f))
-        except Exception as exc:
-            P.fail(exc)
-        return result
-
-    return load
+    return call
 
 
 def install() -> None:
-    save, load = _wrap_save(serialization.save), _wrap_load(serialization.load)
+    save = _wrap(serialization.save, "torch.save", 1)
+    load = _wrap(serialization.load, "torch.load", 0)
     for owner in (serialization, torch):
         patch(P, owner, "save", save)
         patch(P, owner, "load", load)
