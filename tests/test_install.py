@@ -240,11 +240,21 @@ def test_frame_hook_turns_itself_off_on_an_untested_python(tmp_path):
     assert [e["name"] for e in read_trace(path).user_events()] == ["still"]
 
 
-def _mapped_libraries():
-    """Paths of the shared libraries mapped into this process."""
-    with open("/proc/self/maps") as f:
-        return {line.split(None, 5)[5].strip() for line in f
-                if len(line.split(None, 5)) == 6 and ".so" in line}
+def _mapped_libraries(tmp_path):
+    """Paths of the shared libraries a fresh interpreter maps once it has
+    imported dftracer._core, and nothing else: this test process also has
+    the test extension (_dftracer_testcore, linked against the system's
+    library) loaded."""
+    env = {"PYTHONPATH": ""}
+    proc = run_python("""
+        import dftracer._core
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and ".so" in parts[5]:
+                    print(parts[5].strip())
+        """, env=env, cwd=str(tmp_path))
+    return set(proc.stdout.splitlines())
 
 
 DEFLATE_LIBS = {"isal": "libisal", "libdeflate": "libdeflate"}
@@ -253,13 +263,13 @@ DEFLATE_LIBS = {"isal": "libisal", "libdeflate": "libdeflate"}
 @pytest.mark.skipif(os.environ.get("DFTRACER_TEST_WHEEL") != "1",
                     reason="make test-wheels checks the wheels of `make wheel` (DFTRACER_TEST_WHEEL=1)")
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc/self/maps")
-def test_the_wheel_carries_its_deflate_library():
+def test_the_wheel_carries_its_deflate_library(tmp_path):
     """A wheel built with ISA-L or libdeflate loads its own copy of the library
     (grafted by auditwheel into dftracer_native.libs/), not the system's: it
     must run where that library is not installed.  A zlib wheel loads neither."""
     dist = _installed_dist()
     backend = _core._compression_backend()[0]
-    mapped = [p for p in _mapped_libraries()
+    mapped = [p for p in _mapped_libraries(tmp_path)
               if os.path.basename(p).startswith(tuple(DEFLATE_LIBS.values()))]
     if backend == "zlib":
         assert mapped == []

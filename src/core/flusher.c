@@ -49,6 +49,9 @@ static void *flusher_main(void *arg)
         unsigned req = atomic_load(&flusher.req);
         if (req != atomic_load(&flusher.done)) {
             dft_flush_all_threads(1); /* every thread's records, and the queue drained */
+            /* A process killed before its first member still leaves its
+             * header: it lived (an exec'd child never gets here). */
+            dft_writer_write_kept();
             atomic_store(&flusher.done, req);
             continue;
         }

@@ -550,6 +550,8 @@ int dft_writer_keep(const char *data, size_t start, size_t end, uint64_t gen)
 /* Any thread, no GIL. */
 void dft_writer_write_kept(void)
 {
+    if (!dft_kept_pending())
+        return;
     pthread_mutex_lock(&writer.lock);
     if (writer.fd < 0 && writer.pending && open_file_locked() != 0 &&
         !writer.write_error_reported) {

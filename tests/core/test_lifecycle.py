@@ -197,6 +197,39 @@ def test_idle_forked_child_gets_its_header_within_the_interval(tmp_path):
     assert tr.of("X", name="start")[0]["args"]["ppid"] == proc.pid
 
 
+@pytest.mark.no_asan  # forks
+def test_idle_forked_child_terminated_at_once_keeps_its_header(tmp_path):
+    """A pool worker that got no task and is ended by SIGTERM well before the
+    flush interval still leaves its file: the signal's flush writes the header
+    (only a child that execs leaves none)."""
+    proc = start(
+        f"""
+        import os, signal, time
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log({str(tmp_path / 'trace.pfw')!r})
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.write(w, b"x")  # not traced: the pipe is outside the data dirs
+            time.sleep(60)
+        os.read(r, 1)
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+        print(pid, os.WIFSIGNALED(status) and os.WTERMSIG(status), flush=True)
+        log.finalize()
+        """,
+        DFTRACER_FLUSH_INTERVAL="30",
+    )
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    child, how = map(int, out.split())
+    assert how == signal.SIGTERM  # it still dies by the signal
+    (path,) = [f for f in find_traces(str(tmp_path)) if f"-{child}-app" in f]
+    tr = read_trace(path, require_end=False)
+    assert len(tr.of("M", name="HH")) == 1
+    assert tr.of("X", name="start")[0]["args"]["ppid"] == proc.pid
+
+
 @pytest.mark.parametrize("threads", [1, 4])
 def test_idle_process_killed_after_the_flush_interval_keeps_every_event(tmp_path, threads):
     proc = start(
