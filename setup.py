@@ -49,6 +49,61 @@ class build_py_with_pth(build_py):
         return super().get_outputs(include_bytecode) + [os.path.join(self.build_lib, PTH)]
 
 
+BUILD_STAMP = "dftracer-build-config"
+
+
+def build_config_changed(build_temp, config):
+    """True when build_temp holds objects compiled with another build
+    configuration than config (a string: the deflate library's macros and
+    libraries, the flags); records config there for the next build."""
+    stamp = os.path.join(build_temp, BUILD_STAMP)
+    try:
+        with open(stamp, encoding="utf-8") as f:
+            had = f.read()
+    except OSError:
+        had = None
+    os.makedirs(build_temp, exist_ok=True)
+    with open(stamp, "w", encoding="utf-8") as f:
+        f.write(config)
+    return had is not None and had != config
+
+
+class build_ext_checked(build_ext):
+    """Says which deflate library the build uses (one line), and rebuilds every
+    object when the build configuration (the library, macros, flags) differs
+    from the one the objects in build_temp were compiled with: an object of
+    core/compress.c built for another library must never be linked again."""
+
+    def run(self):
+        print(_BACKEND_LINE, file=sys.stderr)
+        changed = False
+        for ext in self.extensions:  # each checked, each stamp kept up to date
+            config = repr((ext.define_macros, ext.libraries, ext.extra_compile_args,
+                           ext.extra_link_args))
+            changed |= build_config_changed(self._temp_of(ext), config)
+        if changed and not self.force:
+            print("dftracer build: the build configuration changed since the objects in "
+                  f"{self.build_temp} were compiled: rebuilding them all", file=sys.stderr)
+            self.force = True
+        super().run()
+
+    def _temp_of(self, ext):
+        return os.path.join(self.build_temp, "testcore") if ext.name == TESTCORE else self.build_temp
+
+    def build_extension(self, ext):
+        """The test extension's objects go to a folder of their own: its
+        sources are the core's with other macros, so they must not share
+        objects."""
+        if ext.name != TESTCORE:
+            return super().build_extension(ext)
+        temp = self.build_temp
+        self.build_temp = self._temp_of(ext)
+        try:
+            super().build_extension(ext)
+        finally:
+            self.build_temp = temp
+
+
 class sdist_sources_only(sdist):
     """Leaves out of the sdist what builds and test runs leave in the tree
     (MANIFEST.in's global-exclude would warn whenever there is none)."""
@@ -58,21 +113,6 @@ class sdist_sources_only(sdist):
     def make_distribution(self):
         self.filelist.files = [f for f in self.filelist.files if not self.BUILT.search(f)]
         super().make_distribution()
-
-
-class build_ext_apart(build_ext):
-    """Compiles the test extension's objects in a folder of their own: its
-    sources are the core's with other macros, so they must not share objects."""
-
-    def build_extension(self, ext):
-        if ext.name != TESTCORE:
-            return super().build_extension(ext)
-        temp = self.build_temp
-        self.build_temp = os.path.join(temp, "testcore")
-        try:
-            super().build_extension(ext)
-        finally:
-            self.build_temp = temp
 
 
 def _cupti_include():
@@ -131,6 +171,17 @@ if cupti and os.environ.get("DFTRACER_BUILD_CUPTI", "1") != "0":
 
 _backend, _backend_macros, _backend_libs = _compression_backend()
 define_macros += _backend_macros
+_BACKEND_LINE = {
+    "isal": "dftracer build: deflate library ISA-L (igzip), the fastest under a flood of events",
+    "libdeflate": "dftracer build: deflate library libdeflate; install libisal-dev (ISA-L) and "
+                  "rebuild for the fastest writer under a flood of events",
+    "zlib": "dftracer build: no libisal-dev or libdeflate-dev found, building with zlib alone: "
+            "traces are as small, but the writer is slower under a flood of events "
+            "(install libisal-dev and rebuild; README, Install)",
+}[_backend]
+if os.environ.get("DFTRACER_COMPRESSION_BACKEND", "auto").strip().lower() == _backend != "isal":
+    _BACKEND_LINE = (f"dftracer build: deflate library {_backend} "
+                     f"(DFTRACER_COMPRESSION_BACKEND={_backend})")
 
 extra_compile_args = ["-std=c11", "-Wall", "-Wextra", "-O2", "-fvisibility=hidden"]
 extra_link_args = []
@@ -164,14 +215,18 @@ def _extension(name, sources, macros):
     )
 
 
-ext_modules = []
-if _testcore != "only":
-    ext_modules.append(_extension("dftracer._core", CORE_SOURCES, []))
-if _testcore != "0":
-    ext_modules.append(_extension(TESTCORE, SOURCES, [("DFT_TESTING", "1")]))
+def main():
+    ext_modules = []
+    if _testcore != "only":
+        ext_modules.append(_extension("dftracer._core", CORE_SOURCES, []))
+    if _testcore != "0":
+        ext_modules.append(_extension(TESTCORE, SOURCES, [("DFT_TESTING", "1")]))
+    setup(
+        cmdclass={"build_py": build_py_with_pth, "sdist": sdist_sources_only,
+                  "build_ext": build_ext_checked},
+        ext_modules=ext_modules,
+    )
 
-setup(
-    cmdclass={"build_py": build_py_with_pth, "sdist": sdist_sources_only,
-              "build_ext": build_ext_apart},
-    ext_modules=ext_modules,
-)
+
+if __name__ == "__main__":  # so it is for `python setup.py` and pip's build backend alike
+    main()

@@ -10,6 +10,7 @@ turns itself off on a Python newer than it was tested on.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -94,7 +95,10 @@ def test_subprocesses_import_the_same_package():
     assert proc.stdout.split() == [dftracer.__file__, _core.__file__]
     out = subprocess.run([sys.executable, "-m", "dftracer", "--version"], capture_output=True,
                          text=True, timeout=60, check=True).stdout
-    assert out.strip() == f"dftracer {_version.__version__}"
+    name, version, _ = _core._compression_backend()
+    assert out.startswith(f"dftracer {_version.__version__} (deflate: line encoder + {name} {version}")
+    # a build without ISA-L says so (README, Install)
+    assert ("no ISA-L at build time" in out) == (name != "isal")
 
 
 def test_version_has_one_source():
@@ -210,6 +214,10 @@ def test_frame_hook_turns_itself_off_on_an_untested_python(tmp_path):
     warned = [ln for ln in build.stderr.splitlines()
               if "warning" in ln.lower() and "byte-compiling is disabled" not in ln]
     assert warned == []
+    # one line says which deflate library the build found (README, Install)
+    said = [ln for ln in build.stderr.splitlines() if ln.startswith("dftracer build: ")]
+    assert len(said) == 1 and ("ISA-L" in said[0] or "libdeflate" in said[0]
+                               or "zlib" in said[0]), build.stderr[-2000:]
     code = f"""
         import sys, warnings
         import dftracer
@@ -238,6 +246,26 @@ def test_frame_hook_turns_itself_off_on_an_untested_python(tmp_path):
     assert f"tested up to Python {older[0]}.{older[1]})" in proc.stdout
     (path,) = find_traces(str(tmp_path))
     assert [e["name"] for e in read_trace(path).user_events()] == ["still"]
+
+
+def test_a_build_folder_of_another_configuration_is_rebuilt(tmp_path):
+    """setup.py records the build configuration (the deflate library's macros
+    and libraries, the flags) next to the objects, and a build that finds
+    another one recompiles every object instead of linking the old ones."""
+    path = os.path.join(SOURCE_TREE, "setup.py")
+    if not os.path.exists(path):
+        pytest.skip("no source tree")
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler")
+    spec = importlib.util.spec_from_file_location("dftracer_setup", path)
+    setup_py = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup_py)  # defines, does not build (setup() runs as __main__ only)
+    temp = str(tmp_path / "temp")
+    assert setup_py.build_config_changed(temp, "isal flags") is False  # a first build
+    assert setup_py.build_config_changed(temp, "isal flags") is False  # the same again
+    assert setup_py.build_config_changed(temp, "zlib flags") is True   # another library
+    assert setup_py.build_config_changed(temp, "zlib flags") is False
+    assert setup_py._BACKEND_LINE.startswith("dftracer build: ")
 
 
 def _mapped_libraries(tmp_path):

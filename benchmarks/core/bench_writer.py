@@ -10,7 +10,9 @@ best of --repeat):
   a row, the writer working meanwhile), and a minimal pure-Python timing
   wrapper (two clock reads and a sum) in the same process;
 - `log_event` from one thread, --calls events in a row with compression on:
-  ns/event and events/s (the loop, then the loop plus the final drain);
+  ns/event and events/s (the loop, then the loop plus the final drain), and
+  the same loop calling a Python function that only stores its four
+  arguments (issue 29: log_event must not cost more);
 - compressed bytes per event on a torch-like mix of op names (random names,
   timestamps a few microseconds apart, short durations), with and without two
   int args;
@@ -19,8 +21,10 @@ best of --repeat):
 - the writer alone (format + compress on one writer thread, no I/O, thread
   CPU time) from `_bench_writer` of the test extension (_dftracer_testcore:
   `make bench-writer` builds it, or DFTRACER_BUILD_TESTCORE=1 python setup.py
-  build_ext --inplace), on the op mix with and without args, with the deflate
-  backend's name.
+  build_ext --inplace), on the op mix with and without args, with the line
+  encoder (what the writer uses while it keeps up) and with the fastest
+  encoder (what it uses while it falls behind: ISA-L's igzip where the build
+  has it), and the deflate backend's name.
 
 With --python, the first three run under another interpreter whose
 `dftracer.python` is pydftracer (the reference venv of docs/performance.md),
@@ -122,18 +126,29 @@ PHASE = PHASE_HEADER + textwrap.dedent(
             for i in range(n):
                 (names[i % k], "PP", ts + i, i & 63)
 
+        box = [None] * 4
+
+        def store4(name, cat, ts, dur):  # a Python function that only stores its arguments
+            box[0] = name
+            box[1] = cat
+            box[2] = ts
+            box[3] = dur
+
         pc = time.perf_counter_ns
         ts = log.get_time()
         s = pc()
         nothing(ev, names, ts, n)
         floor = (pc() - s) / n
+        s = pc()
+        events(store4, names, ts, n)
+        store = (pc() - s) / n
         t, c, s = time.thread_time_ns(), time.process_time_ns(), pc()
         events(ev, names, ts, n)
         loop_ns = (pc() - s) / n
         thread_cpu = (time.thread_time_ns() - t) / n
         log.finalize()
         res = {"loop_ns": loop_ns, "with_drain_ns": (pc() - s) / n, "thread_cpu": thread_cpu,
-               "floor_ns": floor,
+               "floor_ns": floor, "store_ns": store,
                "proc_cpu": (time.process_time_ns() - c) / n}
     elif phase in ("mix", "mix_noargs"):
         import random
@@ -173,9 +188,11 @@ PHASE = PHASE_HEADER + textwrap.dedent(
         name, version, level = core._compression_backend()
         res = {"backend": f"{name} {version} level {level}"}
         for key, with_args in (("args", True), ("noargs", False)):
-            res[key] = min((core._bench_writer(n, OP_NAMES, DURATIONS_US, INPUT_SIZES,
-                                               args=with_args) for _ in range(3)),
-                           key=lambda r: r["format_s"] + r["compress_s"])
+            for enc in ("auto", "fastest"):
+                res[f"{key}_{enc}"] = min(
+                    (core._bench_writer(n, OP_NAMES, DURATIONS_US, INPUT_SIZES, args=with_args,
+                                        encoder=enc) for _ in range(3)),
+                    key=lambda r: r["format_s"] + r["compress_s"])
     print(json.dumps(res))
     """
 )
@@ -220,7 +237,8 @@ def main() -> None:
         prof = best(a.python, "profile", a.calls, tmp, a.repeat,
                     ["plain", "sustained", "burst", "py_wrapper", "sustained_cpu",
                      "sustained_proc_cpu", "py_wrapper_cpu"])
-        lev = best(a.python, "log_event", a.calls, tmp, a.repeat, ["loop_ns", "with_drain_ns", "thread_cpu", "proc_cpu", "floor_ns"])
+        lev = best(a.python, "log_event", a.calls, tmp, a.repeat,
+                   ["loop_ns", "with_drain_ns", "thread_cpu", "proc_cpu", "floor_ns", "store_ns"])
         mix = best(a.python, "mix", a.mix_events, tmp, 1, ["bytes_per_event"]) if ours else None
         mix0 = best(a.python, "mix_noargs", a.mix_events, tmp, 1,
                     ["bytes_per_event", "bound_lines", "zlib9", "xz9e"])
@@ -244,12 +262,16 @@ def main() -> None:
     print(f"  loop + final drain                 {lev['with_drain_ns']:8.1f} ns/event  "
           f"{1e3 / lev['with_drain_ns']:6.2f} M events/s")
     print(f"  the loop without the call          {lev['floor_ns']:8.1f} ns/event")
+    print(f"  the loop calling a Python function that stores its four arguments "
+          f"{lev['store_ns']:.1f} ns/event: log_event / it {lev['loop_ns'] / lev['store_ns']:.2f} x "
+          f"(target <= 1)")
     print(f"  CPU: this thread                   {lev['thread_cpu']:8.1f} ns/event; all threads "
           f"{lev['proc_cpu']:.1f} ns/event")
     print(f"compressed bytes/event, torch-like op mix ({a.mix_events:,} events)")
     if mix:
         print(f"  with two int args                  {mix['bytes_per_event']:8.2f}")
-    print(f"  without args                       {mix0['bytes_per_event']:8.2f}       (target <= 4.9)")
+    print(f"  without args                       {mix0['bytes_per_event']:8.2f}       "
+          f"(benchmarks/core/bench_bytes.py compares with the reference)")
     print(f"  the same lines (first {mix0['bound_lines']:,}) recompressed: gzip -9 {mix0['zlib9']:.2f}, "
           f"xz -9e {mix0['xz9e']:.2f}")
     if viz:
@@ -258,15 +280,17 @@ def main() -> None:
         print(f"writer alone, one writer thread ({wr['backend']}; thread CPU time)")
         for key, what in (("noargs", "op mix, no args (the log_event line)"),
                           ("args", "op mix with two int args")):
-            r = wr[key]
-            ev = r["events"]
-            fmt, cmp_ = r["format_s"] / ev * 1e9, r["compress_s"] / ev * 1e9
-            print(f"  {what}: {ev:,} events")
-            print(f"    format                           {fmt:8.1f} ns/event  {r['json_bytes'] / ev:6.1f} JSON bytes/event")
-            print(f"    compress                         {cmp_:8.1f} ns/event  {r['gz_bytes'] / ev:6.2f} bytes/event"
-                  f"  ({r['json_bytes'] / r['compress_s'] / 1e9:.2f} GB/s of JSON)")
-            print(f"    format + compress                {fmt + cmp_:8.1f} ns/event  "
-                  f"{1e3 / (fmt + cmp_):6.2f} M events/s   (target >= 10)")
+            for enc, how in (("auto", "the line encoder (while the writer keeps up)"),
+                             ("fastest", "the fastest encoder (while it falls behind)")):
+                r = wr[f"{key}_{enc}"]
+                ev = r["events"]
+                fmt, cmp_ = r["format_s"] / ev * 1e9, r["compress_s"] / ev * 1e9
+                print(f"  {what}, {how}: {ev:,} events")
+                print(f"    format                           {fmt:8.1f} ns/event  {r['json_bytes'] / ev:6.1f} JSON bytes/event")
+                print(f"    compress                         {cmp_:8.1f} ns/event  {r['gz_bytes'] / ev:6.2f} bytes/event"
+                      f"  ({r['json_bytes'] / r['compress_s'] / 1e9:.2f} GB/s of JSON)")
+                print(f"    format + compress                {fmt + cmp_:8.1f} ns/event  "
+                      f"{1e3 / (fmt + cmp_):6.2f} M events/s   (target >= 10)")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,16 @@ from typing import List, Optional
 from dftracer import __version__
 
 
+def version_line() -> str:
+    """``dftracer --version``: the version and what the writer deflates with
+    (the line encoder, and the deflate library the build found: docs/performance.md)."""
+    from dftracer import _core
+
+    name, version, _level = _core._compression_backend()
+    note = "" if name == "isal" else "; no ISA-L at build time: slower under a flood of events"
+    return f"dftracer {__version__} (deflate: line encoder + {name} {version}{note})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from dftracer.tools import merge, report, summary, top, validate, view
 
@@ -18,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example:\n  dftracer summary ./traces\n\n"
                "Run 'dftracer COMMAND --help' for each command's options.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"dftracer {__version__}")
+    parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     summary.add_parser(sub)
     report.add_parser(sub)

@@ -39,6 +39,7 @@ typedef struct worker {
     int started;
     _Atomic pid_t tid; /* the kernel's id of the thread, once it runs */
     dft_compressor *cz; /* made at the first member */
+    int hurry; /* chunks are piling up: deflate with the fastest encoder */
     dft_sbuf json, out;
     dft_sbuf first; /* "[\n" and the first piece of a file, joined to be deflated */
 } worker;
@@ -208,7 +209,8 @@ static int encode_piece(worker *wk, int bracket, const char *text, size_t n, con
     wk->out.len = 0;
     if (dft_sbuf_reserve(&wk->out, dft_compress_bound(n)) != 0)
         return -1;
-    wk->out.len = dft_compress_member(wk->cz, text, n, wk->out.data, wk->out.cap);
+    wk->out.len = dft_compress_member_with(wk->cz, text, n, wk->out.data, wk->out.cap,
+                                           wk->hurry ? DFT_ENCODER_FASTEST : DFT_ENCODER_AUTO);
     *buf = wk->out.data;
     *len = wk->out.len;
     return wk->out.len ? 0 : -1;
@@ -312,6 +314,12 @@ static void *worker_main(void *arg)
             writer.tail = NULL;
         writer.queued--;
         writer.busy++;
+        /* The line encoder is smaller but slower than igzip's fastest level:
+         * it runs while the writers keep up, and the fastest encoder takes
+         * over once more than half the queue is taken (or a traced thread
+         * waits), so that a flood never waits longer for it (docs/
+         * performance.md, "What it costs, and when the writer falls behind"). */
+        wk->hurry = writer.waiting > 0 || writer.queued + writer.busy > writer.max_inflight / 2;
         pthread_mutex_unlock(&writer.lock);
         process_chunk(wk, c);
         dft_chunk_free(c);

@@ -9,9 +9,12 @@
  * module in place of dftracer._core (tests/tracefile.py, USE_TESTCORE). */
 #include "testing/testing.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "core/clock.h"
+#include "core/compress.h"
 #include "core/core.h"
 #include "format/json.h"
 #include "integrations.h"
@@ -116,24 +119,83 @@ static int64_t *int64_items(PyObject *seq, const char *what)
     return out;
 }
 
-/* _bench_writer(n, names, durations_us, input_sizes, compress=True, args=True)
- * -> dict: the writer's format + compress work on n events drawn from the op
- * mix (benchmarks/core/op_mix.py), timed alone on this thread (GIL released). */
+/* The dft_encoder called name; -1 and a ValueError naming fn for another. */
+static int encoder_arg(const char *fn, const char *name)
+{
+    static const char *const names[] = {[DFT_ENCODER_AUTO] = "auto", [DFT_ENCODER_LINES] = "lines",
+                                        [DFT_ENCODER_LIBRARY] = "library",
+                                        [DFT_ENCODER_FASTEST] = "fastest"};
+    for (int k = 0; k < (int)(sizeof names / sizeof *names); k++)
+        if (strcmp(name, names[k]) == 0)
+            return k;
+    PyErr_Format(PyExc_ValueError,
+                 "%s: encoder must be 'auto', 'fastest', 'lines' or 'library', not '%s'", fn, name);
+    return -1;
+}
+
+/* _compress_member(data, encoder="auto") -> bytes: one gzip member of data,
+ * as the writer deflates it ("auto"; "fastest" while it falls behind), or by
+ * the line encoder or the library alone ("lines", "library"): for the tests
+ * that check it against zlib, and the benchmarks. */
+static PyObject *compress_member(PyObject *m, PyObject *args, PyObject *kw)
+{
+    (void)m;
+    static char *kwlist[] = {"data", "encoder", NULL};
+    Py_buffer view;
+    const char *which = "auto";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|s:_compress_member", kwlist, &view, &which))
+        return NULL;
+    int enc = encoder_arg("_compress_member", which);
+    if (enc < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    size_t n = (size_t)view.len, cap = dft_compress_bound(n), len = 0;
+    dft_compressor *c = dft_compressor_new();
+    char *out = malloc(cap);
+    if (c && out) {
+        Py_BEGIN_ALLOW_THREADS
+        len = dft_compress_member_with(c, view.buf, n, out, cap, (dft_encoder)enc);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&view);
+    dft_compressor_free(c);
+    PyObject *r = NULL;
+    if (!c || !out)
+        PyErr_NoMemory();
+    else if (!len)
+        PyErr_SetString(PyExc_RuntimeError, "_compress_member: compression failed");
+    else
+        r = PyBytes_FromStringAndSize(out, (Py_ssize_t)len);
+    free(out);
+    return r;
+}
+
+/* _bench_writer(n, names, durations_us, input_sizes, compress=True, args=True,
+ * encoder="auto") -> dict: the writer's format + compress work on n events
+ * drawn from the op mix (benchmarks/core/op_mix.py), timed alone on this
+ * thread (GIL released); encoder as for _compress_member. */
 static PyObject *bench_writer(PyObject *m, PyObject *args, PyObject *kw)
 {
     (void)m;
     static char *kwlist[] = {"n", "names", "durations_us", "input_sizes", "compress", "args",
-                             NULL};
+                             "encoder", NULL};
     long long n;
     PyObject *names_in, *durs_in, *sizes_in;
     int compress = 1, with_args = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "LOOO|pp:_bench_writer", kwlist, &n, &names_in,
-                                     &durs_in, &sizes_in, &compress, &with_args))
+    const char *encoder = "auto";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "LOOO|pps:_bench_writer", kwlist, &n, &names_in,
+                                     &durs_in, &sizes_in, &compress, &with_args, &encoder))
         return NULL;
     if (n <= 0) {
         PyErr_SetString(PyExc_ValueError, "_bench_writer: n must be positive");
         return NULL;
     }
+    int enc = encoder_arg("_bench_writer", encoder);
+    if (enc < 0)
+        return NULL;
+    if (compress)
+        compress = 1 + enc;
     PyObject *names = PySequence_Tuple(names_in); /* kept: the UTF-8 stays valid */
     PyObject *durs = names ? PySequence_Tuple(durs_in) : NULL;
     PyObject *sizes = durs ? PySequence_Tuple(sizes_in) : NULL;
@@ -206,8 +268,11 @@ static PyMethodDef testcore_methods[] = {
     {"_handoff_delay_for_test", handoff_delay, METH_O,
      "_handoff_delay_for_test(delay_us): widens the hand-off window."},
     {"_bench_writer", (PyCFunction)(void (*)(void))bench_writer, METH_VARARGS | METH_KEYWORDS,
-     "_bench_writer(n, names, durations_us, input_sizes, compress=True, args=True) -> dict: "
-     "format + compress of n events of the op mix, timed."},
+     "_bench_writer(n, names, durations_us, input_sizes, compress=True, args=True, "
+     "encoder='auto') -> dict: format + compress of n events of the op mix, timed."},
+    {"_compress_member", (PyCFunction)(void (*)(void))compress_member,
+     METH_VARARGS | METH_KEYWORDS,
+     "_compress_member(data, encoder='auto') -> bytes: one gzip member, as the writer makes it."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -88,7 +88,8 @@ int dft_writer_bench(const dft_op_mix *mix, uint64_t n, int compress, int with_a
         if (compress) {
             if (dft_sbuf_reserve(&out, dft_compress_bound(json.len)) != 0)
                 goto done;
-            size_t m = dft_compress_member(cz, json.data, json.len, out.data, out.cap);
+            size_t m = dft_compress_member_with(cz, json.data, json.len, out.data, out.cap,
+                                                (dft_encoder)(compress - 1));
             res->compress_s += cpu_now() - t1;
             if (m == 0)
                 goto done;

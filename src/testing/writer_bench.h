@@ -28,8 +28,9 @@ typedef struct dft_writer_bench_result {
 } dft_writer_bench_result;
 
 /* Formats n events drawn from mix into JSON pieces of the writer's size and
- * (with compress) deflates each into one gzip member, as one writer thread
- * does, without writing anything.  with_args: each event carries two int args
+ * (with compress) deflates each into one gzip member with the encoder
+ * compress names (a dft_encoder of core/compress.h, plus 1: 0 is no
+ * compression), as one writer thread does, without writing anything.  with_args: each event carries two int args
  * (device, input_size: the profiler's) or none (the @Profile.log / log_event
  * line).  0, or -1 when out of memory.  Any thread, no GIL. */
 int dft_writer_bench(const dft_op_mix *mix, uint64_t n, int compress, int with_args,
