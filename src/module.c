@@ -269,9 +269,11 @@ static PyObject *logger_log_event(PyObject *self, PyObject *const *args, Py_ssiz
         return NULL;
     }
     pe.ev.ph = DFT_PH_COMPLETE;
-    if (dft_pyevent_add_dict(&pe, v[4], "int_args", DFT_ARG_INT) < 0 ||
-        dft_pyevent_add_dict(&pe, v[5], "float_args", DFT_ARG_FLOAT) < 0 ||
-        dft_pyevent_add_dict(&pe, v[6], "string_args", DFT_ARG_STR) < 0) {
+    /* Most calls pass no args: no call for the dicts that are not there. */
+    if (((v[4] && v[4] != Py_None) || (v[5] && v[5] != Py_None) || (v[6] && v[6] != Py_None)) &&
+        (dft_pyevent_add_dict(&pe, v[4], "int_args", DFT_ARG_INT) < 0 ||
+         dft_pyevent_add_dict(&pe, v[5], "float_args", DFT_ARG_FLOAT) < 0 ||
+         dft_pyevent_add_dict(&pe, v[6], "string_args", DFT_ARG_STR) < 0)) {
         dft_pyevent_clear(&pe);
         return NULL;
     }
