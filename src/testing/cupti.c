@@ -12,28 +12,10 @@
 
 #ifdef DFT_HAVE_CUPTI
 
-/* Reads fields[key] as an integer into *out when present. */
-static int field_u64(PyObject *fields, const char *key, uint64_t *out)
-{
-    PyObject *v = PyDict_GetItemString(fields, key); /* borrowed */
-    if (!v)
-        return 0;
-    if (!PyLong_Check(v)) {
-        PyErr_Format(PyExc_TypeError, "fields['%s'] must be an int, not %.100s", key,
-                     Py_TYPE(v)->tp_name);
-        return -1;
-    }
-    long long x = PyLong_AsLongLong(v);
-    if (x == -1 && PyErr_Occurred())
-        return -1;
-    *out = (uint64_t)x;
-    return 0;
-}
-
 #define FIELD(rec, member, key)                                                                \
     do {                                                                                       \
-        uint64_t v_ = (uint64_t)(rec).member;                                                  \
-        if (field_u64(fields, key, &v_) < 0)                                                   \
+        int64_t v_ = (int64_t)(rec).member;                                                    \
+        if (dft_testing_dict_i64(fields, "fields", key, &v_) < 0)                               \
             return NULL;                                                                       \
         (rec).member = (__typeof__((rec).member))v_;                                           \
     } while (0)

@@ -12,24 +12,6 @@
 #include "torch/profiler_records.h"
 #include "torch/trace_handler.h"
 
-/* dict[key] as an int64 into *out when present (else *out is kept). */
-static int get_i64(PyObject *d, const char *key, int64_t *out)
-{
-    PyObject *v = PyDict_GetItemString(d, key); /* borrowed */
-    if (!v)
-        return 0;
-    if (!PyLong_Check(v)) {
-        PyErr_Format(PyExc_TypeError, "event['%s'] must be an int, not %.100s", key,
-                     Py_TYPE(v)->tp_name);
-        return -1;
-    }
-    long long x = PyLong_AsLongLong(v);
-    if (x == -1 && PyErr_Occurred())
-        return -1;
-    *out = (int64_t)x;
-    return 0;
-}
-
 /* One synthetic event: the fields torch/kineto.c reads from a KinetoEvent. */
 static int read_synthetic(PyObject *d, pp_vec *v)
 {
@@ -54,13 +36,13 @@ static int read_synthetic(PyObject *d, pp_vec *v)
     e->utf8 = utf8; /* the caller's list keeps the str alive */
     e->len = (size_t)len;
     int64_t kind = KIND_OP, dt = DEV_CPU, di = 0, async = 0, annotation = 0;
-    if (get_i64(d, "kind", &kind) < 0 || get_i64(d, "start_ns", &e->start_ns) < 0 ||
-        get_i64(d, "end_ns", &e->end_ns) < 0 || get_i64(d, "tid", &e->tid) < 0 ||
-        get_i64(d, "device_type", &dt) < 0 || get_i64(d, "device_index", &di) < 0 ||
-        get_i64(d, "corr", &e->corr) < 0 || get_i64(d, "linked", &e->linked) < 0 ||
-        get_i64(d, "input_size", &e->input_size) < 0 || get_i64(d, "flops", &e->flops) < 0 ||
-        get_i64(d, "cpu_mem", &e->cpu_mem) < 0 || get_i64(d, "dev_mem", &e->dev_mem) < 0 ||
-        get_i64(d, "is_async", &async) < 0 || get_i64(d, "is_annotation", &annotation) < 0)
+    if (dft_testing_dict_i64(d, "event", "kind", &kind) < 0 || dft_testing_dict_i64(d, "event", "start_ns", &e->start_ns) < 0 ||
+        dft_testing_dict_i64(d, "event", "end_ns", &e->end_ns) < 0 || dft_testing_dict_i64(d, "event", "tid", &e->tid) < 0 ||
+        dft_testing_dict_i64(d, "event", "device_type", &dt) < 0 || dft_testing_dict_i64(d, "event", "device_index", &di) < 0 ||
+        dft_testing_dict_i64(d, "event", "corr", &e->corr) < 0 || dft_testing_dict_i64(d, "event", "linked", &e->linked) < 0 ||
+        dft_testing_dict_i64(d, "event", "input_size", &e->input_size) < 0 || dft_testing_dict_i64(d, "event", "flops", &e->flops) < 0 ||
+        dft_testing_dict_i64(d, "event", "cpu_mem", &e->cpu_mem) < 0 || dft_testing_dict_i64(d, "event", "dev_mem", &e->dev_mem) < 0 ||
+        dft_testing_dict_i64(d, "event", "is_async", &async) < 0 || dft_testing_dict_i64(d, "event", "is_annotation", &annotation) < 0)
         return -1;
     if (kind != KIND_OP && kind != KIND_MEMORY && kind != KIND_OOM) {
         PyErr_SetString(PyExc_ValueError, "event['kind'] must be 0 (op), 1 (memory) or 2 (OOM)");
