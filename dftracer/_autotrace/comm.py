@@ -117,35 +117,54 @@ def _call(original: Callable[..., Any], args: Tuple[Any, ...], kwargs: Dict[str,
         t.in_comm -= 1
 
 
+def _traced(original: Callable[..., Any],
+            describe: Callable[[Tuple[Any, ...], Dict[str, Any]], Any],
+            record: Callable[[Any, Any, int, int], None]) -> Callable[..., Any]:
+    """original wrapped: describe(args, kwargs) reads the call before it runs
+    (None: not traced), record(what, result, start, end) emits its event.
+    A failure in either turns the comm events off; the call always runs once."""
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if tls.in_comm or not P.on or compiling():
+            return original(*args, **kwargs)
+        try:
+            what = describe(args, kwargs)
+        except Exception as exc:
+            P.fail(exc)
+            what = None
+        if what is None:
+            return original(*args, **kwargs)
+        start = now()
+        result, end = _call(original, args, kwargs)
+        try:
+            record(what, result, start, end)
+        except Exception as exc:
+            P.fail(exc)
+        return result
+
+    return wrapper
+
+
 def _wrap_collective(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
     data, group_arg, async_arg = _Arg(original, COLLECTIVES[op]), _Arg(original, "group"), None
     if "async_op" in inspect.signature(original).parameters:
         async_arg = _Arg(original, "async_op")
 
-    @functools.wraps(original)
-    def collective(*args: Any, **kwargs: Any) -> Any:
-        if tls.in_comm or not P.on or compiling():
-            return original(*args, **kwargs)
-        try:
-            info = group_info(group_arg.get(args, kwargs))
-            if info is None or not info[2]:
-                return original(*args, **kwargs)
-            ints = {"bytes": nbytes(data.get(args, kwargs)) if data.name else 0,
-                    "group_size": info[2], "seq": _next_seq(info[1])}
-            if async_arg is not None and async_arg.get(args, kwargs):
-                ints["async"] = 1
-        except Exception as exc:
-            P.fail(exc)
-            return original(*args, **kwargs)
-        start = now()
-        result, end = _call(original, args, kwargs)
-        try:
-            emit(op, "comm", start, end, ints, {"group": info[1]})
-        except Exception as exc:
-            P.fail(exc)
-        return result
+    def describe(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        info = group_info(group_arg.get(args, kwargs))
+        if info is None or not info[2]:
+            return None
+        ints = {"bytes": nbytes(data.get(args, kwargs)) if data.name else 0,
+                "group_size": info[2], "seq": _next_seq(info[1])}
+        if async_arg is not None and async_arg.get(args, kwargs):
+            ints["async"] = 1
+        return ints, info[1]
 
-    return collective
+    def record(what: Any, result: Any, start: int, end: int) -> None:
+        emit(op, "comm", start, end, what[0], {"group": what[1]})
+
+    return _traced(original, describe, record)
 
 
 def _peer(info: Tuple[Any, str, int], glob: Any, local: Any) -> int:
@@ -161,35 +180,25 @@ def _wrap_point_to_point(op: str, original: Callable[..., Any]) -> Callable[...,
     tensor_arg, group_arg = _Arg(original, "tensor"), _Arg(original, "group")
     glob_arg, local_arg = _Arg(original, glob_name), _Arg(original, local_name)
 
-    @functools.wraps(original)
-    def point_to_point(*args: Any, **kwargs: Any) -> Any:
-        if tls.in_comm or not P.on or compiling():
-            return original(*args, **kwargs)
-        try:
-            info = group_info(group_arg.get(args, kwargs))
-            if info is None or not info[2]:
-                return original(*args, **kwargs)
-            peer = _peer(info, glob_arg.get(args, kwargs), local_arg.get(args, kwargs))
-            size = nbytes(tensor_arg.get(args, kwargs))
-        except Exception as exc:
-            P.fail(exc)
-            return original(*args, **kwargs)
-        start = now()
-        result, end = _call(original, args, kwargs)
-        try:
-            if peer < 0 and not sends and isinstance(result, int):
-                peer = result  # recv from any source returns the sender
-            me = _c10d.get_rank()
-            ints = {"bytes": size, "group_size": info[2], "peer": peer,
-                    "p2p_seq": _next_seq((info[1], me, peer) if sends else (info[1], peer, me))}
-            if is_async:
-                ints["async"] = 1
-            emit(op, "comm", start, end, ints, {"group": info[1]})
-        except Exception as exc:
-            P.fail(exc)
-        return result
+    def describe(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        info = group_info(group_arg.get(args, kwargs))
+        if info is None or not info[2]:
+            return None
+        peer = _peer(info, glob_arg.get(args, kwargs), local_arg.get(args, kwargs))
+        return info, peer, nbytes(tensor_arg.get(args, kwargs))
 
-    return point_to_point
+    def record(what: Any, result: Any, start: int, end: int) -> None:
+        info, peer, size = what
+        if peer < 0 and not sends and isinstance(result, int):
+            peer = result  # recv from any source returns the sender
+        me = _c10d.get_rank()
+        ints = {"bytes": size, "group_size": info[2], "peer": peer,
+                "p2p_seq": _next_seq((info[1], me, peer) if sends else (info[1], peer, me))}
+        if is_async:
+            ints["async"] = 1
+        emit(op, "comm", start, end, ints, {"group": info[1]})
+
+    return _traced(original, describe, record)
 
 
 def _wrap_destroy(original: Callable[..., Any]) -> Callable[..., Any]:
