@@ -440,3 +440,55 @@ def test_opt_in_for_an_unchanged_script_through_the_installed_start_up_hook(tmp_
     trace = one_trace(tmp_path)
     assert len(trace.of(cat="compute", name="optimizer.step")) == 3
     check_iterations(trace, 3)
+
+
+P2P = """
+import multiprocessing as mp, os, torch, torch.distributed as dist
+import dftracer
+
+def rank_main(rank):
+    dist.init_process_group("gloo", init_method="file://" + os.path.join({tmp!r}, "store"),
+                            rank=rank, world_size=2)
+    t = torch.zeros(4)                 # 16 bytes
+    if rank == 0:
+        dist.send(t + 1, dst=1)
+        dist.send(t + 2, dst=1)
+        dist.isend(t + 3, dst=1).wait()
+        dist.send(t + 4, dst=1)
+    else:
+        dist.recv(t, src=0)
+        dist.recv(t, src=0)
+        dist.irecv(t, src=0).wait()
+        dist.recv(t)                   # from any source: the sender is what it returns
+    ok = t.sum().item() == (16 if rank == 1 else 0)
+    dist.destroy_process_group()
+    os.write(1, f"{{rank}} {{ok}}\\n".encode())
+
+if __name__ == "__main__":
+    procs = [mp.get_context("fork").Process(target=rank_main, args=(r,)) for r in range(2)]
+    [p.start() for p in procs]
+    [p.join() for p in procs]
+    assert all(p.exitcode == 0 for p in procs)
+"""
+
+
+def test_point_to_point_calls_pair_up_across_ranks(tmp_path):
+    """Each send and its receive carry the same p2p_seq (counted per direction
+    and group), the peer's global rank (a receive from any source: the sender
+    it returned) and the bytes moved."""
+    proc = run_python(P2P.format(tmp=str(tmp_path)),
+                      {"DFTRACER_ENABLE": "1", "DFTRACER_TORCH": "1",
+                       "DFTRACER_LOG_FILE": str(tmp_path / "t")})
+    assert sorted(proc.stdout.splitlines()) == ["0 True", "1 True"]
+    sides = {}
+    for path in find_traces(str(tmp_path), "t"):
+        comm = [args(e) | {"name": e["name"]} for e in read_trace(path).of(cat="comm")]
+        if comm:
+            sides[comm[0]["name"] in ("send", "isend")] = comm
+    sent, got = sides[True], sides[False]
+    assert [e["name"] for e in sent] == ["send", "send", "isend", "send"]
+    assert [e["name"] for e in got] == ["recv", "recv", "irecv", "recv"]
+    assert [e["p2p_seq"] for e in sent] == [e["p2p_seq"] for e in got] == [0, 1, 2, 3]
+    assert {e["peer"] for e in sent} == {1} and {e["peer"] for e in got} == {0}
+    assert {e["bytes"] for e in sent + got} == {16} and {e["group_size"] for e in sent} == {2}
+    assert [e.get("async", 0) for e in sent] == [0, 0, 1, 0]
