@@ -275,7 +275,9 @@ def test_merge_aligns_a_host_whose_clock_is_250ms_ahead(job, tmp_path):
     raw = tmp_path / "raw.pfw.gz"
     proc = cli("merge", str(d), "-o", str(raw), "--no-align")
     assert proc.returncode == 0 and "clock alignment" not in proc.stderr, proc.stderr
-    assert min(barrier_spreads(str(raw))) >= SHIFT_US - 2_000
+    # Unaligned, node-b's ends stay 250 ms ahead (less the ranks' real spread
+    # at a barrier, a few ms on a loaded machine: 246 ms was seen in a run).
+    assert min(barrier_spreads(str(raw))) >= SHIFT_US - 20_000
     out = tmp_path / "aligned.pfw.gz"
     proc = cli("merge", str(d), "-o", str(out))
     assert proc.returncode == 0, proc.stderr
