@@ -15,8 +15,8 @@ The noise rule (docs/cli.md, "diff"): a change is significant when it is
 larger than each of
   - 3 standard errors of the difference of the two means (Welch's, from
     the robust spreads below),
-  - half the larger step-to-step spread of the two runs (1.4826 x MAD),
-  - 2.5 % of the larger median step, and 20 us,
+  - the larger step-to-step spread of the two runs (1.4826 x MAD),
+  - 5 % of the larger median step, and 20 us,
 so what each run's own steps vary by, and what a long run's means still
 drift by, are "within noise".  A (cat, name) row uses its class's threshold
 and is significant only when its class is.
@@ -39,7 +39,7 @@ EXAMPLE = """example:
   dftracer diff run1/ run2/ --json > diff.json
 """
 
-SE_FACTOR, SPREAD_FACTOR, STEP_FLOOR, US_FLOOR = 3.0, 0.5, 0.025, 20.0
+SE_FACTOR, SPREAD_FACTOR, STEP_FLOOR, US_FLOOR = 3.0, 1.0, 0.05, 20.0
 MAD_SD = 1.4826  # MAD -> standard deviation of a normal distribution
 COUNT_RATIO = 1.5  # a row's count per step changed when it moved by this factor
 BYS = ("cat", "name", "rank", "file")
@@ -356,8 +356,11 @@ def verdict(d: Dict[str, Any]) -> str:
     pct = f" ({100 * s['change']:+.0f} %)" if s["change"] is not None else ""
     head = f"step {_ms(s['change_us'])}{pct}"
     parts = []
+    moved = {(r["rank"], c) for r in d["by_rank"] for c, v in r["by_class"].items()
+             if v["significant"]}
     new_stragglers = [x for x in d["stragglers"]["new"]
-                      if x["rank"] not in {y["rank"] for y in d["stragglers"]["base"]}]
+                      if x["rank"] not in {y["rank"] for y in d["stragglers"]["base"]}
+                      and (x["rank"], x["cause_class"]) in moved]
     for x in new_stragglers:
         what = f"{x['cause_cat']}/{x['cause_name']}" if x["cause_cat"] else x["cause_name"]
         parts.append(f"rank {x['rank']} is a new straggler ({ranks.LABELS[x['cause_class']]} "
