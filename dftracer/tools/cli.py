@@ -1,4 +1,4 @@
-"""The ``dftracer`` command line: summary, report, merge, convert, validate, view, top, run (docs/cli.md)."""
+"""The ``dftracer`` command line: summary, report, diff, merge, convert, validate, view, top, run (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def version_line() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dftracer.tools import merge, report, summary, top, validate, view
+    from dftracer.tools import diff, merge, report, summary, top, validate, view
 
     parser = argparse.ArgumentParser(
         prog="dftracer",
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     summary.add_parser(sub)
     report.add_parser(sub)
+    diff.add_parser(sub)
     merge.add_parsers(sub)
     validate.add_parser(sub)
     view.add_parser(sub)

@@ -49,6 +49,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--step", metavar="NAME", default=None,
                    help="the events (NAME or CAT/NAME) that are the steps of the Ranks "
                         "section (as summary --ranks --step)")
+    p.add_argument("--base", metavar="BASE", default=None,
+                   help="an earlier run (trace file, directory or glob) to compare with, "
+                        "as `dftracer diff BASE PATHS` does: a section of the page")
     p.add_argument("--no-align", action="store_true",
                    help="keep each host's times as recorded (default: aligned on the "
                         "collectives of their ranks, as merge does)")
@@ -109,6 +112,14 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
         "rank_analysis": rank_data,
     }
     data.update(analysis.merge(per_file, hosts, group_numbered=grouped))
+    data["diff"] = None
+    if getattr(args, "base", None):
+        from dftracer.tools import diff
+
+        base, _ = diff.read_run([args.base], args, "base")
+        new, _ = diff.read_run(args.paths, args, "ranks")
+        if base is not None and new is not None:
+            data["diff"] = diff.compare(base, new)
     return data
 
 
@@ -441,6 +452,10 @@ def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
                  common.fmt_bytes(r["io_bytes"])] for r in data["summary"]["by_cat"]]),
         "<p class=\"note\">The same numbers as <code>dftracer summary</code>.</p>",
     ]
+    if data.get("diff"):
+        from dftracer.tools import diff
+
+        parts.append(diff.html_section(data["diff"], top))
     config = {"displaylogo": False, "responsive": True}
     for cid, ctitle, fig, note in figures:
         parts.append(f"<h2>{html.escape(ctitle)}</h2>")
@@ -470,6 +485,8 @@ def main(args: argparse.Namespace) -> int:
             common.err("no readable trace files; no report written")
         return common.EXIT_BAD_INPUT
     data = build_data(results, args)
+    if getattr(args, "base", None) and data["diff"] is None:
+        status = max(status, common.EXIT_BAD_INPUT)  # the base run's problem was printed
     title = args.title or "dftracer report: " + " ".join(args.paths)
     page = render_html(go, data, title, args.top)
     tmp = args.output + ".tmp"

@@ -1,0 +1,532 @@
+"""dftracer diff BASE NEW: what changed between two runs of a job.
+
+Both runs are read by the ranks pass (``_core._rank_file``, src/reader/ranks.c),
+so the classes are the one classifier's and the numbers those of
+``summary --ranks``.  Each run becomes *units* (a rank's main process, or the
+one process with steps of a job that has no ranks) with their steps, and
+the processes they started (DataLoader workers).
+
+Everything is per step of one unit: a class's time per step is, for each
+step, the mean over the units of the class's self time in it; a (cat, name)
+row's time per step is its self time in the steps of the units' main
+processes (or its self time in their workers) over the number of unit-steps.
+
+The noise rule (docs/cli.md, "diff"): a change is significant when it is
+larger than each of
+  - 3 standard errors of the difference of the two means (Welch's, from
+    the robust spreads below),
+  - the larger step-to-step spread of the two runs (1.4826 x MAD),
+  - 5 % of the larger median step, and 20 us,
+so what each run's own steps vary by, and what a long run's means still
+drift by, are "within noise".  A (cat, name) row uses its class's threshold
+and is significant only when its class is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from dftracer.tools import common, paths, ranks, runner, work
+
+EXAMPLE = """example:
+  dftracer diff run1/ run2/                     # what changed, and a verdict
+  dftracer diff run1/ run2/ --by rank           # each rank before and after
+  dftracer diff run1/ run2/ --json > diff.json
+"""
+
+SE_FACTOR, SPREAD_FACTOR, STEP_FLOOR, US_FLOOR = 3.0, 1.0, 0.05, 20.0
+MAD_SD = 1.4826  # MAD -> standard deviation of a normal distribution
+COUNT_RATIO = 1.5  # a row's count per step changed when it moved by this factor
+BYS = ("cat", "name", "rank", "file")
+
+Result = Dict[str, Any]
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "diff", help="what changed between two runs: step time, classes, names, ranks",
+        description="Compares two runs of a job (each a set of trace files, directories or "
+                    "globs): the step time before and after, where the change is (per class "
+                    "and per category/name, time per step, sorted by contribution to the "
+                    "step-time change), per rank when both are multi-rank jobs, and a verdict "
+                    "line. A change smaller than the runs' own step-to-step noise is "
+                    "reported as within noise.",
+        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("base", metavar="BASE", help="the first run: a trace file, directory or glob")
+    p.add_argument("new", metavar="NEW", help="the second run, compared with BASE")
+    p.add_argument("--by", choices=BYS, action="append",
+                   help="tables to show besides the classes (repeatable; default: name, and "
+                        "rank for multi-rank jobs; file needs I/O events)")
+    p.add_argument("--step", metavar="NAME", default=None,
+                   help="the events (NAME or CAT/NAME) that are the steps (as summary "
+                        "--ranks --step; default: pipeline/iteration, ProfilerStep#N, "
+                        "train.block)")
+    p.add_argument("--top", type=int, default=15, metavar="N",
+                   help="rows per table (0: all; default 15)")
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    p.add_argument("-j", "--jobs", type=int, default=None,
+                   help="worker processes (default: the usable CPU cores)")
+    p.add_argument("--dask", metavar="ADDRESS", default=None,
+                   help="run the per-file work on the Dask cluster at this scheduler address")
+    p.add_argument("--progress", dest="progress", action="store_const", const=True,
+                   default=None, help="always show the progress bar")
+    p.add_argument("--no-progress", dest="progress", action="store_const", const=False,
+                   help="never show the progress bar")
+    p.set_defaults(func=main)
+
+
+# ---- statistics ----------------------------------------------------------------
+
+def _spread(values: Sequence[float]) -> float:
+    """The step-to-step spread: 1.4826 x the median absolute deviation."""
+    if len(values) < 2:
+        return 0.0
+    med = statistics.median(values)
+    return MAD_SD * statistics.median(abs(v - med) for v in values)
+
+
+def _stderr(a: Sequence[float], b: Sequence[float]) -> float:
+    """The standard error of the difference of the means, from the robust
+    spreads (one slow step in a hundred does not hide a change)."""
+    return math.sqrt(sum(_spread(v) ** 2 / len(v) for v in (a, b) if len(v) >= 2))
+
+
+def threshold(a: Sequence[float], b: Sequence[float], step_us: float) -> float:
+    """The smallest change of mean(b) - mean(a) that is not noise (module doc)."""
+    return max(SE_FACTOR * _stderr(a, b), SPREAD_FACTOR * max(_spread(a), _spread(b)),
+               STEP_FLOOR * step_us, US_FLOOR)
+
+
+def _mean(v: Sequence[float]) -> float:
+    return statistics.fmean(v) if v else 0.0
+
+
+def _p90(v: Sequence[float]) -> float:
+    if not v:
+        return 0.0
+    s = sorted(v)
+    return float(s[min(len(s) - 1, int(math.ceil(0.9 * len(s))) - 1)])
+
+
+# ---- one run ---------------------------------------------------------------------
+
+class Unit:
+    """A rank (or the one process with steps of a job without ranks)."""
+
+    def __init__(self, rank: Optional[int], main: Result, workers: List[Result]) -> None:
+        self.rank, self.main, self.workers = rank, main, workers
+        steps = ranks._int64s(main.get("steps", b""))
+        f = ranks.FIELDS
+        self.rows = {steps[i * f]: steps[i * f:(i + 1) * f] for i in range(len(steps) // f)}
+
+
+class Run:
+    def __init__(self, label: str, results: List[Result]) -> None:
+        self.label = label
+        self.results = [r for r in results if ranks._ok(r)]
+        rank_list, loose, self.warnings = ranks.identify(
+            [dict(r) for r in self.results])  # identify pops the step bytes: keep ours
+        by_path = {r["path"]: r for r in self.results}
+        self.units = [Unit(rk.rank, by_path[rk.main["path"]],
+                           [by_path[w["path"]] for w in rk.workers]) for rk in rank_list]
+        self.multi_rank = len(self.units) > 1
+        if not self.units:
+            self.units = _unit_without_ranks(loose)
+        self.stragglers = ranks.analyze([dict(r) for r in self.results])["stragglers"] \
+            if self.multi_rank else []
+        numbers = sorted(set().union(*(u.rows.keys() for u in self.units))) \
+            if self.units else []
+        self.steps: List[float] = []  # per step: the median over units
+        # per class, per step: on the critical path (the unit the others waited
+        # for: the least communication wait), and the mean over units
+        self.by_class: List[List[float]] = [[] for _ in ranks.CLASSES]
+        self.mean_class: List[List[float]] = [[] for _ in ranks.CLASSES]
+        comm = 3 + ranks.COMM
+        for n in numbers:
+            rows = [u.rows[n] for u in self.units if n in u.rows]
+            self.steps.append(float(statistics.median(r[2] for r in rows)))
+            critical = min(rows, key=lambda r: (r[comm], -r[2]))
+            for c in range(ranks.NCLS):
+                self.by_class[c].append(float(critical[3 + c]))
+                self.mean_class[c].append(_mean([r[3 + c] for r in rows]))
+        self.unit_steps = sum(len(u.rows) for u in self.units)
+        self.events = sum(r.get("events", 0) for r in self.results)
+        starts = [r["ts_min"] for r in self.results if r.get("has_ts")]
+        ends = [r["end_max"] for r in self.results if r.get("has_ts")]
+        self.wall_us = (max(ends) - min(starts)) if starts else 0
+        self.step_kind = next((u.main.get("step_kind") for u in self.units
+                               if u.main.get("step_kind")), None)
+
+    def keys(self) -> Dict[Tuple[str, str, str], Tuple[int, float, int]]:
+        """(where, cat, name) -> (class, self us, count); where: "main" (the units'
+        main processes, time in steps) or "workers" (their workers, all time)."""
+        out: Dict[Tuple[str, str, str], Tuple[int, float, int]] = {}
+        for u in self.units:
+            for where, procs, field in (("main", [u.main], 6), ("workers", u.workers, 5)):
+                for r in procs:
+                    for k in r.get("keys", ()):
+                        if k[field] <= 0 and k[3] <= 0:
+                            continue
+                        key = (where, k[0], k[1])
+                        cls, us, n = out.get(key, (k[2], 0.0, 0))
+                        out[key] = (cls, us + k[field], n + k[3])
+        return out
+
+
+def _unit_without_ranks(loose: List[Result]) -> List[Unit]:
+    """A job with no ranks: its process with the most steps, and the processes
+    it started."""
+    with_steps = [r for r in loose if r.get("steps")]
+    if not with_steps:
+        return []
+    main = max(with_steps, key=lambda r: (len(r["steps"]), r.get("events", 0)))
+    pids = {main["pid"]}
+    workers: List[Result] = []
+    grew = True
+    while grew:  # the processes it started, and theirs
+        grew = False
+        for r in loose:
+            if r is not main and r not in workers and r["host"] == main["host"] \
+                    and r.get("ppid") in pids:
+                workers.append(r)
+                pids.add(r["pid"])
+                grew = True
+    return [Unit(None, main, workers)]
+
+
+def read_run(where: Sequence[str], args: argparse.Namespace,
+             label: str) -> Tuple[Optional[Run], int]:
+    """A run from the files, directories and globs `where` names, read by the
+    ranks pass (args: jobs, dask, progress, step); (None, 2) when none."""
+    path = " ".join(where)
+    files, errors = paths.expand(list(where))
+    status = common.EXIT_OK
+    for arg, msg in errors:
+        common.err(f"{arg}: {msg}")
+        status = common.EXIT_BAD_INPUT
+    if not files:
+        if not errors:
+            common.err(f"{path}: no trace files")
+        return None, common.EXIT_BAD_INPUT
+    results = runner.run(work.rank_file, files, jobs=args.jobs, dask=args.dask, label=label,
+                         progress=args.progress, extra=(getattr(args, "step", None),))
+    status = max(status, common.report_file_status(results))
+    for r in results:
+        why = common.not_a_trace(r)
+        if why:
+            common.err(f"{r['path']}: {why}")
+            r["status"] = "error"
+            status = common.EXIT_BAD_INPUT
+    common.report_bad_lines(results)
+    return Run(path, results), status
+
+
+# ---- the comparison ----------------------------------------------------------------
+
+def _row(base: float, new: float) -> Dict[str, Any]:
+    return {"base_us_per_step": round(base, 1), "new_us_per_step": round(new, 1),
+            "change_us_per_step": round(new - base, 1)}
+
+
+def compare(a: Run, b: Run) -> Dict[str, Any]:
+    """The dict `diff --json` prints (docs/cli.md, "diff")."""
+    step_ref = max(statistics.median(a.steps) if a.steps else 0.0,
+                   statistics.median(b.steps) if b.steps else 0.0)
+    step_noise = threshold(a.steps, b.steps, step_ref)
+    step = {"base_us": round(statistics.median(a.steps), 1) if a.steps else None,
+            "new_us": round(statistics.median(b.steps), 1) if b.steps else None,
+            "base_p90_us": round(_p90(a.steps), 1), "new_p90_us": round(_p90(b.steps), 1),
+            "base_mean_us": round(_mean(a.steps), 1), "new_mean_us": round(_mean(b.steps), 1),
+            "base_steps": len(a.steps), "new_steps": len(b.steps),
+            "noise_us": round(step_noise, 1)}
+    step["change_us"] = round((step["new_us"] or 0.0) - (step["base_us"] or 0.0), 1)
+    step["change"] = (step["change_us"] / step["base_us"]) if step["base_us"] else None
+    step["significant"] = bool(a.steps and b.steps and abs(step["change_us"]) > step_noise)
+
+    classes = []
+    limits: Dict[str, Tuple[float, bool]] = {}
+    for c, name in enumerate(ranks.CLASSES):
+        lim = threshold(a.by_class[c], b.by_class[c], step_ref)
+        row = {"cls": name, **_row(_mean(a.by_class[c]), _mean(b.by_class[c])),
+               "noise_us": round(lim, 1)}
+        row["significant"] = bool(a.steps and b.steps
+                                  and abs(row["change_us_per_step"]) > lim)
+        limits[name] = (lim, row["significant"])
+        classes.append(row)
+    sign = 1.0 if step["change_us"] >= 0 else -1.0
+    classes.sort(key=lambda r: (not r["significant"], -sign * r["change_us_per_step"]))
+
+    ka, kb = a.keys(), b.keys()
+    changes = []
+    for key in ka.keys() | kb.keys():
+        where, cat, name = key
+        ca, ua, na = ka.get(key, (None, 0.0, 0))
+        cb, ub, nb = kb.get(key, (None, 0.0, 0))
+        c = cb if cb is not None else ca
+        cls = ranks.CLASSES[c]
+        base = ua / max(a.unit_steps, 1)
+        new = ub / max(b.unit_steps, 1)
+        if where == "main":  # the class's critical-path time, split by the names' shares
+            base *= _critical_ratio(a, c)
+            new *= _critical_ratio(b, c)
+        if not ua and not ub and na == nb:
+            continue  # no time of its own in either run (an enclosing event)
+        row = {"cls": cls, "cat": cat, "name": name, "where": where, **_row(base, new),
+               "base_count_per_step": round(na / max(a.unit_steps, 1), 3),
+               "new_count_per_step": round(nb / max(b.unit_steps, 1), 3)}
+        lim, cls_sig = limits[cls]
+        row["significant"] = bool(cls_sig and abs(new - base) > lim)
+        row["status"] = "new" if not na else "vanished" if not nb else "changed"
+        cpa, cpb = row["base_count_per_step"], row["new_count_per_step"]
+        row["count_changed"] = bool(cpa and cpb and max(cpa, cpb) / min(cpa, cpb) >= COUNT_RATIO)
+        changes.append(row)
+    # the training path (main) first, by contribution to the step-time change
+    changes.sort(key=lambda r: (r["where"] != "main", not r["significant"],
+                                -sign * r["change_us_per_step"], r["cat"], r["name"]))
+
+    out: Dict[str, Any] = {
+        "base": {"paths": a.label, "files": len(a.results), "events": a.events,
+                 "wall_us": a.wall_us, "units": len(a.units), "step_kind": a.step_kind},
+        "new": {"paths": b.label, "files": len(b.results), "events": b.events,
+                "wall_us": b.wall_us, "units": len(b.units), "step_kind": b.step_kind},
+        "step": step, "classes": classes, "changes": changes,
+        "by_rank": _by_rank(a, b, step_ref) if a.multi_rank and b.multi_rank else [],
+        "stragglers": {"base": a.stragglers, "new": b.stragglers},
+        "warnings": [f"{a.label}: {w}" for w in a.warnings]
+                    + [f"{b.label}: {w}" for w in b.warnings],
+    }
+    if not a.steps or not b.steps:
+        out["warnings"].append("no steps in " + " and ".join(
+            r.label for r in (a, b) if not r.steps) + ": times are per run, not per step")
+    out["verdict"] = verdict(out)
+    return out
+
+
+def _critical_ratio(r: Run, c: int) -> float:
+    mean = _mean(r.mean_class[c])
+    return _mean(r.by_class[c]) / mean if mean > 0 else 1.0
+
+
+def _by_rank(a: Run, b: Run, step_ref: float) -> List[Dict[str, Any]]:
+    ua = {u.rank: u for u in a.units}
+    ub = {u.rank: u for u in b.units}
+    rows = []
+    for rank in sorted(ua.keys() & ub.keys()):
+        ra, rb = list(ua[rank].rows.values()), list(ub[rank].rows.values())
+        row: Dict[str, Any] = {"rank": rank,
+                               **_row(_mean([r[2] for r in ra]), _mean([r[2] for r in rb]))}
+        row["by_class"] = {}
+        for c, name in enumerate(ranks.CLASSES):
+            va, vb = [r[3 + c] for r in ra], [r[3 + c] for r in rb]
+            d = _row(_mean(va), _mean(vb))
+            d["significant"] = bool(va and vb and abs(d["change_us_per_step"])
+                                    > threshold(va, vb, step_ref))
+            row["by_class"][name] = d
+        row["straggler_base"] = any(s["rank"] == rank for s in a.stragglers)
+        row["straggler_new"] = any(s["rank"] == rank for s in b.stragglers)
+        rows.append(row)
+    return rows
+
+
+def _per_call(r: Dict[str, Any]) -> float:
+    """A row's change per call (its time per step over its count per step)."""
+    def each(us: float, n: float) -> float:
+        return us / n if n else 0.0
+    return each(r["new_us_per_step"], r["new_count_per_step"]) - \
+        each(r["base_us_per_step"], r["base_count_per_step"])
+
+
+def _ms(us: float, signed: bool = True) -> str:
+    return (f"{us / 1e3:+.1f} ms" if signed else f"{us / 1e3:.1f} ms") \
+        if abs(us) >= 100 else (f"{us:+.0f} us" if signed else f"{us:.0f} us")
+
+
+def verdict(d: Dict[str, Any]) -> str:
+    """One line a person can act on: the step change, then what explains it."""
+    s = d["step"]
+    if s["base_us"] is None or s["new_us"] is None:
+        return "no steps to compare in " + ("both runs" if s["base_us"] is None
+                                             and s["new_us"] is None else
+                                             "BASE" if s["base_us"] is None else "NEW")
+    pct = f" ({100 * s['change']:+.0f} %)" if s["change"] is not None else ""
+    head = f"step {_ms(s['change_us'])}{pct}"
+    parts = []
+    moved = {(r["rank"], c) for r in d["by_rank"] for c, v in r["by_class"].items()
+             if v["significant"]}
+    new_stragglers = [x for x in d["stragglers"]["new"]
+                      if x["rank"] not in {y["rank"] for y in d["stragglers"]["base"]}
+                      and (x["rank"], x["cause_class"]) in moved]
+    for x in new_stragglers:
+        what = f"{x['cause_cat']}/{x['cause_name']}" if x["cause_cat"] else x["cause_name"]
+        parts.append(f"rank {x['rank']} is a new straggler ({ranks.LABELS[x['cause_class']]} "
+                     f"+{_ms(x['cause_excess_us'], False)}: {what})")
+    sig = [c for c in d["classes"] if c["significant"]]
+    for c in sig:
+        names = [r for r in d["changes"] if r["cls"] == c["cls"] and r["significant"]]
+        main = [r for r in names if r["where"] == "main"][:2]
+        workers = [r for r in names if r["where"] == "workers"][:1]
+        detail = [f"{r['cat']}/{r['name']}" for r in main]
+        detail += [f"{r['cat']}/{r['name']} {_ms(_per_call(r))} each in the workers"
+                   for r in workers]
+        parts.append(f"{ranks.LABELS[c['cls']]} {_ms(c['change_us_per_step'])}"
+                     + (f" ({'; '.join(detail)})" if detail else ""))
+    counted = [r for r in d["changes"] if r["count_changed"] and r["where"] == "main"][:1]
+    for r in counted:
+        parts.append(f"{r['cat']}/{r['name']} {r['base_count_per_step']:g} -> "
+                     f"{r['new_count_per_step']:g} a step")
+    if not s["significant"] and not sig and not new_stragglers:
+        return f"{head}: within noise (+-{_ms(s['noise_us'], False)} a step), " \
+               "nothing changed beyond it"
+    rest = "everything else within noise" if len(sig) < len(d["classes"]) else ""
+    if not s["significant"]:
+        head += " (within noise)"
+    return head + ": " + ", ".join(parts + ([rest] if rest else []))
+
+
+# ---- output ------------------------------------------------------------------------
+
+def render(d: Dict[str, Any], bys: List[str], top: int) -> str:
+    s = d["step"]
+    parts = [d["verdict"], ""]
+    parts.append(common.table(
+        ["", "base", "new", "change"],
+        [["step median", _fmt(s["base_us"]), _fmt(s["new_us"]),
+          _ms(s["new_us"] - s["base_us"]) if s["base_us"] is not None and s["new_us"]
+          is not None else "-"],
+         ["step p90", _fmt(s["base_p90_us"]), _fmt(s["new_p90_us"]),
+          _ms(s["new_p90_us"] - s["base_p90_us"])],
+         ["steps", str(s["base_steps"]), str(s["new_steps"]), ""],
+         ["wall", _fmt(d["base"]["wall_us"]), _fmt(d["new"]["wall_us"]),
+          _ms(d["new"]["wall_us"] - d["base"]["wall_us"])],
+         ["events", f"{d['base']['events']:,}", f"{d['new']['events']:,}",
+          f"{d['new']['events'] - d['base']['events']:+,}"]], [1, 2, 3]))
+    parts.append("\nBy class, per step")
+    parts.append(common.table(
+        ["class", "base", "new", "change", "noise", ""],
+        [[ranks.LABELS[c["cls"]], _fmt(c["base_us_per_step"]), _fmt(c["new_us_per_step"]),
+          _ms(c["change_us_per_step"]), _fmt(c["noise_us"]),
+          "significant" if c["significant"] else ""] for c in d["classes"]], [1, 2, 3, 4]))
+    if "name" in bys or "cat" in bys:
+        rows = d["changes"]
+        if "cat" in bys and "name" not in bys:
+            rows = _by_cat(rows)
+        shown = rows if top <= 0 else rows[:top]
+        body = [[r["where"], r["cls"], f"{r['cat']}/{r['name']}" if r.get("name") else r["cat"],
+                 _fmt(r["base_us_per_step"]), _fmt(r["new_us_per_step"]),
+                 _ms(r["change_us_per_step"]),
+                 f"{r['base_count_per_step']:g} -> {r['new_count_per_step']:g}",
+                 _flags(r)] for r in shown]
+        more = f" (top {len(shown)} of {len(rows)})" if len(shown) < len(rows) else ""
+        parts.append(f"\nBy {'name' if 'name' in bys else 'category'}, per step{more}; "
+                     "main: the ranks' training processes in their steps, workers: the "
+                     "processes they started")
+        parts.append(common.table(["where", "class", "name", "base", "new", "change",
+                                   "count/step", ""], body, [3, 4, 5]))
+    if "rank" in bys and d["by_rank"]:
+        body = []
+        for r in d["by_rank"][:top] if top > 0 else d["by_rank"]:
+            moved = [f"{ranks.LABELS[c]} {_ms(v['change_us_per_step'])}"
+                     for c, v in r["by_class"].items() if v["significant"]]
+            mark = "new straggler" if r["straggler_new"] and not r["straggler_base"] else \
+                "straggler" if r["straggler_new"] else ""
+            body.append([str(r["rank"]), _fmt(r["base_us_per_step"]), _fmt(r["new_us_per_step"]),
+                         _ms(r["change_us_per_step"]), ", ".join(moved) or "-", mark])
+        parts.append("\nBy rank: step time")
+        parts.append(common.table(["rank", "base", "new", "change", "significant classes", ""],
+                                  body, [0, 1, 2, 3]))
+    elif "rank" in bys:
+        parts.append("\nBy rank: both runs need two or more ranks")
+    if "file" in bys:
+        parts.append("\nBy file: see `dftracer summary --io` of each run")
+    for w in d["warnings"]:
+        parts.append(f"warning: {w}")
+    return "\n".join(parts)
+
+
+def _by_cat(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    out: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
+    for r in rows:
+        k = (r["where"], r["cls"], r["cat"])
+        o = out.setdefault(k, {"where": k[0], "cls": k[1], "cat": k[2], "name": "",
+                               "base_us_per_step": 0.0, "new_us_per_step": 0.0,
+                               "change_us_per_step": 0.0, "base_count_per_step": 0.0,
+                               "new_count_per_step": 0.0, "significant": False,
+                               "status": "changed", "count_changed": False})
+        for f in ("base_us_per_step", "new_us_per_step", "change_us_per_step",
+                  "base_count_per_step", "new_count_per_step"):
+            o[f] = round(o[f] + r[f], 3)
+        o["significant"] = o["significant"] or r["significant"]
+    return sorted(out.values(), key=lambda r: (r["where"] != "main", not r["significant"],
+                                               -abs(r["change_us_per_step"])))
+
+
+def _flags(r: Dict[str, Any]) -> str:
+    f = [r["status"]] if r["status"] != "changed" else []
+    if r["count_changed"]:
+        f.append("count")
+    if r["significant"]:
+        f.append("significant")
+    return ", ".join(f)
+
+
+def _fmt(us: Optional[float]) -> str:
+    return "-" if us is None else common.fmt_us(max(0.0, us))
+
+
+def main(args: argparse.Namespace) -> int:
+    a, sa = read_run([args.base], args, "base")
+    if a is None:
+        return sa
+    b, sb = read_run([args.new], args, "new")
+    if b is None:
+        return sb
+    d = compare(a, b)
+    bys = args.by or (["name", "rank"] if d["by_rank"] else ["name"])
+    for w in d["warnings"]:
+        if args.json:
+            common.err(f"warning: {w}")
+    if args.json:
+        json.dump(d, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(render(d, bys, args.top))
+    return max(sa, sb)
+
+
+def html_section(d: Dict[str, Any], top: int) -> str:
+    """The comparison as a section of `dftracer report --base` (escaped HTML)."""
+    import html
+
+    def table(headers: List[str], rows: List[List[str]]) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
+                       for r in rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    s = d["step"]
+    rows = d["changes"] if top <= 0 else d["changes"][:top]
+    return "".join([
+        "<h2>Compared with the base run</h2>",
+        f"<p><b>{html.escape(d['verdict'])}</b></p>",
+        f"<p>{html.escape('base: ' + d['base']['paths'])}</p>",
+        table(["", "base", "new"],
+              [["step median", _fmt(s["base_us"]), _fmt(s["new_us"])],
+               ["step p90", _fmt(s["base_p90_us"]), _fmt(s["new_p90_us"])],
+               ["steps", str(s["base_steps"]), str(s["new_steps"])]]),
+        table(["class", "base / step", "new / step", "change", "noise", ""],
+              [[ranks.LABELS[c["cls"]], _fmt(c["base_us_per_step"]), _fmt(c["new_us_per_step"]),
+                _ms(c["change_us_per_step"]), _fmt(c["noise_us"]),
+                "significant" if c["significant"] else ""] for c in d["classes"]]),
+        table(["where", "class", "name", "base / step", "new / step", "change", ""],
+              [[r["where"], r["cls"], f"{r['cat']}/{r['name']}", _fmt(r["base_us_per_step"]),
+                _fmt(r["new_us_per_step"]), _ms(r["change_us_per_step"]), _flags(r)]
+               for r in rows]),
+        "<p class=\"note\">As <code>dftracer diff BASE NEW</code> prints it (docs/cli.md, "
+        "\"dftracer diff\"): classes on the critical path of each step, changes within "
+        "each run's own step-to-step noise not significant.</p>",
+    ])
