@@ -116,6 +116,13 @@ def collect(args: argparse.Namespace, label: str = "io") -> Tuple[List[Result], 
     paths, status = common.expand_paths(args)
     if not paths:
         return [], common.EXIT_BAD_INPUT
+    results, st = read(paths, args, label)
+    return results, max(status, st)
+
+
+def read(paths: List[str], args: argparse.Namespace, label: str = "io") -> Tuple[List[Result], int]:
+    """The I/O pass over paths (collect's work, for the report too)."""
+    status = 0
     epoch_from = getattr(args, "epoch_from", None)
     results = runner.run(work.io_file, [(p, None) for p in paths], jobs=args.jobs,
                          dask=args.dask, label=label, progress=args.progress,
@@ -415,3 +422,31 @@ def render(a: Dict[str, Any], top: int) -> str:
     shown = [f"{k}={v:.6f}" if isinstance(v, float) else f"{k}={v:,}" for k, v in d.items() if v]
     parts.append("\nDarshan counters (whole job)\n  " + "\n  ".join(shown))
     return "\n".join(parts)
+
+
+def html_section(a: Dict[str, Any], top: int) -> List[Tuple[str, List[str], List[List[str]]]]:
+    """The report's I/O section as (title, headers, rows) tables (the numbers
+    of `summary --io`)."""
+    t = top if top > 0 else len(a["files"])
+    out = [("I/O: top files by bytes",
+            ["path", "opens", "reads", "read", "writes", "written", "read time", "meta time"],
+            [[f["path"], f"{f['opens']:,}", f"{f['reads']:,}", common.fmt_bytes(f["bytes_read"]),
+              f"{f['writes']:,}", common.fmt_bytes(f["bytes_written"]),
+              common.fmt_us(f["read_time_us"]), common.fmt_us(f["meta_time_us"])]
+             for f in a["files"][:t]])]
+    if a["by_epoch"]:
+        out.append(("I/O by epoch", ["epoch", "read", "unique", "re-read"],
+                    [[str(e["epoch"]), common.fmt_bytes(e["bytes_read"]),
+                      common.fmt_bytes(e["unique_bytes"]), common.fmt_bytes(e["reread_bytes"])]
+                     for e in a["by_epoch"]]))
+    rows = []
+    for r in a["by_rank"]:
+        rows.append([str(r["rank"]) if r["rank"] is not None else "-", f"{r['host']}:{r['pid']}",
+                     f"{r['reads']:,}", common.fmt_bytes(r["bytes_read"]),
+                     common.fmt_us(r["read_time_us"])])
+        rows += [["", f"worker {w['host']}:{w['pid']}", f"{w['reads']:,}",
+                  common.fmt_bytes(w["bytes_read"]), common.fmt_us(w["read_time_us"])]
+                 for w in r["workers"]]
+    out.append(("I/O by rank, with its workers", ["rank", "process", "reads", "read",
+                                                  "read time"], rows))
+    return out

@@ -109,6 +109,10 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
         "rank_analysis": rank_data,
     }
     data.update(analysis.merge(per_file, hosts, group_numbered=grouped))
+    if any(r["cat"] in ("POSIX", "STDIO") for r in summ["by_cat"]):
+        from dftracer.tools import iostats  # the I/O section: summary --io's numbers
+
+        data["io"] = iostats.analyze(iostats.read(paths, args, label="io")[0])
     return data
 
 
@@ -441,6 +445,13 @@ def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
                  common.fmt_bytes(r["io_bytes"])] for r in data["summary"]["by_cat"]]),
         "<p class=\"note\">The same numbers as <code>dftracer summary</code>.</p>",
     ]
+    if data.get("io"):
+        from dftracer.tools import iostats
+
+        for ttitle, headers, rows in iostats.html_section(data["io"], top):
+            parts += [f"<h2>{html.escape(ttitle)}</h2>", _table(headers, rows)]
+        parts.append("<p class=\"note\">The same numbers as <code>dftracer summary --io</code> "
+                     "(docs/cli.md).</p>")
     config = {"displaylogo": False, "responsive": True}
     for cid, ctitle, fig, note in figures:
         parts.append(f"<h2>{html.escape(ctitle)}</h2>")

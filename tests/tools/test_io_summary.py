@@ -211,3 +211,19 @@ def test_calls_against_kernel_and_events(tmp_path):
     posix = a["darshan"]
     assert delta_r == posix["POSIX_BYTES_READ"]
     assert delta_calls == posix["POSIX_READS"]
+
+
+def test_report_io_section(loader_job, tmp_path):
+    pytest.importorskip("plotly")
+    base, sizes = loader_job
+    out = tmp_path / "r.html"
+    proc = subprocess.run([sys.executable, "-m", "dftracer", "report", "runs", "-o", str(out)],
+                          cwd=str(base), env=env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    for title in ("I/O: top files by bytes", "I/O by epoch", "I/O by rank, with its workers"):
+        assert f"<h2>{title}</h2>" in page
+    blob = page.split('id="dftracer-report-data">', 1)[1].split("</script>", 1)[0]
+    data = json.loads(blob.replace("<\\/", "</"))
+    same = io_json(base)
+    assert data["io"]["files"] == same["files"] and data["io"]["by_epoch"] == same["by_epoch"]
