@@ -136,6 +136,9 @@ def _rank_file(path: _Path, step: Optional[str] = None, sync_only: bool = False)
     steps (bytes of int64, _RANK_STEP_FIELDS per step), keys (cat, name,
     class, count, total_us, self_us, self_in_steps_us, io_bytes), sync points
     (bytes of int64 pairs: key, end) and clock (pairs, first, min, max)."""
+_IO_COUNTERS: Tuple[str, ...]
+def _io_file(path: _Path, epoch_from: Optional[str] = None,
+             bounds: Optional[bytes] = None) -> Dict[str, Any]: ...
 
 class _LineReader:
     """Batches of lines (bytes, without newline) of a plain or gzip trace."""

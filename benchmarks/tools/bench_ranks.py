@@ -156,6 +156,8 @@ def main() -> None:
     ap.add_argument("--no-dask", action="store_true", help="skip the --dask run")
     ap.add_argument("--dir", default=None, help="where to write the set (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the generated files")
+    ap.add_argument("--io", action="store_true",
+                    help="also time `summary --io` (the I/O pass) on the same set")
     opts = ap.parse_args()
     cores = len(os.sched_getaffinity(0))
     d = opts.dir or tempfile.mkdtemp(prefix="dft-bench-ranks-")
@@ -196,6 +198,15 @@ def main() -> None:
                   for h, v in a["offsets_us"].items()]
         print(f"clock offsets: {len(a['offsets_us'])} hosts aligned, largest error "
               f"{max(errors)} us; residual spread median {a['spread_us']['median']} us")
+        if opts.io:
+            io_json = os.path.join(d, "io-local.json")
+            dt3, rss3 = run_cli(["summary", d, "--io", "--json", "--no-progress"] + jobs, io_json)
+            with open(io_json) as f:
+                io = json.load(f)
+            want = opts.files * (opts.events // PER_STEP) * READS * 65536
+            print(f"summary --io: {dt3:.1f} s ({events / dt3 / 1e6:.2f} M events/s), peak RSS "
+                  f"{rss3:.0f} MiB; POSIX_BYTES_READ {io['darshan']['POSIX_BYTES_READ']:,} "
+                  f"(expected {want:,}), {len(io['by_rank'])} ranks")
         if opts.no_dask:
             return
         from distributed import Client, LocalCluster

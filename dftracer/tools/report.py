@@ -120,6 +120,10 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
         new, _ = diff.read_run(args.paths, args, "ranks")
         if base is not None and new is not None:
             data["diff"] = diff.compare(base, new)
+    if any(r["cat"] in ("POSIX", "STDIO") for r in summ["by_cat"]):
+        from dftracer.tools import iostats  # the I/O section: summary --io's numbers
+
+        data["io"] = iostats.analyze(iostats.read(paths, args, label="io")[0])
     return data
 
 
@@ -456,6 +460,13 @@ def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
         from dftracer.tools import diff
 
         parts.append(diff.html_section(data["diff"], top))
+    if data.get("io"):
+        from dftracer.tools import iostats
+
+        for ttitle, headers, rows in iostats.html_section(data["io"], top):
+            parts += [f"<h2>{html.escape(ttitle)}</h2>", _table(headers, rows)]
+        parts.append("<p class=\"note\">The same numbers as <code>dftracer summary --io</code> "
+                     "(docs/cli.md).</p>")
     config = {"displaylogo": False, "responsive": True}
     for cid, ctitle, fig, note in figures:
         parts.append(f"<h2>{html.escape(ctitle)}</h2>")

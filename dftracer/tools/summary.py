@@ -16,6 +16,7 @@ EXAMPLE = """example:
   dftracer summary ./traces --top 10
   dftracer summary 'run1/trace-*.pfw.gz' --by pid --json > summary.json
   dftracer summary run1/ --ranks              # stragglers of a distributed job
+  dftracer summary run1/ --io --top 10         # I/O per file, epoch, rank/worker; Darshan counters
 """
 
 GROUPINGS = {
@@ -48,6 +49,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--step", metavar="NAME", default=None,
                    help="with --ranks: the events (NAME or CAT/NAME) that are the steps "
                         "(default: pipeline/iteration, ProfilerStep#N, train.block)")
+    p.add_argument("--io", action="store_true",
+                   help="I/O per file, per epoch (unique and re-read bytes), per rank with its "
+                        "DataLoader workers, and Darshan's POSIX_*/STDIO_* counters")
+    p.add_argument("--epoch-from", metavar="NAME", default=None,
+                   help="with --io: the events (NAME or CAT/NAME) that start epochs "
+                        "(default: pipeline/iteration's epoch, ai.pipeline epochs)")
     p.set_defaults(func=main)
 
 
@@ -354,10 +361,33 @@ def _main_ranks(args: argparse.Namespace) -> int:
     return status
 
 
+def _main_io(args: argparse.Namespace) -> int:
+    from dftracer.tools import iostats
+
+    results, status = iostats.collect(args)
+    if not results:
+        return status
+    analysis = iostats.analyze(results)
+    if args.json:
+        json.dump(analysis, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(iostats.render(analysis, args.top))
+    return status
+
+
 def main(args: argparse.Namespace) -> int:
     if args.step is not None and not args.ranks:
         common.err("--step NAME applies to --ranks")
         return common.EXIT_BAD_INPUT
+    if args.epoch_from is not None and not args.io:
+        common.err("--epoch-from NAME applies to --io")
+        return common.EXIT_BAD_INPUT
+    if args.io and args.ranks:
+        common.err("--io and --ranks are two views: give one")
+        return common.EXIT_BAD_INPUT
+    if args.io:
+        return _main_io(args)
     if args.ranks:
         return _main_ranks(args)
     results, status = collect(args)

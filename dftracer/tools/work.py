@@ -174,3 +174,13 @@ def rewrite_file(path: str, part: str, fmt: str, pid_map: Tuple[int, int],
                                    ts_offset)
     except OSError as exc:
         return _failure(path, exc)
+
+
+def io_file(item: Tuple[str, Optional[bytes]], epoch_from: Optional[str] = None) -> Dict[str, Any]:
+    """One trace's I/O per data file (src/reader/iostats.c; dftracer.tools.iostats):
+    item is (path, epoch bounds as int64 (epoch, ts) pairs, or None)."""
+    path, bounds = item
+    try:
+        return _core._io_file(path, epoch_from, bounds)
+    except OSError as exc:
+        return _failure(path, exc)

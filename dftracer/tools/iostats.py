@@ -1,0 +1,452 @@
+"""I/O accounting (``dftracer summary --io``, the report's I/O section): per
+file, per epoch, per rank with its DataLoader workers, and Darshan's
+counters (docs/cli.md, "I/O").
+
+The per-file work is ``_core._io_file`` (src/reader/iostats.c): per trace
+file, per data file it touched, Darshan's POSIX_*/STDIO_* counters, the
+bytes read (each byte once per open) and the byte ranges read per epoch;
+and the file's epoch marks.  This module combines the trace files:
+
+- epochs: a process's epochs start at its marks (--epoch-from's events,
+  else ``pipeline/iteration``'s ``epoch`` arg, else ai.pipeline's ``epoch``
+  events); a process without marks (a DataLoader worker) takes its nearest
+  ancestor's, so a worker's reads belong to the epoch of the loader that
+  started it.  A trace file whose reads all fall in one epoch is read once;
+  one whose reads span epochs (persistent workers, the main process) is read
+  again with the epochs' bounds so that its reads are split by time.
+- ranks: a process's rank is its own (the ``rank`` metadata or process
+  name), else its nearest ancestor's; the processes that take an ancestor's
+  rank are that rank's workers.
+
+Memory: per trace file, its data files' counters and byte ranges; never
+events.  The same numbers whether the files were read locally or with --dask.
+"""
+
+from __future__ import annotations
+
+import argparse
+from array import array
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from dftracer import _core
+from dftracer.tools import common, runner, work
+
+COUNTERS: Tuple[str, ...] = tuple(_core._IO_COUNTERS)
+IDX = {name: i for i, name in enumerate(COUNTERS)}
+BUCKETS = ("0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10M",
+           "10M_100M", "100M_1G", "1G_PLUS")
+DARSHAN = tuple(n for n in COUNTERS if n.startswith(("POSIX_", "STDIO_")))
+MARK_KINDS = ("named", "iteration", "pipeline")  # src/reader/iostats.h, DFT_IO_MARK_*
+
+Result = Dict[str, Any]
+
+
+def _ok(r: Result) -> bool:
+    return "files" in r and (r.get("status") in ("ok", "truncated") or (
+        r.get("status") == "corrupt" and r.get("events", 0) > 0))
+
+
+def _counters(data: bytes) -> array:
+    a = array("q")
+    a.frombytes(data)
+    return a
+
+
+# ---- epochs ------------------------------------------------------------------
+
+def _marks(r: Result, kind: int) -> List[Tuple[int, int]]:
+    """(epoch, first ts) of one kind of marks, by ts."""
+    return sorted(((e, ts) for k, e, ts in r.get("marks", ()) if k == kind),
+                  key=lambda m: (m[1], m[0]))
+
+
+def epoch_at(bounds: Sequence[Tuple[int, int]], ts: int) -> int:
+    """The epoch in force at ts: the last bound at or before it, else the
+    first (src/reader/iostats.c, slot_of, applies the same rule)."""
+    epoch = bounds[0][0]
+    for e, t in bounds:
+        if t > ts:
+            break
+        epoch = e
+    return epoch
+
+
+def _parents(files: List[Result]) -> Dict[int, Optional[Result]]:
+    by_proc = {(r["host"], r["pid"]): r for r in files}
+    out: Dict[int, Optional[Result]] = {}
+    for r in files:
+        p = by_proc.get((r["host"], r.get("ppid", -1)))
+        out[id(r)] = p if p is not r else None
+    return out
+
+
+def _ancestors(r: Result, parents: Dict[int, Optional[Result]]) -> Iterable[Result]:
+    seen = 0
+    while r is not None and seen < 32:
+        yield r
+        r = parents.get(id(r))  # type: ignore[assignment]
+        seen += 1
+
+
+def plan_epochs(files: List[Result], named: bool) -> Dict[int, List[Tuple[int, int]]]:
+    """Per result (by id): the epoch bounds that apply to it ([] for none)."""
+    kinds = [0] if named else [k for k in (1, 2)]
+    kind = next((k for k in kinds if any(_marks(r, k) for r in files)), None)
+    parents = _parents(files)
+    plan: Dict[int, List[Tuple[int, int]]] = {}
+    for r in files:
+        bounds: List[Tuple[int, int]] = []
+        if kind is not None:
+            for a in _ancestors(r, parents):
+                bounds = _marks(a, kind)
+                if bounds:
+                    break
+        plan[id(r)] = bounds
+    return plan
+
+
+def _bounds_bytes(bounds: Sequence[Tuple[int, int]]) -> bytes:
+    return array("q", [v for pair in bounds for v in pair]).tobytes()
+
+
+def collect(args: argparse.Namespace, label: str = "io") -> Tuple[List[Result], int]:
+    """The per-file results of the I/O pass over args.paths, each read
+    epoch by epoch where its reads span epochs; bad files reported as
+    summary's `collect` reports them."""
+    paths, status = common.expand_paths(args)
+    if not paths:
+        return [], common.EXIT_BAD_INPUT
+    results, st = read(paths, args, label)
+    return results, max(status, st)
+
+
+def read(paths: List[str], args: argparse.Namespace, label: str = "io") -> Tuple[List[Result], int]:
+    """The I/O pass over paths (collect's work, for the report too)."""
+    status = 0
+    epoch_from = getattr(args, "epoch_from", None)
+    results = runner.run(work.io_file, [(p, None) for p in paths], jobs=args.jobs,
+                         dask=args.dask, label=label, progress=args.progress,
+                         extra=(epoch_from,))
+    status = max(status, common.report_file_status(results))
+    for r in results:
+        why = common.not_a_trace(r)
+        if why:
+            common.err(f"{r['path']}: {why}")
+            r["status"] = "error"
+            status = common.EXIT_BAD_INPUT
+    common.report_bad_lines(results)
+    files = [r for r in results if _ok(r)]
+    plan = plan_epochs(files, bool(epoch_from))
+    if epoch_from and not any(_marks(r, 0) for r in files):
+        common.err(f"warning: --epoch-from {epoch_from}: no such events; no epochs")
+    redo = [i for i, r in enumerate(results) if _ok(r) and r["read_ts"] and plan[id(r)]
+            and epoch_at(plan[id(r)], r["read_ts"][0]) != epoch_at(plan[id(r)], r["read_ts"][1])]
+    if redo:
+        again = runner.run(work.io_file, [(results[i]["path"], _bounds_bytes(plan[id(results[i])]))
+                                          for i in redo], jobs=args.jobs, dask=args.dask,
+                           label=label + " (by epoch)", progress=args.progress,
+                           extra=(epoch_from,))
+        for i, r in zip(redo, again):
+            if _ok(r):
+                r["split"] = True
+                plan[id(r)] = plan.pop(id(results[i]))
+                results[i] = r
+    for r in results:
+        if not _ok(r):
+            continue
+        bounds = plan.get(id(r)) or []
+        r["epochs_from"] = bounds
+        if not r.get("split") and bounds and r["read_ts"]:
+            epoch = epoch_at(bounds, r["read_ts"][0])
+            for _path, _c, slots in r["files"]:
+                for k, s in enumerate(slots):
+                    slots[k] = (epoch,) + tuple(s[1:])
+    return results, status
+
+
+# ---- combining -----------------------------------------------------------------
+
+def _merge(ivs: List[Tuple[int, int]]) -> List[Tuple[int, int]]:
+    ivs.sort()
+    out: List[Tuple[int, int]] = []
+    for s, e in ivs:
+        if out and s <= out[-1][1]:
+            if e > out[-1][1]:
+                out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
+    return out
+
+
+def _length(ivs: List[Tuple[int, int]]) -> int:
+    return sum(e - s for s, e in ivs)
+
+
+def _overlap(a: List[Tuple[int, int]], b: List[Tuple[int, int]]) -> int:
+    i = j = total = 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def _pairs(data: bytes) -> List[Tuple[int, int]]:
+    a = _counters(data)
+    return [(a[i], a[i + 1]) for i in range(0, len(a), 2)]
+
+
+def _own_rank(r: Result) -> Optional[int]:
+    if r.get("rank", -1) >= 0:
+        return int(r["rank"])
+    return work.rank_of_process_name(r.get("process_name") or "")
+
+
+def _add(into: List[int], c: Sequence[int]) -> None:
+    for i, v in enumerate(c):
+        if COUNTERS[i].startswith(("POSIX_MAX_BYTE", "STDIO_MAX_BYTE")):
+            into[i] = max(into[i], v)
+        else:
+            into[i] += v
+
+
+def darshan_dict(c: Sequence[int]) -> Dict[str, Any]:
+    """Darshan's counters by name; times in seconds (float), as Darshan's."""
+    out: Dict[str, Any] = {}
+    for name in DARSHAN:
+        v = c[IDX[name]]
+        out[name] = v / 1e6 if name.endswith("_TIME") else v
+    return out
+
+
+def _hist(c: Sequence[int], prefix: str) -> Dict[str, int]:
+    first = IDX[prefix + BUCKETS[0]]
+    return {b: c[first + i] for i, b in enumerate(BUCKETS)}
+
+
+def _io_row(c: Sequence[int]) -> Dict[str, Any]:
+    return {
+        "opens": c[IDX["POSIX_OPENS"]] + c[IDX["STDIO_OPENS"]],
+        "reads": c[IDX["POSIX_READS"]] + c[IDX["STDIO_READS"]],
+        "writes": c[IDX["POSIX_WRITES"]] + c[IDX["STDIO_WRITES"]],
+        "bytes_read": c[IDX["bytes_read"]],
+        "bytes_written": c[IDX["bytes_written"]],
+        "meta_ops": c[IDX["meta_ops"]],
+        "read_time_us": c[IDX["POSIX_F_READ_TIME"]] + c[IDX["STDIO_F_READ_TIME"]],
+        "write_time_us": c[IDX["POSIX_F_WRITE_TIME"]] + c[IDX["STDIO_F_WRITE_TIME"]],
+        "meta_time_us": c[IDX["POSIX_F_META_TIME"]] + c[IDX["STDIO_F_META_TIME"]],
+    }
+
+
+def analyze(results: Iterable[Result]) -> Dict[str, Any]:
+    """The dict `summary --io --json` prints (docs/cli.md, "I/O")."""
+    files = [r for r in results if _ok(r)]
+    zero = [0] * len(COUNTERS)
+    per_path: Dict[str, Dict[str, Any]] = {}
+    epochs: Dict[int, Dict[str, Any]] = {}
+    job = list(zero)
+    per_proc: Dict[int, List[int]] = {}
+    parents = _parents(files)
+    rank_of: Dict[int, Optional[int]] = {}
+    for r in files:
+        rank_of[id(r)] = next((k for k in (_own_rank(a) for a in _ancestors(r, parents))
+                               if k is not None), None)
+    for r in files:
+        proc = per_proc.setdefault(id(r), list(zero))
+        for path, data, slots in r["files"]:
+            path = _unescape(path)
+            c = _counters(data)
+            f = per_path.get(path)
+            if f is None:
+                f = per_path[path] = {"c": list(zero), "procs": set(), "ranks": set()}
+            _add(f["c"], c)
+            _add(job, c)
+            _add(proc, c)
+            f["procs"].add((r["host"], r["pid"]))
+            if rank_of[id(r)] is not None:
+                f["ranks"].add(rank_of[id(r)])
+            for epoch, nbytes, unplaced, ivs, _approx in slots:
+                if epoch is None:
+                    continue
+                e = epochs.setdefault(epoch, {"bytes": 0, "unplaced": 0, "paths": {}})
+                e["bytes"] += nbytes
+                e["unplaced"] += unplaced
+                e["paths"].setdefault(path, []).extend(_pairs(ivs))
+    out_files = []
+    for path, f in per_path.items():
+        c = f["c"]
+        row = {"path": path}
+        row.update(_io_row(c))
+        row.update({
+            "size_hist_read": _hist(c, "read_"),
+            "size_hist_write": _hist(c, "write_"),
+            "seq_reads": c[IDX["POSIX_SEQ_READS"]], "consec_reads": c[IDX["POSIX_CONSEC_READS"]],
+            "seq_writes": c[IDX["POSIX_SEQ_WRITES"]],
+            "consec_writes": c[IDX["POSIX_CONSEC_WRITES"]],
+            "unplaced_reads": c[IDX["unplaced_reads"]],
+            "processes": len(f["procs"]), "ranks": sorted(f["ranks"]),
+            "darshan": darshan_dict(c),
+        })
+        out_files.append(row)
+    out_files.sort(key=lambda x: (-x["bytes_read"] - x["bytes_written"], x["path"]))
+    by_epoch = []
+    before: Dict[str, List[Tuple[int, int]]] = {}
+    for epoch in sorted(epochs):
+        e = epochs[epoch]
+        unique = reread = 0
+        for path, ivs in e["paths"].items():
+            merged = _merge(ivs)
+            unique += _length(merged)
+            prev = before.get(path)
+            if prev:
+                reread += _overlap(merged, prev)
+                before[path] = _merge(prev + merged)
+            else:
+                before[path] = merged
+        by_epoch.append({"epoch": epoch, "bytes_read": e["bytes"],
+                         "unique_bytes": unique + e["unplaced"], "reread_bytes": reread,
+                         "files": len(e["paths"]), "unplaced_bytes": e["unplaced"]})
+    return {
+        "files": out_files,
+        "by_epoch": by_epoch,
+        "by_rank": _by_rank(files, parents, rank_of, per_proc),
+        "darshan": darshan_dict(job),
+        "totals": dict(_io_row(job), files=len(out_files), processes=len(files)),
+    }
+
+
+def _unescape(s: str) -> str:
+    from dftracer.tools.summary import _unescape as unescape
+
+    return unescape(s)
+
+
+def _by_rank(files: List[Result], parents: Dict[int, Optional[Result]],
+             rank_of: Dict[int, Optional[int]], per_proc: Dict[int, List[int]]) -> List[Dict[str, Any]]:
+    """One row per rank (or per process tree without a rank) with its workers:
+    the processes that take their rank from an ancestor."""
+    roots: Dict[Any, Result] = {}
+    members: Dict[Any, List[Result]] = {}
+    for r in files:
+        k = rank_of[id(r)]
+        top = r
+        for a in _ancestors(r, parents):
+            if k is None or _own_rank(a) == k:
+                top = a
+            if k is not None and _own_rank(a) == k:
+                break
+        key: Any = k if k is not None else ("tree", top["host"], top["pid"])
+        members.setdefault(key, []).append(r)
+        if top is r and (key not in roots or k is None):
+            roots[key] = r
+    rows = []
+    for key, group in members.items():
+        main = roots.get(key) or group[0]
+        total = [0] * len(COUNTERS)
+        for r in group:
+            _add(total, per_proc[id(r)])
+        if not any(total[IDX[n]] for n in ("bytes_read", "bytes_written", "meta_ops")):
+            continue
+        row = {"rank": key if isinstance(key, int) else None, "host": main["host"],
+               "pid": main["pid"], "process_name": main.get("process_name", "")}
+        row.update(_io_row(total))
+        row["own"] = _io_row(per_proc[id(main)])
+        row["workers"] = [dict({"host": w["host"], "pid": w["pid"]}, **_io_row(per_proc[id(w)]))
+                          for w in sorted((w for w in group if w is not main),
+                                          key=lambda w: w["pid"])]
+        rows.append(row)
+    rows.sort(key=lambda x: (x["rank"] is None, x["rank"] or 0, x["host"], x["pid"]))
+    return rows
+
+
+# ---- output ------------------------------------------------------------------
+
+def _files_table(rows: List[Dict[str, Any]], title: str, total: int) -> str:
+    more = f" (top {len(rows)} of {total})" if len(rows) < total else ""
+    body = [[common.printable(f["path"]), f"{f['opens']:,}", f"{f['reads']:,}",
+             common.fmt_bytes(f["bytes_read"]), f"{f['writes']:,}",
+             common.fmt_bytes(f["bytes_written"]), common.fmt_us(f["read_time_us"]),
+             common.fmt_us(f["write_time_us"]), common.fmt_us(f["meta_time_us"]),
+             f"{f['seq_reads']:,}/{f['consec_reads']:,}", str(f["processes"])] for f in rows]
+    return f"\n{title}{more}\n" + common.table(
+        ["path", "opens", "reads", "read", "writes", "written", "read time", "write time",
+         "meta time", "seq/consec", "procs"], body, range(1, 11))
+
+
+def render(a: Dict[str, Any], top: int) -> str:
+    t = a["totals"]
+    parts = [f"I/O: {t['files']:,} files, {t['processes']} processes, {t['reads']:,} reads "
+             f"({common.fmt_bytes(t['bytes_read'])}), {t['writes']:,} writes "
+             f"({common.fmt_bytes(t['bytes_written'])}), {t['meta_ops']:,} metadata calls; "
+             f"time in reads {common.fmt_us(t['read_time_us'])}, writes "
+             f"{common.fmt_us(t['write_time_us'])}, metadata {common.fmt_us(t['meta_time_us'])}"]
+    files = a["files"]
+    n = len(files) if top <= 0 else top
+    parts.append(_files_table(files[:n], "Top files by bytes", len(files)))
+    by_time = sorted(files, key=lambda f: (-(f["read_time_us"] + f["write_time_us"]
+                                              + f["meta_time_us"]), f["path"]))
+    parts.append(_files_table(by_time[:n], "Top files by time", len(files)))
+    hist = {b: sum(f["size_hist_read"][b] for f in files) for b in BUCKETS}
+    parts.append("\nRead sizes (calls): " + ", ".join(f"{b} {v:,}" for b, v in hist.items() if v)
+                 if any(hist.values()) else "\nRead sizes: no reads")
+    if a["by_epoch"]:
+        body = [[str(e["epoch"]), common.fmt_bytes(e["bytes_read"]),
+                 common.fmt_bytes(e["unique_bytes"]), common.fmt_bytes(e["reread_bytes"]),
+                 f"{e['files']:,}"] for e in a["by_epoch"]]
+        parts.append("\nBy epoch (re-read: bytes an earlier epoch read too: cacheable)\n" +
+                     common.table(["epoch", "read", "unique", "re-read", "files"], body,
+                                  range(0, 5)))
+    else:
+        parts.append("\nBy epoch: no epochs found (no iteration/epoch events; "
+                     "--epoch-from NAME names others)")
+    body = []
+    for r in a["by_rank"]:
+        label = str(r["rank"]) if r["rank"] is not None else "-"
+        body.append([label, f"{r['host']}:{r['pid']}", "rank" if r["rank"] is not None
+                     else "process", f"{r['reads']:,}", common.fmt_bytes(r["bytes_read"]),
+                     common.fmt_us(r["read_time_us"]), common.fmt_bytes(r["bytes_written"])])
+        for w in r["workers"]:
+            body.append(["", f"  {w['host']}:{w['pid']}", "worker", f"{w['reads']:,}",
+                         common.fmt_bytes(w["bytes_read"]), common.fmt_us(w["read_time_us"]),
+                         common.fmt_bytes(w["bytes_written"])])
+    if body:
+        parts.append("\nBy rank, with its workers (rows: the rank and everything it started; "
+                     "indented: each worker)\n" + common.table(
+                         ["rank", "process", "", "reads", "read", "read time", "written"],
+                         body, [3, 4, 5, 6]))
+    d = a["darshan"]
+    shown = [f"{k}={v:.6f}" if isinstance(v, float) else f"{k}={v:,}" for k, v in d.items() if v]
+    parts.append("\nDarshan counters (whole job)\n  " + "\n  ".join(shown))
+    return "\n".join(parts)
+
+
+def html_section(a: Dict[str, Any], top: int) -> List[Tuple[str, List[str], List[List[str]]]]:
+    """The report's I/O section as (title, headers, rows) tables (the numbers
+    of `summary --io`)."""
+    t = top if top > 0 else len(a["files"])
+    out = [("I/O: top files by bytes",
+            ["path", "opens", "reads", "read", "writes", "written", "read time", "meta time"],
+            [[f["path"], f"{f['opens']:,}", f"{f['reads']:,}", common.fmt_bytes(f["bytes_read"]),
+              f"{f['writes']:,}", common.fmt_bytes(f["bytes_written"]),
+              common.fmt_us(f["read_time_us"]), common.fmt_us(f["meta_time_us"])]
+             for f in a["files"][:t]])]
+    if a["by_epoch"]:
+        out.append(("I/O by epoch", ["epoch", "read", "unique", "re-read"],
+                    [[str(e["epoch"]), common.fmt_bytes(e["bytes_read"]),
+                      common.fmt_bytes(e["unique_bytes"]), common.fmt_bytes(e["reread_bytes"])]
+                     for e in a["by_epoch"]]))
+    rows = []
+    for r in a["by_rank"]:
+        rows.append([str(r["rank"]) if r["rank"] is not None else "-", f"{r['host']}:{r['pid']}",
+                     f"{r['reads']:,}", common.fmt_bytes(r["bytes_read"]),
+                     common.fmt_us(r["read_time_us"])])
+        rows += [["", f"worker {w['host']}:{w['pid']}", f"{w['reads']:,}",
+                  common.fmt_bytes(w["bytes_read"]), common.fmt_us(w["read_time_us"])]
+                 for w in r["workers"]]
+    out.append(("I/O by rank, with its workers", ["rank", "process", "reads", "read",
+                                                  "read time"], rows))
+    return out

@@ -1,0 +1,229 @@
+"""`dftracer summary --io` (src/reader/iostats.c, dftracer/tools/iostats.py)
+on real jobs under `dftracer run --data-dir`: a DataLoader whose workers
+np.load one .npy per sample over two epochs, and a program making reads
+with seeks, pread, mmap, sendfile and stdio, its counters checked against
+the kernel's (/proc/<pid>/io) and against a reference computed here from
+the raw events."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tracefile import find_traces, read_trace
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROG = os.path.join(HERE, "io_prog.py")
+BUCKET_TOPS = [100, 1024, 10240, 102400, 1048576, 4194304, 10485760, 104857600, 1073741824]
+
+
+def env():
+    return {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+
+
+def run(cwd, *cmd):
+    proc = subprocess.run([sys.executable, "-m", "dftracer", "run", "-q", "--data-dir", "data",
+                           "--log-file", "runs/trace", "--", sys.executable, PROG, *cmd],
+                          cwd=str(cwd), env=env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def io_json(cwd, *extra):
+    proc = subprocess.run([sys.executable, "-m", "dftracer", "summary", "runs", "--io", "--json",
+                           *extra], cwd=str(cwd), env=env(), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def bucket(n):
+    return next((i for i, top in enumerate(BUCKET_TOPS) if n <= top), len(BUCKET_TOPS))
+
+
+@pytest.fixture(scope="module")
+def loader_job(tmp_path_factory):
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("torch")
+    base = tmp_path_factory.mktemp("loader")
+    (base / "data").mkdir()
+    sizes = {}
+    for i in range(20):  # 5 sizes, 80 B to ~300 KB of data
+        n = (20, 300, 3000, 30000, 75000)[i % 5]
+        path = base / "data" / f"s{i:02d}.npy"
+        np.save(path, np.full(n, i, dtype=np.float32))
+        sizes[str(path)] = path.stat().st_size
+    run(base, "loader", "data", "2", "2")
+    return base, sizes
+
+
+def test_loader_files_epochs_workers(loader_job):
+    base, sizes = loader_job
+    out = io_json(base)
+    files = {f["path"]: f for f in out["files"]}
+    assert set(sizes) <= set(files)
+    for path, size in sizes.items():
+        f = files[path]
+        assert f["bytes_read"] == 2 * size, (path, f["bytes_read"], size)
+        assert sum(f["size_hist_read"].values()) == f["reads"] > 0
+        assert f["opens"] == 2 and f["processes"] == 2
+    # by_epoch: each epoch reads the data set once; epoch 1 re-reads all of it
+    total = sum(sizes.values())
+    assert [e["epoch"] for e in out["by_epoch"]] == [0, 1]
+    for e in out["by_epoch"]:
+        assert e["bytes_read"] == total and e["unique_bytes"] == total
+    assert out["by_epoch"][0]["reread_bytes"] == 0
+    assert out["by_epoch"][1]["reread_bytes"] == total
+    # by_rank: the main process with its 4 workers (2 per epoch), which did the reading
+    assert len(out["by_rank"]) == 1
+    row = out["by_rank"][0]
+    assert len(row["workers"]) == 4 and row["own"]["bytes_read"] == 0
+    assert sum(w["bytes_read"] for w in row["workers"]) == row["bytes_read"] == 2 * total
+    assert all(w["bytes_read"] > 0 for w in row["workers"])
+    # darshan totals are the sums over files
+    for key in ("POSIX_READS", "POSIX_BYTES_READ", "STDIO_READS", "STDIO_BYTES_READ",
+                "POSIX_OPENS", "POSIX_SEEKS", "POSIX_SIZE_READ_1K_10K"):
+        assert out["darshan"][key] == sum(f["darshan"][key] for f in out["files"]), key
+    assert out["darshan"]["POSIX_MAX_BYTE_READ"] == max(
+        f["darshan"]["POSIX_MAX_BYTE_READ"] for f in out["files"])
+
+
+def test_loader_text_and_epoch_from(loader_job):
+    base, sizes = loader_job
+    proc = subprocess.run([sys.executable, "-m", "dftracer", "summary", "runs", "--io", "--top",
+                           "3"], cwd=str(base), env=env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    for title in ("Top files by bytes (top 3 of", "Top files by time (top 3 of", "By epoch",
+                  "By rank, with its workers", "POSIX_BYTES_READ="):
+        assert title in proc.stdout
+    # --epoch-from names other events: each `fetch` of the loader starts an "epoch"
+    out = io_json(base, "--epoch-from", "dataloader/fetch")
+    assert len(out["by_epoch"]) > 2
+    assert sum(e["bytes_read"] for e in out["by_epoch"]) == 2 * sum(sizes.values())
+    bad = subprocess.run([sys.executable, "-m", "dftracer", "summary", "runs", "--epoch-from",
+                          "x"], cwd=str(base), env=env(), capture_output=True, text=True)
+    assert bad.returncode == 2 and "--epoch-from NAME applies to --io" in bad.stderr
+
+
+def reference(events, path_of):
+    """Darshan's counters per file from the raw events, offsets followed by
+    hand (one descriptor at a time, as the program uses them)."""
+    ref = {}
+    pos, stream, last = {}, {}, {}
+    for e in events:
+        if e["ph"] != "X" or e["cat"] not in ("POSIX", "STDIO"):
+            continue
+        a = e["args"]
+        name = e["name"]
+        for key, fd, off_key in (("fhash", "fd", "offset"), ("out_fhash", "out_fd", None)):
+            if key not in a:
+                continue
+            path = path_of[a[key]]
+            r = ref.setdefault(path, {k: 0 for k in (
+                "POSIX_OPENS", "POSIX_READS", "POSIX_BYTES_READ", "POSIX_SEQ_READS",
+                "POSIX_CONSEC_READS", "POSIX_MMAPS", "POSIX_SEEKS", "POSIX_WRITES",
+                "POSIX_BYTES_WRITTEN", "STDIO_OPENS", "STDIO_READS", "STDIO_BYTES_READ",
+                "STDIO_SEEKS")})
+            r.setdefault("hist", [0] * 10)
+            if name.startswith("open"):
+                r["POSIX_OPENS"] += 1
+                pos[a["ret"]] = 0
+            elif name.startswith("mmap"):
+                r["POSIX_MMAPS"] += 1
+            elif name.startswith("lseek"):
+                r["POSIX_SEEKS"] += 1
+                pos[a["fd"]] = a["ret"]
+            elif name in ("read", "pread64", "pread") or name.startswith("sendfile"):
+                if key == "out_fhash":
+                    r["POSIX_WRITES"] += 1
+                    r["POSIX_BYTES_WRITTEN"] += a["ret"]
+                    continue
+                off = a["offset"] if name.startswith("pread") else pos[a["fd"]]
+                if not name.startswith("pread"):
+                    pos[a["fd"]] += a["ret"]
+                lb = last.get(path, 0)
+                r["POSIX_SEQ_READS"] += off > lb
+                r["POSIX_CONSEC_READS"] += off == lb + 1
+                last[path] = off + a["ret"] - 1
+                r["POSIX_READS"] += 1
+                r["POSIX_BYTES_READ"] += a["ret"]
+                r["hist"][bucket(a["ret"])] += 1
+            elif name.startswith("fopen"):
+                r["STDIO_OPENS"] += 1
+                stream[a["fd"]] = 0
+            elif name == "fread":
+                r["STDIO_READS"] += 1
+                r["STDIO_BYTES_READ"] += a["size"] * a["ret"]
+                r["hist"][bucket(a["size"] * a["ret"])] += 1
+            elif name == "fseek":
+                r["STDIO_SEEKS"] += 1
+    return ref
+
+
+def test_calls_against_kernel_and_events(tmp_path):
+    (tmp_path / "data").mkdir()
+    for name, size in (("a.bin", 10000), ("b.bin", 8192), ("c.bin", 3000)):
+        (tmp_path / "data" / name).write_bytes(os.urandom(size))
+    run(tmp_path, "calls", "data", "proc.json")
+    out = io_json(tmp_path)
+    files = {os.path.basename(f["path"]): f for f in out["files"]}
+    proc = json.loads((tmp_path / "proc.json").read_text())
+    traces = [read_trace(p) for p in find_traces(str(tmp_path / "runs"))]
+    (trace,) = [t for t in traces if any(e.get("pid") == proc["pid"] for e in t.events)]
+    path_of = trace.hashes("FH")
+    ref = {os.path.basename(p): r for p, r in reference(trace.events, path_of).items()}
+
+    # against the raw events, by hand
+    for name, r in ref.items():
+        d = files[name]["darshan"]
+        for key, value in r.items():
+            if key != "hist":
+                assert d[key] == value, (name, key, d[key], value)
+        assert list(files[name]["size_hist_read"].values()) == r["hist"], name
+    a = files["a.bin"]
+    assert a["darshan"]["POSIX_READS"] == 7 and a["darshan"]["POSIX_BYTES_READ"] == 1000 + 1000 + \
+        3000 + 500 + 200 + 100 + 4096
+    assert a["darshan"]["POSIX_CONSEC_READS"] == 1  # Darshan: read 2 only (read 1 is at 0)
+    # sequential (offset past the last byte read): reads 2, 3, the pread, the tail;
+    # not read 4 (backwards) nor sendfile's (at 0, after the tail)
+    assert a["darshan"]["POSIX_SEQ_READS"] == 4
+    # bytes read once per open: [0, 2000) + [5000, 8000) + [9000, 9200) + the last 100
+    # (the backwards read is inside [0, 2000)), then sendfile's own open: 4096
+    assert a["bytes_read"] == 2000 + 3000 + 200 + 100 + 4096
+    # mmap: an open and metadata, no reads
+    b = files["b.bin"]["darshan"]
+    assert (b["POSIX_OPENS"], b["POSIX_MMAPS"], b["POSIX_READS"]) == (1, 1, 0)
+    assert b["POSIX_F_META_TIME"] > 0 or files["b.bin"]["meta_ops"] >= 3
+    # stdio: 4 freads, the re-read at 0 counted once in bytes_read
+    c = files["c.bin"]
+    assert c["darshan"]["STDIO_READS"] == 4 and c["darshan"]["STDIO_BYTES_READ"] == 1050
+    assert c["bytes_read"] == 1000 and c["darshan"]["STDIO_SEEKS"] == 2
+    # sendfile's destination
+    assert files["d.bin"]["darshan"]["POSIX_BYTES_WRITTEN"] == 4096
+
+    # against the kernel: the POSIX part, between two reads of /proc/self/io
+    # (the first of which the second counts: its bytes and its syscall)
+    delta_r = proc["after"]["rchar"] - proc["before"]["rchar"] - proc["proc_read_bytes"]
+    delta_calls = proc["after"]["syscr"] - proc["before"]["syscr"] - 1
+    posix = a["darshan"]
+    assert delta_r == posix["POSIX_BYTES_READ"]
+    assert delta_calls == posix["POSIX_READS"]
+
+
+def test_report_io_section(loader_job, tmp_path):
+    pytest.importorskip("plotly")
+    base, sizes = loader_job
+    out = tmp_path / "r.html"
+    proc = subprocess.run([sys.executable, "-m", "dftracer", "report", "runs", "-o", str(out)],
+                          cwd=str(base), env=env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    for title in ("I/O: top files by bytes", "I/O by epoch", "I/O by rank, with its workers"):
+        assert f"<h2>{title}</h2>" in page
+    blob = page.split('id="dftracer-report-data">', 1)[1].split("</script>", 1)[0]
+    data = json.loads(blob.replace("<\\/", "</"))
+    same = io_json(base)
+    assert data["io"]["files"] == same["files"] and data["io"]["by_epoch"] == same["by_epoch"]
