@@ -128,6 +128,7 @@ class Unit:
 class Run:
     def __init__(self, label: str, results: List[Result]) -> None:
         self.label = label
+        self.files: List[str] = []  # the trace files (read_run sets them)
         self.results = [r for r in results if ranks._ok(r)]
         rank_list, loose, self.warnings = ranks.identify(
             [dict(r) for r in self.results])  # identify pops the step bytes: keep ours
@@ -223,7 +224,35 @@ def read_run(where: Sequence[str], args: argparse.Namespace,
             r["status"] = "error"
             status = common.EXIT_BAD_INPUT
     common.report_bad_lines(results)
-    return Run(path, results), status
+    run = Run(path, results)
+    run.files = files
+    return run, status
+
+
+def by_file(a: Run, b: Run, args: argparse.Namespace) -> List[Dict[str, Any]]:
+    """Per file: bytes and time in I/O calls in each run (the I/O pass of
+    `summary --io`), the largest change of time first."""
+    from dftracer.tools import iostats
+
+    def files(r: Run, label: str) -> Dict[str, Dict[str, Any]]:
+        results, _ = iostats.read(r.files, args, label=label)
+        return {f["path"]: f for f in iostats.analyze(results)["files"]}
+
+    fa, fb = files(a, "base io"), files(b, "new io")
+    rows = []
+    for path in fa.keys() | fb.keys():
+        x, y = fa.get(path), fb.get(path)
+        row: Dict[str, Any] = {"path": path, "status": "new" if x is None else
+                               "vanished" if y is None else "changed"}
+        for f in ("bytes_read", "bytes_written"):
+            row["base_" + f] = x[f] if x else 0
+            row["new_" + f] = y[f] if y else 0
+        for key, r in (("base_time_us", x), ("new_time_us", y)):
+            row[key] = (r["read_time_us"] + r["write_time_us"] + r["meta_time_us"]) if r else 0
+        row["change_time_us"] = row["new_time_us"] - row["base_time_us"]
+        rows.append(row)
+    rows.sort(key=lambda r: (-abs(r["change_time_us"]), r["path"]))
+    return rows
 
 
 # ---- the comparison ----------------------------------------------------------------
@@ -442,7 +471,17 @@ def render(d: Dict[str, Any], bys: List[str], top: int) -> str:
     elif "rank" in bys:
         parts.append("\nBy rank: both runs need two or more ranks")
     if "file" in bys:
-        parts.append("\nBy file: see `dftracer summary --io` of each run")
+        rows = d.get("by_file") or []
+        shown = rows if top <= 0 else rows[:top]
+        more = f" (top {len(shown)} of {len(rows)})" if len(shown) < len(rows) else ""
+        parts.append(f"\nBy file: I/O bytes and time in the run{more}")
+        parts.append(common.table(
+            ["path", "read", "", "written", "", "time", "", "change", ""],
+            [[r["path"], common.fmt_bytes(r["base_bytes_read"]), common.fmt_bytes(r["new_bytes_read"]),
+              common.fmt_bytes(r["base_bytes_written"]), common.fmt_bytes(r["new_bytes_written"]),
+              _fmt(r["base_time_us"]), _fmt(r["new_time_us"]), _ms(r["change_time_us"]),
+              r["status"] if r["status"] != "changed" else ""] for r in shown],
+            [1, 2, 3, 4, 5, 6, 7]) if shown else "no I/O events in either run")
     for w in d["warnings"]:
         parts.append(f"warning: {w}")
     return "\n".join(parts)
@@ -487,6 +526,8 @@ def main(args: argparse.Namespace) -> int:
         return sb
     d = compare(a, b)
     bys = args.by or (["name", "rank"] if d["by_rank"] else ["name"])
+    if "file" in bys:
+        d["by_file"] = by_file(a, b, args)
     for w in d["warnings"]:
         if args.json:
             common.err(f"warning: {w}")

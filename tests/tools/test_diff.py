@@ -175,6 +175,43 @@ def test_report_with_a_base_run_has_the_comparison(tmp_path):
     assert proc.returncode == 2 and "missing" in proc.stderr, proc.stderr
 
 
+READER = """
+import os
+from dftracer.python import dftracer
+log = dftracer.initialize_log(None, {data!r}, -1)
+for name in ("a.bin", "b.bin"):
+    with open(os.path.join({data!r}, name), "rb") as f:
+        f.read()
+log.finalize()
+"""
+
+
+def test_by_file_compares_the_io_of_each_file(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    runs = {}
+    for run, size in (("base", 4096), ("new", 65536)):  # a.bin grew between the runs
+        (data / "a.bin").write_bytes(b"x" * size)
+        (data / "b.bin").write_bytes(b"y" * 100)
+        out = tmp_path / run
+        out.mkdir()
+        run_python(READER.format(data=str(data)),
+                   {"DFTRACER_ENABLE": "1", "DFTRACER_LOG_FILE": str(out / "trace"),
+                    "DFTRACER_DATA_DIR": str(data)})
+        runs[run] = str(out)
+    d = diff(runs["base"], runs["new"], "--by", "file")
+    rows = {os.path.basename(r["path"]): r for r in d["by_file"]}
+    assert set(rows) == {"a.bin", "b.bin"} and {r["status"] for r in d["by_file"]} == {"changed"}
+    assert (rows["a.bin"]["base_bytes_read"], rows["a.bin"]["new_bytes_read"]) == (4096, 65536)
+    assert (rows["b.bin"]["base_bytes_read"], rows["b.bin"]["new_bytes_read"]) == (100, 100)
+    for r in d["by_file"]:
+        assert r["change_time_us"] == r["new_time_us"] - r["base_time_us"]
+        assert r["base_time_us"] > 0 and r["new_time_us"] > 0
+    proc = subprocess.run([sys.executable, "-m", "dftracer", "diff", runs["base"], runs["new"],
+                           "--by", "file"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "By file" in proc.stdout and "a.bin" in proc.stdout
+
+
 def test_bad_paths_are_named(tmp_path):
     base = job(tmp_path / "base", ranks=1, steps=3)
     missing = str(tmp_path / "nothing-here")
