@@ -181,8 +181,12 @@ wheel: system-deps sdist
 
 # Each supported Python: a fresh venv with the wheel from `make wheel` and the
 # test extra (no torch), the suite (tests that need torch skip); then a fresh
-# venv where pip builds and installs the sdist, and the suite again.  The test
-# extension is built for each Python by its build venv (build/testcore-X.Y).
+# venv where pip builds and installs the sdist, and the tests of what that
+# build makes (SDIST_TESTS: the install, the core, the API, the CLI; the wheel
+# was built from the same sdist, so the rest would run the same code again).
+# The test extension is built for each Python by its build venv
+# (build/testcore-X.Y).
+SDIST_TESTS := tests/test_install.py tests/core tests/python tests/profile tests/tools/test_cli.py
 test-wheels: wheel
 	@set -e; for v in $(SUPPORTED); do \
 	  whl=$$(ls $(DIST)/$(DIST_NAME)-cp$${v/./}-*.whl 2>/dev/null | head -1); \
@@ -195,10 +199,11 @@ test-wheels: wheel
 	    $$venv/bin/python -m pip install -q "$$what[test]"; \
 	    scratch=$$(mktemp -d); \
 	    wheel=0; case $$what in *.whl) wheel=1;; esac; \
+	    tests="$(CURDIR)/tests"; [ $$wheel = 1 ] || tests="$(addprefix $(CURDIR)/,$(SDIST_TESTS))"; \
 	    (cd $$scratch && env -u DFTRACER_REQUIRE_BROWSER DFTRACER_TEST_INSTALLED=1 DFTRACER_TEST_WHEEL=$$wheel \
 	      DFTRACER_REQUIRE_TESTCORE=1 PYTHONPATH=$(CURDIR)/build/testcore-$$v \
 	      $(CURDIR)/$$venv/bin/python -m pytest \
-	      $(CURDIR)/tests $(PYTEST_FLAGS)) || { rm -rf $$scratch; exit 1; }; \
+	      $$tests $(PYTEST_FLAGS)) || { rm -rf $$scratch; exit 1; }; \
 	    rm -rf $$scratch $$venv; \
 	  done; \
 	done
