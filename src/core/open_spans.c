@@ -136,8 +136,12 @@ static void write_open(int64_t tid, int64_t now, int n, int k, const dft_open_sp
         if (sp->group_len)
             a[na++] = (dft_arg){.key = "group", .type = DFT_ARG_STR,
                                 .v.s = {sp->group, sp->group_len}};
+        /* a collective's number in its group; an iteration's (or a
+         * fetch's, an optimizer step's) number */
+        int comm = sp->cat_len == 4 && memcmp(sp->cat, "comm", 4) == 0;
         if (sp->seq_arg >= 0)
-            a[na++] = (dft_arg){.key = "seq", .type = DFT_ARG_INT, .v.i = sp->seq_arg};
+            a[na++] = (dft_arg){.key = comm ? "seq" : "step", .type = DFT_ARG_INT,
+                                .v.i = sp->seq_arg};
         if (sp->fhash && sp->gen == dft_trace_gen())
             a[na++] = (dft_arg){.key = "fhash", .type = DFT_ARG_HASH, .v.hash = sp->fhash};
     }
