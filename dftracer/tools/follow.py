@@ -28,6 +28,7 @@ PENDING_LIMIT = 16 << 20  # decoded bytes of one unfinished member before its li
 LINE_MAX = 16 << 20     # docs/trace-format.md "Reading"
 CLOCK_PAIR = b'"name":"clock","cat":"dftracer"'  # a clock metadata line
 OPEN_SNAPSHOT = b'"name":"open","cat":"dftracer"'  # what a (maybe hung) process is inside of
+STACK = b'"name":"stack","cat":"dftracer"'  # a stack written on request
 SILENT_FLUSHES = 3      # a process is silent after this many flush intervals without data
 FLUSH_OFF_SILENT = 30.0  # silent after this long when the time-based flush is off
 FINISHED_LOOK = 10.0    # seconds between looks at a finished file (deleted, replaced?)
@@ -219,7 +220,8 @@ class FileState:
             # the tracer's periodic clock pairs (docs/trace-format.md, "Ranks and
             # clocks") and open-span snapshots are written for an idle (or
             # hung) process too: not a sign of life
-            if text.count(b"\n") > text.count(CLOCK_PAIR) + text.count(OPEN_SNAPSHOT):
+            if text.count(b"\n") > text.count(CLOCK_PAIR) + text.count(OPEN_SNAPSHOT) + \
+                    text.count(STACK):
                 self.active = self.mtime
             consume(self.proc, text, keys, window)
 

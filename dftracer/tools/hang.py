@@ -305,10 +305,11 @@ def from_follower(fol: Any, now_s: float, hang_after: float) -> Optional[Dict[st
 _META = b'"cat":"dftracer"'
 
 
-def scan(path: str) -> Dict[str, Any]:
+def scan(path: str, limit: int = 0) -> Dict[str, Any]:
     """Reads one trace file for what the rule needs: its tracer metadata
     (rank, host, open spans, stacks, end).  Only lines of category dftracer are
-    parsed; a torn last member ends the scan."""
+    parsed; a torn last member ends the scan; limit > 0: only that many bytes
+    of the file are read."""
     st = ProcHang()
     out: Dict[str, Any] = {"path": path, "rank": None, "rank_source": "", "world_size": None,
                            "host": None, "pid": None, "state": "exited", "last_ts": 0, "hang": st}
@@ -350,10 +351,12 @@ def scan(path: str) -> Dict[str, Any]:
             if path.endswith(".gz"):
                 d = zlib.decompressobj(31)
                 carry = b""
-                while True:
-                    data = fh.read(1 << 20)
+                left = limit if limit > 0 else -1
+                while left != 0:
+                    data = fh.read(1 << 20 if left < 0 else min(left, 1 << 20))
                     if not data:
                         break
+                    left = left - len(data) if left > 0 else left
                     while data:
                         try:
                             text = d.decompress(data)
@@ -371,7 +374,7 @@ def scan(path: str) -> Dict[str, Any]:
                             data = b""
                 lines(carry)
             else:
-                lines(fh.read())
+                lines(fh.read(limit if limit > 0 else -1))
     except OSError:
         pass
     out["last_ts"] = max(out["last_ts"], st.last_at)

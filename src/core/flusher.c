@@ -52,7 +52,7 @@ static void *flusher_main(void *arg)
         unsigned req = atomic_load(&flusher.req);
         if (req != atomic_load(&flusher.done)) {
             if (flusher.period > 0 && atomic_load(&dft_trace.active))
-                dft_open_spans_tick((int64_t)(flusher.period * 2e6));
+                dft_open_spans_tick((int64_t)(flusher.period * 2e6), 0, 1); /* at the kill */
             dft_flush_all_threads(1); /* every thread's records, and the queue drained */
             /* A process killed before its first member still leaves its
              * header: it lived (an exec'd child never gets here). */
@@ -69,7 +69,9 @@ static void *flusher_main(void *arg)
             if (sem_clockwait(&flusher.wake, CLOCK_MONOTONIC, &t) != 0 && errno == ETIMEDOUT &&
                 !atomic_load(&flusher.stop) && atomic_load(&dft_trace.active)) {
                 dft_flush_aged_threads();
-                dft_open_spans_tick((int64_t)(flusher.period * 2e6));
+                /* again every ten intervals while nothing changes, as the clock pairs */
+                dft_open_spans_tick((int64_t)(flusher.period * 2e6),
+                                    (int64_t)(flusher.period * 2e6) * DFT_CLOCK_PAIR_EVERY, 0);
                 dft_identity_clock_tick();
                 dft_writer_tick(); /* kept lines (a header) no member carried */
             }

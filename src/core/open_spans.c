@@ -151,7 +151,7 @@ static void write_open(int64_t tid, int64_t now, int n, int k, const dft_open_sp
 }
 
 /* The flusher thread, no GIL. */
-void dft_open_spans_tick(int64_t age_us)
+void dft_open_spans_tick(int64_t age_us, int64_t repeat_us, int force)
 {
     int64_t now = dft_clock_us();
     dft_open_span snap[DFT_OPEN_MAX];
@@ -165,9 +165,17 @@ void dft_open_spans_tick(int64_t age_us)
             if (read_slot(&ts->spans[k], &snap[n]))
                 n++;
         if (n > 0 && now - snap[n - 1].ts >= age_us) {
+            uint64_t sig = (uint64_t)n;
             for (int k = 0; k < n; k++)
-                write_open(ts->tid, now, n, k, &snap[k]);
-            ts->open_shown = 1;
+                sig = sig * 1000003u + snap[k].serial;
+            if (force || !ts->open_shown || sig != ts->open_sig ||
+                now - ts->open_shown_us >= repeat_us) {
+                for (int k = 0; k < n; k++)
+                    write_open(ts->tid, now, n, k, &snap[k]);
+                ts->open_shown = 1;
+                ts->open_sig = sig;
+                ts->open_shown_us = now;
+            }
         } else if (ts->open_shown) {
             write_open(ts->tid, now, 0, 0, NULL); /* what stood has ended */
             ts->open_shown = 0;

@@ -5,8 +5,10 @@
 #include <stdint.h>
 
 /* Writes an `open` snapshot for each thread whose innermost open span has
- * been open for at least age_us, and an empty one for a thread whose earlier
- * snapshot no longer stands.  The flusher thread, no GIL. */
-void dft_open_spans_tick(int64_t age_us);
+ * been open for at least age_us -- when its spans changed since the last
+ * one, when that is repeat_us old, or always with force (a SIGTERM's flush)
+ * -- and an empty one for a thread whose earlier snapshot no longer stands.
+ * The flusher thread, no GIL. */
+void dft_open_spans_tick(int64_t age_us, int64_t repeat_us, int force);
 
 #endif

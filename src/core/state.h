@@ -75,7 +75,9 @@ typedef struct dft_tstate {
     _Atomic int open_depth;
     int open_over;
     uint32_t open_serial;
-    int open_shown;        /* flusher only: an `open` snapshot with spans stands */
+    int open_shown;        /* flusher only: an `open` snapshot with spans stands, */
+    uint64_t open_sig;     /* which spans it listed, */
+    int64_t open_shown_us; /* and when it was written */
     struct dft_tstate *prev, *next; /* registry, under dft_g.registry_lock */
 } dft_tstate;
 
