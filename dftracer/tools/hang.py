@@ -29,7 +29,8 @@ import re
 import zlib
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-DEFAULT_AFTER = 60.0
+DEFAULT_AFTER = 60.0       # s: top's --hang-after
+POST_MORTEM_AFTER = 2.0    # s: waits shorter than this when a job ended are not a hang
 MAX_FILES = 10000          # FH definitions kept per process (to name an open I/O call)
 MAX_LISTED = 8             # ranks named one by one in the one-line message
 _CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
@@ -388,3 +389,35 @@ def post_mortem(paths: List[str], hang_after: float = 0.0) -> Optional[Dict[str,
     procs = [scan(p) for p in paths]
     now = max((p["last_ts"] for p in procs), default=0)
     return detect(procs, now, hang_after)
+
+
+# ---- marks: dftracer view ----------------------------------------------------------
+
+MARK_ID = (1 << 53) - 1  # an id no tracer writes (ids count up from 1)
+
+
+def mark_file(path: str, h: Dict[str, Any]) -> None:
+    """Appends to a trace file (.pfw.gz: one gzip member; .pfw: one line) a
+    global instant event `HANG` at the moment the first rank began to wait,
+    which Perfetto draws across every track, with the message and the
+    ranks in its args."""
+    ev = {"id": MARK_ID, "name": "HANG", "cat": "hang", "pid": 0, "tid": 0,
+          "ts": h["since_ts"], "ph": "i", "s": "g",
+          "args": {"message": h["message"], "stuck_ranks": h["stuck_ranks"],
+                   "waiting_ranks": h["waiting_ranks"], "collective": h["collective"],
+                   "group": h["group"], "seq": h["seq"], "since_s": h["since_s"]}}
+    import gzip
+
+    try:  # a stuck rank's pid (a killed process has no `end` the mark would follow)
+        with (gzip.open if path.endswith(".gz") else open)(path, "rb") as fh:
+            head = fh.read(1 << 16)
+        pids = [s["pid"] for s in h["stuck"] if s.get("pid")]
+        pids = [p for p in pids if b'"pid":%d,' % p in head] or \
+            [int(m) for m in re.findall(rb'"pid":(\d+)', head)[:1]]
+        if pids:
+            ev["pid"] = ev["tid"] = pids[0]
+    except (OSError, EOFError, zlib.error):
+        pass
+    line = (json.dumps(ev, separators=(",", ":")) + "\n").encode("utf-8")
+    with open(path, "ab") as fh:
+        fh.write(gzip.compress(line) if path.endswith(".gz") else line)

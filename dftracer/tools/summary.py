@@ -352,7 +352,8 @@ def _main_ranks(args: argparse.Namespace) -> int:
 
     # docs/hang.md: what the ranks were inside of when the job ended
     analysis["hang"] = hang.post_mortem([r["path"] for r in results if r.get("status") != "error"],
-                                        POST_MORTEM_AFTER if args.hang_after is None else args.hang_after)
+                                        hang.POST_MORTEM_AFTER if args.hang_after is None
+                                        else args.hang_after)
     for w in analysis["warnings"]:
         common.err(f"warning: {w}")
     if args.json:
@@ -363,9 +364,6 @@ def _main_ranks(args: argparse.Namespace) -> int:
             print(common.printable(analysis["hang"]["message"]))
         print(ranks.render(analysis, args.top))
     return status
-
-
-POST_MORTEM_AFTER = 2.0  # s: waits shorter than this at the end of a job are not a hang
 
 
 def main(args: argparse.Namespace) -> int:

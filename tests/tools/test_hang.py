@@ -208,6 +208,28 @@ def test_old_readers_are_unaffected(sleep_job):
     assert not names & {"open", "stack"}
 
 
+def test_report_and_view_show_the_hang(sleep_job, tmp_path):
+    pytest.importorskip("plotly", reason="the report needs plotly")
+    import html
+
+    from dftracer.tools import view
+
+    runs = str(sleep_job["runs"])
+    rc, out = dft("summary", "--ranks", "--json", runs)
+    message = json.loads(out)["hang"]["message"]
+    rc, _ = dft("report", runs, "-o", str(tmp_path / "r.html"))
+    assert rc == 0
+    page = (tmp_path / "r.html").read_text()
+    assert page.index(html.escape(message)) < page.index("<h2>By category</h2>")
+    served = view._prepare(find_traces(runs), str(tmp_path))
+    merged = read_trace(served, check=False, require_end=False)
+    marks = [e for e in merged.events if e["name"] == "HANG"]
+    assert len(marks) == 1 and marks[0]["ph"] == "i" and marks[0]["s"] == "g"
+    assert marks[0]["args"]["message"] == message and marks[0]["args"]["stuck_ranks"] == [2]
+    rc, out = dft("validate", served)
+    assert rc == 0, out
+
+
 @pytest.fixture(scope="module")
 def lockfifo_job(tmp_path_factory):
     base = tmp_path_factory.mktemp("lockfifo")
