@@ -189,6 +189,12 @@ typedef struct dft_open_desc {
 int64_t dft_open_begin(const dft_open_desc *d);
 /* Marks tok's span closed; a token of another thread is ignored.  No GIL. */
 void dft_open_end(int64_t tok);
+/* The same for an I/O call, cheaper: name and cat must be literals (kept by
+ * pointer), and I/O calls never nest.  Returns what dft_open_io_end takes
+ * (NULL: not kept).  The owner thread, no GIL. */
+void *dft_open_io_begin(const char *name, size_t name_len, const char *cat, size_t cat_len,
+                        int64_t ts, uint64_t fhash);
+void dft_open_io_end(void *h);
 
 /* Stacks on request (core/stacks.c): the signal `dftracer stacks` sends,
  * and the dumper the stacks integration sets, which the flusher calls with

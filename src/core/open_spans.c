@@ -93,6 +93,66 @@ void dft_open_end(int64_t tok)
     atomic_store_explicit(&ts->open_depth, depth, memory_order_release);
 }
 
+/* The owner thread, no GIL. */
+void *dft_open_io_begin(const char *name, size_t name_len, const char *cat, size_t cat_len,
+                        int64_t ts, uint64_t fhash)
+{
+    dft_tstate *t = dft_tstate_get();
+    if (!t)
+        return NULL;
+    dft_open_io *io = &t->open_io;
+    uint32_t s = atomic_load_explicit(&io->seq, memory_order_relaxed);
+    atomic_store_explicit(&io->seq, s + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    io->active = 1;
+    io->name = name;
+    io->name_len = name_len;
+    io->cat = cat;
+    io->cat_len = cat_len;
+    io->ts = ts;
+    io->fhash = fhash;
+    io->gen = fhash ? dft_trace_gen() : 0;
+    atomic_store_explicit(&io->seq, s + 2, memory_order_release);
+    return t;
+}
+
+/* The owner thread, no GIL. */
+void dft_open_io_end(void *h)
+{
+    if (!h)
+        return;
+    dft_open_io *io = &((dft_tstate *)h)->open_io;
+    uint32_t s = atomic_load_explicit(&io->seq, memory_order_relaxed);
+    atomic_store_explicit(&io->seq, s + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    io->active = 0;
+    atomic_store_explicit(&io->seq, s + 2, memory_order_release);
+}
+
+/* The I/O call open on a thread, as a span: 0 when none (or being written).
+ * The flusher. */
+static int read_io(const dft_open_io *io, dft_open_span *out)
+{
+    uint32_t s1 = atomic_load_explicit(&io->seq, memory_order_acquire);
+    if (s1 & 1)
+        return 0;
+    int active = io->active;
+    const char *name = io->name, *cat = io->cat;
+    size_t nl = io->name_len, cl = io->cat_len;
+    out->ts = io->ts;
+    out->fhash = io->fhash;
+    out->gen = io->gen;
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&io->seq, memory_order_relaxed) != s1 || !active || !name || !cat)
+        return 0;
+    out->serial = s1 | 1u << 31; /* changes with every call */
+    out->seq_arg = -1;
+    out->group_len = 0;
+    put_str(out->name, &out->name_len, sizeof out->name, name, nl);
+    put_str(out->cat, &out->cat_len, sizeof out->cat, cat, cl);
+    return 1;
+}
+
 /* Copies slot sp; 0 when it was being written or is closed.  The flusher. */
 static int read_slot(const dft_open_span *sp, dft_open_span *out)
 {
@@ -160,10 +220,13 @@ void dft_open_spans_tick(int64_t age_us, int64_t repeat_us, int force)
         int depth = atomic_load_explicit(&ts->open_depth, memory_order_acquire);
         if (depth > DFT_OPEN_MAX)
             depth = DFT_OPEN_MAX;
+        dft_open_span snap_io;
         int n = 0;
         for (int k = 0; k < depth; k++)
             if (read_slot(&ts->spans[k], &snap[n]))
                 n++;
+        if (read_io(&ts->open_io, &snap_io)) /* innermost: no span opens inside a call */
+            snap[n < DFT_OPEN_MAX ? n++ : DFT_OPEN_MAX - 1] = snap_io;
         if (n > 0 && now - snap[n - 1].ts >= age_us) {
             uint64_t sig = (uint64_t)n;
             for (int k = 0; k < n; k++)

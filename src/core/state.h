@@ -51,6 +51,17 @@ typedef struct dft_open_span {
     char name[48], cat[16], group[64];
 } dft_open_span;
 
+/* The thread's I/O call in progress (core/open_spans.c): I/O calls never
+ * nest, and their names are literals, so one slot of pointers suffices. */
+typedef struct dft_open_io {
+    _Atomic uint32_t seq; /* odd while written; the call is open while active */
+    int active;
+    const char *name, *cat; /* literals: readable by any thread at any time */
+    size_t name_len, cat_len;
+    int64_t ts;
+    uint64_t fhash, gen;
+} dft_open_io;
+
 typedef struct dft_tstate {
     dft_chunk *cur;        /* owned by the thread; replaced under lock */
     _Atomic size_t pos;    /* end of committed records (release by owner) */
@@ -73,6 +84,7 @@ typedef struct dft_tstate {
      * (release by owner); deeper ones are counted in open_over only. */
     dft_open_span spans[DFT_OPEN_MAX];
     _Atomic int open_depth;
+    dft_open_io open_io;
     int open_over;
     uint32_t open_serial;
     int open_shown;        /* flusher only: an `open` snapshot with spans stands, */

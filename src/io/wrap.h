@@ -44,7 +44,7 @@ typedef struct dft_io_ev {
     size_t name_len, cat_len;
     int64_t t0, t1;
     uint64_t gen; /* the trace file it began in: its hashes are defined there */
-    int64_t open_tok; /* the call's open span (core/open_spans.c) */
+    void *open_h; /* the call's open span (core/open_spans.c) */
     dft_arg a[DFT_IO_MAXARGS];
     unsigned n;
 } dft_io_ev;
@@ -65,9 +65,7 @@ DFT_IO_INLINE void dft_io_begin_on(dft_io_ev *e, const char *name, const char *c
     e->n = 0;
     e->gen = dft_trace_gen();
     e->t0 = dft_clock_us();
-    dft_open_desc d = {.name = name, .name_len = e->name_len, .cat = cat,
-                       .cat_len = e->cat_len, .ts = e->t0, .seq = -1, .fhash = fhash};
-    e->open_tok = dft_open_begin(&d);
+    e->open_h = dft_open_io_begin(name, e->name_len, cat, e->cat_len, e->t0, fhash);
 }
 
 DFT_IO_INLINE void dft_io_begin(dft_io_ev *e, const char *name, const char *cat)
