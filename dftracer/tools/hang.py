@@ -421,3 +421,23 @@ def mark_file(path: str, h: Dict[str, Any]) -> None:
     line = (json.dumps(ev, separators=(",", ":")) + "\n").encode("utf-8")
     with open(path, "ab") as fh:
         fh.write(gzip.compress(line) if path.endswith(".gz") else line)
+
+
+# ---- live: the stuck ranks' stacks, asked for once ---------------------------------
+
+def ask_stacks(fol: Any, h: Optional[Dict[str, Any]]) -> None:
+    """When top sees a hang, asks each stuck rank of this host that has no
+    stacks taken since the hang began for them (`dftracer stacks`' request,
+    once per process and hang): the next refresh then shows its file and
+    line."""
+    if not h:
+        return
+    from dftracer.tools import stacks
+
+    asked = fol.__dict__.setdefault("hang_asked", set())
+    for s in h["stuck"]:
+        pid, path = s.get("pid"), s.get("path")
+        if not pid or not path or s.get("file") or (pid, h["since_ts"]) in asked:
+            continue
+        asked.add((pid, h["since_ts"]))
+        stacks.request(path, pid)

@@ -200,6 +200,23 @@ def ask(files: List[str], timeout: float) -> Tuple[List[Dict[str, Any]], List[Di
     return asked, skipped
 
 
+def request(path: str, pid: int) -> bool:
+    """Asks one process for its stacks without waiting for them: only a live
+    process of this host that holds path open and handles the signal."""
+    from dftracer import _core
+
+    m = _FILE_NAME.search(os.path.basename(path))
+    sig = int(_core._STACKS_SIGNAL)
+    if not m or m.group("host") not in _hosts() or int(m.group("pid")) != pid or \
+            not _holds(pid, path) or not _handles(pid, sig):
+        return False
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        return False
+    return True
+
+
 def _order(p: Dict[str, Any]) -> Tuple[Any, ...]:
     return (p["rank"] is None, p["rank"] if p["rank"] is not None else 0, p["pid"])
 

@@ -313,6 +313,7 @@ def live(fol: follow.Follower, paths: List[str], interval: float = 1.0, sort: st
                     break
                 snap = fol.snapshot(only={vs.focus} if vs.focus else None, top=0)
                 snap["hang"] = hang.from_follower(fol, snap["time"], hang_after)
+                hang.ask_stacks(fol, snap["hang"])  # file and line at the next refresh
                 w, h = console.size
                 view.update(render(snap, vs, paths, w, h, top_n, output), refresh=True)
                 due += interval
