@@ -196,7 +196,7 @@ def make_follower(args: argparse.Namespace, paths: List[str],
                   ignore: Optional[Dict[str, Tuple[float, int]]] = None) -> follow.Follower:
     if not args.window > 0:
         raise ValueError(f"--window must be > 0 (got {args.window:g})")
-    if not args.hang_after >= 0:
+    if not getattr(args, "hang_after", 0) >= 0:
         raise ValueError(f"--hang-after must be >= 0 seconds (got {args.hang_after:g})")
     if not args.interval > 0:
         raise ValueError(f"--interval must be > 0 (got {args.interval:g})")
