@@ -18,8 +18,17 @@
 
 #include "core/buffer.h"
 #include "core/clock.h"
+#include "core/park.h"
 #include "core/state.h"
 #include "core/writer.h"
+
+/* After a fork the flusher waits for the next event to start again; a span
+ * marked open must be seen even if the thread then blocks without one. */
+static inline void resume_after_fork(const dft_tstate *t)
+{
+    if (__builtin_expect(atomic_load_explicit(&dft_threads_parked, memory_order_relaxed), 0))
+        dft_threads_resume(t->tid);
+}
 
 static void put_str(char *dst, uint8_t *len, size_t cap, const char *s, size_t n)
 {
@@ -61,6 +70,7 @@ int64_t dft_open_begin(const dft_open_desc *d)
     put_str(sp->group, &sp->group_len, sizeof sp->group, d->group, d->group ? d->group_len : 0);
     atomic_store_explicit(&sp->seq, s + 2, memory_order_release);
     atomic_store_explicit(&ts->open_depth, depth + 1, memory_order_release);
+    resume_after_fork(ts);
     return ((int64_t)serial << 8) | depth;
 }
 
@@ -113,6 +123,7 @@ void *dft_open_io_begin(const char *name, size_t name_len, const char *cat, size
     io->fhash = fhash;
     io->gen = fhash ? dft_trace_gen() : 0;
     atomic_store_explicit(&io->seq, s + 2, memory_order_release);
+    resume_after_fork(t);
     return t;
 }
 
