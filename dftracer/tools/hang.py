@@ -65,12 +65,11 @@ class ProcHang:
         elif name == "stack" and isinstance(at, int):
             self.last_at = max(self.last_at, at)
             req = args.get("req") if isinstance(args.get("req"), int) else 0
-            key = (at if args.get("k", 0) == 0 else self.stack_key[0], req)
-            if (req, key[0]) != (self.stack_key[1], self.stack_key[0]):
-                if req < self.stack_key[1] and at < self.stack_key[0]:
-                    return
-                if args.get("k", 0) == 0:
-                    self.stacks, self.stack_key = {}, key
+            key = (at, req)  # the events of one answer share both
+            if key != self.stack_key:
+                if at < self.stack_key[0]:
+                    return  # an older answer
+                self.stacks, self.stack_key = {}, key
             frames = []
             for line in str(args.get("frames", "")).split("\n"):
                 if not line:
