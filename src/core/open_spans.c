@@ -23,13 +23,15 @@
 #include "core/writer.h"
 
 /* After a fork the flusher waits for the next event to start again; a span
- * marked open must be seen even if the thread then blocks without one. */
+ * marked open must be seen even if the thread then blocks without one.
+ * The owner thread, no GIL. */
 static inline void resume_after_fork(const dft_tstate *t)
 {
     if (__builtin_expect(atomic_load_explicit(&dft_threads_parked, memory_order_relaxed), 0))
         dft_threads_resume(t->tid);
 }
 
+/* s[0, n) into dst, cut to cap - 1 bytes.  Any thread, no GIL. */
 static void put_str(char *dst, uint8_t *len, size_t cap, const char *s, size_t n)
 {
     if (n >= cap) { /* cut before the character that crosses cap - 1 */
@@ -164,7 +166,8 @@ static int read_io(const dft_open_io *io, dft_open_span *out)
     return 1;
 }
 
-/* Copies slot sp; 0 when it was being written or is closed.  The flusher. */
+/* Copies slot sp; 0 when it was being written or is closed.  The flusher,
+ * no GIL. */
 static int read_slot(const dft_open_span *sp, dft_open_span *out)
 {
     uint32_t s1 = atomic_load_explicit(&sp->seq, memory_order_acquire);
@@ -190,6 +193,7 @@ static int read_slot(const dft_open_span *sp, dft_open_span *out)
     return out->serial != 0;
 }
 
+/* One `open` event (sp NULL: the empty one).  The flusher, no GIL. */
 static void write_open(int64_t tid, int64_t now, int n, int k, const dft_open_span *sp)
 {
     dft_arg a[10];

@@ -7,7 +7,8 @@
 #include "core/core.h"
 #include "integrations.h"
 
-/* _span_open(name, cat, ts, group=None, seq=-1) -> token (int; 0: none). */
+/* _span_open(name, cat, ts, group=None, seq=-1) -> token (int; 0: none).
+ * GIL held. */
 static PyObject *span_open(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
     (void)m;
@@ -40,6 +41,7 @@ static PyObject *span_open(PyObject *m, PyObject *const *args, Py_ssize_t n)
     return PyLong_FromLongLong(dft_open_begin(&d));
 }
 
+/* GIL held. */
 static PyObject *span_close(PyObject *m, PyObject *tok)
 {
     (void)m;

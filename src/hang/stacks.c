@@ -55,6 +55,7 @@ static int list_threads(PyInterpreterState *interp, thread_ids *out, int cap)
     return n;
 }
 
+/* The flusher thread, no GIL. */
 static long native_of(const thread_ids *ids, int n, unsigned long ident)
 {
     for (int k = 0; k < n; k++)
