@@ -20,12 +20,13 @@ ALLOWED = {
     "torch": {"format", "core", "binding"},
     "io": {"format", "core"},
     "gpu": {"format", "core"},
+    "hang": {"format", "core"},
     "reader": {"format"},
     # the test extension (never in the wheel) sits above everything
-    "testing": {"format", "core", "binding", "profile", "torch", "io", "gpu", "reader"},
+    "testing": {"format", "core", "binding", "profile", "torch", "io", "gpu", "hang", "reader"},
 }
 # The integration table is for module.c and the integrations registering in it.
-TABLE_USERS = {"profile", "torch", "io", "gpu", "reader", "testing", ""}
+TABLE_USERS = {"profile", "torch", "io", "gpu", "hang", "reader", "testing", ""}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # The core headers other folders may include; the rest of core/ is private.
 CORE_FACE = {"core/core.h", "core/clock.h", "core/config.h", "core/compress.h"}

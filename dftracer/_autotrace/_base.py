@@ -12,6 +12,9 @@ import torch
 from dftracer import _core
 
 now: Callable[[], int] = _core.get_time
+# open spans (docs/trace-format.md, "Open spans"): what a hung rank is inside of
+span_open: Callable[..., int] = _core._span_open
+span_close: Callable[[int], None] = _core._span_close
 _log_event = _core.logger.log_event
 compiling: Callable[[], bool] = torch.compiler.is_compiling
 
@@ -27,6 +30,8 @@ class _Thread(threading.local):
     opt_depth = 0      # optimizer.step() calls running
     opt_owner: Any = None
     opt_start = 0
+    fwd_tok = 0        # open-span tokens of the forward and the optimizer step
+    opt_tok = 0
 
 
 tls = _Thread()

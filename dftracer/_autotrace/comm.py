@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import torch
 import torch.distributed as dist
 
-from dftracer._autotrace._base import compiling, emit, now, part, patch, tls
+from dftracer._autotrace._base import compiling, emit, now, part, patch, span_close, span_open, tls
 
 P = part("comm")
 
@@ -119,9 +119,11 @@ def _call(original: Callable[..., Any], args: Tuple[Any, ...], kwargs: Dict[str,
 
 def _traced(original: Callable[..., Any],
             describe: Callable[[Tuple[Any, ...], Dict[str, Any]], Any],
-            record: Callable[[Any, Any, int, int], None]) -> Callable[..., Any]:
+            record: Callable[[Any, Any, int, int], None],
+            opened: Callable[[Any, int], int]) -> Callable[..., Any]:
     """original wrapped: describe(args, kwargs) reads the call before it runs
-    (None: not traced), record(what, result, start, end) emits its event.
+    (None: not traced), opened(what, start) marks it open on the thread (a
+    token), record(what, result, start, end) emits its event.
     A failure in either turns the comm events off; the call always runs once."""
 
     @functools.wraps(original)
@@ -136,7 +138,11 @@ def _traced(original: Callable[..., Any],
         if what is None:
             return original(*args, **kwargs)
         start = now()
-        result, end = _call(original, args, kwargs)
+        tok = opened(what, start)
+        try:
+            result, end = _call(original, args, kwargs)
+        finally:
+            span_close(tok)
         try:
             record(what, result, start, end)
         except Exception as exc:
@@ -164,7 +170,10 @@ def _wrap_collective(op: str, original: Callable[..., Any]) -> Callable[..., Any
     def record(what: Any, result: Any, start: int, end: int) -> None:
         emit(op, "comm", start, end, what[0], {"group": what[1]})
 
-    return _traced(original, describe, record)
+    def opened(what: Any, start: int) -> int:
+        return span_open(op, "comm", start, what[1], what[0]["seq"])
+
+    return _traced(original, describe, record, opened)
 
 
 def _peer(info: Tuple[Any, str, int], glob: Any, local: Any) -> int:
@@ -198,7 +207,10 @@ def _wrap_point_to_point(op: str, original: Callable[..., Any]) -> Callable[...,
             ints["async"] = 1
         emit(op, "comm", start, end, ints, {"group": info[1]})
 
-    return _traced(original, describe, record)
+    def opened(what: Any, start: int) -> int:
+        return span_open(op, "comm", start, what[0][1])
+
+    return _traced(original, describe, record, opened)
 
 
 def _wrap_destroy(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -21,7 +21,7 @@ from torch.utils.data import dataloader as dl
 from torch.utils.data._utils import fetch as fetch_module
 
 from dftracer._autotrace import modules, steps
-from dftracer._autotrace._base import emit, now, part, patch, tls
+from dftracer._autotrace._base import emit, now, part, patch, span_close, span_open, tls
 
 P = part("dataloader")
 
@@ -48,12 +48,15 @@ def _wrap_next(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
             steps.fetch_begin(start)
         except Exception as exc:
             P.fail(exc)
+        tok = span_open("fetch", "dataloader", start, None, getattr(self, "_num_yielded", -1))
         try:
             batch = original(self)
         except StopIteration:
             if P.on:
                 steps.loader_exhausted(start)
             raise
+        finally:
+            span_close(tok)
         try:
             end = now()
             emit("fetch", "dataloader", start, end,

@@ -40,7 +40,8 @@ import torch
 import torch.nn.modules.module as nn_module
 
 from dftracer._autotrace import steps
-from dftracer._autotrace._base import class_name, compiling, emit, now, part, patch, tls
+from dftracer._autotrace._base import (class_name, compiling, emit, now, part, patch, span_close,
+                                       span_open, tls)
 
 P = part("modules")
 
@@ -72,6 +73,7 @@ def _pre(module: Any, args: Any) -> None:
     if d == 0:
         t.top = module
         t.fwd_start = now()
+        t.fwd_tok = span_open("forward", "compute", t.fwd_start)
 
 
 def _post(module: Any, args: Any, output: Any) -> None:
@@ -81,6 +83,9 @@ def _post(module: Any, args: Any, output: Any) -> None:
         t.depth = d
         return
     t.depth = 0
+    if t.fwd_tok:
+        span_close(t.fwd_tok)
+        t.fwd_tok = 0
     if d == 0 and t.top is module:
         t.top = None
         _top_forward(module, t.fwd_start, output)
@@ -167,6 +172,7 @@ class _Backward:
     seq = 0
     name = ""
     is_loss = False
+    tok = 0
 
 
 B = _Backward()
@@ -177,6 +183,7 @@ def _backward_reached(seq: int, name: str, is_loss: bool, grad_outputs: Any) -> 
         if not B.open:
             B.open = True
             B.start, B.seq, B.name, B.is_loss = now(), seq, name, is_loss
+            B.tok = span_open("backward", "compute", B.start)
             _engine.queue_callback(_backward_pass_end)
         elif (B.is_loss and not is_loss) or (B.is_loss == is_loss and seq < B.seq):
             B.seq, B.name, B.is_loss = seq, name, is_loss
@@ -198,6 +205,9 @@ def _backward_close() -> None:
     if not B.open:
         return
     B.open = False
+    if B.tok:
+        span_close(B.tok)
+        B.tok = 0
     try:
         end = now()
         emit("backward", "compute", B.start, end, None, {"module": B.name})

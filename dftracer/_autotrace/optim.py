@@ -12,7 +12,7 @@ from typing import Any, List
 import torch.optim.optimizer as optimizer_module
 
 from dftracer._autotrace import modules, steps
-from dftracer._autotrace._base import class_name, compiling, emit, now, part, tls
+from dftracer._autotrace._base import class_name, compiling, emit, now, part, span_close, span_open, tls
 
 P = part("optimizer")
 
@@ -30,6 +30,7 @@ def _pre(opt: Any, args: Any, kwargs: Any) -> None:
         if t.opt_depth == 1:
             t.opt_owner = opt
             t.opt_start = start = now()
+            t.opt_tok = span_open("optimizer.step", "compute", start, None, steps.current())
             modules.reset_depth()
             steps.optimizer_begin(id(opt), start)
     except Exception as exc:
@@ -46,6 +47,9 @@ def _post(opt: Any, args: Any, kwargs: Any) -> None:
         t.opt_depth -= 1
         if t.opt_depth == 0 and t.opt_owner is opt:
             t.opt_owner = None
+            if t.opt_tok:
+                span_close(t.opt_tok)
+                t.opt_tok = 0
             end = now()
             emit("optimizer.step", "compute", t.opt_start, end,
                  {"step": steps.current()}, {"optimizer": class_name(opt)})

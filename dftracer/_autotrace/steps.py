@@ -15,7 +15,7 @@ from __future__ import annotations
 import atexit
 from typing import List, Optional
 
-from dftracer._autotrace._base import emit, part
+from dftracer._autotrace._base import emit, part, span_close, span_open
 
 P = part("steps")
 
@@ -33,6 +33,7 @@ class _Steps:
         self.last_end = 0               # end of the last optimizer step
         self.batch_pending = False      # LOADER: a batch was fetched, not closed
         self.last_activity = 0
+        self.tok = 0                    # the open span of the current iteration
 
 
 S = _Steps()
@@ -45,10 +46,20 @@ def _close(end: int) -> None:
         ints["epoch"] = S.epoch
     S.step += 1
     S.start = end
+    _reopen(end)
     try:
         emit("iteration", "pipeline", start, end, ints)
     except Exception as exc:
         P.fail(exc)
+
+
+def _reopen(start: Optional[int]) -> None:
+    """The open span of the iteration: closed, and opened again from start."""
+    if S.tok:
+        span_close(S.tok)
+        S.tok = 0
+    if start is not None:
+        S.tok = span_open("iteration", "pipeline", start, None, S.step)
 
 
 def activity(start: int, end: int = 0) -> None:
@@ -56,6 +67,7 @@ def activity(start: int, end: int = 0) -> None:
     start to end."""
     if S.start is None:
         S.start = start
+        _reopen(start)
     if end > S.last_activity:
         S.last_activity = end
 
@@ -82,6 +94,7 @@ def loader_exhausted(ts: int) -> None:
         S.batch_pending = False
         _close(ts)
         S.start = None
+        _reopen(None)
 
 
 def optimizer_begin(opt: int, ts: int) -> None:

@@ -1,4 +1,4 @@
-"""The ``dftracer`` command line: summary, report, diff, merge, convert, validate, view, top, run (docs/cli.md)."""
+"""The ``dftracer`` command line: summary, report, diff, merge, convert, validate, view, top, stacks, run (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def version_line() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dftracer.tools import diff, merge, report, summary, top, validate, view
+    from dftracer.tools import diff, merge, report, stacks, summary, top, validate, view
 
     parser = argparse.ArgumentParser(
         prog="dftracer",
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_parser(sub)
     view.add_parser(sub)
     top.add_parser(sub)
+    stacks.add_parser(sub)
     # `run` has its own parser (dftracer/tools/run.py); listed here for --help.
     sub.add_parser("run", add_help=False,
                    help="run a command with tracing on in every Python process it starts")

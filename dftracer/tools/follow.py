@@ -27,6 +27,8 @@ READ_STEP = 256 << 10   # compressed bytes read at a time (about 20k events: the
 PENDING_LIMIT = 16 << 20  # decoded bytes of one unfinished member before its lines are used
 LINE_MAX = 16 << 20     # docs/trace-format.md "Reading"
 CLOCK_PAIR = b'"name":"clock","cat":"dftracer"'  # a clock metadata line
+OPEN_SNAPSHOT = b'"name":"open","cat":"dftracer"'  # what a (maybe hung) process is inside of
+STACK = b'"name":"stack","cat":"dftracer"'  # a stack written on request
 SILENT_FLUSHES = 3      # a process is silent after this many flush intervals without data
 FLUSH_OFF_SILENT = 30.0  # silent after this long when the time-based flush is off
 FINISHED_LOOK = 10.0    # seconds between looks at a finished file (deleted, replaced?)
@@ -216,8 +218,10 @@ class FileState:
             text = text[:cut]
         if text:
             # the tracer's periodic clock pairs (docs/trace-format.md, "Ranks and
-            # clocks") are written for an idle process too: not a sign of life
-            if text.count(b"\n") > text.count(CLOCK_PAIR):
+            # clocks") and open-span snapshots are written for an idle (or
+            # hung) process too: not a sign of life
+            if text.count(b"\n") > text.count(CLOCK_PAIR) + text.count(OPEN_SNAPSHOT) + \
+                    text.count(STACK):
                 self.active = self.mtime
             consume(self.proc, text, keys, window)
 

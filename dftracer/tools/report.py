@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any, Dict, List, Tuple
 
-from dftracer.tools import analysis, common, ranks, runner, summary, work
+from dftracer.tools import analysis, common, hang, ranks, runner, summary, work
 
 EXAMPLE = """example:
   dftracer report ./traces -o report.html
@@ -110,6 +110,8 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
         "bin_us": bin_us,
         "ranks": {f"{p['host']}:{p['pid']}": p["rank"] for p in summ["processes"]},
         "rank_analysis": rank_data,
+        # docs/hang.md: what the ranks were inside of when the job ended
+        "hang": hang.post_mortem(paths, hang.POST_MORTEM_AFTER) if rank_data else None,
     }
     data.update(analysis.merge(per_file, hosts, group_numbered=grouped))
     data["diff"] = None
@@ -425,6 +427,26 @@ def _caveats(ov: Dict[str, Any]) -> List[str]:
     return out
 
 
+def _hang_html(h: Any) -> str:
+    """The hang, first thing on the page (docs/hang.md)."""
+    if not h:
+        return ""
+    rows = []
+    for s in h["stuck"]:
+        where = f"{s['file']}:{s['line']} ({s.get('call') or s.get('function')})" if s.get("file") else ""
+        inside = ", ".join(f"{o['name']}" + (f" #{o['seq']}" if "seq" in o else "") +
+                           (f" {o['step']}" if "step" in o else "") +
+                           (f" {o['file']}" if "file" in o else "") for o in s.get("open", []))
+        rows.append([str(s["rank"]), str(s.get("host") or "-"), str(s.get("pid") or "-"),
+                     where or "-", inside or "-"])
+    return ("<h2 id=\"hang\" style=\"color:#b00\">Hang</h2>"
+            f"<p style=\"color:#b00;font-weight:bold\">{html.escape(h['message'])}</p>" +
+            _table(["stuck rank", "host", "pid", "where (innermost Python frame)", "inside"], rows) +
+            "<p class=\"note\">Ranks " + html.escape(", ".join(map(str, h["waiting_ranks"]))) +
+            f" waited {h['since_s']:.1f} s in {html.escape(h['collective'])} #{h['seq']} "
+            f"({html.escape(h['group'])}) when the job ended (docs/hang.md).</p>")
+
+
 def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
     import plotly.io as pio
     import plotly.offline
@@ -448,6 +470,7 @@ def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
             f"traced time {common.fmt_us(ov['traced_us'])} (all processes), "
             f"I/O {common.fmt_bytes(ov['io_bytes'])}.") + "</p>",
         "".join(f"<p>{html.escape(line)}</p>" for line in _caveats(ov)),
+        _hang_html(data.get("hang")),
         "<h2>By category</h2>",
         _table(["category", "count", "total", "mean", "p50", "p99", "share", "I/O"],
                [[r["cat"], f"{r['count']:,}", common.fmt_us(r["total_us"]),

@@ -55,6 +55,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--epoch-from", metavar="NAME", default=None,
                    help="with --io: the events (NAME or CAT/NAME) that start epochs "
                         "(default: pipeline/iteration's epoch, ai.pipeline epochs)")
+    p.add_argument("--hang-after", type=float, default=None, metavar="S",
+                   help="with --ranks: a job whose ranks waited in a collective that others "
+                        "of its group never reached for longer than S seconds when it ended "
+                        "hung (default 2; docs/hang.md)")
     p.set_defaults(func=main)
 
 
@@ -351,12 +355,20 @@ def _main_ranks(args: argparse.Namespace) -> int:
     if not results:
         return status
     analysis = ranks.analyze(results)
+    from dftracer.tools import hang
+
+    # docs/hang.md: what the ranks were inside of when the job ended
+    analysis["hang"] = hang.post_mortem([r["path"] for r in results if r.get("status") != "error"],
+                                        hang.POST_MORTEM_AFTER if args.hang_after is None
+                                        else args.hang_after)
     for w in analysis["warnings"]:
         common.err(f"warning: {w}")
     if args.json:
         json.dump(analysis, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
+        if analysis["hang"]:
+            print(common.printable(analysis["hang"]["message"]))
         print(ranks.render(analysis, args.top))
     return status
 
@@ -377,6 +389,9 @@ def _main_io(args: argparse.Namespace) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.hang_after is not None and not (args.ranks and args.hang_after >= 0):
+        common.err("--hang-after S applies to --ranks, with S >= 0")
+        return common.EXIT_BAD_INPUT
     if args.step is not None and not args.ranks:
         common.err("--step NAME applies to --ranks")
         return common.EXIT_BAD_INPUT

@@ -19,7 +19,7 @@ import socket
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from dftracer.tools import common, follow
+from dftracer.tools import common, follow, hang
 
 EXTRA = "top"
 EXIT_MISSING_EXTRA = 3
@@ -58,6 +58,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--sort", choices=SORTS, default="rank", help="row order (default rank)")
     p.add_argument("--top", type=int, default=None, metavar="N",
                    help="top functions listed (default: what fits; 20 with --once)")
+    p.add_argument("--hang-after", type=float, default=hang.DEFAULT_AFTER, metavar="S",
+                   help="report a hang when ranks have waited in a collective that others of "
+                        "its group are not in for longer than S seconds (default 60; docs/hang.md)")
     p.add_argument("--once", action="store_true",
                    help="read the files once, print one snapshot and exit")
     p.add_argument("--json", action="store_true", help="with --once: the snapshot as JSON")
@@ -175,6 +178,8 @@ def render_text(snap: Dict[str, Any], sort: str = "rank") -> str:
     """The --once table."""
     rows = [row_cells(p) for p in sort_rows(snap["processes"], sort)]
     out = [f"dftracer top: {headline(snap)}", "", common.table(ROW_HEADERS, rows, RIGHT)]
+    if snap.get("hang"):
+        out[1:1] = ["", printable(snap["hang"]["message"])]
     fns = snap["top_functions"]
     if fns:
         body = [[printable(f["cat"]), printable(f["name"]), f"{f['count']:,}",
@@ -191,6 +196,8 @@ def make_follower(args: argparse.Namespace, paths: List[str],
                   ignore: Optional[Dict[str, Tuple[float, int]]] = None) -> follow.Follower:
     if not args.window > 0:
         raise ValueError(f"--window must be > 0 (got {args.window:g})")
+    if not getattr(args, "hang_after", 0) >= 0:
+        raise ValueError(f"--hang-after must be >= 0 seconds (got {args.hang_after:g})")
     if not args.interval > 0:
         raise ValueError(f"--interval must be > 0 (got {args.interval:g})")
     return follow.Follower(paths, window=max(int(round(args.window)), 1),
@@ -231,6 +238,8 @@ def main(args: argparse.Namespace) -> int:
         if not fol.files:
             return status
         snap = fol.snapshot(top=20 if args.top is None else args.top)
+        snap["hang"] = hang.from_follower(fol, snap["time"], args.hang_after)
+        hang.ask_stacks(fol, snap["hang"])  # for the next look (the live view's next refresh)
         if args.json:
             snap["paths"] = paths
             json.dump(snap, sys.stdout, indent=1)
@@ -247,7 +256,8 @@ def main(args: argparse.Namespace) -> int:
         return common.EXIT_BAD_INPUT
     from dftracer.tools import top_view
 
-    top_view.live(fol, paths, interval=args.interval, sort=args.sort, top_n=args.top)
+    top_view.live(fol, paths, interval=args.interval, sort=args.sort, top_n=args.top,
+                  hang_after=args.hang_after)
     return common.EXIT_OK
 
 

@@ -22,6 +22,8 @@ import statistics
 from collections import deque
 from typing import Any, Dict, List, Optional, Tuple
 
+from dftracer.tools import hang
+
 US = 1_000_000
 STEP_HISTORY = 50       # step times kept per process for the median
 LATE_MARGIN = 5         # seconds of buckets kept beyond the window, for late threads
@@ -513,12 +515,17 @@ def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
     return True
 
 
+_HANG_NAMES = frozenset(("open", "stack", "FH", "clock"))
+
+
 def _metadata(p: Process, name: str, args: Dict[str, Any], ev: Dict[str, Any]) -> None:
     """Host, process name and rank.  The rank (docs/trace-format.md, "Ranks and
     clocks"): a `rank` event with source torch.distributed, else the first
     `rank` event (also the older tools' rank metadata), else a process_name
     ending in "rank N"."""
     aname = args.get("name")
+    if name in _HANG_NAMES:  # what it is inside of, for hang detection
+        hang.state_of(p).observe(name, args, ev.get("tid"))
     if name == "HH" and isinstance(aname, str):
         p.host = aname
     elif name == "process_name" and isinstance(aname, str):

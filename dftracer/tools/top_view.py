@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from dftracer.tools import follow, top
+from dftracer.tools import follow, hang, top
 
 KEYS_HELP = ("q quit  s sort  r reverse  ↑/↓ select  enter: functions of the selected "
              "process  a: of all  f: hide finished")
@@ -215,7 +215,7 @@ def render(snap: Dict[str, Any], vs: ViewState, paths: List[str], width: int, he
     fns = snap["top_functions"][:fn_rows]
     # header 2, table head 2, functions title + head 3, footer 1, output block
     room = height - 8 - (len(fns) + 1 if fns else 1) - (len(out_lines) + 1 if output else 0)
-    room = max(room, 3)
+    room = max(room - (1 if snap.get("hang") else 0), 3)
     if vs.selected < vs.first:
         vs.first = vs.selected
     elif vs.selected >= vs.first + room:
@@ -227,6 +227,8 @@ def render(snap: Dict[str, Any], vs: ViewState, paths: List[str], width: int, he
                           (top.headline(snap), ""))
     if snap.get("behind"):
         title.append(f"  (reading: {snap['behind']} files behind)", style="yellow")
+    if snap.get("hang"):  # first thing seen: the banner above everything
+        title = Group(Text(top.printable(snap["hang"]["message"]), style="bold white on red"), title)
     sort = f"sorted by {vs.sort}{' (reversed)' if vs.reverse else ''}"
     if vs.hide_finished:
         sort += f"; {snap['finished']} finished hidden (f shows them)"
@@ -278,7 +280,8 @@ def render(snap: Dict[str, Any], vs: ViewState, paths: List[str], width: int, he
 
 
 def live(fol: follow.Follower, paths: List[str], interval: float = 1.0, sort: str = "rank",
-         top_n: Optional[int] = None, proc: Any = None, output: Optional[str] = None) -> bool:
+         top_n: Optional[int] = None, proc: Any = None, output: Optional[str] = None,
+         hang_after: float = hang.DEFAULT_AFTER) -> bool:
     """Shows the view until q (returns False) or, with proc, until that
     process ends (returns True).  SIGTERM and SIGHUP end it like q."""
     from rich.console import Console
@@ -309,6 +312,8 @@ def live(fol: follow.Follower, paths: List[str], interval: float = 1.0, sort: st
                     ended = True
                     break
                 snap = fol.snapshot(only={vs.focus} if vs.focus else None, top=0)
+                snap["hang"] = hang.from_follower(fol, snap["time"], hang_after)
+                hang.ask_stacks(fol, snap["hang"])  # file and line at the next refresh
                 w, h = console.size
                 view.update(render(snap, vs, paths, w, h, top_n, output), refresh=True)
                 due += interval

@@ -17,7 +17,7 @@ import webbrowser
 from pathlib import Path
 from typing import Any, Dict, FrozenSet, Optional
 
-from dftracer.tools import common, paths as _paths, validate, work
+from dftracer.tools import common, hang, paths as _paths, validate, work
 
 HOSTED_UI = "https://ui.perfetto.dev"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
@@ -172,8 +172,6 @@ def _usable_as_is(path: str) -> Optional[Dict[str, Any]]:
 def _prepare(files: list, tmp: str, no_align: bool = False) -> Optional[str]:
     """The file to serve: the one file as it is, or a merge.  None on error
     (already reported)."""
-    from dftracer.tools import merge
-
     if len(files) == 1:
         r = _usable_as_is(files[0])
         if r is None:
@@ -184,6 +182,18 @@ def _prepare(files: list, tmp: str, no_align: bool = False) -> Optional[str]:
                 v, common.describe(r))
             common.err(f"{files[0]}: {why}")
             return None
+    trace = _merged(files, tmp, no_align)
+    # docs/hang.md: a hang of the ranks side by side is marked on the timeline
+    h = hang.post_mortem(files, hang.POST_MORTEM_AFTER) if trace and len(files) > 1 else None
+    if h is not None:
+        common.err(h["message"])
+        hang.mark_file(trace, h)
+    return trace
+
+
+def _merged(files: list, tmp: str, no_align: bool) -> Optional[str]:
+    from dftracer.tools import merge
+
     out = os.path.join(tmp, f"dftracer-view-{len(files)}-trace{'s' if len(files) > 1 else ''}"
                             ".pfw.gz")
     ns = argparse.Namespace(paths=files, output=out, jobs=None, dask=None, progress=False,

@@ -302,6 +302,8 @@ void dft_tstate_forget_others(dft_tstate *keep)
         keep->tick_pos = keep->tick_flushed = 0;
         keep->id_next = keep->id_end = 0;
         atomic_store(&keep->pos, 0);
+        atomic_store(&keep->open_depth, 0); /* the parent's spans never end here */
+        keep->open_over = keep->open_shown = 0;
     }
 }
 

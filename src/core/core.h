@@ -171,6 +171,42 @@ int dft_emit_logged(const dft_event *ev);
 
 static inline int dft_scope_opened(const dft_scope_tok *t) { return t->ts != 0; }
 
+/* Open spans (core/open_spans.c; docs/trace-format.md, "Open spans"): what
+ * a thread is inside of, for the flusher to write while it stays there. */
+typedef struct dft_open_desc {
+    const char *name;
+    size_t name_len; /* kept: 47 bytes */
+    const char *cat;
+    size_t cat_len;  /* kept: 15 bytes */
+    const char *group; /* a collective's group, or NULL */
+    size_t group_len;  /* kept: 63 bytes */
+    int64_t ts;      /* its start (dft_clock_us) */
+    int64_t seq;     /* a collective's seq, or -1 */
+    uint64_t fhash;  /* an I/O call's file (defined in the current file), or 0 */
+} dft_open_desc;
+/* Marks a span open on the calling thread; returns the token that closes
+ * it (0 or -1: not kept).  Tracing must be active.  The owner thread, no GIL. */
+int64_t dft_open_begin(const dft_open_desc *d);
+/* Marks tok's span closed; a token of another thread is ignored.  No GIL. */
+void dft_open_end(int64_t tok);
+/* The same for an I/O call, cheaper: name and cat must be literals (kept by
+ * pointer), and I/O calls never nest.  Returns what dft_open_io_end takes
+ * (NULL: not kept).  The owner thread, no GIL. */
+void *dft_open_io_begin(const char *name, size_t name_len, const char *cat, size_t cat_len,
+                        int64_t ts, uint64_t fhash);
+void dft_open_io_end(void *h);
+
+/* Stacks on request (core/stacks.c): the signal `dftracer stacks` sends,
+ * and the dumper the stacks integration sets, which the flusher calls with
+ * why ("request" or "SIGTERM") and the request's number.  No GIL. */
+int dft_stacks_signal(void);
+void dft_set_stack_dumper(void (*dump)(const char *why, unsigned req));
+/* Writes one event (its tid set) straight to the file, with an id of its
+ * own: the flusher's `open` and `stack` events.  The flusher, no GIL. */
+void dft_write_meta_now(const dft_event *ev);
+/* The name the tracer knows for thread tid into buf; 0 when none. */
+int dft_open_thread_name(int64_t tid, char *buf, size_t cap);
+
 /* Names the lane (pid, tid) (a GPU stream, a device) with a thread_name
  * event the first time it appears in the current trace file, and, when
  * process_name is not NULL and pid is new in the file too, names pid with a

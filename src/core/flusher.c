@@ -20,7 +20,9 @@
 
 #include "core/buffer.h"
 #include "core/identity.h"
+#include "core/open_spans.h"
 #include "core/signals.h"
+#include "core/stacks.h"
 #include "core/state.h"
 #include "core/writer.h"
 
@@ -46,8 +48,11 @@ static void *flusher_main(void *arg)
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     dft_no_gil_release = 1; /* never a Python thread */
     while (!atomic_load(&flusher.stop)) {
+        dft_stacks_serve(); /* before a SIGTERM's flush, which waits for them */
         unsigned req = atomic_load(&flusher.req);
         if (req != atomic_load(&flusher.done)) {
+            if (flusher.period > 0 && atomic_load(&dft_trace.active))
+                dft_open_spans_tick((int64_t)(flusher.period * 2e6), 0, 1); /* at the kill */
             dft_flush_all_threads(1); /* every thread's records, and the queue drained */
             /* A process killed before its first member still leaves its
              * header: it lived (an exec'd child never gets here). */
@@ -64,6 +69,9 @@ static void *flusher_main(void *arg)
             if (sem_clockwait(&flusher.wake, CLOCK_MONOTONIC, &t) != 0 && errno == ETIMEDOUT &&
                 !atomic_load(&flusher.stop) && atomic_load(&dft_trace.active)) {
                 dft_flush_aged_threads();
+                /* again every ten intervals while nothing changes, as the clock pairs */
+                dft_open_spans_tick((int64_t)(flusher.period * 2e6),
+                                    (int64_t)(flusher.period * 2e6) * DFT_CLOCK_PAIR_EVERY, 0);
                 dft_identity_clock_tick();
                 dft_writer_tick(); /* kept lines (a header) no member carried */
             }
@@ -122,6 +130,13 @@ void dft_flusher_after_fork_child(void)
     atomic_store(&flusher.alive, 0);
     if (flusher.sem_ready)
         sem_init(&flusher.wake, 0, 0);
+}
+
+/* Async-signal-safe. */
+void dft_flusher_wake(void)
+{
+    if (flusher.sem_ready)
+        sem_post(&flusher.wake);
 }
 
 /* Async-signal-safe. */

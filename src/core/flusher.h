@@ -18,6 +18,9 @@ pid_t dft_flusher_stop(void);
  * any state.  Single-threaded. */
 void dft_flusher_after_fork_child(void);
 
+/* Wakes the flusher (a stacks request).  Async-signal-safe. */
+void dft_flusher_wake(void);
+
 /* 1 while the thread runs and serves requests.  Async-signal-safe. */
 int dft_flusher_alive(void);
 

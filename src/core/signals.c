@@ -16,6 +16,7 @@
 
 #include "core/buffer.h"
 #include "core/flusher.h"
+#include "core/stacks.h"
 #include "core/state.h"
 #include "core/writer.h"
 
@@ -55,8 +56,11 @@ static void on_signal(int sig, siginfo_t *info, void *uctx)
 {
     int saved_errno = errno;
     if ((atomic_load(&dft_trace.active) || atomic_load(&dft_finalizing)) &&
-        (pid_t)dft_g.real_pid == getpid())
+        (pid_t)dft_g.real_pid == getpid()) {
+        if (sig == SIGTERM && atomic_load(&dft_trace.active))
+            dft_stacks_request_from_signal(); /* where each thread was, before the flush */
         flush_from_signal();
+    }
     for (size_t i = 0; i < NSIG_BOUND; i++) {
         if (bound_signals[i] != sig)
             continue;

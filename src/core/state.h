@@ -35,6 +35,33 @@ typedef struct dft_scope {
     uint8_t taken;  /* an event took id */
 } dft_scope;
 
+/* One span open on a thread, as the flusher reads it (core/open_spans.c):
+ * written by the owning thread under a sequence lock (seq odd while it
+ * writes), copied by the flusher without a lock.  Strings are copied in,
+ * cut at their size. */
+#define DFT_OPEN_MAX 16
+typedef struct dft_open_span {
+    _Atomic uint32_t seq;
+    uint32_t serial;   /* tells this span from a later one in the slot; 0: closed */
+    int64_t ts;        /* its start (tracer clock, us) */
+    int64_t seq_arg;   /* a collective's seq, or -1 */
+    uint64_t fhash;    /* the file of an I/O call, or 0 */
+    uint64_t gen;      /* the trace file fhash is defined in */
+    uint8_t name_len, cat_len, group_len;
+    char name[48], cat[16], group[64];
+} dft_open_span;
+
+/* The thread's I/O call in progress (core/open_spans.c): I/O calls never
+ * nest, and their names are literals, so one slot of pointers suffices. */
+typedef struct dft_open_io {
+    _Atomic uint32_t seq; /* odd while written; the call is open while active */
+    int active;
+    const char *name, *cat; /* literals: readable by any thread at any time */
+    size_t name_len, cat_len;
+    int64_t ts;
+    uint64_t fhash, gen;
+} dft_open_io;
+
 typedef struct dft_tstate {
     dft_chunk *cur;        /* owned by the thread; replaced under lock */
     _Atomic size_t pos;    /* end of committed records (release by owner) */
@@ -53,6 +80,16 @@ typedef struct dft_tstate {
      * so far, and what the previous tick saw. */
     uint64_t handoffs, tick_handoffs;
     size_t tick_pos, tick_flushed;
+    /* The spans open on the thread (core/open_spans.c): slots [0, open_depth)
+     * (release by owner); deeper ones are counted in open_over only. */
+    dft_open_span spans[DFT_OPEN_MAX];
+    _Atomic int open_depth;
+    dft_open_io open_io;
+    int open_over;
+    uint32_t open_serial;
+    int open_shown;        /* flusher only: an `open` snapshot with spans stands, */
+    uint64_t open_sig;     /* which spans it listed, */
+    int64_t open_shown_us; /* and when it was written */
     struct dft_tstate *prev, *next; /* registry, under dft_g.registry_lock */
 } dft_tstate;
 

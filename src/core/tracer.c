@@ -19,6 +19,7 @@
 #include "core/intern.h"
 #include "core/park.h"
 #include "core/signals.h"
+#include "core/stacks.h"
 #include "core/state.h"
 #include "core/trace_file.h"
 #include "core/tracer.h"
@@ -375,6 +376,7 @@ static int start_held(const char *log_file, const char *data_dir, int64_t proces
     atomic_store(&dft_trace.active, 1);
     install_process_hooks();
     dft_signals_install(dft_g.cfg.bind_signals);
+    dft_stacks_install();
     dft_dropped_take(); /* a count left by an earlier trace's finalize */
     emit_header();
     run_hooks(DFT_HOOK_OPENED);

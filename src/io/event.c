@@ -10,6 +10,7 @@ __thread int dft_io_busy __attribute__((tls_model("initial-exec")));
 /* Any thread, no GIL. */
 void dft_io_finish(dft_io_ev *e, int failed, int err)
 {
+    dft_open_io_end(e->open_h);
     if (failed)
         dft_io_int(e, "errno", err);
     dft_event ev = {.name = e->name,

@@ -44,15 +44,19 @@ typedef struct dft_io_ev {
     size_t name_len, cat_len;
     int64_t t0, t1;
     uint64_t gen; /* the trace file it began in: its hashes are defined there */
+    void *open_h; /* the call's open span (core/open_spans.c) */
     dft_arg a[DFT_IO_MAXARGS];
     unsigned n;
 } dft_io_ev;
 
 #define DFT_IO_INLINE static inline __attribute__((always_inline))
 
-/* Starts an event now.  With literal name and cat (nearly every wrapper), the
- * strlen calls are folded at compile time. */
-DFT_IO_INLINE void dft_io_begin(dft_io_ev *e, const char *name, const char *cat)
+/* Starts an event now, marked open on the thread (with its file's hash
+ * when known, else 0) so that a call that blocks shows in the trace.  With
+ * literal name and cat (nearly every wrapper), the strlen calls are folded at
+ * compile time. */
+DFT_IO_INLINE void dft_io_begin_on(dft_io_ev *e, const char *name, const char *cat,
+                                   uint64_t fhash)
 {
     e->name = name;
     e->name_len = strlen(name);
@@ -61,6 +65,12 @@ DFT_IO_INLINE void dft_io_begin(dft_io_ev *e, const char *name, const char *cat)
     e->n = 0;
     e->gen = dft_trace_gen();
     e->t0 = dft_clock_us();
+    e->open_h = dft_open_io_begin(name, e->name_len, cat, e->cat_len, e->t0, fhash);
+}
+
+DFT_IO_INLINE void dft_io_begin(dft_io_ev *e, const char *name, const char *cat)
+{
+    dft_io_begin_on(e, name, cat, 0);
 }
 
 /* Keys are literals, so their lengths are compile-time constants too. */
@@ -95,7 +105,7 @@ DFT_IO_INLINE void dft_io_str(dft_io_ev *e, const char *key, const char *s)
     if (__builtin_expect(!slot_, 1) || !dft_io_enter())                             \
         return PASS;                                                                \
     dft_io_ev ev_;                                                                  \
-    dft_io_begin(&ev_, NAME, CAT)
+    dft_io_begin_on(&ev_, NAME, CAT, dft_io_fd_hash(slot_, FD))
 
 #define CALL(TYPE, EXPR)                                                            \
     TYPE r_ = EXPR;                                                                 \
