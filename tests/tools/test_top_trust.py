@@ -321,3 +321,39 @@ def test_memory_of_a_long_run_and_of_a_huge_line(tmp_path):
     p, kb = results[huge.name]
     assert p["cats"]["compute"]["count"] == 1 and "do not parse" in p["mark"]
     assert kb - base_kb < 96 * 1024, (kb, base_kb)
+
+
+# ---- 5. identifying columns are never cut -------------------------------------------
+
+def _tmux_view():
+    from test_top import Tmux, needs_view
+    return Tmux, needs_view
+
+
+@pytest.mark.parametrize("width", [120, 160])
+def test_pids_of_running_processes_are_shown_in_full(tmp_path, width):
+    Tmux, needs_view = _tmux_view()
+    if needs_view.args[0]:
+        pytest.skip(needs_view.kwargs["reason"])
+    pids = [7012345, 7012346, 7012347]
+    for pid in pids:
+        text = (head(pid).replace("nodeA", "node-with-a-long-name-0042")
+                + "".join(line(10 + k, "forward", "compute", T0 + k * 10_000, 9000, pid=pid)
+                          for k in range(50))
+                + "not json at all: a note for the row\n" * 3)
+        (tmp_path / f"x-nodeA-{pid}-app.pfw.gz").write_bytes(gz(text))
+    tm = Tmux(tmp_path)
+    try:
+        tm.tmux("new-session", "-d", "-s", "t", "-x", str(width), "-y", "30",
+                f"{sys.executable} -m dftracer top --flush-interval 3600 .")
+        screen = tm.wait_for(lambda s: s.count(" running ") >= 3)
+        rows = [ln for ln in screen.splitlines() if " running " in ln]
+        assert len(rows) == 3, screen
+        for pid in pids:
+            row = next(r for r in rows if str(pid) in r.split())
+            assert "node-with-a-long-name-0042" in row.split() and "…" not in row.split()[:3], row
+        if width >= 160:  # the note, cut first, is there when it fits at all
+            assert all("3 lines do not" in r for r in rows), screen
+        tm.tmux("send-keys", "-t", "t", "q")
+    finally:
+        tm.kill()
