@@ -12,6 +12,11 @@
 #   make test-wheels each supported Python: a fresh venv, the dist/ wheel, the
 #                    tests that need no torch; then the same from the sdist
 #
+# `make test` (and test-dev, test-asan) also builds, once, the reference the
+# compatibility tests compare with: pydftracer 2.0.6 over dftracer 2.2.0 in
+# their own venv, build/reference-venv (same Python as .venv), and passes its
+# interpreter to the tests (DFTRACER_REFERENCE_PYTHON): they run, never skip.
+#
 # Every test target also builds the test extension, _dftracer_testcore (the core
 # built from the same sources with its test and benchmark hooks, src/testing/),
 # next to the package under test but never into it, and tells the tests it must
@@ -45,6 +50,7 @@ WARNING_LINE := (^|[ :])([A-Za-z]*Warning|[Ww]arning):
 # comes from $(TESTCORE) (built by the testcore target for that interpreter).
 define run_installed_tests
 	@scratch=$$(mktemp -d) && cd $$scratch && \
+	  DFTRACER_REFERENCE_PYTHON=$(CURDIR)/$(REFERENCE_PY) \
 	  DFTRACER_TEST_INSTALLED=1 DFTRACER_REQUIRE_TESTCORE=1 PYTHONPATH=$(CURDIR)/$(TESTCORE) \
 	  $(abspath $(1)) -m pytest $(CURDIR)/tests $(PYTEST_FLAGS) $(2); \
 	  status=$$?; rm -rf $$scratch; exit $$status
@@ -59,7 +65,25 @@ define build_testcore
 endef
 
 .PHONY: demo test test-dev test-asan test-wheels wheel sdist bench setup setup-test \
-        system-deps browser-deps backends bench-writer tmux-deps testcore clean
+        system-deps browser-deps backends bench-writer tmux-deps testcore reference clean
+
+# The reference for tests/python/test_compat_reference.py and
+# tests/tools/test_validate_formats.py (the real pydftracer and dftracer),
+# built once from the package index; the torch test gives it .venv's torch.
+REFERENCE_VENV := build/reference-venv
+REFERENCE_PY := $(REFERENCE_VENV)/bin/python
+REFERENCE_REQS := pydftracer==2.0.6 dftracer==2.2.0
+
+$(REFERENCE_VENV)/.ready: $(VENV)/.ready
+	rm -rf $(REFERENCE_VENV) && mkdir -p build
+	$(abspath $(PY)) -m venv $(REFERENCE_VENV)
+	$(REFERENCE_PY) -m pip install -q $(REFERENCE_REQS) >build/reference-venv.log 2>&1 || \
+	  { cat build/reference-venv.log; exit 1; }
+	$(REFERENCE_PY) -c "import torch" 2>/dev/null && \
+	  { echo "the reference venv must not have torch (it takes .venv's)"; exit 1; } || true
+	touch $@
+
+reference: $(REFERENCE_VENV)/.ready
 
 # zlib's headers are all the build needs; ISA-L's and libdeflate's, when
 # present, give the writer a faster deflate (docs/performance.md), so they are
@@ -118,27 +142,29 @@ demo: setup
 	DFTRACER_ENABLE=1 DFTRACER_DATA_DIR=all $(PY) examples/quickstart.py --out $(TRACE_DIR)/quickstart
 	$(VENV)/bin/dftracer summary $(TRACE_DIR)
 
-test: setup-test browser-deps tmux-deps testcore
+test: setup-test browser-deps tmux-deps testcore reference
 	$(call run_installed_tests,$(PY))
 
 # The quick development loop: the extension built in place, no install.
-test-dev: system-deps $(VENV)/.ready
+test-dev: system-deps $(VENV)/.ready reference
 	$(PIP) install -q 'pytest>=7' 'hypothesis>=6' 'xxhash>=3' 'rich>=13'
 	rm -rf pydftracer.egg-info  # metadata of this project's name before 0.2
 	DFTRACER_BUILD_TESTCORE=1 $(PY) setup.py -q build_ext --inplace
-	DFTRACER_REQUIRE_TESTCORE=1 PYTHONPATH=$(CURDIR) $(PY) -m pytest tests $(PYTEST_FLAGS)
+	DFTRACER_REFERENCE_PYTHON=$(CURDIR)/$(REFERENCE_PY) DFTRACER_REQUIRE_TESTCORE=1 \
+	  PYTHONPATH=$(CURDIR) $(PY) -m pytest tests $(PYTEST_FLAGS)
 
 # The test suite against an AddressSanitizer + UBSan build of the extension
 # (and of the test extension), built into build/asan (the source tree and
 # .venv's install stay as they are).
-test-asan: setup-test
+test-asan: setup-test reference
 	rm -rf build/asan
 	DFTRACER_SANITIZE=1 DFTRACER_BUILD_TESTCORE=1 $(PY) setup.py -q build --build-base build/asan \
 	  --build-lib build/asan/lib --build-temp build/asan/tmp
 	@scratch=$$(mktemp -d) && cd $$scratch && \
 	  export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
-	  PYTHONPATH=$(CURDIR)/build/asan/lib DFTRACER_REQUIRE_TESTCORE=1 && \
+	  PYTHONPATH=$(CURDIR)/build/asan/lib DFTRACER_REQUIRE_TESTCORE=1 \
+	  DFTRACER_REFERENCE_PYTHON=$(CURDIR)/$(REFERENCE_PY) && \
 	  $(abspath $(PY)) -c "import dftracer._core as c; f = c.__file__; \
 	    assert f.startswith('$(CURDIR)/build/asan/'), f; print('testing', f)" && \
 	  $(abspath $(PY)) -m pytest $(CURDIR)/tests $(PYTEST_FLAGS) -m "not no_asan"; \

@@ -80,6 +80,9 @@ int64_t dft_now_us(void);
  * reported once on stderr).  Never blocks unless the writer is behind, in which
  * case it waits for buffer space (releasing the GIL if the caller holds it). */
 int dft_emit(const dft_event *ev);
+/* Arguments an event could not hold (more than its integration keeps) were
+ * left out: counted for the end event's num_args_dropped.  Any thread. */
+void dft_note_args_dropped(uint64_t n);
 
 /* Convenience wrapper for a complete event on the calling thread. */
 int dft_emit_complete(const char *name, const char *cat, int64_t ts, int64_t dur,

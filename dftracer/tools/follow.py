@@ -24,8 +24,15 @@ from dftracer.tools.top_figures import (GROUPS, STEP_SOURCES, US, F_READ, F_WRIT
                                         KeyTable, Process, consume)
 
 READ_STEP = 256 << 10   # compressed bytes read at a time (about 20k events: the budget's grain)
-PENDING_LIMIT = 16 << 20  # decoded bytes of one unfinished member before its lines are used
+PENDING_LIMIT = 4 << 20  # decoded bytes of one unfinished member before its lines are used
 LINE_MAX = 16 << 20     # docs/trace-format.md "Reading"
+CONSUME_STEP = 256 << 10  # decoded bytes matched at a time (their events are kept until expired)
+INFLATE_STEP = 1 << 20  # decoded bytes per inflate call (a small member may inflate 1000-fold)
+# A compressed file that ends in this many zero bytes has a tail not written
+# yet (a slow or network file system shows the new size first): a gzip member
+# ends with its CRC and length, never so.  Those bytes are read again once
+# the file changes, never inflated before.
+ZERO_RUN = b"\0" * 32
 CLOCK_PAIR = b'"name":"clock","cat":"dftracer"'  # a clock metadata line
 OPEN_SNAPSHOT = b'"name":"open","cat":"dftracer"'  # what a (maybe hung) process is inside of
 STACK = b'"name":"stack","cat":"dftracer"'  # a stack written on request
@@ -77,8 +84,9 @@ class FileState:
         self.size = -1             # size at the last look
         self.mtime = 0.0           # when the file last grew (its mtime)
         self.active = 0.0          # the mtime when it last grew by more than clock pairs
-        self.stuck_at = -1         # size at which decoding failed (retried when it changes)
+        self.stuck_at: Any = None  # (size, mtime_ns) when decoding failed (retried when it changes)
         self.mark = ""             # a problem, shown on the row
+        self._change: Any = None   # (size, mtime_ns) at this poll
         self.gone = False
         self.members = 0
         self.next_look = 0.0       # finished files: when to look at them again
@@ -112,8 +120,10 @@ class FileState:
             self.mtime = st.st_mtime
             self.active = self.active or st.st_mtime  # first seen: as if active then
         self.size = st.st_size
-        if st.st_size <= self.offset or st.st_size == self.stuck_at:
+        if st.st_size <= self.offset or (st.st_size, st.st_mtime_ns) == self.stuck_at:
             return 0
+        self.stuck_at = None
+        self._change = (st.st_size, st.st_mtime_ns)
         try:  # O_NONBLOCK: never wait on a FIFO put at this name since the stat
             fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
         except OSError as exc:
@@ -128,10 +138,18 @@ class FileState:
             if self.mark.startswith(("unreadable", "not a regular")):
                 self.mark = ""
             end = fst.st_size
-            while self.offset < end:
-                data = os.pread(fd, min(READ_STEP, end - self.offset), self.offset)
+            # (a backlog of several reads is looked at from its end first)
+            zeros = _zero_tail(fd, self.offset, end) \
+                if self.gzip and end - self.offset > READ_STEP else end
+            while self.offset < zeros:
+                data = os.pread(fd, min(READ_STEP, zeros - self.offset), self.offset)
                 if not data:
                     break
+                if self.gzip and data.endswith(ZERO_RUN) and self.offset + len(data) == zeros:
+                    data = data.rstrip(b"\0")
+                    zeros = self.offset + len(data)
+                    if not data:
+                        break
                 self.offset += len(data)
                 done += len(data)
                 if self.gzip:
@@ -139,8 +157,14 @@ class FileState:
                         break
                 else:
                     self._lines(data, keys, window)
+                # a backlog is read in one poll: fold what left the window as it goes
+                self.proc.expire(window)
                 if deadline is not None and time.monotonic() > deadline:
                     break
+            if self.offset == zeros < end and self.stuck_at is None:
+                self._member_end_zeros(fd, end, keys, window)
+                self.mark = f"zero-filled tail at byte {self.offset}"
+                self.stuck_at = self._change
         except OSError as exc:
             self.mark = f"unreadable: {exc.strerror or exc}"
         finally:
@@ -148,23 +172,47 @@ class FileState:
         self.proc.expire(window)
         return done
 
+    def _member_end_zeros(self, fd: int, end: int, keys: KeyTable, window: int) -> None:
+        """The last bytes of a member (its CRC and length) may be zeros: taken
+        when they end the member being read (zlib checks its CRC)."""
+        if self.inflater is None:
+            return
+        extra = os.pread(fd, min(8, end - self.offset), self.offset)
+        for k in range(1, len(extra) + 1):
+            trial = self.inflater.copy()
+            try:
+                trial.decompress(extra[:k])
+            except zlib.error:
+                return
+            if trial.eof:
+                self.offset += k
+                self._inflate(extra[:k], keys, window)
+                return
+
     def _inflate(self, data: bytes, keys: KeyTable, window: int) -> bool:
+        """Inflates data, the bytes of the file that end at self.offset.  A
+        member's lines are used when it ends; self.member_start follows the
+        members' real starts, whatever the reads that brought them."""
+        saved = self.inflater.copy() if self.inflater is not None else None
+        chunk_start = self.offset - len(data)
+        kept = (len(self.pending), self.pending_n, self.early)
         while data:
             if self.inflater is None:
                 self.inflater = zlib.decompressobj(31)
+                saved = None
             try:
-                out = self.inflater.decompress(data)
+                out = self.inflater.decompress(data, INFLATE_STEP)
             except zlib.error as exc:
-                self._bad_member(exc, data)
+                self._bad_member(exc, data, saved, chunk_start, kept)
                 return False
             if self.inflater.eof:
-                used = len(data) - len(self.inflater.unused_data)
                 data = self.inflater.unused_data
                 self.inflater = None
                 self.pending.append(out)
                 text = b"".join(self.pending)
                 self.pending, self.pending_n, self.early = [], 0, False
-                self.member_start += used
+                self.member_start = self.offset - len(data)
+                chunk_start = self.member_start
                 self.members += 1
                 if self.mark.startswith(("corrupt", "zero-filled")):
                     self.mark = ""
@@ -174,27 +222,39 @@ class FileState:
                 self.pending_n += len(out)
                 if self.pending_n > PENDING_LIMIT:  # a huge member: use its whole lines now
                     self.early = True
+                    saved = None  # its lines are used: no going back in it
                     text = b"".join(self.pending)
-                    cut = text.rfind(b"\n") + 1
-                    self.pending, self.pending_n = [text[cut:]], len(text) - cut
-                    self._lines(text[:cut], keys, window)
-                data = b""
+                    self.pending, self.pending_n = [], 0
+                    self._lines(text, keys, window)  # keeps (or skips) its unfinished line
+                data = self.inflater.unconsumed_tail
         return True
 
-    def _bad_member(self, exc: zlib.error, data: bytes) -> None:
-        """Bytes that are not gzip: waits at the start of that member until the
-        file changes (a tail still being written on a slow file system)."""
-        # after lines of this member were used (a huge member), never read them again
-        at = self.offset if self.early else self.member_start
-        if not self.pending and not data[:4096].strip(b"\0"):
+    def _bad_member(self, exc: zlib.error, data: bytes, saved: Any, chunk_start: int,
+                    kept: Tuple[int, int, bool]) -> None:
+        """Bytes that are not gzip: waits where they start until the file
+        changes (a tail still being written on a slow file system).  Inside
+        a member, the inflater is put back as it was before this read and the
+        read starts again there: no byte is inflated twice, and no later
+        event is lost once the bytes are right."""
+        if saved is not None:  # inside a member, none of its lines used
+            at = chunk_start
+            self.inflater = saved
+            del self.pending[kept[0]:]
+            self.pending_n, self.early = kept[1], kept[2]
+        elif self.early:  # a huge member whose lines were used: what is left of it is lost
+            at = self.offset
+            self.inflater, self.pending, self.pending_n, self.early = None, [], 0, False
+            self.member_start = at
+        else:  # at a member's start
+            at = self.member_start
+            self.inflater, self.pending, self.pending_n = None, [], 0
+        if not data[:4096].strip(b"\0"):
             self.mark = f"zero-filled tail at byte {at}"
         elif at == 0 and not self.members:
             self.mark = "corrupt: not gzip"
         else:
-            self.mark = f"corrupt member at byte {at}: {exc}"
-        self.inflater, self.pending, self.pending_n, self.early = None, [], 0, False
-        self.member_start = at
-        self.stuck_at = self.size
+            self.mark = f"corrupt member at byte {self.member_start}: {exc}"
+        self.stuck_at = self._change
         self.offset = at
 
     def _lines(self, text: bytes, keys: KeyTable, window: int) -> None:
@@ -223,7 +283,14 @@ class FileState:
             if text.count(b"\n") > text.count(CLOCK_PAIR) + text.count(OPEN_SNAPSHOT) + \
                     text.count(STACK):
                 self.active = self.mtime
-            consume(self.proc, text, keys, window)
+            # in slices of about CONSUME_STEP, each followed by the window's
+            # expiry: a member of a long run holds many seconds
+            at = 0
+            while at < len(text):
+                cut = text.find(b"\n", at + CONSUME_STEP) + 1 or len(text)
+                consume(self.proc, text[at:cut], keys, window)
+                self.proc.expire(window)
+                at = cut
 
     # ---- state ---------------------------------------------------------------
 
@@ -232,6 +299,23 @@ class FileState:
         if self.gzip:
             return max(self.size - self.member_start, 0) if self.size >= 0 else 0
         return len(self.carry) + max(self.size - self.offset, 0)
+
+
+def _zero_tail(fd: int, start: int, end: int) -> int:
+    """Where the run of zero bytes that ends the file at `end` starts (not
+    before start), or end when the file does not end in ZERO_RUN."""
+    tail = os.pread(fd, min(len(ZERO_RUN), end - start), end - min(len(ZERO_RUN), end - start))
+    if len(tail) < len(ZERO_RUN) or tail != ZERO_RUN:
+        return end
+    at = end - len(ZERO_RUN)
+    while at > start:
+        n = min(READ_STEP, at - start)
+        block = os.pread(fd, n, at - n)
+        kept = len(block.rstrip(b"\0"))
+        if kept:
+            return at - n + kept
+        at -= n
+    return start
 
 
 _HOSTS = {socket.gethostname(), re.sub(r"[/\s]", "_", socket.gethostname())}
@@ -377,7 +461,7 @@ class Follower:
             f.poll(self.keys, self.window, deadline)
             if f.proc.finished:
                 f.next_look = t0 + FINISHED_LOOK
-        self.behind = sum(1 for f in states if f.size > f.offset and f.stuck_at != f.size)
+        self.behind = sum(1 for f in states if f.size > f.offset and f.stuck_at is None)
 
     def state(self, f: FileState, now: float) -> str:
         """finished (its end event was read), error (nothing can be read: the
@@ -431,13 +515,15 @@ class Follower:
             if not mark and incomplete and state != "running" and f.size > 0:
                 mark = f"incomplete last member ({incomplete} bytes)" if f.gzip else \
                     f"incomplete last line ({incomplete} bytes)"
-            if not mark and f.size > f.offset and f.stuck_at != f.size:
+            if not mark and f.size > f.offset and f.stuck_at is None:
                 mark = f"catching up ({f.offset * 100 // max(f.size, 1)}%)"
             if not mark and state == "silent" and not f.gone and p.host in _HOSTS and p.pid \
                     and not _alive(p.pid):
                 mark = "exited without an end event"
             if not mark and p.bad_lines:
                 mark = f"{p.bad_lines} lines do not parse"
+            if not mark and p.bad_dur:
+                mark = f"{p.bad_dur} events with a bad duration"
             if not mark and worker_of is not None:
                 mark = f"worker of {worker_of}"
             secs = length or 1.0
@@ -448,6 +534,7 @@ class Follower:
                 "ppid": p.ppid, "worker_of": worker_of, "name": p.name,
                 "state": state, "mark": mark,
                 "events": p.events, "complete_events": p.complete,
+                "bad_duration_events": p.bad_dur, "bad_lines": p.bad_lines,
                 "events_per_s": count / secs if length else 0.0,
                 "window_s": length,
                 "step": p.step, "step_source": STEP_SOURCES.get(p.step_source),

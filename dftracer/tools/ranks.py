@@ -28,12 +28,12 @@ events.  The same numbers whether the files were read locally or with --dask.
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from array import array
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from dftracer import _core
+from dftracer.tools.rank_rule import rank_of_process_name
 from dftracer.tools import common
 
 CLASSES: Tuple[str, ...] = tuple(_core._RANK_CLASSES)
@@ -46,7 +46,9 @@ FIELDS = _core._RANK_STEP_FIELDS  # number, ts, dur, by class, top key by class,
 STEP_SHARE, STEP_MIN_US = 0.05, 100  # a step's straggler: excess >= 5% of the step, 100 us
 LIST_SHARE, LIST_MIN = 0.2, 2        # listed: straggler in >= 20% of the steps, and 2
 MAX_TABLE_RANKS = 16                 # wider step x rank tables only in --json and the report
-_RANK_RE = re.compile(r"\brank (\d+)", re.IGNORECASE)
+WORLD_MAX = 1 << 24                  # a world size past this is no real job's
+PLAUSIBLE_US = 978_307_200_000_000   # 2001-01-01: a clock before it is not set
+DAY_US = 86_400_000_000              # a host this far off the reference is warned about
 
 Result = Dict[str, Any]
 
@@ -64,8 +66,7 @@ def _int64s(data: bytes) -> array:
 def _own_rank(r: Result) -> Optional[int]:
     if r.get("rank", -1) >= 0:
         return int(r["rank"])
-    m = _RANK_RE.search(r.get("process_name") or "")
-    return int(m.group(1)) if m else None
+    return rank_of_process_name(r.get("process_name") or "")
 
 
 # ---- who is who --------------------------------------------------------------
@@ -142,7 +143,32 @@ def identify(results: Iterable[Result]) -> Tuple[List[Rank], List[Result], List[
     for r in ranks:
         if r.nsteps == 0:
             warnings.append(f"rank {r.rank} ({r.main['path']}): no steps")
+    warnings += rank_data_warnings(ranks)
     return ranks, loose, warnings
+
+
+def rank_data_warnings(ranks: Sequence["Rank"]) -> List[str]:
+    """One warning per kind of absurd rank data (docs/cli.md, "dftracer
+    summary --ranks"): a world size no job has, ranks that disagree on it, a
+    rank not below its world size."""
+    out = []
+    sizes = {r.rank: r.main.get("world_size", -1) for r in ranks}
+    known = {k: w for k, w in sizes.items() if w is not None and w >= 0}
+    huge = sorted(k for k, w in known.items() if w > WORLD_MAX)
+    if huge:
+        out.append(f"rank {huge[0]}: world size {known[huge[0]]} is not a real job's "
+                   f"(more than {WORLD_MAX}); ranks are taken as they are"
+                   + (f" ({len(huge)} ranks say so)" if len(huge) > 1 else ""))
+    if len(set(known.values())) > 1:
+        shown = ", ".join(f"{w} (rank {k})" for w, k in
+                          sorted({w: k for k, w in sorted(known.items(), reverse=True)}.items()))
+        out.append(f"the ranks disagree on the world size: {shown}")
+    over = sorted(k for k, w in known.items() if 0 < w <= k)
+    if over:
+        out.append(f"rank {over[0]} is not below its world size {known[over[0]]}"
+                   + (f" ({len(over)} ranks are not)" if len(over) > 1 else "")
+                   + "; are these the files of one job?")
+    return out
 
 
 # ---- stragglers --------------------------------------------------------------
@@ -312,9 +338,13 @@ def align(results: Iterable[Result]) -> Dict[str, Any]:
     if not with_sync:
         out["unaligned"] = sorted(ends) if len(ends) > 1 else []
         return out
-    ranked = sorted((_own_rank(r) if _own_rank(r) is not None else 1 << 62, r["host"])
+    # the reference: the host of the lowest rank, among the hosts whose clock is
+    # set (one that reads 1970 must not take every other host back with it)
+    set_clock = {h for h in with_sync if statistics.median(host_end[h].values()) >= PLAUSIBLE_US}
+    ranked = sorted((r["host"] not in set_clock,
+                     _own_rank(r) if _own_rank(r) is not None else 1 << 62, r["host"])
                     for r in files if host_end.get(r["host"]))
-    ref = ranked[0][1]
+    ref = ranked[0][2]
     offsets = {ref: 0.0}
     matched = {ref: len(host_end[ref])}
     while True:
@@ -342,7 +372,7 @@ def align(results: Iterable[Result]) -> Dict[str, Any]:
     spreads = sorted(max(v) - min(v) for v in by_key.values() if len(v) >= 2)
     out.update(reference=ref, offsets_us={h: round(v) for h, v in sorted(offsets.items())},
                matched=matched, unaligned=[h for h in sorted(ends) if h not in offsets],
-               collectives=len(spreads))
+               collectives=len(spreads), warnings=_clock_warnings(files, offsets, by_key, ref))
     if spreads:
         out["spread_us"] = {"median": spreads[len(spreads) // 2],
                             "p95": spreads[min(len(spreads) - 1, int(0.95 * len(spreads)))],
@@ -350,9 +380,47 @@ def align(results: Iterable[Result]) -> Dict[str, Any]:
     return out
 
 
+def _clock_warnings(files: List[Result], offsets: Dict[str, float],
+                    by_key: Dict[int, List[float]], ref: str) -> List[str]:
+    """One warning per kind of absurd clock data: hosts a day or more off the
+    reference (a clock never set reads 1970), and a file whose collectives
+    end far from the same collectives elsewhere after alignment (its
+    sequence numbers shifted: it counts its collectives differently)."""
+    out = []
+    far = sorted((h for h, v in offsets.items() if abs(v) >= DAY_US), key=lambda h: -abs(offsets[h]))
+    if far:
+        h = far[0]
+        out.append(f"host {h}'s clock is {abs(offsets[h]) / DAY_US:,.0f} days "
+                   f"{'behind' if offsets[h] < 0 else 'ahead of'} the reference host {ref}'s"
+                   + (f" ({len(far)} hosts are a day or more off)" if len(far) > 1 else "")
+                   + "; its times are moved by the offset")
+    med = {k: statistics.median(v) for k, v in by_key.items() if len(v) >= 3}
+    if len(med) < 3:
+        return out
+    devs = []  # (|median distance of a file's ends from the others'|, file)
+    for r in files:
+        if r["host"] not in offsets:
+            continue
+        s = _int64s(r["sync"])
+        dev = [s[i + 1] - offsets[r["host"]] - med[s[i]]
+               for i in range(0, len(s), 2) if s[i] in med]
+        if len(dev) >= 3:
+            devs.append((abs(statistics.median(dev)), r))
+    if len(devs) < 3:
+        return out
+    typical = statistics.median(d for d, _ in devs)
+    d, r = max(devs, key=lambda x: x[0])
+    if d >= max(10 * typical, 1000):
+        who = f"rank {_own_rank(r)}" if _own_rank(r) is not None else r["path"]
+        out.append(f"{who}: its collectives end {common.fmt_us(d)} away from the same ones on "
+                   "the other ranks (typical spread "
+                   f"{common.fmt_us(typical)}): are its sequence numbers shifted?")
+    return out
+
+
 def describe_alignment(a: Dict[str, Any]) -> List[str]:
     """The lines merge, view and report print about the alignment."""
-    lines = []
+    lines = [f"warning: clock alignment: {w}" for w in a.get("warnings", [])]
     if a["reference"] is None:
         if len(a["hosts"]) > 1:
             lines.append(f"clock alignment: {len(a['hosts'])} hosts but no collectives with "

@@ -23,11 +23,17 @@ from collections import deque
 from typing import Any, Dict, List, Optional, Tuple
 
 from dftracer.tools import hang
+from dftracer.tools.rank_rule import count_of_value, rank_of_process_name, rank_of_value
 
 US = 1_000_000
 STEP_HISTORY = 50       # step times kept per process for the median
 LATE_MARGIN = 5         # seconds of buckets kept beyond the window, for late threads
 MIN_WINDOW = 0.1       # seconds: the shortest window rates are computed over
+# The longest duration the readers use (docs/cli.md, "Bad durations";
+# src/reader/reader.h DFT_DUR_MAX_US): a longer or negative one, or an end
+# past 64 bits, is counted apart and left out of every time and share.
+DUR_MAX_US = 365 * 24 * 3600 * US
+INT64_MAX = (1 << 63) - 1
 
 GROUPS = ("compute", "data", "io", "comm", "checkpoint", "other")
 
@@ -35,11 +41,12 @@ GROUPS = ("compute", "data", "io", "comm", "checkpoint", "other")
 # or any other line.  Groups: name, cat, ts, dur, args body, other line.
 _LINE = re.compile(
     rb'^(?:\{"id":\d+,"name":"([^"\\\n]*)","cat":"([^"\\\n]*)","pid":-?\d+,"tid":-?\d+,'
-    rb'"ts":(\d+),"dur":(\d+),"ph":"X"(?:,"args":\{([^\n]*)\})?\}|([^\n]+))$', re.M)
-_ARG_INT = re.compile(rb'(?:^|,)"(ret|size|count|step)":(-?\d+)')
-_STEP_ARG = re.compile(rb'(?:^|,)"step":(-?\d+)')
-_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
-_RANK = re.compile(r"\b[Rr]ank (\d+)")
+    rb'"ts":(\d{1,19}),"dur":(\d{1,19}),"ph":"X"(?:,"args":\{([^\n]*)\})?\}|([^\n]+))$', re.M)
+# integers of at most 19 digits, not followed by more of a number (a longer
+# or fractional one is no int64 and is not used)
+_ARG_INT = re.compile(rb'(?:^|,)"(ret|size|count|step)":(-?\d{1,19})(?![\d.eE])')
+_STEP_ARG = re.compile(rb'(?:^|,)"step":(-?\d{1,19})(?![\d.eE])')
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")
 _FILE_NAME = re.compile(r"-(?P<host>[^/]*)-(?P<pid>\d+)(?:\.\d+)?-app\.pfw(?:\.gz)?$")
 
 # step sources, by priority: a name given with --step, pipeline/iteration,
@@ -205,6 +212,7 @@ class Process:
         self.complete = 0
         self.bad_lines = 0
         self.long_lines = 0
+        self.bad_dur = 0         # complete events with a bad duration (left out of the figures)
         self.finished = False
         self.first_ts: Optional[int] = None
         self.head = 0            # the newest event end seen (us)
@@ -342,6 +350,11 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
         key = get_key((cat, name))
         if key is None:
             key = keys.get(cat, name)
+        if d > DUR_MAX_US or end > INT64_MAX:
+            p.bad_dur += 1
+            if key.flags & F_TRACER and key.name == "end":
+                p.finished = True
+            continue
         if end > head:
             head = end
         if t0 < first:
@@ -393,8 +406,8 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
     p.first_ts = first if first != 1 << 62 else None
 
 
-_RET_ARG = re.compile(rb',"ret":(-?\d+)')
-_PPID_ARG = re.compile(rb',"ppid":(\d+)')
+_RET_ARG = re.compile(rb',"ret":(-?\d{1,19})(?![\d.eE])')
+_PPID_ARG = re.compile(rb',"ppid":(\d{1,19})(?![\d.eE])')
 
 
 def _io_args(flags: int, args: bytes) -> int:
@@ -473,38 +486,42 @@ def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
     args = ev.get("args")
     if not isinstance(args, dict):
         args = {}
-    if p.pid is None and isinstance(ev.get("pid"), int):
-        p.pid = ev["pid"]
+    if p.pid is None:
+        p.pid = _as_int(ev.get("pid"))
     if ph == "M":
         _metadata(p, str(ev.get("name")), args, ev)
         return False
     ts, dur = ev.get("ts"), ev.get("dur")
-    if ph != "X" or not isinstance(ts, int) or not isinstance(dur, int):
+    if ph != "X" or not isinstance(ts, int) or not isinstance(dur, int) \
+            or isinstance(ts, bool) or isinstance(dur, bool):
+        return False
+    p.complete += 1
+    if not (0 <= dur <= DUR_MAX_US and -INT64_MAX <= ts <= INT64_MAX - dur):
+        p.bad_dur += 1
+        if str(ev["name"]) == "end" and ev.get("cat") == "dftracer":
+            p.finished = True
         return False
     name = str(ev["name"]).encode("utf-8", "replace")
     cat = str(ev.get("cat", "")).encode("utf-8", "replace")
     # re-enter the fast path with the parsed values
     key = keys.get(cat, name)
     end = ts + dur
-    p.complete += 1
     p.head = max(p.head, end)
     if key.flags & F_TRACER:
         _tracer_event(p, key.name, ts)
         if key.name == "start":
             p.ppid = _as_int(args.get("ppid"))
         return False
-    step = args.get("step")
-    step = step if isinstance(step, int) and not isinstance(step, bool) else None
+    step = _as_int(args.get("step"), signed=True)
     if key.step:
         p.step_event(key.step, step if step is not None else _profiler_number(key), ts, end)
     elif step is not None and p.step_source <= STEP_ARGS:
         p.step_event(STEP_ARGS, step, ts, end)
     nbytes = 0
     if key.flags & (F_READ | F_WRITE):
-        def num(k: str) -> Optional[int]:
-            v = args.get(k)
-            return v if isinstance(v, int) and not isinstance(v, bool) else None
-        nbytes = io_bytes(key.flags, num("ret"), num("size"), num("count"))
+        nbytes = io_bytes(key.flags, _as_int(args.get("ret"), signed=True),
+                          _as_int(args.get("size"), signed=True),
+                          _as_int(args.get("count"), signed=True))
         if key.flags & F_READ:
             p.io_read += nbytes
         if key.flags & F_WRITE:
@@ -519,10 +536,10 @@ _HANG_NAMES = frozenset(("open", "stack", "FH", "clock"))
 
 
 def _metadata(p: Process, name: str, args: Dict[str, Any], ev: Dict[str, Any]) -> None:
-    """Host, process name and rank.  The rank (docs/trace-format.md, "Ranks and
-    clocks"): a `rank` event with source torch.distributed, else the first
+    """Host, process name and rank, by the one rule of docs/trace-format.md
+    ("Rank", "Ranks and clocks"; dftracer/tools/rank_rule.py): the last valid
     `rank` event (also the older tools' rank metadata), else a process_name
-    ending in "rank N"."""
+    that is or ends in " rank N"."""
     aname = args.get("name")
     if name in _HANG_NAMES:  # what it is inside of, for hang detection
         hang.state_of(p).observe(name, args, ev.get("tid"))
@@ -530,32 +547,39 @@ def _metadata(p: Process, name: str, args: Dict[str, Any], ev: Dict[str, Any]) -
         p.host = aname
     elif name == "process_name" and isinstance(aname, str):
         p.name = aname
-        if isinstance(ev.get("pid"), int):
-            p.pid = ev["pid"]
-        m = _RANK.search(aname)
-        if m and not p.rank_source:
-            p.rank = int(m.group(1))
+        pid = _as_int(ev.get("pid"))
+        if pid is not None:
+            p.pid = pid
+        if not p.rank_source:
+            p.rank = rank_of_process_name(aname)
     elif name == "rank" or aname == "rank":
-        value = _as_int(args.get("value"))
-        distributed = args.get("source") == "torch.distributed"
-        if value is None or p.rank_source == "torch.distributed" or \
-                (p.rank_source and not distributed):
+        value = rank_of_value(args.get("value"))
+        if value is None:
             return
-        p.rank, p.rank_source = value, ("torch.distributed" if distributed else "rank")
-        for field in ("local_rank", "world_size"):
-            v = _as_int(args.get(field))
-            if v is not None:
-                setattr(p, field, v)
+        p.rank = value
+        p.rank_source = "torch.distributed" if args.get("source") == "torch.distributed" \
+            else "rank"
+        local, world = (count_of_value(args.get("local_rank")),
+                        count_of_value(args.get("world_size"), least=1))
+        if local is not None:
+            p.local_rank = local
+        if world is not None:
+            p.world_size = world
         if isinstance(args.get("job_id"), str):
             p.job_id = args["job_id"]
 
 
-def _as_int(v: Any) -> Optional[int]:
+def _as_int(v: Any, signed: bool = False) -> Optional[int]:
+    """An int64 (non-negative unless signed) from a JSON value: an integer or
+    a string of digits; None for anything else (a bool, a float such as 1e999,
+    a number past 64 bits)."""
     if isinstance(v, bool):
         return None
-    if isinstance(v, int):
-        return v
-    try:
-        return int(v)
-    except (TypeError, ValueError):
+    if isinstance(v, str):
+        t = v[1:] if signed and v.startswith("-") else v
+        if not (t.isascii() and t.isdigit()) or len(t.lstrip("0")) > 19:
+            return None
+        v = int(v)
+    if not isinstance(v, int):
         return None
+    return v if (-INT64_MAX if signed else 0) <= v <= INT64_MAX else None

@@ -180,22 +180,39 @@ def _tail(path: str, n: int) -> List[str]:
 
 
 # Columns left out, in this order, when the terminal is too narrow for all
-# (indices into top.ROW_HEADERS); the host goes first when there is only one.
-_DROP_ORDER = [14, 13, 15, 9, 5, 11, 17, 1, 3, 8, 12]
+# (indices into top.ROW_HEADERS), once the note has shrunk to NOTE_MIN.  The
+# columns that say which process a row is (rank, host, pid) are never left
+# out nor cut; the note is cut first, and left out last.
+IDENTITY = (0, 1, 2)
+HOST_MAX = 64        # a host name longer than any real one (HOST_NAME_MAX) is cut there
+NOTE_MIN = 12
+_DROP_ORDER = [14, 13, 15, 9, 5, 11, 17, 3, 8, 12, 16, 10, 7, 6, 4, 18]
+
+
+def column_widths(texts: List[List[str]]) -> List[int]:
+    """Each column's width (its widest cell or header), the note's at most 24."""
+    widths = [max([len(h)] + [len(r[i]) for r in texts]) for i, h in enumerate(top.ROW_HEADERS)]
+    widths[1] = min(widths[1], HOST_MAX)
+    widths[-1] = min(widths[-1], 24)  # the note is cut to what is left
+    return widths
 
 
 def columns_that_fit(texts: List[List[str]], width: int, one_host: bool) -> Tuple[List[int], bool]:
-    """The columns of the process table to show in `width` characters, and
-    whether they fit with two spaces between them."""
+    """The columns of the process table to show in `width` characters (one
+    space between columns, or two when they fit so), and whether there is
+    room for two.  `one_host` is kept for callers: the host is always shown."""
     n = len(top.ROW_HEADERS)
-    widths = [max([len(h)] + [len(r[i]) for r in texts]) + 1 for i, h in enumerate(top.ROW_HEADERS)]
-    widths[-1] = min(widths[-1], 24)  # the note is cut to what is left
+    widths = column_widths(texts)
     keep = list(range(n))
-    if sum(widths) + n <= width:
+    if sum(widths) + 2 * (n - 1) <= width:
         return keep, True
-    order = ([1] if one_host else []) + [c for c in _DROP_ORDER if not (one_host and c == 1)]
-    for col in order:
-        if sum(widths[i] for i in keep) <= width:
+
+    def need(cols: List[int]) -> int:
+        note = min(widths[-1], NOTE_MIN) if n - 1 in cols else 0
+        return sum(widths[i] for i in cols if i != n - 1) + note + len(cols) - 1
+
+    for col in _DROP_ORDER:
+        if need(keep) <= width:
             break
         keep.remove(col)
     return keep, False
@@ -237,10 +254,13 @@ def render(snap: Dict[str, Any], vs: ViewState, paths: List[str], width: int, he
     # the box puts one space between columns; a second one when there is room
     table = Table(box=box.SIMPLE_HEAD, expand=False, pad_edge=False, show_edge=False,
                   padding=(0, 1, 0, 0) if roomy else 0, header_style="bold")
+    widths = column_widths(texts)
     for i in keep:
         h = top.ROW_HEADERS[i]
+        # rank, host and pid keep their width; the other columns may be cut
         table.add_column(h, justify="right" if i in top.RIGHT else "left", no_wrap=True,
-                         overflow="ellipsis", max_width=28 if h in ("name", "host") else None)
+                         overflow="ellipsis", min_width=widths[i] if i in IDENTITY else None,
+                         max_width=28 if h == "name" else (HOST_MAX if h == "host" else None))
     for i, p in enumerate(shown):
         cells: List[Any] = list(texts[i])
         style = "reverse" if vs.first + i == vs.selected else ("dim" if p["state"] == "finished" else "")

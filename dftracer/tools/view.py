@@ -87,6 +87,20 @@ def host_is_loopback(host: Optional[str]) -> bool:
     return name in LOOPBACK_NAMES
 
 
+def target_is_local(target: str) -> bool:
+    """True for a request target in origin form (`/path`), or in absolute
+    form (`http://127.0.0.1:9001/path`) naming the loopback address.  A
+    server takes the host of an absolute-form request from the request line,
+    not from the Host header (RFC 9112 3.2.2), so a foreign one is refused
+    like a foreign Host header."""
+    if target.startswith("/"):
+        return not target.startswith("//")  # `//evil.example/x` is a network path
+    parts = urllib.parse.urlsplit(target)
+    if parts.scheme.lower() != "http" or "@" in parts.netloc:
+        return False
+    return host_is_loopback(parts.netloc)
+
+
 class _Handler(http.server.SimpleHTTPRequestHandler):
     trace_route = "/trace"
     trace_path = ""
@@ -101,7 +115,9 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         """Answers 403 (and returns True) to a request whose Host is not the
         loopback address (DNS rebinding) or that a page of another origin
         than the Perfetto UI's sent (its Origin header says so)."""
-        if not host_is_loopback(self.headers.get("Host")):
+        if not target_is_local(self.path):
+            why = "the request names another host"
+        elif not host_is_loopback(self.headers.get("Host")):
             why = "the Host header does not name 127.0.0.1"
         elif self.headers.get("Origin") not in (None, *self.allowed_origins):
             why = "this origin may not read the trace"

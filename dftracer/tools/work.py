@@ -8,41 +8,11 @@ or "error"."""
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Dict, Optional, Tuple
 
 from dftracer import _core
 from dftracer.tools.common import long_line_message
-
-# The rank rule of docs/trace-format.md, as src/reader/summary.c (rank_of,
-# rank_digits) applies it: tests/tools/test_rank.py holds both to one table.
-_RANK_SUFFIX = re.compile(r"(?:.* )?rank ([0-9]+)", re.DOTALL)
-_RANK_MAX = 2**31 - 1  # ranks are C ints in MPI and torch.distributed
-
-
-def _rank_digits(text: str) -> Optional[int]:
-    if not (text.isascii() and text.isdigit()):
-        return None
-    value = int(text)
-    return value if value <= _RANK_MAX else None
-
-
-def rank_of_process_name(name: str) -> Optional[int]:
-    """The rank in a process_name: the name is `rank <N>` or ends in
-    ` rank <N>` (the tracer writes `<exec> rank <N>`); None when it has none."""
-    m = _RANK_SUFFIX.fullmatch(name)
-    return _rank_digits(m.group(1)) if m else None
-
-
-def rank_of_value(value: Any) -> Optional[int]:
-    """The rank in the value of a `rank` metadata event (an integer or a
-    string of digits), or None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if 0 <= value <= _RANK_MAX else None
-    return _rank_digits(value) if isinstance(value, str) else None
-
+from dftracer.tools.rank_rule import rank_of_process_name, rank_of_value  # noqa: F401
 
 def _failure(path: str, exc: OSError) -> Dict[str, Any]:
     missing = isinstance(exc, FileNotFoundError)

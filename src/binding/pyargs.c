@@ -224,10 +224,9 @@ int dft_pyevent_add_dict(dft_pyevent *pe, PyObject *dict, const char *arg, dft_a
         if (PyTuple_Check(value) && PyTuple_GET_SIZE(value) == 2 &&
             PyLong_Check(PyTuple_GET_ITEM(value, 0)))
             value = PyTuple_GET_ITEM(value, 1);
-        if (pe->ev.nargs >= DFT_PYARGS_MAX) {
-            PyErr_Format(PyExc_ValueError, "too many event arguments (at most %d)",
-                         DFT_PYARGS_MAX);
-            return -1;
+        if (pe->ev.nargs >= DFT_PYARGS_MAX) { /* keep what fits, count the rest */
+            dft_note_args_dropped(1);
+            continue;
         }
         dft_arg *a = &pe->args[pe->ev.nargs];
         size_t klen;

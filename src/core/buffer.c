@@ -330,6 +330,16 @@ static _Atomic uint64_t dropped_in_finalize;
 /* Any thread. */
 uint64_t dft_dropped_take(void) { return atomic_exchange(&dropped_in_finalize, 0); }
 
+/* Arguments left out of events that had more than fit (docs/trace-format.md,
+ * "Start and end"): tracing never raises into the program for what it records. */
+static _Atomic uint64_t args_dropped;
+
+/* Any thread. */
+void dft_note_args_dropped(uint64_t n) { atomic_fetch_add(&args_dropped, n); }
+
+/* Any thread. */
+uint64_t dft_args_dropped_take(void) { return atomic_exchange(&args_dropped, 0); }
+
 /* How an event without an owned scope of its own is placed. */
 enum { PLACE_INSIDE, PLACE_LOGGED, PLACE_TOP };
 

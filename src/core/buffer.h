@@ -30,6 +30,8 @@ int dft_other_threads_have_records_locked(void);
 void dft_wait_for_recorders(long long wait_ns);
 /* Events refused because finalize had begun, since the last call. */
 uint64_t dft_dropped_take(void);
+/* Event arguments left out (dft_note_args_dropped), since the last call. */
+uint64_t dft_args_dropped_take(void);
 /* Opens a scope without an owner on the calling thread / closes the
  * innermost one (dft_enter_scope, dft_exit_scope; core/core.h, "Nesting"). */
 void dft_scope_push(void);

@@ -378,6 +378,7 @@ static int start_held(const char *log_file, const char *data_dir, int64_t proces
     dft_signals_install(dft_g.cfg.bind_signals);
     dft_stacks_install();
     dft_dropped_take(); /* a count left by an earlier trace's finalize */
+    dft_args_dropped_take();
     emit_header();
     run_hooks(DFT_HOOK_OPENED);
     dft_keep_own_thread_now(dft_trace_gen());
@@ -442,13 +443,18 @@ static void finalize_locked(void)
     dft_flush_all_threads(1);
     dft_tstate *ts = dft_tstate_get();
     int64_t id = ts ? atomic_fetch_add(&dft_g.next_id_block, 1) : 0;
-    dft_arg a[2] = {
+    dft_arg a[3] = {
         {.key = "num_events", .type = DFT_ARG_INT, .v.i = (int64_t)dft_writer_lines()},
-        {.key = "num_dropped", .type = DFT_ARG_INT, .v.i = (int64_t)dft_dropped_take()},
     };
+    int na = 1;
+    int64_t dropped = (int64_t)dft_dropped_take(), args_dropped = (int64_t)dft_args_dropped_take();
+    if (dropped > 0)
+        a[na++] = (dft_arg){.key = "num_dropped", .type = DFT_ARG_INT, .v.i = dropped};
+    if (args_dropped > 0)
+        a[na++] = (dft_arg){.key = "num_args_dropped", .type = DFT_ARG_INT, .v.i = args_dropped};
     dft_event end = {.name = "end", .name_len = 3, .cat = "dftracer", .cat_len = 8,
                      .ts = dft_clock_us(), .ph = DFT_PH_COMPLETE, .tid = ts ? ts->tid : 0,
-                     .args = a, .nargs = a[1].v.i > 0 ? 2 : 1};
+                     .args = a, .nargs = na};
     dft_writer_write_now(&end, id);
     dft_writer_close();
     atomic_store(&dft_trace.state, DFT_STATE_FINALIZED);
@@ -514,6 +520,7 @@ static void fork_child(void)
     dft_flusher_after_fork_child();
     dft_threads_unpark(); /* the flusher starts below, with the child's header */
     dft_dropped_take();
+    dft_args_dropped_take(); /* the parent's, in its own trace */
     atomic_store(&dft_finalizing, 0);
     if (atomic_load(&dft_trace.state) != DFT_STATE_ACTIVE) {
         dft_signals_release(&fork_saved_mask);

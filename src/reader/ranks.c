@@ -472,6 +472,10 @@ static int read_lines(pass *ps, dft_rd *rd)
         }
         if (l.ph != 'X' || (l.have & (DFT_HAVE_TS | DFT_HAVE_DUR)) != (DFT_HAVE_TS | DFT_HAVE_DUR))
             continue;
+        /* a bad duration (docs/cli.md, "Bad durations") is no time, no step and
+         * no sync point: one would move a host's clock offset by its length */
+        if (!dft_dur_ok(l.ts, l.dur))
+            continue;
         if (!r->have_ts || l.ts < r->ts_min)
             r->ts_min = l.ts;
         if (!r->have_ts || l.ts + l.dur > r->end_max)

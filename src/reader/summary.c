@@ -155,7 +155,7 @@ static int64_t rank_digits(const char *p, size_t n)
 
 /* The rank in a process_name (docs/trace-format.md): the name is `rank <N>`
  * or ends in ` rank <N>`, as the tracer writes `<exec> rank <N>`; -1 when
- * it has none.  dftracer/tools/work.py applies the same rule. */
+ * it has none.  dftracer/tools/rank_rule.py applies the same rule. */
 static int64_t rank_of(dft_sv name)
 {
     static const char word[] = "rank ";

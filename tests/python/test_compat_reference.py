@@ -5,9 +5,10 @@ pydftracer 2.0.6 over dftracer 2.2.0 and under dftracer; the events must carry
 the same names, categories and args keys, apart from the differences
 docs/compat.md documents (KNOWN below).
 
-The reference runs in its own interpreter: set DFTRACER_REFERENCE_PYTHON to a
-python that has ``pydftracer==2.0.6 dftracer==2.2.0`` installed (default:
-/work/refvenv/bin/python).  Without one the tests are skipped, saying so.
+The reference runs in its own interpreter, DFTRACER_REFERENCE_PYTHON: a
+python that has ``pydftracer==2.0.6 dftracer==2.2.0`` installed, which
+`make test` builds once (build/reference-venv) and sets.  Without the
+variable the tests are skipped, saying so; with an unusable one they fail.
 The torch program runs the reference with this interpreter's torch on its
 PYTHONPATH (same Python version needed), so the reference venv needs no torch.
 """
@@ -27,7 +28,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROGRAM = os.path.join(ROOT, "tests", "python", "compat", "program.py")
-REFERENCE = os.environ.get("DFTRACER_REFERENCE_PYTHON", "/work/refvenv/bin/python")
+REFERENCE = os.environ.get("DFTRACER_REFERENCE_PYTHON")  # `make test` builds and sets it
 TRACER_KEYS = {"hhash", "level", "p_idx"}
 PROGRAM_METADATA = {"train.start", "train.end", "run"}
 
@@ -50,13 +51,21 @@ KNOWN_MISSING = {
 
 
 def _reference_python():
-    if not os.path.exists(REFERENCE):
+    """The reference interpreter, or None when none is named (the test skips);
+    one that is named but unusable fails the test: `make test` names the one
+    it built (build/reference-venv), so there the comparison always runs."""
+    if not REFERENCE:
         return None
+    if not os.path.exists(REFERENCE):
+        pytest.fail(f"DFTRACER_REFERENCE_PYTHON={REFERENCE}: no such file")
     # From "/": a checkout's own metadata in the working directory would answer.
     probe = subprocess.run(
         [REFERENCE, "-c", "import importlib.metadata as m; print(m.version('pydftracer'))"],
         capture_output=True, text=True, env=_clean_env(), cwd="/")
-    return REFERENCE if probe.returncode == 0 and probe.stdout.strip() == "2.0.6" else None
+    if probe.returncode != 0 or probe.stdout.strip() != "2.0.6":
+        pytest.fail(f"DFTRACER_REFERENCE_PYTHON={REFERENCE} has no pydftracer 2.0.6 "
+                    f"({probe.stdout.strip() or probe.stderr.strip()[-300:]})")
+    return REFERENCE
 
 
 # Ours runs with this interpreter's PYTHONPATH (an in-place or sanitized build
@@ -101,8 +110,8 @@ def _normalize(events, adjust):
 def test_same_program_equivalent_trace(tmp_path):
     reference = _reference_python()
     if reference is None:
-        pytest.skip(f"no reference python with pydftracer 2.0.6 at {REFERENCE} "
-                    "(set DFTRACER_REFERENCE_PYTHON)")
+        pytest.skip("DFTRACER_REFERENCE_PYTHON is not set: `make test` builds the reference "
+                    "(pydftracer 2.0.6, dftracer 2.2.0) and sets it")
     (tmp_path / "ref").mkdir()
     (tmp_path / "ours").mkdir()
     # dftracer 2.2.0 writes args only with DFTRACER_INC_METADATA=1.
@@ -139,8 +148,8 @@ def test_same_torch_program_equivalent_trace(tmp_path):
     torch = pytest.importorskip("torch")
     reference = _reference_python()
     if reference is None:
-        pytest.skip(f"no reference python with pydftracer 2.0.6 at {REFERENCE} "
-                    "(set DFTRACER_REFERENCE_PYTHON)")
+        pytest.skip("DFTRACER_REFERENCE_PYTHON is not set: `make test` builds the reference "
+                    "(pydftracer 2.0.6, dftracer 2.2.0) and sets it")
     version = subprocess.run([reference, "-c", "import sys; print(sys.version_info[:2])"],
                              capture_output=True, text=True, env=_clean_env(),
                              cwd="/").stdout.strip()

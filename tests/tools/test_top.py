@@ -635,9 +635,9 @@ def test_names_reach_the_terminal_escaped(tmp_path):
 
 
 def test_rank_metadata_and_workers(tmp_path):
-    """docs/trace-format.md "Ranks and clocks": a torch.distributed rank event
-    wins over the first one, which wins over process_name; a process whose
-    start event's ppid is another traced process is its worker."""
+    """docs/trace-format.md "Ranks and clocks": the last valid rank event wins
+    over the others and over process_name (the one rule of every reader); a
+    process whose start event's ppid is another traced process is its worker."""
     t0 = 1_800_000_000_000_000
 
     def trace(pid, ppid, pname, *ranks):
@@ -661,8 +661,8 @@ def test_rank_metadata_and_workers(tmp_path):
     trace(102, 1, "python rank 4")
     trace(103, 100, "python rank 5", (5, "torch.distributed"))  # a DataLoader worker of 100
     rows = {p["pid"]: p for p in top_json(tmp_path)["processes"]}
-    assert [rows[p]["rank"] for p in (100, 101, 102, 103)] == [5, 1, 4, 5]
-    assert rows[100]["local_rank"] == 1 and rows[100]["world_size"] == 8
+    assert [rows[p]["rank"] for p in (100, 101, 102, 103)] == [6, 7, 4, 5]
+    assert rows[100]["local_rank"] == 0 and rows[100]["world_size"] == 8
     assert rows[100]["job_id"] == "j1" and rows[102]["job_id"] is None
     assert rows[103]["ppid"] == 100 and rows[103]["worker_of"] == 100
     assert rows[103]["mark"] == "worker of 100"

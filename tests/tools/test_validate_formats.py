@@ -5,9 +5,9 @@ own rules).  Each problem names the rule it breaks.
 
 The 2.x samples in tests/tools/reference/ were written by the reference running
 tests/tools/reference/program.py (DFTRACER_INC_METADATA=1 and 0).  When the
-reference is installed (DFTRACER_REFERENCE_PYTHON, default
-/work/refvenv/bin/python: a python with pydftracer==2.0.6 dftracer==2.2.0), a
-fresh pair is made and checked too.
+reference is named (DFTRACER_REFERENCE_PYTHON: a python with
+pydftracer==2.0.6 dftracer==2.2.0, which `make test` builds once into
+build/reference-venv and sets), a fresh pair is made and checked too.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ SAMPLES = os.path.join(HERE, "reference")
 PROGRAM = os.path.join(SAMPLES, "program.py")
 WITH_ARGS = os.path.join(SAMPLES, "pydftracer-2.0.6-metadata.trace.gz")
 WITHOUT_ARGS = os.path.join(SAMPLES, "pydftracer-2.0.6-no-metadata.trace.gz")
-REFERENCE = os.environ.get("DFTRACER_REFERENCE_PYTHON", "/work/refvenv/bin/python")
+REFERENCE = os.environ.get("DFTRACER_REFERENCE_PYTHON")  # `make test` builds and sets it
 
 
 def validate(*paths):
@@ -138,22 +138,30 @@ def test_own_files_keep_the_strict_rules(tmp_path):
 
 
 def _reference_python():
-    if not os.path.exists(REFERENCE):
+    """The reference interpreter, or None when none is named (the test skips);
+    one that is named but unusable fails the test: `make test` names the one
+    it built (build/reference-venv), so there the comparison always runs."""
+    if not REFERENCE:
         return None
+    if not os.path.exists(REFERENCE):
+        pytest.fail(f"DFTRACER_REFERENCE_PYTHON={REFERENCE}: no such file")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")
            and k != "PYTHONPATH"}
     probe = subprocess.run(
         [REFERENCE, "-c", "import importlib.metadata as m; print(m.version('pydftracer'))"],
         capture_output=True, text=True, env=env, cwd="/")
-    return REFERENCE if probe.returncode == 0 and probe.stdout.strip() == "2.0.6" else None
+    if probe.returncode != 0 or probe.stdout.strip() != "2.0.6":
+        pytest.fail(f"DFTRACER_REFERENCE_PYTHON={REFERENCE} has no pydftracer 2.0.6 "
+                    f"({probe.stdout.strip() or probe.stderr.strip()[-300:]})")
+    return REFERENCE
 
 
 @pytest.mark.parametrize("inc_metadata", ["1", "0"])
 def test_fresh_reference_trace_is_valid(tmp_path, inc_metadata):
     python = _reference_python()
     if python is None:
-        pytest.skip(f"no reference python (pydftracer 2.0.6) at {REFERENCE}: "
-                    "set DFTRACER_REFERENCE_PYTHON")
+        pytest.skip("DFTRACER_REFERENCE_PYTHON is not set: `make test` builds the reference "
+                    "(pydftracer 2.0.6, dftracer 2.2.0) and sets it")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")
            and k != "PYTHONPATH"}
     env.update(DFTRACER_ENABLE="1", DFTRACER_INC_METADATA=inc_metadata)

@@ -176,7 +176,39 @@ def test_dns_rebinding_is_refused(tmp_path):
         v.stop()
 
 
+def raw_get(port: int, target: str, host: str) -> int:
+    """The status of a GET with this request target, sent as is."""
+    with socket.create_connection(("127.0.0.1", int(port)), timeout=30) as s:
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+                  .encode())
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    return int(data.split(b" ", 2)[1])
+
+
+def test_absolute_form_requests_for_another_host_are_refused(tmp_path):
+    """`GET http://evil.example/TOKEN/...` names its host in the request line
+    (which wins over Host): refused like a foreign Host header."""
+    path = make_trace(tmp_path / "t", n=1)
+    with Viewer(path, "--no-browser") as v:
+        port = v.trace_url.split(":")[2].split("/")[0]
+        route = "/" + v.trace_url.split("/", 3)[3]
+        local = f"127.0.0.1:{port}"
+        assert raw_get(port, route, local) == 200
+        assert raw_get(port, f"http://{local}{route}", local) == 200
+        for target in (f"http://evil.example{route}", f"http://evil.example:{port}{route}",
+                       f"https://{local}{route}", f"http://x@{local}{route}",
+                       f"ftp://{local}{route}"):
+            assert raw_get(port, target, local) == 403, target
+        # http.server makes `//evil.example/...` a path of its own: no such file
+        assert raw_get(port, f"//evil.example{route}", local) == 404
+        v.stop()
+
+
 def test_host_check_names():
+    assert view.target_is_local("/a") and view.target_is_local("http://localhost:1/a")
+    assert not view.target_is_local("http://evil.example/a")
     assert view.host_is_loopback("127.0.0.1:9001") and view.host_is_loopback("[::1]:9001")
     assert view.host_is_loopback("LOCALHOST:80") and view.host_is_loopback("localhost")
     for bad in (None, "", "evil.example:9001", "[::2]:9001", "127.0.0.2:9001",
