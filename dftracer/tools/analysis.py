@@ -20,6 +20,7 @@ from array import array
 from typing import Any, Dict, List, Optional, Tuple
 
 from dftracer import _core
+from dftracer.tools import classes
 from dftracer.tools.summary import _unescape, name_group
 
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
@@ -30,40 +31,21 @@ _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 DUR_MAX_US = 365 * 24 * 3600 * 1000000
 _TS_MAX = 2**63 - 1
 
-# (cat, name) tests for the classes the report charts
+# the classes the report charts (reader/classify.c's data and compute)
 WAIT, COMPUTE = 1, 2
 
 
 def step_kind(cat: str, name: str) -> Optional[str]:
-    """'profiler' for torch.profiler's ProfilerStep#N, 'train' for an
-    ai.pipeline.train loop body (`train.block`), else None."""
-    if cat == "PP" and _STEP_RE.match(name):
-        return "profiler"
-    if cat == "pipeline" and name == "train.block":
-        return "train"
-    return None
+    """'iteration' (pipeline/iteration), 'profiler' (torch.profiler's
+    ProfilerStep#N), 'train' (an ai.pipeline.train loop body), else None."""
+    return classes.step_kind(cat, name)
 
 
 def event_class(cat: str, name: str) -> int:
-    """WAIT: waiting for data (the `dataloader` category but for the bodies of
-    its `.iter` loops, torch.profiler's
-    `enumerate(DataLoader)...` range, the wait for the next item of an
-    ai.pipeline.train loop); COMPUTE: the `compute` category, torch.compile
-    (`dynamo`) and torch.profiler ops; else 0."""
-    if cat == "dataloader":
-        # `fetch.block` is the loop body working on the item, not the wait for it
-        return 0 if name.endswith(".block") else WAIT
-    if cat == "pipeline" and name == "train.iter":
-        return WAIT
-    if cat == "PP":
-        if name.startswith("enumerate(DataLoader)"):
-            return WAIT
-        if _STEP_RE.match(name) or name.startswith("["):  # steps, [memory]
-            return 0
-        return COMPUTE
-    if cat in ("compute", "dynamo"):
-        return COMPUTE
-    return 0
+    """WAIT: waiting for data; COMPUTE: computing (reader/classify.c's data
+    and compute classes); else 0."""
+    cls = classes.event_class(cat, name)
+    return WAIT if cls == "data" else COMPUTE if cls == "compute" else 0
 
 
 class _Thread:

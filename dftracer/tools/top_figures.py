@@ -22,12 +22,14 @@ import statistics
 from collections import deque
 from typing import Any, Dict, List, Optional, Tuple
 
+from dftracer.tools import classes
+
 US = 1_000_000
 STEP_HISTORY = 50       # step times kept per process for the median
 LATE_MARGIN = 5         # seconds of buckets kept beyond the window, for late threads
 MIN_WINDOW = 0.1       # seconds: the shortest window rates are computed over
 
-GROUPS = ("compute", "data", "io", "comm", "checkpoint", "other")
+GROUPS = classes.CLASSES
 
 # A complete event as dftracer writes it (docs/trace-format.md "Event kinds"),
 # or any other line.  Groups: name, cat, ts, dur, args body, other line.
@@ -47,6 +49,7 @@ STEP_NONE, STEP_ARGS, STEP_TRAIN, STEP_PROFILER, STEP_ITERATION, STEP_NAMED = ra
 STEP_SOURCES = {STEP_ARGS: "args.step", STEP_TRAIN: "pipeline/train.block",
                 STEP_PROFILER: "ProfilerStep#N", STEP_ITERATION: "pipeline/iteration",
                 STEP_NAMED: "--step"}
+_STEP_OF_KIND = {"iteration": STEP_ITERATION, "profiler": STEP_PROFILER, "train": STEP_TRAIN}
 
 # (cat, name) flags
 F_TRACER = 1      # the tracer's own start/end: not in the window
@@ -59,63 +62,19 @@ F_STRING = 64     # fputs: the string's length, in count
 
 
 def category_group(cat: str, name: str) -> Optional[str]:
-    """The share a (cat, name) counts in (the groups of CONTRACT: compute, data
-    wait, I/O, communication, checkpoint, other), or None for the tracer's own
-    events and the containers (steps, pipeline loops) that would count
-    everything twice."""
-    if cat == "dftracer":
-        return None
-    if cat in ("compute", "dynamo"):
-        return "compute"
-    if cat in ("dataloader", "data"):
-        return "other" if name.endswith(".block") else "data"  # a loop body, not a wait
-    if cat in ("POSIX", "STDIO"):
-        return "io"
-    if cat == "comm":
-        return "comm"
-    if cat == "checkpoint":
-        return "checkpoint"
-    if cat == "pipeline":
-        return "data" if name == "train.iter" else None
-    if cat == "PP":
-        if _PROFILER_STEP.match(name):
-            return None
-        if name.startswith("enumerate(DataLoader)"):
-            return "data"
-        return "other" if name.startswith("[") else "compute"
-    return "other"
-
-
-# The POSIX/STDIO calls that move file data, by direction and by what their
-# `ret` counts (docs/io-tracing.md's table of intercepted calls, last column;
-# the same rule as `dftracer summary`'s, reader/iobytes.c): bytes, items of
-# `size` bytes (fread/fwrite), one character (fgetc/fputc), or the string's
-# length in `count` (fputs).
-_READ_BYTES = ("read", "__read", "__read_chk", "pread", "pread64", "__pread64", "__pread_chk",
-               "__pread64_chk", "readv", "preadv", "preadv2", "preadv64", "preadv64v2",
-               "fgets", "fgets_unlocked", "_IO_fgets", "__fgets_chk", "__fgets_unlocked_chk",
-               "getline", "getdelim", "__getdelim")
-_WRITE_BYTES = ("write", "__write", "pwrite", "pwrite64", "__pwrite64", "writev", "pwritev",
-                "pwritev2", "pwritev64", "pwritev64v2", "fprintf", "vfprintf", "__fprintf_chk",
-                "__vfprintf_chk", "dprintf", "vdprintf")
-_COPY_BYTES = ("sendfile", "sendfile64", "copy_file_range", "splice")  # read and written
-_READ_ITEMS = ("fread", "fread_unlocked", "_IO_fread", "__fread_chk", "__fread_unlocked_chk")
-_WRITE_ITEMS = ("fwrite", "fwrite_unlocked", "_IO_fwrite")
-_READ_CHARS = ("fgetc", "getc", "fgetc_unlocked", "getc_unlocked", "_IO_getc")
-_WRITE_CHARS = ("fputc", "putc", "fputc_unlocked", "putc_unlocked", "_IO_putc")
-_WRITE_STRINGS = ("fputs", "fputs_unlocked", "_IO_fputs")
-IO_CALLS: Dict[str, int] = {}
-for _names, _flags in ((_READ_BYTES, F_READ), (_WRITE_BYTES, F_WRITE),
-                       (_COPY_BYTES, F_READ | F_WRITE), (_READ_ITEMS, F_READ | F_ITEMS),
-                       (_WRITE_ITEMS, F_WRITE | F_ITEMS), (_READ_CHARS, F_READ | F_CHARS),
-                       (_WRITE_CHARS, F_WRITE | F_CHARS), (_WRITE_STRINGS, F_WRITE | F_STRING)):
-    IO_CALLS.update(dict.fromkeys(_names, _flags))
+    """The share a (cat, name) counts in (reader/classify.c's class), or None
+    for the tracer's own events and the containers (steps, pipeline loops)
+    that would count everything twice."""
+    return classes.event_class(cat, name)
 
 
 def io_direction(cat: str, name: str) -> int:
     """F_READ/F_WRITE (with how its ret counts) for the POSIX/STDIO calls that
-    move file data; 0 for every other event."""
-    return IO_CALLS.get(name, 0) if cat in ("POSIX", "STDIO") else 0
+    move file data (reader/classify.c's table); 0 for every other event."""
+    io = classes.io_flags(cat, name)
+    return ((F_READ if io & classes.IO_READ else 0) | (F_WRITE if io & classes.IO_WRITE else 0)
+            | (F_ITEMS if io & classes.IO_ITEMS else 0) | (F_CHARS if io & classes.IO_CHAR else 0)
+            | (F_STRING if io & classes.IO_STRING else 0))
 
 
 def io_bytes(flags: int, ret: Optional[int], size: Optional[int], count: Optional[int]) -> int:
@@ -146,17 +105,13 @@ class _Key:
         self.group = category_group(cat, name)
         self.flags = io_direction(cat, name)
         self.step = STEP_NONE
-        m = _PROFILER_STEP.match(name)
+        kind = classes.step_kind(cat, name)
         if cat == "dftracer":
             self.flags |= F_TRACER
         elif step_name is not None and name == step_name:
             self.step = STEP_NAMED
-        elif cat == "pipeline" and name == "iteration":
-            self.step = STEP_ITERATION
-        elif cat == "pipeline" and name == "train.block":
-            self.step = STEP_TRAIN
-        elif m:
-            self.step = STEP_PROFILER
+        elif kind is not None:
+            self.step = _STEP_OF_KIND[kind]
         if self.step:
             self.flags |= F_STEP
             self.group = None

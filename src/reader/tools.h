@@ -34,6 +34,7 @@ PyObject *dft_tools_rewrite_file(PyObject *module, PyObject *args, PyObject *kwa
 int dft_tools_register(PyObject *module);
 int dft_tools_register_events(PyObject *module); /* reader/events.c */
 int dft_tools_register_ranks(PyObject *module);  /* reader/ranks_py.c */
+int dft_tools_register_classify(PyObject *module); /* reader/classify_py.c */
 
 /* What the readers' Python objects share (reader/pyreader.c). */
 struct dft_rd;

@@ -161,8 +161,10 @@ def test_ranks_their_workers_and_the_others(tmp_path):
         fetch = 900 if rank == 2 else 100
         write(d, [ev("iteration", "pipeline", 0, 1000, step=0),
                   ev("fetch", "dataloader", 0, fetch),
-                  ev("forward", "compute", fetch, 1000 - fetch)], env={"RANK": str(rank)},
-              tail=FORK)
+                  ev("forward", "compute", fetch, 1000 - fetch),
+                  ev("all_reduce", "comm", 1000 if rank == 2 else fetch + 50,
+                     0 if rank == 2 else 900 - fetch, seq=0, group="world")],
+              env={"RANK": str(rank)}, tail=FORK)
     write(d, [ev("other", "app", 0, 10)], env={"RANK": ""})  # e.g. the launcher
     proc = subprocess.run([sys.executable, "-m", "dftracer", "summary", str(d), "--ranks",
                            "--json"], capture_output=True, text=True)
@@ -171,7 +173,8 @@ def test_ranks_their_workers_and_the_others(tmp_path):
     assert [r["rank"] for r in out["ranks"]] == [0, 1, 2] and out["warnings"] == []
     assert all(len(r["workers"]) == 1 for r in out["ranks"])
     assert len(out["other_processes"]) == 1
-    # data 100, 100, 900 us: rank 2 is 800 us over the median rank, in data
+    # data 100, 100, 900 us, the others waiting in forward for rank 2's all_reduce:
+    # rank 2 is 800 us over the others outside communication
     assert out["steps"] == [{"step": 0, "dur_us": [1000] * 3, "excess_us": [0, 0, 800],
                              "straggler": 2}]
     assert out["stragglers"] == []  # one step: too few to name a straggler
