@@ -102,7 +102,8 @@ def nbytes(value: Any) -> int:
     return 0
 
 
-def _next_seq(key: Any) -> int:
+def next_seq(key: Any) -> int:
+    """The next number of a group's collectives (or of a p2p direction)."""
     n = _seq.get(key, 0)
     _seq[key] = n + 1
     return n
@@ -156,7 +157,7 @@ def _wrap_collective(op: str, original: Callable[..., Any]) -> Callable[..., Any
         if info is None or not info[2]:
             return None
         ints = {"bytes": nbytes(data.get(args, kwargs)) if data.name else 0,
-                "group_size": info[2], "seq": _next_seq(info[1])}
+                "group_size": info[2], "seq": next_seq(info[1])}
         if async_arg is not None and async_arg.get(args, kwargs):
             ints["async"] = 1
         return ints, info[1]
@@ -193,7 +194,7 @@ def _wrap_point_to_point(op: str, original: Callable[..., Any]) -> Callable[...,
             peer = result  # recv from any source returns the sender
         me = _c10d.get_rank()
         ints = {"bytes": size, "group_size": info[2], "peer": peer,
-                "p2p_seq": _next_seq((info[1], me, peer) if sends else (info[1], peer, me))}
+                "p2p_seq": next_seq((info[1], me, peer) if sends else (info[1], peer, me))}
         if is_async:
             ints["async"] = 1
         emit(op, "comm", start, end, ints, {"group": info[1]})

@@ -8,6 +8,9 @@ and every later iteration ends as soon as all of them stepped.  A process in
 which no optimizer ever stepped counts DataLoader batches instead: an
 iteration runs from one `next()` on a DataLoader iterator to the next.  The
 first iteration starts at the first batch fetch, top-level forward or step.
+Until a second batch iteration closes, the first is held back: a script that
+peeks at its loader (next(iter(loader))) before training with an optimizer
+gets no extra iteration for the peek (iterations = optimizer steps).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ class _Steps:
         self.last_end = 0               # end of the last optimizer step
         self.batch_pending = False      # LOADER: a batch was fetched, not closed
         self.last_activity = 0
+        self.held: Optional[tuple] = None  # LOADER: the first iteration, (start, end, ints)
+        self.loader_sure = False        # LOADER: two batch iterations closed, no optimizer
 
 
 S = _Steps()
@@ -45,10 +50,25 @@ def _close(end: int) -> None:
         ints["epoch"] = S.epoch
     S.step += 1
     S.start = end
+    if S.mode == LOADER and not S.loader_sure:
+        if S.held is None:
+            S.held = (start, end, ints)
+            return
+        S.loader_sure = True
+        _emit_held()
     try:
         emit("iteration", "pipeline", start, end, ints)
     except Exception as exc:
         P.fail(exc)
+
+
+def _emit_held() -> None:
+    held, S.held = S.held, None
+    if held is not None:
+        try:
+            emit("iteration", "pipeline", *held)
+        except Exception as exc:
+            P.fail(exc)
 
 
 def activity(start: int, end: int = 0) -> None:
@@ -93,6 +113,9 @@ def optimizer_begin(opt: int, ts: int) -> None:
 
 
 def optimizer_end(opt: int, ts: int) -> None:
+    if S.held is not None:  # batches were iterations only until an optimizer stepped
+        S.start, S.held = S.held[0], None
+        S.step -= 1
     S.mode = OPTIM
     S.batch_pending = False
     S.stepped.append(opt)
@@ -111,6 +134,8 @@ def _at_exit() -> None:
     """The iteration still open at exit: steps seen before the end, or the
     last batch of a loop left with `break`."""
     try:
+        S.loader_sure = True  # what is held is an iteration after all
+        _emit_held()
         if S.stepped:
             S.stepped = []
             _close(S.last_end)

@@ -399,6 +399,8 @@ class Follower:
             p = f.proc
             parent = by_host_pid.get((p.host, p.ppid)) if p.ppid else None
             worker_of = p.ppid if parent is not None and parent is not p else None
+            if worker_of is not None and p.rank is not None and parent.rank != p.rank:
+                worker_of = None  # a rank its launcher (torchrun) started, not a worker
             length, buckets = p.window(self.window)
             count = io_r = io_w = 0
             by_group = dict.fromkeys(GROUPS, 0)

@@ -2,8 +2,8 @@
  *
  * One streaming pass collects the file's identity (host, pid, ppid, the
  * `rank` and `clock` metadata), its sync points (comm events with `group`
- * and `seq` args that are not `async`: docs/trace-format.md, "Ranks and
- * clocks") and its complete events as 32-byte records.  Then, per thread,
+ * and `seq` args that are not `async`, or are DDP buckets: docs/trace-format.md,
+ * "Ranks and clocks") and its complete events as 32-byte records.  Then, per thread,
  * the events sorted by start give each event its self time (its duration
  * minus that of the events nested in it), and each event's self time goes
  * to the step it starts in, split into classes (compute, data, io, comm,
@@ -56,11 +56,12 @@ static void copy_sv(char *dst, size_t cap, dft_sv v)
 /* ---- args -------------------------------------------------------------- */
 
 enum { A_STEP = 1, A_SEQ = 2, A_ASYNC = 4, A_VALUE = 8, A_LOCAL = 16, A_WORLD = 32,
-       A_PPID = 64, A_WALL = 128, A_GROUP = 256, A_JOB = 512, A_SOURCE = 1024 };
+       A_PPID = 64, A_WALL = 128, A_GROUP = 256, A_JOB = 512, A_SOURCE = 1024,
+       A_DDP = 2048 };
 
 typedef struct rk_args {
     unsigned have;
-    int64_t step, seq, async, value, local_rank, world_size, ppid, wall_us;
+    int64_t step, seq, async, value, local_rank, world_size, ppid, wall_us, ddp_bucket;
     dft_sv group, job_id, source;
 } rk_args;
 
@@ -102,6 +103,7 @@ static void arg_value(rk_args *a, dft_sv key, const char *vp, const char *vend, 
         {"world_size", A_WORLD, offsetof(rk_args, world_size)},
         {"ppid", A_PPID, offsetof(rk_args, ppid)},
         {"wall_us", A_WALL, offsetof(rk_args, wall_us)},
+        {"ddp_bucket", A_DDP, offsetof(rk_args, ddp_bucket)},
     };
     if (is_str) {
         if (SV_IS(key, "group")) {
@@ -362,13 +364,19 @@ static int add_event(pass *ps, const char *text, size_t n, const dft_line *l)
         a.have = 0;
     if (kind != DFT_STEP_PROFILER && (a.have & A_STEP))
         number = a.step;
+    /* a sync point: a collective with group and seq that ends when it is done
+     * (an async_op=True call's event is only the issue; DDP's buckets end when
+     * their all-reduce completes) */
     if (comm && (a.have & (A_GROUP | A_SEQ)) == (A_GROUP | A_SEQ) &&
-        !((a.have & A_ASYNC) && a.async)) {
+        (!((a.have & A_ASYNC) && a.async) || (a.have & A_DDP))) {
         char seq[24];
         int sl = snprintf(seq, sizeof seq, "%lld", (long long)a.seq);
         uint64_t h = fnv(1469598103934665603ull, a.group.p, a.group.n) ^ 0xff;
         h = fnv(h, seq, (size_t)sl) ^ 0xff;
-        sync_add(r, fnv(h, l->name.p, l->name.n), l->ts + l->dur);
+        h = fnv(h, l->name.p, l->name.n);
+        if (a.have & A_DDP) /* numbered apart from the group's other collectives */
+            h = fnv(h ^ 0xff, "ddp", 3);
+        sync_add(r, h, l->ts + l->dur);
     }
     if (ps->sync_only)
         return 0;

@@ -96,7 +96,8 @@ def test_self_time_of_each_class_in_each_step(tmp_path):
     assert keys[("pipeline", "iteration")][5] == 150 + 0  # its own self time: untraced
     sync = array("q")
     sync.frombytes(r["sync"])
-    assert len(sync) == 2 and sync[1] == s0["ts"] + 700  # the one sync all_reduce, its end
+    # the sync all_reduce and DDP's bucket (it ends when its all-reduce is done): their ends
+    assert sorted(sync[1::2]) == [s0["ts"] + 630, s0["ts"] + 700]
     light = _core._rank_file(path, sync_only=True)
     assert light["sync"] == r["sync"] and light["steps"] == b"" and light["keys"] == []
 
