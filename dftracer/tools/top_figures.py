@@ -28,13 +28,15 @@ US = 1_000_000
 STEP_HISTORY = 50       # step times kept per process for the median
 LATE_MARGIN = 5         # seconds of buckets kept beyond the window, for late threads
 MIN_WINDOW = 0.1       # seconds: the shortest window rates are computed over
+OPEN_MAX = 256          # events per thread kept for the self times of their parents
+RECENT_SPANS = 256      # recent collectives and compute events kept for the communication wait
 
 GROUPS = classes.CLASSES
 
 # A complete event as dftracer writes it (docs/trace-format.md "Event kinds"),
-# or any other line.  Groups: name, cat, ts, dur, args body, other line.
+# or any other line.  Groups: name, cat, tid, ts, dur, args body, other line.
 _LINE = re.compile(
-    rb'^(?:\{"id":\d+,"name":"([^"\\\n]*)","cat":"([^"\\\n]*)","pid":-?\d+,"tid":-?\d+,'
+    rb'^(?:\{"id":\d+,"name":"([^"\\\n]*)","cat":"([^"\\\n]*)","pid":-?\d+,"tid":(-?\d+),'
     rb'"ts":(\d+),"dur":(\d+),"ph":"X"(?:,"args":\{([^\n]*)\})?\}|([^\n]+))$', re.M)
 _ARG_INT = re.compile(rb'(?:^|,)"(ret|size|count|step)":(-?\d+)')
 _STEP_ARG = re.compile(rb'(?:^|,)"step":(-?\d+)')
@@ -163,7 +165,8 @@ class Process:
         self.head = 0            # the newest event end seen (us)
         self.io_read = 0
         self.io_write = 0
-        # second -> {key: [count, total dur, dur inside this second, io bytes]}
+        # second -> {key: [count, total dur, dur inside this second, io bytes,
+        #                  its share time inside this second (_share)]}
         self.buckets: Dict[int, Dict[_Key, List[int]]] = {}
         self.low = 0             # the oldest second still kept
         self.late: Dict[_Key, List[int]] = {}   # events older than the kept seconds
@@ -173,6 +176,12 @@ class Process:
         self.step_times: deque = deque(maxlen=STEP_HISTORY)
         self.step_last: Optional[int] = None
         self.step_span: Optional[List[int]] = None  # args.step: [first ts, last end] of the current step
+        # the shares (docs/cli.md, "How a rank's time is split"): per thread the
+        # (ts, dur) of the events no parent has claimed yet (children end first),
+        # the recent collectives and compute events, with their share left
+        self.open: Dict[int, List[Tuple[int, int]]] = {}
+        self.comm_spans: deque = deque(maxlen=RECENT_SPANS)  # [ts, end, tid, key, left, sec]
+        self.compute_spans: deque = deque(maxlen=RECENT_SPANS)
 
     # ---- steps -------------------------------------------------------------
 
@@ -268,6 +277,77 @@ class Process:
         return length, [b for s, b in self.buckets.items() if first <= s <= last]
 
 
+def _share(p: Process, key: _Key, tid: int, t0: int, d: int, keys: "KeyTable") -> int:
+    """The time the event counts in its class's share: its self time (its
+    duration minus its children's, which were written before it on its
+    thread), less the communication wait when it is a compute event while a
+    collective of another thread was outstanding, or a collective another
+    thread's compute event waited for (that time counts once, as comm/`wait in
+    NAME`: docs/cli.md, "How a rank's time is split").  The threads' events
+    come in any order, so each new compute event is matched against the
+    recent collectives and each new collective against the recent compute."""
+    lst = p.open.get(tid)
+    if lst is None:
+        lst = p.open[tid] = []
+    inner = 0
+    while lst and lst[-1][0] >= t0:
+        inner += lst.pop()[1]
+    lst.append((t0, d))
+    if len(lst) > OPEN_MAX:
+        del lst[:OPEN_MAX // 2]
+    own = d - inner if d > inner else 0
+    group = key.group
+    if not own or group not in ("comm", "compute"):
+        return own
+    end = t0 + d
+    mine, theirs = (p.comm_spans, p.compute_spans) if group == "comm" else \
+        (p.compute_spans, p.comm_spans)
+    rec = [t0, end, tid, key, own, end // US]
+    for o in theirs:
+        if rec[4] <= 0:
+            break
+        if o[2] == tid or o[4] <= 0 or o[0] >= end or o[1] <= t0:
+            continue
+        w = min(min(end, o[1]) - max(t0, o[0]), rec[4], o[4])
+        rec[4] -= w
+        o[4] -= w
+        _move_wait(p, keys, o, w)
+        if group == "compute":
+            _add_wait(p, keys, key, rec[5], w)
+    mine.append(rec)
+    return rec[4]
+
+
+def _move_wait(p: Process, keys: "KeyTable", o: List[Any], w: int) -> None:
+    """Takes w off the share of the already counted event o; when o is a
+    compute event, w goes to its wait key (the collective's own share is
+    simply not counted twice)."""
+    b = p.buckets.get(o[5])
+    e = b.get(o[3]) if b is not None else None
+    if e is not None:
+        e[4] -= w
+    if o[3].group == "compute":
+        _add_wait(p, keys, o[3], o[5], w)
+
+
+def _add_wait(p: Process, keys: "KeyTable", key: _Key, sec: int, w: int) -> None:
+    if w <= 0 or sec < p.low:
+        return
+    b = p.bucket(sec)
+    wk = _wait_key(keys, key)
+    e = b.get(wk)
+    if e is None:
+        b[wk] = [0, 0, w, 0, w]
+    else:
+        e[2] += w
+        e[4] += w
+
+
+def _wait_key(keys: KeyTable, key: _Key) -> _Key:
+    """comm/`wait in NAME`: the communication wait inside a compute event."""
+    return keys.get(b"comm", b"wait in " + key.name.encode("utf-8", "replace"))
+
+
 def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
     """Adds the event lines of `text` (whole lines) to the process's figures.
     The per-event path: one tuple from the line pattern, a dict lookup for
@@ -279,7 +359,7 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
     first = p.first_ts if p.first_ts is not None else 1 << 62
     generic = p.step_source <= STEP_ARGS
     n = 0
-    for name, cat, ts, dur, args, other in _LINE.findall(text):
+    for name, cat, tid, ts, dur, args, other in _LINE.findall(text):
         if other:
             p.head, p.first_ts = head, (first if first != 1 << 62 else None)
             if _slow_line(p, other, keys, window):
@@ -324,6 +404,7 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
             if m:
                 p.step_event(STEP_ARGS, int(m.group(1)), t0, end)
                 generic = p.step_source <= STEP_ARGS
+        own = _share(p, key, int(tid), t0, d, keys)
         if end >= hi or end < lo:
             lo = end - end % US
             hi = lo + US
@@ -331,14 +412,15 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
         if t0 >= lo:
             e = cur.get(key)
             if e is None:
-                cur[key] = [1, d, d, nbytes]
+                cur[key] = [1, d, d, nbytes, own]
             else:
                 e[0] += 1
                 e[1] += d
                 e[2] += d
                 e[3] += nbytes
+                e[4] += own
         else:
-            _spread(p, key, t0, d, end, nbytes, window)
+            _spread(p, key, t0, d, end, nbytes, window, own)
             hi = 0
     p.events += n
     p.complete += n
@@ -374,32 +456,30 @@ def _tracer_event(p: Process, name: str, ts: int) -> None:
         p.finished = True
 
 
-def _spread(p: Process, key: _Key, t0: int, d: int, end: int, nbytes: int, window: int) -> None:
+def _spread(p: Process, key: _Key, t0: int, d: int, end: int, nbytes: int, window: int,
+            own: int, counted: bool = True) -> None:
     """An event that began in an earlier second: its count and duration go
     to the second it ended in, its time inside each kept second to that
-    second (for the shares)."""
+    second, and `own` of its `d` in proportion to the shares.  A wait (not
+    counted: no event of its own) is only its `own` time, in proportion."""
+    frac = own / d if d else 0.0
     sec = end // US
-    b = p.bucket(sec)
-    e = b.get(key)
-    inside = end - sec * US
-    if e is None:
-        b[key] = [1, d, inside, nbytes]
-    else:
-        e[0] += 1
-        e[1] += d
-        e[2] += inside
-        e[3] += nbytes
     lowest = max(t0 // US, sec - window - LATE_MARGIN, p.low)
-    s = sec - 1
+    s = sec
     while s >= lowest:
         part = min(end, (s + 1) * US) - max(t0, s * US)
-        if part > 0:
+        if part > 0 or s == sec:
+            share = int(part * frac)
             b = p.bucket(s)
             e = b.get(key)
             if e is None:
-                b[key] = [0, 0, part, 0]
-            else:
-                e[2] += part
+                e = b[key] = [0, 0, 0, 0, 0]
+            if s == sec and counted:
+                e[0] += 1
+                e[1] += d
+                e[3] += nbytes
+            e[2] += part if counted else share
+            e[4] += share
         s -= 1
 
 
@@ -464,7 +544,9 @@ def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
             p.io_write += nbytes
     if p.first_ts is None or ts < p.first_ts:
         p.first_ts = ts
-    _spread(p, key, ts, dur, end, nbytes, window)
+    tid = ev.get("tid")
+    tid = tid if isinstance(tid, int) and not isinstance(tid, bool) else 0
+    _spread(p, key, ts, dur, end, nbytes, window, _share(p, key, tid, ts, dur, keys))
     return True
 
 
