@@ -10,10 +10,14 @@
 
 static PyObject *classify(PyObject *module, PyObject *args)
 {
-    const char *cat, *name;
+    PyObject *cat_o, *name_o;
     Py_ssize_t cn, nn;
     (void)module;
-    if (!PyArg_ParseTuple(args, "s#s#:_classify", &cat, &cn, &name, &nn))
+    if (!PyArg_ParseTuple(args, "UU:_classify", &cat_o, &name_o))
+        return NULL; /* TypeError: cat and name are str */
+    const char *cat = PyUnicode_AsUTF8AndSize(cat_o, &cn);
+    const char *name = cat ? PyUnicode_AsUTF8AndSize(name_o, &nn) : NULL;
+    if (!name)
         return NULL;
     int flags;
     int cls = dft_cls_class(cat, (size_t)cn, name, (size_t)nn, &flags);
