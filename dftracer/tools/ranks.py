@@ -16,12 +16,13 @@ name).  This module combines the files:
   communication is what it did itself.  Per step, a rank's lead is that time
   minus the median of the other ranks' (with 2 ranks: the other's); the
   job's noise is the median over ranks of the spread (1.4826 x MAD) of each
-  rank's lead from step to step.  A rank whose median lead is at least
-  NOISE_K x the noise (and STEP_MIN_US) is a straggler, named with the class
-  whose median excess over the others holds most of it and that class's top
-  event; the step's straggler is the rank with the largest lead above that
-  bound.  A balanced job's leads are noise around 0: no straggler, however
-  many ranks.
+  rank's lead from step to step.  A rank whose typical lead (the mean of its
+  leads with the TRIM highest and lowest left out) is at least NOISE_K x the
+  noise, STEP_SHARE of the median step and STEP_MIN_US is a straggler, named
+  with the class whose typical excess over the others holds most of it and
+  that class's top event; the step's straggler is the rank with the largest
+  lead when that lead reaches the same bound.  A balanced job's leads are
+  noise around 0: no straggler, however many ranks.
 - clock alignment: one offset per host, the median over the collectives it
   shares with an aligned host of the difference of their ends.
 
@@ -46,8 +47,10 @@ COMM = CLASSES.index("comm")
 OTHER = CLASSES.index("other")
 NCLS = len(CLASSES)
 FIELDS = _core._RANK_STEP_FIELDS  # number, ts, dur, by class, top key by class, top us by class
-NOISE_K = 4          # a straggler's median lead: at least NOISE_K x the job's step-to-step noise
+NOISE_K = 3          # a straggler's typical lead: NOISE_K x the job's step-to-step noise
+STEP_SHARE = 0.05    # ... and this share of the median step
 STEP_MIN_US = 100    # ... and at least this
+TRIM = 0.1           # the typical lead: the mean without the top and bottom 10% of the steps
 MIN_STEPS = 3        # steps compared before anyone is named
 MAX_TABLE_RANKS = 16                 # wider step x rank tables only in --json and the report
 _RANK_RE = re.compile(r"\brank (\d+)", re.IGNORECASE)
@@ -151,6 +154,14 @@ def identify(results: Iterable[Result]) -> Tuple[List[Rank], List[Result], List[
 
 # ---- stragglers --------------------------------------------------------------
 
+def _typical(values: Sequence[float]) -> float:
+    """The mean without the TRIM highest and lowest values (a warm-up step, a
+    hiccup), which still sees a lead that comes every other step."""
+    v = sorted(values)
+    k = int(len(v) * TRIM)
+    return statistics.fmean(v[k:len(v) - k]) if v else 0.0
+
+
 def _mad(values: Sequence[float]) -> float:
     m = statistics.median(values)
     return 1.4826 * statistics.median(abs(v - m) for v in values)
@@ -189,9 +200,10 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
     noise = statistics.median(spreads) if spreads else 0.0
     med_step = statistics.median(d for _, ds, _ in per_step for d in ds if d is not None) \
         if per_step else 0
-    bound = max(NOISE_K * noise, STEP_MIN_US)
+    bound = max(NOISE_K * noise, STEP_SHARE * med_step, STEP_MIN_US)
     steps_out = []
     straggled: Dict[int, int] = {r.rank: 0 for r in ranks}
+    who: Dict[int, int] = {}  # step -> its straggler
     for n, durs, lead_at in per_step:
         straggler = None
         known = [(x, -ranks[i].rank, i) for i, x in enumerate(lead_at) if x is not None]
@@ -200,6 +212,7 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
             if x >= bound:
                 straggler = ranks[i].rank
                 straggled[straggler] += 1
+                who[n] = straggler
         steps_out.append({"step": n, "dur_us": durs,
                           "excess_us": [None if x is None else int(max(0.0, x)) for x in lead_at],
                           "straggler": straggler})
@@ -207,8 +220,9 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
     if compared >= MIN_STEPS:
         for r in ranks:
             v = leads[r.rank]
-            if v and statistics.median(x[1] for x in v) >= bound:
-                stragglers.append(_straggler(r, v, straggled[r.rank], compared, ranks))
+            if v and _typical([x[1] for x in v]) >= bound:
+                held = [x for x in v if who.get(x[0]) == r.rank] or v
+                stragglers.append(_straggler(r, v, held, compared, ranks))
     stragglers.sort(key=lambda s: (-s["excess_us"], s["rank"]))
     return {
         "step_kind": kinds[0] if len(kinds) == 1 else kinds,
@@ -261,14 +275,16 @@ def _io_bytes(results: Iterable[Result], key: Tuple[str, str]) -> int:
     return sum(k[7] for res in results for k in res.get("keys", ()) if (k[0], k[1]) == key)
 
 
-def _straggler(r: Rank, leads: List[Tuple[int, float, List[float]]], steps: int,
-               compared: int, ranks: List[Rank]) -> Dict[str, Any]:
+def _straggler(r: Rank, leads: List[Tuple[int, float, List[float]]],
+               held: List[Tuple[int, float, List[float]]], compared: int,
+               ranks: List[Rank]) -> Dict[str, Any]:
     """What a straggler's lead is made of: the class (not communication) whose
-    median excess over the others is largest, and that class's top event in
-    the steps where it was over (weighted by the excess)."""
+    typical excess over the others is largest, and that class's top event in
+    the steps where it was over (weighted by the excess); its size, the
+    median in the steps it held the others back (`held`)."""
     cause = max((c for c in range(NCLS) if c != COMM),
-                key=lambda c: statistics.median(x[2][c] for x in leads))
-    per_step = [x[2][cause] for x in leads]
+                key=lambda c: _typical([x[2][c] for x in leads]))
+    per_step = [x[2][cause] for x in held]
     picks: Dict[int, float] = {}
     for n, _, over in leads:
         key = r.row(n)[3 + NCLS + cause]
@@ -283,8 +299,8 @@ def _straggler(r: Rank, leads: List[Tuple[int, float, List[float]]], steps: int,
         cause_cat, cause_name = k[0], k[1]
         io = _io_bytes([r.main], (k[0], k[1]))
     out = {
-        "rank": r.rank, "steps": steps, "of_steps": compared,
-        "excess_us": int(statistics.median(x[1] for x in leads)),
+        "rank": r.rank, "steps": len(held) if held is not leads else 0, "of_steps": compared,
+        "excess_us": int(statistics.median(x[1] for x in held)),
         "cause_class": CLASSES[cause], "cause_cat": cause_cat, "cause_name": cause_name,
         "cause_excess_us": int(statistics.median(per_step)),
         "cause_io_bytes": io, "workers": None,
@@ -461,8 +477,8 @@ def render(a: Dict[str, Any], top: int) -> str:
     parts.append("\nStragglers")
     parts.extend(straggler_line(s) for s in a["stragglers"])
     if not a["stragglers"]:
-        parts.append(f"none: no rank's median lead over the others reaches "
-                     f"{common.fmt_us(a['straggler_bound_us'])} ({NOISE_K} x the job's "
-                     f"step-to-step noise, {common.fmt_us(a['noise_us'])})")
+        parts.append(f"none: no rank's typical lead over the others reaches "
+                     f"{common.fmt_us(a['straggler_bound_us'])} (the job's step-to-step "
+                     f"noise is {common.fmt_us(a['noise_us'])})")
     parts.extend(describe_alignment(a["alignment"]))
     return "\n".join(parts)
