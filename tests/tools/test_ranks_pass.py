@@ -232,3 +232,54 @@ def test_a_straggler_in_untraced_code(tmp_path):
                                                                          "(untraced)")
     assert s["excess_us"] == 500 and s["cause_cat"] == ""
     assert "other: (untraced) +500 us" in ranks.straggler_line(s)
+
+
+COMM_THREAD = """
+import threading
+def comm_thread():
+    for name, cat, ts, dur, ints, strs in {events!r}:
+        log.log_event(name, cat, T + ts, dur, int_args=ints, string_args=strs)
+th = threading.Thread(target=comm_thread)
+th.start()
+th.join()
+"""
+
+
+def test_comm_wait_in_backward_and_a_slow_forward(tmp_path):
+    """DDP's shape: the bucket all_reduce on a communication thread while the
+    training thread waits in backward.  Rank 1's forward takes 15 ms more:
+    the others wait for it inside backward.  That wait is comm (the comm
+    thread's all_reduce not added on top), and rank 1 is named, in compute,
+    forward, +15 ms, in every step; the same job balanced names nobody."""
+    waits = {}  # rank -> its all_reduces' time: what backward waited
+
+    def job(d, slow_ms):
+        for rank in range(3):
+            main, comm = [], []
+            for k in range(10):
+                t = k * 20_000
+                fwd = 500 + (slow_ms * 1000 if rank == 1 else 0) + 37 * ((k * 7 + rank) % 5)
+                wait_end = t + 500 + slow_ms * 1000 + 3000  # everyone leaves together
+                main += [ev("iteration", "pipeline", t, 19_000, step=k),
+                         ev("forward", "compute", t, fwd),
+                         ev("backward", "compute", t + fwd, wait_end - (t + fwd)),
+                         ev("optimizer.step", "compute", wait_end, 200)]
+                comm += [ev("all_reduce", "comm", t + fwd + 300, wait_end - (t + fwd + 400),
+                            seq=k, group="world", ddp_bucket=0, **{"async": 1})]
+            waits[rank] = sum(e[3] for e in comm)
+            write(d, main, env={"RANK": str(rank)},
+                  tail=COMM_THREAD.format(events=comm))
+        return ranks.analyze(_core._rank_file(p) for p in find_traces(str(d)))
+
+    a = job(tmp_path / "slow", 15)
+    by_rank = {r["rank"]: r for r in a["ranks"]}
+    for r in (0, 2):  # waiting for rank 1 in backward: comm, once
+        by = by_rank[r]["by_class_us"]
+        assert by["comm"] == waits[r] and by["compute"] < 10 * 1500, by
+        assert sum(by.values()) == 10 * 19_000
+    (s,) = a["stragglers"]
+    assert (s["rank"], s["cause_class"], s["cause_cat"], s["cause_name"]) == (
+        1, "compute", "compute", "forward"), s
+    assert s["steps"] == s["of_steps"] == 10
+    assert 14_000 <= s["excess_us"] <= 16_000 and 14_000 <= s["cause_excess_us"] <= 16_000
+    assert job(tmp_path / "balanced", 0)["stragglers"] == []
