@@ -18,7 +18,8 @@ name).  This module combines the files:
   job's noise is the median over ranks of the spread (1.4826 x MAD) of each
   rank's lead from step to step.  A rank whose typical lead (the mean of its
   leads with the TRIM highest and lowest left out) is at least NOISE_K x the
-  noise, STEP_SHARE of the median step and STEP_MIN_US is a straggler, named
+  noise, STEP_SHARE of the median step and STEP_MIN_US, and that is the step's
+  straggler in at least HALF of the steps, is a straggler, named
   with the class whose typical excess over the others holds most of it and
   that class's top event; the step's straggler is the rank with the largest
   lead when that lead reaches the same bound.  A balanced job's leads are
@@ -52,6 +53,7 @@ STEP_SHARE = 0.05    # ... and this share of the median step
 STEP_MIN_US = 100    # ... and at least this
 TRIM = 0.1           # the typical lead: the mean without the top and bottom 10% of the steps
 MIN_STEPS = 3        # steps compared before anyone is named
+HALF = 0.5           # ... and the step's straggler in at least half of them
 MAX_TABLE_RANKS = 16                 # wider step x rank tables only in --json and the report
 _RANK_RE = re.compile(r"\brank (\d+)", re.IGNORECASE)
 
@@ -220,7 +222,8 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
     if compared >= MIN_STEPS:
         for r in ranks:
             v = leads[r.rank]
-            if v and _typical([x[1] for x in v]) >= bound:
+            if v and _typical([x[1] for x in v]) >= bound and \
+                    straggled[r.rank] >= HALF * compared:
                 held = [x for x in v if who.get(x[0]) == r.rank] or v
                 stragglers.append(_straggler(r, v, held, compared, ranks))
     stragglers.sort(key=lambda s: (-s["excess_us"], s["rank"]))
