@@ -15,6 +15,7 @@ a process that stopped keeps its last figures."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -30,6 +31,7 @@ LATE_MARGIN = 5         # seconds of buckets kept beyond the window, for late th
 MIN_WINDOW = 0.1       # seconds: the shortest window rates are computed over
 OPEN_MAX = 256          # events per thread kept for the self times of their parents
 RECENT_SPANS = 256      # recent collectives and compute events kept for the communication wait
+SCAN_SPANS = RECENT_SPANS  # of which the newest are matched against a new event
 
 GROUPS = classes.CLASSES
 
@@ -182,6 +184,7 @@ class Process:
         self.open: Dict[int, List[Tuple[int, int]]] = {}
         self.comm_spans: deque = deque(maxlen=RECENT_SPANS)  # [ts, end, tid, key, left, sec]
         self.compute_spans: deque = deque(maxlen=RECENT_SPANS)
+        self.span_end = [0, 0]  # the latest end among the comm, the compute spans
 
     # ---- steps -------------------------------------------------------------
 
@@ -303,7 +306,9 @@ def _share(p: Process, key: _Key, tid: int, t0: int, d: int, keys: "KeyTable") -
     mine, theirs = (p.comm_spans, p.compute_spans) if group == "comm" else \
         (p.compute_spans, p.comm_spans)
     rec = [t0, end, tid, key, own, end // US]
-    for o in theirs:
+    if theirs and t0 >= p.span_end[group == "comm"]:  # [0]: comm, [1]: compute
+        theirs = ()  # all of them ended before this began (the common case)
+    for o in itertools.islice(reversed(theirs), SCAN_SPANS):  # the newest first
         if rec[4] <= 0:
             break
         if o[2] == tid or o[4] <= 0 or o[0] >= end or o[1] <= t0:
@@ -315,6 +320,9 @@ def _share(p: Process, key: _Key, tid: int, t0: int, d: int, keys: "KeyTable") -
         if group == "compute":
             _add_wait(p, keys, key, rec[5], w)
     mine.append(rec)
+    side = group == "comm"
+    if end > p.span_end[not side]:
+        p.span_end[not side] = end
     return rec[4]
 
 
