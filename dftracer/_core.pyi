@@ -132,6 +132,19 @@ def _rewrite_file(path: _Path, part: _Path, fmt: str, old_pid: int, new_pid: int
     (fmt "pfw" or "chrome"), every ts moved by ts_offset microseconds."""
 
 _RANK_CLASSES: Tuple[str, ...]
+# reader/classify.c: the one definition of event classes, step kinds, I/O direction
+_CLASSES: Tuple[str, ...]
+_STEP_KINDS: Tuple[Optional[str], ...]
+_CLS_CONTAINER: int
+_CLS_TRACER: int
+_IO_READ: int
+_IO_WRITE: int
+_IO_BYTES: int
+_IO_ITEMS: int
+_IO_CHAR: int
+_IO_STRING: int
+def _classify(cat: str, name: str) -> Tuple[int, int, int, int]:
+    """(index in _CLASSES, _CLS_* flags, index in _STEP_KINDS, _IO_* flags)."""
 _RANK_STEP_FIELDS: int
 _RANK_SYNC_MAX: int
 

@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import torch
 import torch.serialization as serialization
 
+from dftracer._autotrace import modules
 from dftracer._autotrace._base import compiling, emit, now, part, patch, tls
 
 P = part("checkpoint")
@@ -67,6 +68,8 @@ def _wrap(original: Callable[..., Any], name: str, file_index: int) -> Callable[
         end = now()
         try:
             _emit(name, start, end, path, _size(path) if path else _moved(before, f))
+            if isinstance(result, torch.nn.Module):  # a whole model loaded: time its forward
+                modules.search_again()
         except Exception as exc:
             P.fail(exc)
         return result

@@ -11,7 +11,9 @@ Point-to-point calls get `peer` (the other rank) and `p2p_seq`, counted per
 group and direction, instead of `seq`.  A call made inside another traced
 call (all_gather inside all_gather_object's work, say) is not an event of
 its own, and a rank outside the group records nothing.  With async_op=True
-the event is only the issue (`async`: 1).
+the event is only the issue (`async`: 1).  FSDP2 (fully_shard) communicates
+through all_gather_single and reduce_scatter_single (torch 2.13), covered
+here; the functional collectives (DeviceMesh-based parallelism) in funcol.py.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ COLLECTIVES: Dict[str, Optional[str]] = {
     "reduce_scatter": "input_list", "reduce_scatter_tensor": "input",
     "gather": "tensor", "scatter": "tensor", "all_to_all": "input_tensor_list",
     "all_to_all_single": "input", "barrier": None, "monitored_barrier": None,
+    # torch 2.13's fully_shard (FSDP2) gathers and reduce-scatters through these
+    "all_gather_single": "input_tensor", "reduce_scatter_single": "input",
+    "all_reduce_coalesced": "tensors", "all_gather_coalesced": "input_tensor_list",
+    "all_gather_object": None, "gather_object": None, "broadcast_object_list": None,
+    "scatter_object_list": None,
 }
 # op -> (global peer argument, group-rank peer argument, is async, sends)
 POINT_TO_POINT: Dict[str, Tuple[str, str, bool, bool]] = {
@@ -102,7 +109,8 @@ def nbytes(value: Any) -> int:
     return 0
 
 
-def _next_seq(key: Any) -> int:
+def next_seq(key: Any) -> int:
+    """The next number of a group's collectives (or of a p2p direction)."""
     n = _seq.get(key, 0)
     _seq[key] = n + 1
     return n
@@ -162,7 +170,7 @@ def _wrap_collective(op: str, original: Callable[..., Any]) -> Callable[..., Any
         if info is None or not info[2]:
             return None
         ints = {"bytes": nbytes(data.get(args, kwargs)) if data.name else 0,
-                "group_size": info[2], "seq": _next_seq(info[1])}
+                "group_size": info[2], "seq": next_seq(info[1])}
         if async_arg is not None and async_arg.get(args, kwargs):
             ints["async"] = 1
         return ints, info[1]
@@ -202,7 +210,7 @@ def _wrap_point_to_point(op: str, original: Callable[..., Any]) -> Callable[...,
             peer = result  # recv from any source returns the sender
         me = _c10d.get_rank()
         ints = {"bytes": size, "group_size": info[2], "peer": peer,
-                "p2p_seq": _next_seq((info[1], me, peer) if sends else (info[1], peer, me))}
+                "p2p_seq": next_seq((info[1], me, peer) if sends else (info[1], peer, me))}
         if is_async:
             ints["async"] = 1
         emit(op, "comm", start, end, ints, {"group": info[1]})
@@ -247,6 +255,9 @@ def install() -> None:
     wrappers["destroy_process_group"] = _wrap_destroy(_c10d.destroy_process_group)
     for name, wrapper in wrappers.items():
         _replace(name, wrapper, getattr(_c10d, name))
+    from dftracer._autotrace import funcol
+
+    funcol.install()  # torch.distributed._functional_collectives, once imported
     P.started()
 
 

@@ -4,7 +4,8 @@ the main process).
 
 The iterator's __next__ is wrapped on the base class every DataLoader
 iterator derives from; DataLoader.__iter__ is wrapped to count epochs (the
-passes over each loader).  The fetchers of torch.utils.data._utils.fetch
+passes over each loader that ran to the end, so a peek with
+next(iter(loader)) is no epoch).  The fetchers of torch.utils.data._utils.fetch
 are replaced by versions that time each __getitem__ (torch's code, with a
 clock read around each access); if torch's fetchers are not the code they
 were written against, the whole fetch is one `item` event instead.
@@ -54,6 +55,7 @@ def _wrap_next(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
         except StopIteration:
             if P.on:
                 steps.loader_exhausted(start)
+                _epoch_done(self)
             raise
         finally:
             span_close(tok)
@@ -76,14 +78,25 @@ def _wrap_iter(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
         modules.search_again()
         if P.on:
             try:
-                epoch = _epochs.get(self, -1) + 1
-                _epochs[self] = epoch
-                it._dftracer_epoch = epoch
+                # the passes over this loader that ran to the end: a peek
+                # (next(iter(loader))) starts no epoch of its own
+                it._dftracer_epoch = _epochs.get(self, 0)
+                it._dftracer_loader = weakref.ref(self)
             except Exception:  # an iterator without attributes: no epoch
                 pass
         return it
 
     return __iter__
+
+
+def _epoch_done(it: Any) -> None:
+    """An iterator ran to its end: the next pass over its loader is the next epoch."""
+    try:
+        loader = it._dftracer_loader()
+        if loader is not None:
+            _epochs[loader] = max(_epochs.get(loader, 0), it._dftracer_epoch + 1)
+    except Exception:  # not one of ours
+        pass
 
 
 # ---- the dataset side: one event per item ----------------------------------

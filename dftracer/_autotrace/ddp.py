@@ -6,7 +6,9 @@ bucket by the group size, all-reduce it) and times it: the event starts
 when the bucket's all-reduce is issued, or when the previous bucket's
 finished if that is later (the backend runs them in order), and ends when
 its future completes (on NCCL, when the work is enqueued).  It carries
-`ddp_bucket` and `async`: 1, and no `seq` (it is not a sync point).
+`ddp_bucket`, `async`: 1 and `seq`, its number among the group's DDP
+buckets: every rank issues the buckets in the same order, so it is a sync
+point for merge's clock alignment like any collective.
 
 DDP accepts one hook per model.  A hook the program registers later
 (register_comm_hook, _register_builtin_comm_hook) replaces ours: DDP's
@@ -99,7 +101,7 @@ def _timed(state: HookState, bucket: Any, scale: Callable[[Any, int], Any]) -> A
     tensor = scale(bucket, _divisor(state))
     fut = _all_reduce(tensor, group=state.pg, async_op=True).get_future()
     ints = {"bytes": int(tensor.nbytes), "group_size": state.size,
-            "ddp_bucket": int(bucket.index()), "async": 1}
+            "ddp_bucket": int(bucket.index()), "async": 1, "seq": comm.next_seq((state.group, "ddp"))}
 
     def done(f: Any) -> Any:
         value = f.value()[0]

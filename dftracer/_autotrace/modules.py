@@ -18,8 +18,10 @@ on a slow core), so they only find the top-level modules: after two
 iterations (or 100 top-level forwards) they are removed and the top-level
 modules seen get hooks of their own; every other module is back to torch's
 hook-free path.  Each new pass over a DataLoader (an epoch, an evaluation
-loop) looks again for two iterations.  A model first called outside these
-windows is not timed.
+loop), each model.train()/model.eval() and each torch.load that returns a
+module (a model reloaded for the test pass) looks again for two iterations,
+so a model built or loaded late is timed from its next pass.  A model
+first called outside these windows is not timed.
 
 torch.compile must not see global module hooks (dynamo guards on them, and
 OptimizedModule warns about them): the first compile or OptimizedModule ends
@@ -401,9 +403,20 @@ def _remove_all() -> None:
     _per_module.clear()
 
 
+def _wrap_train(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def train(self: Any, mode: bool = True) -> Any:
+        if not _global[0]:
+            search_again()  # a training or evaluation pass begins: maybe a new model
+        return original(self, mode)
+
+    return train
+
+
 def install() -> None:
     _add_global()
     P.undo_with(_remove_all)
+    patch(P, nn_module.Module, "train", _wrap_train(nn_module.Module.train))
     patch(P, nn_module.Module, "__getstate__", _wrap_getstate(nn_module.Module.__getstate__))
     script = _wrap_script(torch.jit.script)
     patch(P, torch.jit, "script", script)

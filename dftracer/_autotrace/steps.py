@@ -8,6 +8,9 @@ and every later iteration ends as soon as all of them stepped.  A process in
 which no optimizer ever stepped counts DataLoader batches instead: an
 iteration runs from one `next()` on a DataLoader iterator to the next.  The
 first iteration starts at the first batch fetch, top-level forward or step.
+Until a second batch iteration closes, the first is held back: a script that
+peeks at its loader (next(iter(loader))) before training with an optimizer
+gets no extra iteration for the peek (iterations = optimizer steps).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class _Steps:
         self.batch_pending = False      # LOADER: a batch was fetched, not closed
         self.last_activity = 0
         self.tok = 0                    # the open span of the current iteration
+        self.held: Optional[tuple] = None  # LOADER: the first iteration, (start, end, ints)
+        self.loader_sure = False        # LOADER: two batch iterations closed, no optimizer
 
 
 S = _Steps()
@@ -47,6 +52,12 @@ def _close(end: int) -> None:
     S.step += 1
     S.start = end
     _reopen(end)
+    if S.mode == LOADER and not S.loader_sure:
+        if S.held is None:
+            S.held = (start, end, ints)
+            return
+        S.loader_sure = True
+        _emit_held()
     try:
         emit("iteration", "pipeline", start, end, ints)
     except Exception as exc:
@@ -60,6 +71,15 @@ def _reopen(start: Optional[int]) -> None:
         S.tok = 0
     if start is not None:
         S.tok = span_open("iteration", "pipeline", start, None, S.step)
+
+
+def _emit_held() -> None:
+    held, S.held = S.held, None
+    if held is not None:
+        try:
+            emit("iteration", "pipeline", *held)
+        except Exception as exc:
+            P.fail(exc)
 
 
 def activity(start: int, end: int = 0) -> None:
@@ -106,6 +126,9 @@ def optimizer_begin(opt: int, ts: int) -> None:
 
 
 def optimizer_end(opt: int, ts: int) -> None:
+    if S.held is not None:  # batches were iterations only until an optimizer stepped
+        S.start, S.held = S.held[0], None
+        S.step -= 1
     S.mode = OPTIM
     S.batch_pending = False
     S.stepped.append(opt)
@@ -124,6 +147,8 @@ def _at_exit() -> None:
     """The iteration still open at exit: steps seen before the end, or the
     last batch of a loop left with `break`."""
     try:
+        S.loader_sure = True  # what is held is an iteration after all
+        _emit_held()
         if S.stepped:
             S.stepped = []
             _close(S.last_end)

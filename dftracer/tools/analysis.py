@@ -15,11 +15,13 @@ set by the largest file, not by the run."""
 
 from __future__ import annotations
 
+import bisect
 import re
 from array import array
 from typing import Any, Dict, List, Optional, Tuple
 
 from dftracer import _core
+from dftracer.tools import classes as _cls
 from dftracer.tools.summary import _unescape, name_group
 
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
@@ -30,40 +32,63 @@ _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 DUR_MAX_US = 365 * 24 * 3600 * 1000000
 _TS_MAX = 2**63 - 1
 
-# (cat, name) tests for the classes the report charts
+# the classes the report charts (reader/classify.c's data and compute)
 WAIT, COMPUTE = 1, 2
 
 
 def step_kind(cat: str, name: str) -> Optional[str]:
-    """'profiler' for torch.profiler's ProfilerStep#N, 'train' for an
-    ai.pipeline.train loop body (`train.block`), else None."""
-    if cat == "PP" and _STEP_RE.match(name):
-        return "profiler"
-    if cat == "pipeline" and name == "train.block":
-        return "train"
-    return None
+    """'iteration' (pipeline/iteration), 'profiler' (torch.profiler's
+    ProfilerStep#N), 'train' (an ai.pipeline.train loop body), else None."""
+    return _cls.step_kind(cat, name)
 
 
 def event_class(cat: str, name: str) -> int:
-    """WAIT: waiting for data (the `dataloader` category but for the bodies of
-    its `.iter` loops, torch.profiler's
-    `enumerate(DataLoader)...` range, the wait for the next item of an
-    ai.pipeline.train loop); COMPUTE: the `compute` category, torch.compile
-    (`dynamo`) and torch.profiler ops; else 0."""
-    if cat == "dataloader":
-        # `fetch.block` is the loop body working on the item, not the wait for it
-        return 0 if name.endswith(".block") else WAIT
-    if cat == "pipeline" and name == "train.iter":
-        return WAIT
-    if cat == "PP":
-        if name.startswith("enumerate(DataLoader)"):
-            return WAIT
-        if _STEP_RE.match(name) or name.startswith("["):  # steps, [memory]
-            return 0
-        return COMPUTE
-    if cat in ("compute", "dynamo"):
-        return COMPUTE
-    return 0
+    """WAIT: waiting for data; COMPUTE: computing (reader/classify.c's data
+    and compute classes); else 0."""
+    cls = _cls.event_class(cat, name)
+    return WAIT if cls == "data" else COMPUTE if cls == "compute" else 0
+
+
+class _Union:
+    """A union of intervals: its length, and how much of [a, b) it covers."""
+
+    def __init__(self) -> None:
+        self.spans: List[Tuple[int, int]] = []
+        self.merged: Optional[Tuple[List[int], List[int], List[int]]] = None
+
+    def add(self, a: int, b: int) -> None:
+        if b > a:
+            self.spans.append((a, b))
+            self.merged = None
+
+    def _merge(self) -> Tuple[List[int], List[int], List[int]]:
+        if self.merged is None:
+            lo: List[int] = []
+            hi: List[int] = []
+            for a, b in sorted(self.spans):
+                if hi and a <= hi[-1]:
+                    hi[-1] = max(hi[-1], b)
+                else:
+                    lo.append(a)
+                    hi.append(b)
+            cum, t = [], 0
+            for a, b in zip(lo, hi):
+                t += b - a
+                cum.append(t)
+            self.merged = (lo, hi, cum)
+        return self.merged
+
+    def length(self) -> int:
+        cum = self._merge()[2]
+        return cum[-1] if cum else 0
+
+    def _before(self, x: int) -> int:
+        lo, hi, cum = self._merge()
+        j = bisect.bisect_left(lo, x)
+        return cum[j - 1] - max(0, hi[j - 1] - x) if j else 0
+
+    def cover(self, a: int, b: int) -> int:
+        return self._before(b) - self._before(a) if self.spans else 0
 
 
 class _Thread:
@@ -123,9 +148,21 @@ def analyze_file(path: str, t0: int, bin_us: int) -> Dict[str, Any]:
     per_pid: Dict[int, Dict[str, int]] = {}
     steps: List[Dict[str, Any]] = []
     counters: Dict[Tuple[int, str], int] = {}
+    comm_cls = [_cls.event_class(c, n) == "comm" for c, n in key_list]
+    comm_of: Dict[int, _Union] = {}
+    for (pid, tid), th in threads.items():  # the process's collectives, any thread
+        u = comm_of.setdefault(pid, _Union())
+        for t, d, k in zip(th.ts, th.dur, th.key):
+            if comm_cls[k]:
+                u.add(t, t + d)
+    tops: Dict[int, _Union] = {}
     for (pid, tid), th in sorted(threads.items()):
         _sweep(pid, th, classes, steps_kind, key_list, self_by_key, self_by_pid_key,
-               per_pid, steps, counters)
+               per_pid, steps, counters, comm_of.get(pid, _Union()),
+               tops.setdefault(pid, _Union()))
+    for pid, acc in per_pid.items():  # wall-clock time, not summed over threads
+        acc["busy_us"] = tops[pid].length()
+        acc["comm_us"] = comm_of[pid].length() if pid in comm_of else 0
     return {
         "path": path, "status": reader.status, "message": reader.message, "events": events,
         "self_by_name": [(key_list[k][0], key_list[k][1], v) for k, v in self_by_key.items()],
@@ -171,7 +208,8 @@ def _by_pid_cat(self_by_pid_key: Dict[Tuple[int, int], int],
 def _sweep(pid: int, th: _Thread, classes: List[int], kinds: List[Optional[str]],
            key_list: List[Tuple[str, str]], self_by_key: Dict[int, int],
            self_by_pid_key: Dict[Tuple[int, int], int], per_pid: Dict[int, Dict[str, int]],
-           steps: List[Dict[str, Any]], counters: Dict[Tuple[int, str], int]) -> None:
+           steps: List[Dict[str, Any]], counters: Dict[Tuple[int, str], int],
+           comm: "_Union", tops: "_Union") -> None:
     """Nesting on one thread: events sorted by start (longest first); an event
     lies inside the innermost open event that contains it entirely."""
     ts, dur, key = th.ts, th.dur, th.key
@@ -180,7 +218,7 @@ def _sweep(pid: int, th: _Thread, classes: List[int], kinds: List[Optional[str]]
     _core._sort_spans(ts, dur, order)  # by start, longest first
     selfs = array("q", dur)
     step_of = array("q", [-1]) * n
-    acc = per_pid.setdefault(pid, {"wait_us": 0, "compute_us": 0, "busy_us": 0})
+    acc = per_pid.setdefault(pid, {"wait_us": 0, "compute_us": 0, "busy_us": 0, "comm_us": 0})
     # stack entries: [end, index, inside-wait, inside-compute, step]
     stack: List[List[int]] = []
     last_train_wait = -1  # index of the latest `train.iter` (waiting for a train step)
@@ -195,7 +233,7 @@ def _sweep(pid: int, th: _Thread, classes: List[int], kinds: List[Optional[str]]
             selfs[parent[1]] -= dur[i]
             in_wait, in_compute, step = parent[2], parent[3], parent[4]
         else:
-            acc["busy_us"] += dur[i]
+            tops.add(ts[i], end)
             in_wait = in_compute = 0
             step = -1
         # time waiting inside a compute range counts as waiting, not computing
@@ -204,7 +242,8 @@ def _sweep(pid: int, th: _Thread, classes: List[int], kinds: List[Optional[str]]
             if in_compute:
                 acc["compute_us"] -= dur[i]
         elif cls == COMPUTE and not in_compute and not in_wait:
-            acc["compute_us"] += dur[i]
+            # waiting for a collective inside compute (backward, optimizer.step) is comm
+            acc["compute_us"] += dur[i] - comm.cover(ts[i], end)
         kind = kinds[k]
         if kind is not None and step == -1:
             number = _step_number(key_list[k][1], kind, pid, counters)
@@ -276,9 +315,10 @@ def merge(results: List[Dict[str, Any]], hosts: Dict[str, str],
             v[0] += nbytes
             v[1] += busy
         for pid, acc in r["per_pid"].items():
-            p = per_proc.setdefault((host, pid), {"wait_us": 0, "compute_us": 0, "busy_us": 0})
+            p = per_proc.setdefault((host, pid), {"wait_us": 0, "compute_us": 0, "busy_us": 0,
+                                                  "comm_us": 0})
             for k2, v2 in acc.items():
-                p[k2] += v2
+                p[k2] = p.get(k2, 0) + v2
         for s in r["steps"]:
             steps.append(dict(s, host=host))
     return {

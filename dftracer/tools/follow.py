@@ -61,6 +61,19 @@ def parse_interval(value: Optional[str], default: float = 1.0) -> Tuple[float, O
     return x, None
 
 
+def _shares(by_group: Dict[str, float], step_us: float, window_us: float) -> Dict[str, float]:
+    """Each class's share (docs/cli.md, "dftracer top"): of the steps' time in
+    the window when the process has steps (their time no event covers is
+    other, as in `summary --ranks`), else of the window."""
+    whole = step_us if step_us > 0 else window_us
+    if whole <= 0:
+        return dict.fromkeys(by_group, 0.0)
+    out = {g: v / whole for g, v in by_group.items()}
+    if step_us > 0:
+        out["other"] += max(0.0, 1.0 - sum(out.values()))
+    return out
+
+
 def silent_after(flush_interval: float) -> float:
     return SILENT_FLUSHES * flush_interval if flush_interval > 0 else FLUSH_OFF_SILENT
 
@@ -487,10 +500,13 @@ class Follower:
             p = f.proc
             parent = by_host_pid.get((p.host, p.ppid)) if p.ppid else None
             worker_of = p.ppid if parent is not None and parent is not p else None
+            if worker_of is not None and p.rank is not None and parent.rank != p.rank:
+                worker_of = None  # a rank its launcher (torchrun) started, not a worker
             length, buckets = p.window(self.window)
             count = io_r = io_w = 0
             by_group = dict.fromkeys(GROUPS, 0)
             chosen = only is None or path in only
+            step_us = 0  # the steps' time in the window: the shares' whole when there are steps
             for b in buckets:
                 for key, e in b.items():
                     count += e[0]
@@ -498,8 +514,10 @@ class Follower:
                         io_r += e[3]
                     if key.flags & F_WRITE:
                         io_w += e[3]
+                    if key.step and key.step == p.step_source:
+                        step_us += e[2]
                     if key.group is not None:
-                        by_group[key.group] += e[2]
+                        by_group[key.group] += e[4]
                         if chosen:
                             fn = functions.get((key.cat, key.name))
                             if fn is None:
@@ -539,7 +557,7 @@ class Follower:
                 "window_s": length,
                 "step": p.step, "step_source": STEP_SOURCES.get(p.step_source),
                 "step_last_us": p.step_last, "step_median_us": p.step_median(),
-                "by_cat": {g: (v / (secs * US) if length else 0.0) for g, v in by_group.items()},
+                "by_cat": _shares(by_group, step_us, secs * US if length else 0.0),
                 "cats": {c: {"count": v[0], "total_us": v[1]} for c, v in sorted(cats.items())},
                 "io_read_bytes": p.io_read, "io_write_bytes": p.io_write,
                 "io_read_mb_s": io_r / 1e6 / secs if length else 0.0,

@@ -10,14 +10,20 @@ name).  This module combines the files:
 
 - ranks: each rank's main process is the file that names the rank and whose
   parent does not; files started by it (DataLoader workers) are its workers.
-- stragglers: in a synchronous job every rank's step lasts as long as the
-  slowest rank's, so step durations alone do not tell who is slow.  For each
-  step and class the median over ranks is taken; a rank's excess is what it
-  spends over those medians outside communication (the others wait for it in
-  communication, or in whatever call blocks on it).  The step's straggler is
-  the rank with the largest excess, when that is at least 5% of the median
-  step (and 100 us); a rank that is the straggler in at least a fifth of the
-  steps (and two) is listed, with the class and event that explain it.
+- stragglers: the straggler is the rank the others wait for (docs/cli.md,
+  "Stragglers").  A rank's time in a step is split so that waiting for the
+  others is communication (reader/ranks_steps.c), so its time outside
+  communication is what it did itself.  Per step, a rank's lead is that time
+  minus the median of the other ranks' (with 2 ranks: the other's); the
+  job's noise is the median over ranks of the spread (1.4826 x MAD) of each
+  rank's lead from step to step.  A rank whose typical lead (the mean of its
+  leads with the TRIM highest and lowest left out) is at least NOISE_K x the
+  noise, STEP_SHARE of the median step and STEP_MIN_US, and that is the step's
+  straggler in at least HALF of the steps, is a straggler, named
+  with the class whose typical excess over the others holds most of it and
+  that class's top event; the step's straggler is the rank with the largest
+  lead when that lead reaches the same bound.  A balanced job's leads are
+  noise around 0: no straggler, however many ranks.
 - clock alignment: one offset per host, the median over the collectives it
   shares with an aligned host of the difference of their ends.
 
@@ -27,7 +33,6 @@ events.  The same numbers whether the files were read locally or with --dask.
 
 from __future__ import annotations
 
-import math
 import statistics
 from array import array
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -43,8 +48,12 @@ COMM = CLASSES.index("comm")
 OTHER = CLASSES.index("other")
 NCLS = len(CLASSES)
 FIELDS = _core._RANK_STEP_FIELDS  # number, ts, dur, by class, top key by class, top us by class
-STEP_SHARE, STEP_MIN_US = 0.05, 100  # a step's straggler: excess >= 5% of the step, 100 us
-LIST_SHARE, LIST_MIN = 0.2, 2        # listed: straggler in >= 20% of the steps, and 2
+NOISE_K = 3          # a straggler's typical lead: NOISE_K x the job's step-to-step noise
+STEP_SHARE = 0.05    # ... and this share of the median step
+STEP_MIN_US = 100    # ... and at least this
+TRIM = 0.1           # the typical lead: the mean without the top and bottom 10% of the steps
+MIN_STEPS = 3        # steps compared before anyone is named
+HALF = 0.5           # ... and the step's straggler in at least half of them
 MAX_TABLE_RANKS = 16                 # wider step x rank tables only in --json and the report
 WORLD_MAX = 1 << 24                  # a world size past this is no real job's
 PLAUSIBLE_US = 978_307_200_000_000   # 2001-01-01: a clock before it is not set
@@ -173,9 +182,17 @@ def rank_data_warnings(ranks: Sequence["Rank"]) -> List[str]:
 
 # ---- stragglers --------------------------------------------------------------
 
-def _excess(values: Sequence[Sequence[int]], med: Sequence[float]) -> List[int]:
-    """Per rank: time over the median of each class, communication left out."""
-    return [int(sum(max(0.0, v[c] - med[c]) for c in range(NCLS) if c != COMM)) for v in values]
+def _typical(values: Sequence[float]) -> float:
+    """The mean without the TRIM highest and lowest values (a warm-up step, a
+    hiccup), which still sees a lead that comes every other step."""
+    v = sorted(values)
+    k = int(len(v) * TRIM)
+    return statistics.fmean(v[k:len(v) - k]) if v else 0.0
+
+
+def _mad(values: Sequence[float]) -> float:
+    m = statistics.median(values)
+    return 1.4826 * statistics.median(abs(v - m) for v in values)
 
 
 def analyze(results: Iterable[Result]) -> Dict[str, Any]:
@@ -184,45 +201,67 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
     ranks, loose, warnings = identify(results)
     kinds = sorted({r.main.get("step_kind") for r in ranks if r.main.get("step_kind")})
     numbers = sorted(set().union(*(r.numbers() for r in ranks))) if ranks else []
-    straggled: Dict[int, List[Tuple[int, int]]] = {r.rank: [] for r in ranks}  # (step, excess)
-    med_by_step: Dict[int, List[float]] = {}
-    steps_out = []
-    compared = 0
+    pos = {r.rank: i for i, r in enumerate(ranks)}
+    # per rank: [(step, lead, per-class excess over the others' median)]
+    leads: Dict[int, List[Tuple[int, float, List[float]]]] = {r.rank: [] for r in ranks}
+    per_step = []  # (step, durs, leads by position)
     for n in numbers:
         present = [(r, r.row(n)) for r in ranks]
         present = [(r, row) for r, row in present if row is not None]
         durs: List[Optional[int]] = [None] * len(ranks)
-        excess_out: List[Optional[int]] = [None] * len(ranks)
-        pos = {r.rank: i for i, r in enumerate(ranks)}
+        lead_at: List[Optional[float]] = [None] * len(ranks)
         for r, row in present:
             durs[pos[r.rank]] = row[2]
-        straggler = None
         if len(present) >= 2:
-            compared += 1
             cls = [row[3:3 + NCLS] for _, row in present]
-            med = [statistics.median(v[c] for v in cls) for c in range(NCLS)]
-            med_by_step[n] = med
-            exc = _excess(cls, med)
-            for (r, _), e in zip(present, exc):
-                excess_out[pos[r.rank]] = e
-            best = max(range(len(present)), key=lambda i: (exc[i], -present[i][0].rank))
-            median_step = statistics.median(row[2] for _, row in present)
-            if exc[best] >= max(STEP_SHARE * median_step, STEP_MIN_US):
-                straggler = present[best][0].rank
-                straggled[straggler].append((n, exc[best]))
-        steps_out.append({"step": n, "dur_us": durs, "excess_us": excess_out,
+            own = [sum(v[c] for c in range(NCLS) if c != COMM) for v in cls]
+            for i, (r, _) in enumerate(present):
+                others = [own[j] for j in range(len(present)) if j != i]
+                lead = own[i] - statistics.median(others)
+                over = [cls[i][c] - statistics.median(cls[j][c] for j in range(len(present))
+                                                      if j != i) for c in range(NCLS)]
+                lead_at[pos[r.rank]] = lead
+                leads[r.rank].append((n, lead, over))
+        per_step.append((n, durs, lead_at))
+    compared = sum(1 for _, _, la in per_step if any(x is not None for x in la))
+    spreads = [_mad([x[1] for x in v]) for v in leads.values() if len(v) >= 2]
+    noise = statistics.median(spreads) if spreads else 0.0
+    med_step = statistics.median(d for _, ds, _ in per_step for d in ds if d is not None) \
+        if per_step else 0
+    bound = max(NOISE_K * noise, STEP_SHARE * med_step, STEP_MIN_US)
+    steps_out = []
+    straggled: Dict[int, int] = {r.rank: 0 for r in ranks}
+    who: Dict[int, int] = {}  # step -> its straggler
+    for n, durs, lead_at in per_step:
+        straggler = None
+        known = [(x, -ranks[i].rank, i) for i, x in enumerate(lead_at) if x is not None]
+        if known:
+            x, _, i = max(known)
+            if x >= bound:
+                straggler = ranks[i].rank
+                straggled[straggler] += 1
+                who[n] = straggler
+        steps_out.append({"step": n, "dur_us": durs,
+                          "excess_us": [None if x is None else int(max(0.0, x)) for x in lead_at],
                           "straggler": straggler})
-    need = max(LIST_MIN, math.ceil(LIST_SHARE * compared))
-    stragglers = [_straggler(r, straggled[r.rank], compared, med_by_step, ranks)
-                  for r in ranks if len(straggled[r.rank]) >= need]
-    stragglers.sort(key=lambda s: (-s["steps"], -s["excess_us"], s["rank"]))
+    stragglers = []
+    if compared >= MIN_STEPS:
+        for r in ranks:
+            v = leads[r.rank]
+            if v and _typical([x[1] for x in v]) >= bound and \
+                    straggled[r.rank] >= HALF * compared:
+                held = [x for x in v if who.get(x[0]) == r.rank] or v
+                stragglers.append(_straggler(r, v, held, compared, ranks))
+    stragglers.sort(key=lambda s: (-s["excess_us"], s["rank"]))
     return {
         "step_kind": kinds[0] if len(kinds) == 1 else kinds,
         "job_ids": sorted({r.main.get("job_id") for r in ranks if r.main.get("job_id")}),
         "rank_order": [r.rank for r in ranks],
-        "ranks": [_rank_row(r, len(straggled[r.rank])) for r in ranks],
+        "ranks": [_rank_row(r, straggled[r.rank]) for r in ranks],
         "steps": steps_out,
         "stragglers": stragglers,
+        "noise_us": int(noise), "straggler_bound_us": int(bound),
+        "median_step_us": int(med_step),
         "other_processes": [{"host": p["host"], "pid": p["pid"], "process_name":
                              p.get("process_name", "")} for p in loose],
         "alignment": align(results),
@@ -265,36 +304,32 @@ def _io_bytes(results: Iterable[Result], key: Tuple[str, str]) -> int:
     return sum(k[7] for res in results for k in res.get("keys", ()) if (k[0], k[1]) == key)
 
 
-def _straggler(r: Rank, steps: List[Tuple[int, int]], compared: int,
-               med_by_step: Dict[int, List[float]], ranks: List[Rank]) -> Dict[str, Any]:
-    over = [0.0] * NCLS
-    picks: Dict[int, float] = {}  # the class's top key in those steps, weighted by excess
-    for n, _ in steps:
-        row = r.row(n)
-        med = med_by_step[n]
-        for c in range(NCLS):
-            if c != COMM:
-                over[c] += max(0.0, row[3 + c] - med[c])
-    cause = max((c for c in range(NCLS) if c != COMM), key=lambda c: over[c])
-    per_step = []
-    for n, _ in steps:
-        row = r.row(n)
-        d = row[3 + cause] - med_by_step[n][cause]
-        per_step.append(d)
-        key = row[3 + NCLS + cause]
-        if key >= 0:
-            picks[key] = picks.get(key, 0.0) + max(0.0, d)
+def _straggler(r: Rank, leads: List[Tuple[int, float, List[float]]],
+               held: List[Tuple[int, float, List[float]]], compared: int,
+               ranks: List[Rank]) -> Dict[str, Any]:
+    """What a straggler's lead is made of: the class (not communication) whose
+    typical excess over the others is largest, and that class's top event in
+    the steps where it was over (weighted by the excess); its size, the
+    median in the steps it held the others back (`held`)."""
+    cause = max((c for c in range(NCLS) if c != COMM),
+                key=lambda c: _typical([x[2][c] for x in leads]))
+    per_step = [x[2][cause] for x in held]
+    picks: Dict[int, float] = {}
+    for n, _, over in leads:
+        key = r.row(n)[3 + NCLS + cause]
+        if key >= 0 and over[cause] > 0:
+            picks[key] = picks.get(key, 0.0) + over[cause]
     keys = r.main.get("keys", [])
     cause_cat, cause_name, io = "", "(untraced)" if cause == OTHER else "", 0
-    top_us = statistics.median(r.row(n)[3 + 2 * NCLS + cause] for n, _ in steps)
+    top_us = statistics.median(r.row(n)[3 + 2 * NCLS + cause] for n, _, _ in leads)
     if picks and (cause != OTHER or top_us >= statistics.median(per_step) / 2):
         # (an `other` excess mostly in time no event covers stays "(untraced)")
         k = keys[max(picks, key=lambda x: picks[x])]
         cause_cat, cause_name = k[0], k[1]
         io = _io_bytes([r.main], (k[0], k[1]))
     out = {
-        "rank": r.rank, "steps": len(steps), "of_steps": compared,
-        "excess_us": int(statistics.median(e for _, e in steps)),
+        "rank": r.rank, "steps": len(held) if held is not leads else 0, "of_steps": compared,
+        "excess_us": int(statistics.median(x[1] for x in held)),
         "cause_class": CLASSES[cause], "cause_cat": cause_cat, "cause_name": cause_name,
         "cause_excess_us": int(statistics.median(per_step)),
         "cause_io_bytes": io, "workers": None,
@@ -513,6 +548,8 @@ def render(a: Dict[str, Any], top: int) -> str:
     parts.append("\nStragglers")
     parts.extend(straggler_line(s) for s in a["stragglers"])
     if not a["stragglers"]:
-        parts.append("none: no rank is the slowest in a fifth of the steps")
+        parts.append(f"none: no rank's typical lead over the others reaches "
+                     f"{common.fmt_us(a['straggler_bound_us'])} (the job's step-to-step "
+                     f"noise is {common.fmt_us(a['noise_us'])})")
     parts.extend(describe_alignment(a["alignment"]))
     return "\n".join(parts)

@@ -285,7 +285,9 @@ def build_figures(go: Any, data: Dict[str, Any], top: int) -> List[Tuple[str, st
 
     # 6. steps
     steps = data["steps"]
-    kind = "profiler" if any(s["kind"] == "profiler" for s in steps) else "train"
+    # the step kinds by the ranks pass's priority: iteration, ProfilerStep#N, train.block
+    kind = next((k for k in ("iteration", "profiler", "train")
+                 if any(s["kind"] == k for s in steps)), "train")
     steps = [s for s in steps if s["kind"] == kind]
     if steps:
         by_num: Dict[int, List[Dict[str, Any]]] = {}
@@ -313,15 +315,17 @@ def build_figures(go: Any, data: Dict[str, Any], top: int) -> List[Tuple[str, st
             fig.add_bar(name="other", x=nums, y=rest, marker_color="#b0b0b0")
         nproc = len({(s["host"], s["pid"]) for s in steps})
         fig.update_layout(barmode="stack", xaxis_title="step", yaxis_title="ms", **layout)
-        what = ("torch.profiler's <code>ProfilerStep#N</code>" if kind == "profiler"
-                else "the <code>train.block</code> events of <code>ai.pipeline.train.iter</code>")
+        what = {"iteration": "the <code>pipeline/iteration</code> events: optimizer steps",
+                "profiler": "torch.profiler's <code>ProfilerStep#N</code>"}.get(
+            kind, "the <code>train.block</code> events of <code>ai.pipeline.train.iter</code>")
         out.append(("chart-steps", "Time per step", fig,
                     f"{len(nums)} steps ({what}); self time per category inside each step"
                     + (f", the mean over {nproc} processes" if nproc > 1 else "")
                     + ". <i>untraced</i>: step time that no traced event covers."))
     else:
         out.append(("chart-steps", "Time per step", None,
-                    "No steps: none of torch.profiler's <code>ProfilerStep#N</code> "
+                    "No steps: no <code>pipeline/iteration</code> events (<code>dftracer "
+                    "run</code>), none of torch.profiler's <code>ProfilerStep#N</code> "
                     "(docs/torch-profiler.md) nor <code>ai.pipeline.train.iter</code> loops "
                     "(docs/ai.md)."))
 
@@ -334,14 +338,19 @@ def build_figures(go: Any, data: Dict[str, Any], top: int) -> List[Tuple[str, st
                     marker_color=color("waiting for data"))
         fig.add_bar(name="computing", x=xs, y=[w["compute_us"] / 1e3 for w in wc],
                     marker_color=color("computing"))
+        if any(w.get("comm_us") for w in wc):
+            fig.add_bar(name="communication", x=xs, y=[w.get("comm_us", 0) / 1e3 for w in wc],
+                        marker_color=color("communication"))
         fig.add_bar(name="other traced", x=xs, marker_color="#b0b0b0",
-                    y=[max(0, w["busy_us"] - w["wait_us"] - w["compute_us"]) / 1e3 for w in wc])
-        fig.update_layout(barmode="stack", yaxis_title="ms (thread time)", **layout)
+                    y=[max(0, w["busy_us"] - w["wait_us"] - w["compute_us"]
+                           - w.get("comm_us", 0)) / 1e3 for w in wc])
+        fig.update_layout(barmode="stack", yaxis_title="ms (wall-clock)", **layout)
         out.append(("chart-wait", "Waiting for data versus computing", fig,
-                    "Per process: time in data loading (the <code>dataloader</code> category "
-                    "but for the bodies of its loops, <code>train.iter</code>, torch.profiler's <code>enumerate(DataLoader)</code>), "
-                    "in compute (the <code>compute</code> and <code>dynamo</code> categories, "
-                    "torch.profiler ops) and in other traced code, summed over threads."))
+                    "Per process, wall-clock time (threads that overlap count once): in data "
+                    "loading (the data class of docs/cli.md, \"Event classes\"), in "
+                    "communication (collectives outstanding, on any thread: a compute event "
+                    "waiting for one counts here, not as computing), in compute and in other "
+                    "traced code."))
     out.extend(rank_figures(go, data.get("rank_analysis"), layout, color))
     return out
 
@@ -364,15 +373,15 @@ def rank_figures(go: Any, ra: Any, layout: Dict[str, Any], color: Any) -> List[T
         fig = go.Figure(go.Heatmap(z=z, x=[s["step"] for s in steps], y=ylabels, text=text,
                                    colorscale="Reds", colorbar=dict(title="ms"),
                                    hovertemplate="%{y}, step %{x}: +%{z:.1f} ms over the "
-                                                 "median rank<br>%{text}<extra></extra>"))
+                                                 "others<br>%{text}<extra></extra>"))
         fig.update_layout(xaxis_title="step", height=max(300, min(1200, 22 * len(order) + 160)),
                           **layout)
         fig.update_yaxes(autorange="reversed")
         out.append(("chart-rank-steps", "Ranks: step x rank", fig,
-                    "Per step and rank: the time the rank spent over the median rank in each "
-                    "class, communication left out (<code>dftracer summary --ranks</code>). In "
-                    "a synchronous job every step lasts as long as its slowest rank, so the "
-                    "others' excess is waiting; the straggler's shows where its time went."))
+                    "Per step and rank: the rank's lead, its time outside communication "
+                    "over the other ranks' median (<code>dftracer summary --ranks</code>). In "
+                    "a synchronous job every step lasts as long as its slowest rank and the "
+                    "others wait for it in communication: the straggler leads."))
     fig = go.Figure()
     xs = ylabels
     for c in ranks.CLASSES:
@@ -380,15 +389,16 @@ def rank_figures(go: Any, ra: Any, layout: Dict[str, Any], color: Any) -> List[T
                     y=[r["by_class_us"][c] / max(r["steps"], 1) / 1e3 for r in ra["ranks"]])
     fig.update_layout(barmode="stack", yaxis_title="ms per step", **layout)
     out.append(("chart-rank-breakdown", "Ranks: time per step by class", fig,
-                "Each rank's mean step split into compute, data wait (<code>dataloader</code>, "
-                "<code>data</code>), I/O (POSIX, STDIO), communication, checkpoint and other "
-                "(self time of the events inside the steps; <i>other</i> includes step time no "
-                "event covers)."))
+                "Each rank's mean step split as <code>dftracer summary --ranks</code> splits "
+                "it: compute, data wait, I/O, communication (including the time the training "
+                "thread waited for a collective inside backward or optimizer.step), checkpoint "
+                "and other (step time no event covers); nothing counted twice."))
     lines = [html.escape(ranks.straggler_line(s)) for s in ra["stragglers"]]
     lines += [html.escape(w) for w in ranks.describe_alignment(ra["alignment"])]
     out.append(("rank-stragglers", "Ranks: stragglers", None,
                 "<br>".join(lines) if ra["stragglers"] else
-                "No straggler: no rank is the slowest in a fifth of the steps."
+                "No straggler: no rank leads the others by more than the job's "
+                "step-to-step noise allows (docs/cli.md, \"Stragglers\")."
                 + ("<br>" + "<br>".join(lines) if lines else "")))
     return out
 

@@ -15,6 +15,7 @@ a process that stopped keeps its last figures."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -22,7 +23,7 @@ import statistics
 from collections import deque
 from typing import Any, Dict, List, Optional, Tuple
 
-from dftracer.tools import hang
+from dftracer.tools import classes, hang
 from dftracer.tools.rank_rule import count_of_value, rank_of_process_name, rank_of_value
 
 US = 1_000_000
@@ -34,13 +35,16 @@ MIN_WINDOW = 0.1       # seconds: the shortest window rates are computed over
 # past 64 bits, is counted apart and left out of every time and share.
 DUR_MAX_US = 365 * 24 * 3600 * US
 INT64_MAX = (1 << 63) - 1
+OPEN_MAX = 256          # events per thread kept for the self times of their parents
+RECENT_SPANS = 256      # recent collectives and compute events kept for the communication wait
+SCAN_SPANS = RECENT_SPANS  # of which the newest are matched against a new event
 
-GROUPS = ("compute", "data", "io", "comm", "checkpoint", "other")
+GROUPS = classes.CLASSES
 
 # A complete event as dftracer writes it (docs/trace-format.md "Event kinds"),
-# or any other line.  Groups: name, cat, ts, dur, args body, other line.
+# or any other line.  Groups: name, cat, tid, ts, dur, args body, other line.
 _LINE = re.compile(
-    rb'^(?:\{"id":\d+,"name":"([^"\\\n]*)","cat":"([^"\\\n]*)","pid":-?\d+,"tid":-?\d+,'
+    rb'^(?:\{"id":\d+,"name":"([^"\\\n]*)","cat":"([^"\\\n]*)","pid":-?\d+,"tid":(-?\d{1,19}),'
     rb'"ts":(\d{1,19}),"dur":(\d{1,19}),"ph":"X"(?:,"args":\{([^\n]*)\})?\}|([^\n]+))$', re.M)
 # integers of at most 19 digits, not followed by more of a number (a longer
 # or fractional one is no int64 and is not used)
@@ -56,6 +60,7 @@ STEP_NONE, STEP_ARGS, STEP_TRAIN, STEP_PROFILER, STEP_ITERATION, STEP_NAMED = ra
 STEP_SOURCES = {STEP_ARGS: "args.step", STEP_TRAIN: "pipeline/train.block",
                 STEP_PROFILER: "ProfilerStep#N", STEP_ITERATION: "pipeline/iteration",
                 STEP_NAMED: "--step"}
+_STEP_OF_KIND = {"iteration": STEP_ITERATION, "profiler": STEP_PROFILER, "train": STEP_TRAIN}
 
 # (cat, name) flags
 F_TRACER = 1      # the tracer's own start/end: not in the window
@@ -68,63 +73,19 @@ F_STRING = 64     # fputs: the string's length, in count
 
 
 def category_group(cat: str, name: str) -> Optional[str]:
-    """The share a (cat, name) counts in (the groups of CONTRACT: compute, data
-    wait, I/O, communication, checkpoint, other), or None for the tracer's own
-    events and the containers (steps, pipeline loops) that would count
-    everything twice."""
-    if cat == "dftracer":
-        return None
-    if cat in ("compute", "dynamo"):
-        return "compute"
-    if cat in ("dataloader", "data"):
-        return "other" if name.endswith(".block") else "data"  # a loop body, not a wait
-    if cat in ("POSIX", "STDIO"):
-        return "io"
-    if cat == "comm":
-        return "comm"
-    if cat == "checkpoint":
-        return "checkpoint"
-    if cat == "pipeline":
-        return "data" if name == "train.iter" else None
-    if cat == "PP":
-        if _PROFILER_STEP.match(name):
-            return None
-        if name.startswith("enumerate(DataLoader)"):
-            return "data"
-        return "other" if name.startswith("[") else "compute"
-    return "other"
-
-
-# The POSIX/STDIO calls that move file data, by direction and by what their
-# `ret` counts (docs/io-tracing.md's table of intercepted calls, last column;
-# the same rule as `dftracer summary`'s, reader/iobytes.c): bytes, items of
-# `size` bytes (fread/fwrite), one character (fgetc/fputc), or the string's
-# length in `count` (fputs).
-_READ_BYTES = ("read", "__read", "__read_chk", "pread", "pread64", "__pread64", "__pread_chk",
-               "__pread64_chk", "readv", "preadv", "preadv2", "preadv64", "preadv64v2",
-               "fgets", "fgets_unlocked", "_IO_fgets", "__fgets_chk", "__fgets_unlocked_chk",
-               "getline", "getdelim", "__getdelim")
-_WRITE_BYTES = ("write", "__write", "pwrite", "pwrite64", "__pwrite64", "writev", "pwritev",
-                "pwritev2", "pwritev64", "pwritev64v2", "fprintf", "vfprintf", "__fprintf_chk",
-                "__vfprintf_chk", "dprintf", "vdprintf")
-_COPY_BYTES = ("sendfile", "sendfile64", "copy_file_range", "splice")  # read and written
-_READ_ITEMS = ("fread", "fread_unlocked", "_IO_fread", "__fread_chk", "__fread_unlocked_chk")
-_WRITE_ITEMS = ("fwrite", "fwrite_unlocked", "_IO_fwrite")
-_READ_CHARS = ("fgetc", "getc", "fgetc_unlocked", "getc_unlocked", "_IO_getc")
-_WRITE_CHARS = ("fputc", "putc", "fputc_unlocked", "putc_unlocked", "_IO_putc")
-_WRITE_STRINGS = ("fputs", "fputs_unlocked", "_IO_fputs")
-IO_CALLS: Dict[str, int] = {}
-for _names, _flags in ((_READ_BYTES, F_READ), (_WRITE_BYTES, F_WRITE),
-                       (_COPY_BYTES, F_READ | F_WRITE), (_READ_ITEMS, F_READ | F_ITEMS),
-                       (_WRITE_ITEMS, F_WRITE | F_ITEMS), (_READ_CHARS, F_READ | F_CHARS),
-                       (_WRITE_CHARS, F_WRITE | F_CHARS), (_WRITE_STRINGS, F_WRITE | F_STRING)):
-    IO_CALLS.update(dict.fromkeys(_names, _flags))
+    """The share a (cat, name) counts in (reader/classify.c's class), or None
+    for the tracer's own events and the containers (steps, pipeline loops)
+    that would count everything twice."""
+    return classes.event_class(cat, name)
 
 
 def io_direction(cat: str, name: str) -> int:
     """F_READ/F_WRITE (with how its ret counts) for the POSIX/STDIO calls that
-    move file data; 0 for every other event."""
-    return IO_CALLS.get(name, 0) if cat in ("POSIX", "STDIO") else 0
+    move file data (reader/classify.c's table); 0 for every other event."""
+    io = classes.io_flags(cat, name)
+    return ((F_READ if io & classes.IO_READ else 0) | (F_WRITE if io & classes.IO_WRITE else 0)
+            | (F_ITEMS if io & classes.IO_ITEMS else 0) | (F_CHARS if io & classes.IO_CHAR else 0)
+            | (F_STRING if io & classes.IO_STRING else 0))
 
 
 def io_bytes(flags: int, ret: Optional[int], size: Optional[int], count: Optional[int]) -> int:
@@ -155,17 +116,13 @@ class _Key:
         self.group = category_group(cat, name)
         self.flags = io_direction(cat, name)
         self.step = STEP_NONE
-        m = _PROFILER_STEP.match(name)
+        kind = classes.step_kind(cat, name)
         if cat == "dftracer":
             self.flags |= F_TRACER
         elif step_name is not None and name == step_name:
             self.step = STEP_NAMED
-        elif cat == "pipeline" and name == "iteration":
-            self.step = STEP_ITERATION
-        elif cat == "pipeline" and name == "train.block":
-            self.step = STEP_TRAIN
-        elif m:
-            self.step = STEP_PROFILER
+        elif kind is not None:
+            self.step = _STEP_OF_KIND[kind]
         if self.step:
             self.flags |= F_STEP
             self.group = None
@@ -218,7 +175,8 @@ class Process:
         self.head = 0            # the newest event end seen (us)
         self.io_read = 0
         self.io_write = 0
-        # second -> {key: [count, total dur, dur inside this second, io bytes]}
+        # second -> {key: [count, total dur, dur inside this second, io bytes,
+        #                  its share time inside this second (_share)]}
         self.buckets: Dict[int, Dict[_Key, List[int]]] = {}
         self.low = 0             # the oldest second still kept
         self.late: Dict[_Key, List[int]] = {}   # events older than the kept seconds
@@ -228,6 +186,13 @@ class Process:
         self.step_times: deque = deque(maxlen=STEP_HISTORY)
         self.step_last: Optional[int] = None
         self.step_span: Optional[List[int]] = None  # args.step: [first ts, last end] of the current step
+        # the shares (docs/cli.md, "How a rank's time is split"): per thread the
+        # (ts, dur) of the events no parent has claimed yet (children end first),
+        # the recent collectives and compute events, with their share left
+        self.open: Dict[int, List[Tuple[int, int]]] = {}
+        self.comm_spans: deque = deque(maxlen=RECENT_SPANS)  # [ts, end, tid, key, left, sec]
+        self.compute_spans: deque = deque(maxlen=RECENT_SPANS)
+        self.span_end = [0, 0]  # the latest end among the comm, the compute spans
 
     # ---- steps -------------------------------------------------------------
 
@@ -323,6 +288,82 @@ class Process:
         return length, [b for s, b in self.buckets.items() if first <= s <= last]
 
 
+def _share(p: Process, key: _Key, tid: int, t0: int, d: int, keys: "KeyTable") -> int:
+    """The time the event counts in its class's share: its self time (its
+    duration minus its children's, which were written before it on its
+    thread), less the communication wait when it is a compute event while a
+    collective of another thread was outstanding, or a collective another
+    thread's compute event waited for (that time counts once, as comm/`wait in
+    NAME`: docs/cli.md, "How a rank's time is split").  The threads' events
+    come in any order, so each new compute event is matched against the
+    recent collectives and each new collective against the recent compute."""
+    lst = p.open.get(tid)
+    if lst is None:
+        lst = p.open[tid] = []
+    inner = 0
+    while lst and lst[-1][0] >= t0:
+        inner += lst.pop()[1]
+    lst.append((t0, d))
+    if len(lst) > OPEN_MAX:
+        del lst[:OPEN_MAX // 2]
+    own = d - inner if d > inner else 0
+    group = key.group
+    if not own or group not in ("comm", "compute"):
+        return own
+    end = t0 + d
+    mine, theirs = (p.comm_spans, p.compute_spans) if group == "comm" else \
+        (p.compute_spans, p.comm_spans)
+    rec = [t0, end, tid, key, own, end // US]
+    if theirs and t0 >= p.span_end[group == "comm"]:  # [0]: comm, [1]: compute
+        theirs = ()  # all of them ended before this began (the common case)
+    for o in itertools.islice(reversed(theirs), SCAN_SPANS):  # the newest first
+        if rec[4] <= 0:
+            break
+        if o[2] == tid or o[4] <= 0 or o[0] >= end or o[1] <= t0:
+            continue
+        w = min(min(end, o[1]) - max(t0, o[0]), rec[4], o[4])
+        rec[4] -= w
+        o[4] -= w
+        _move_wait(p, keys, o, w)
+        if group == "compute":
+            _add_wait(p, keys, key, rec[5], w)
+    mine.append(rec)
+    side = group == "comm"
+    if end > p.span_end[not side]:
+        p.span_end[not side] = end
+    return rec[4]
+
+
+def _move_wait(p: Process, keys: "KeyTable", o: List[Any], w: int) -> None:
+    """Takes w off the share of the already counted event o; when o is a
+    compute event, w goes to its wait key (the collective's own share is
+    simply not counted twice)."""
+    b = p.buckets.get(o[5])
+    e = b.get(o[3]) if b is not None else None
+    if e is not None:
+        e[4] -= w
+    if o[3].group == "compute":
+        _add_wait(p, keys, o[3], o[5], w)
+
+
+def _add_wait(p: Process, keys: "KeyTable", key: _Key, sec: int, w: int) -> None:
+    if w <= 0 or sec < p.low:
+        return
+    b = p.bucket(sec)
+    wk = _wait_key(keys, key)
+    e = b.get(wk)
+    if e is None:
+        b[wk] = [0, 0, w, 0, w]
+    else:
+        e[2] += w
+        e[4] += w
+
+
+def _wait_key(keys: KeyTable, key: _Key) -> _Key:
+    """comm/`wait in NAME`: the communication wait inside a compute event."""
+    return keys.get(b"comm", b"wait in " + key.name.encode("utf-8", "replace"))
+
+
 def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
     """Adds the event lines of `text` (whole lines) to the process's figures.
     The per-event path: one tuple from the line pattern, a dict lookup for
@@ -334,7 +375,7 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
     first = p.first_ts if p.first_ts is not None else 1 << 62
     generic = p.step_source <= STEP_ARGS
     n = 0
-    for name, cat, ts, dur, args, other in _LINE.findall(text):
+    for name, cat, tid, ts, dur, args, other in _LINE.findall(text):
         if other:
             p.head, p.first_ts = head, (first if first != 1 << 62 else None)
             if _slow_line(p, other, keys, window):
@@ -384,6 +425,7 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
             if m:
                 p.step_event(STEP_ARGS, int(m.group(1)), t0, end)
                 generic = p.step_source <= STEP_ARGS
+        own = _share(p, key, int(tid), t0, d, keys)
         if end >= hi or end < lo:
             lo = end - end % US
             hi = lo + US
@@ -391,14 +433,15 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
         if t0 >= lo:
             e = cur.get(key)
             if e is None:
-                cur[key] = [1, d, d, nbytes]
+                cur[key] = [1, d, d, nbytes, own]
             else:
                 e[0] += 1
                 e[1] += d
                 e[2] += d
                 e[3] += nbytes
+                e[4] += own
         else:
-            _spread(p, key, t0, d, end, nbytes, window)
+            _spread(p, key, t0, d, end, nbytes, window, own)
             hi = 0
     p.events += n
     p.complete += n
@@ -434,32 +477,30 @@ def _tracer_event(p: Process, name: str, ts: int) -> None:
         p.finished = True
 
 
-def _spread(p: Process, key: _Key, t0: int, d: int, end: int, nbytes: int, window: int) -> None:
+def _spread(p: Process, key: _Key, t0: int, d: int, end: int, nbytes: int, window: int,
+            own: int, counted: bool = True) -> None:
     """An event that began in an earlier second: its count and duration go
     to the second it ended in, its time inside each kept second to that
-    second (for the shares)."""
+    second, and `own` of its `d` in proportion to the shares.  A wait (not
+    counted: no event of its own) is only its `own` time, in proportion."""
+    frac = own / d if d else 0.0
     sec = end // US
-    b = p.bucket(sec)
-    e = b.get(key)
-    inside = end - sec * US
-    if e is None:
-        b[key] = [1, d, inside, nbytes]
-    else:
-        e[0] += 1
-        e[1] += d
-        e[2] += inside
-        e[3] += nbytes
     lowest = max(t0 // US, sec - window - LATE_MARGIN, p.low)
-    s = sec - 1
+    s = sec
     while s >= lowest:
         part = min(end, (s + 1) * US) - max(t0, s * US)
-        if part > 0:
+        if part > 0 or s == sec:
+            share = int(part * frac)
             b = p.bucket(s)
             e = b.get(key)
             if e is None:
-                b[key] = [0, 0, part, 0]
-            else:
-                e[2] += part
+                e = b[key] = [0, 0, 0, 0, 0]
+            if s == sec and counted:
+                e[0] += 1
+                e[1] += d
+                e[3] += nbytes
+            e[2] += part if counted else share
+            e[4] += share
         s -= 1
 
 
@@ -528,7 +569,9 @@ def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
             p.io_write += nbytes
     if p.first_ts is None or ts < p.first_ts:
         p.first_ts = ts
-    _spread(p, key, ts, dur, end, nbytes, window)
+    tid = ev.get("tid")
+    tid = tid if isinstance(tid, int) and not isinstance(tid, bool) else 0
+    _spread(p, key, ts, dur, end, nbytes, window, _share(p, key, tid, ts, dur, keys))
     return True
 
 

@@ -2,8 +2,8 @@
  *
  * One streaming pass collects the file's identity (host, pid, ppid, the
  * `rank` and `clock` metadata), its sync points (comm events with `group`
- * and `seq` args that are not `async`: docs/trace-format.md, "Ranks and
- * clocks") and its complete events as 32-byte records.  Then, per thread,
+ * and `seq` args that are not `async`, or are DDP buckets: docs/trace-format.md,
+ * "Ranks and clocks") and its complete events as 32-byte records.  Then, per thread,
  * the events sorted by start give each event its self time (its duration
  * minus that of the events nested in it), and each event's self time goes
  * to the step it starts in, split into classes (compute, data, io, comm,
@@ -45,18 +45,6 @@ typedef struct pass {
 
 #define SV_IS(v, lit) ((v).n == sizeof(lit) - 1 && memcmp((v).p, lit, sizeof(lit) - 1) == 0)
 
-static int sv_prefix(dft_sv v, const char *lit)
-{
-    size_t n = strlen(lit);
-    return v.n >= n && memcmp(v.p, lit, n) == 0;
-}
-
-static int sv_suffix(dft_sv v, const char *lit)
-{
-    size_t n = strlen(lit);
-    return v.n >= n && memcmp(v.p + v.n - n, lit, n) == 0;
-}
-
 static void copy_sv(char *dst, size_t cap, dft_sv v)
 {
     size_t n = v.n < cap - 1 ? v.n : cap - 1;
@@ -68,11 +56,12 @@ static void copy_sv(char *dst, size_t cap, dft_sv v)
 /* ---- args -------------------------------------------------------------- */
 
 enum { A_STEP = 1, A_SEQ = 2, A_ASYNC = 4, A_VALUE = 8, A_LOCAL = 16, A_WORLD = 32,
-       A_PPID = 64, A_WALL = 128, A_GROUP = 256, A_JOB = 512, A_SOURCE = 1024 };
+       A_PPID = 64, A_WALL = 128, A_GROUP = 256, A_JOB = 512, A_SOURCE = 1024,
+       A_DDP = 2048 };
 
 typedef struct rk_args {
     unsigned have;
-    int64_t step, seq, async, value, local_rank, world_size, ppid, wall_us;
+    int64_t step, seq, async, value, local_rank, world_size, ppid, wall_us, ddp_bucket;
     dft_sv group, job_id, source;
 } rk_args;
 
@@ -114,6 +103,7 @@ static void arg_value(rk_args *a, dft_sv key, const char *vp, const char *vend, 
         {"world_size", A_WORLD, offsetof(rk_args, world_size)},
         {"ppid", A_PPID, offsetof(rk_args, ppid)},
         {"wall_us", A_WALL, offsetof(rk_args, wall_us)},
+        {"ddp_bucket", A_DDP, offsetof(rk_args, ddp_bucket)},
     };
     if (is_str) {
         if (SV_IS(key, "group")) {
@@ -194,32 +184,6 @@ static int scan_args(const char *text, size_t n, rk_args *a)
 
 /* ---- keys, threads, records -------------------------------------------- */
 
-static int class_of(dft_sv cat, dft_sv name)
-{
-    if (SV_IS(cat, "comm"))
-        return DFT_RK_COMM;
-    if (SV_IS(cat, "dataloader")) /* `fetch.block`: the loop body, not the wait */
-        return sv_suffix(name, ".block") ? DFT_RK_OTHER : DFT_RK_DATA;
-    if (SV_IS(cat, "data"))
-        return DFT_RK_DATA;
-    if (SV_IS(cat, "pipeline")) /* `train.iter`: waiting for the next batch */
-        return sv_suffix(name, ".iter") ? DFT_RK_DATA : DFT_RK_OTHER;
-    if (SV_IS(cat, "POSIX") || SV_IS(cat, "STDIO"))
-        return DFT_RK_IO;
-    if (SV_IS(cat, "checkpoint"))
-        return DFT_RK_CHECKPOINT;
-    if (SV_IS(cat, "compute") || SV_IS(cat, "dynamo") || SV_IS(cat, "compile"))
-        return DFT_RK_COMPUTE;
-    if (SV_IS(cat, "PP")) { /* torch.profiler */
-        if (sv_prefix(name, "enumerate(DataLoader)"))
-            return DFT_RK_DATA;
-        if (sv_prefix(name, "ProfilerStep#") || sv_prefix(name, "["))
-            return DFT_RK_OTHER;
-        return DFT_RK_COMPUTE;
-    }
-    return DFT_RK_OTHER;
-}
-
 static uint64_t fnv(uint64_t h, const char *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -285,7 +249,7 @@ static int32_t key_of(pass *ps, dft_sv cat, dft_sv name)
     copy_sv(e->name, name.n + 1, name);
     e->cat_len = cat.n;
     e->name_len = name.n;
-    e->cls = class_of(cat, name);
+    e->cls = dft_cls_class(cat.p, cat.n, name.p, name.n, NULL);
     ps->khash[r->nkeys] = h;
     ps->kslots[j] = (int32_t)r->nkeys + 1;
     return (int32_t)r->nkeys++;
@@ -380,17 +344,10 @@ static int step_kind(const pass *ps, const dft_line *l, int64_t *number)
              memcmp(ps->step_name + l->cat.n + 1, l->name.p, l->name.n) == 0))
             return DFT_RK_KIND_NAMED;
     }
-    if (SV_IS(l->cat, "pipeline") && SV_IS(l->name, "iteration"))
-        return DFT_RK_KIND_ITERATION;
-    if (sv_prefix(l->name, "ProfilerStep#")) {
-        const char *p = l->name.p + 13;
-        if (int_of(p, l->name.p + l->name.n, number) < 0)
-            *number = DFT_RK_NO_STEP;
-        return DFT_RK_KIND_PROFILER;
-    }
-    if (SV_IS(l->cat, "pipeline") && SV_IS(l->name, "train.block"))
-        return DFT_RK_KIND_TRAIN;
-    return DFT_RK_KIND_NONE;
+    int kind = dft_cls_step_kind(l->cat.p, l->cat.n, l->name.p, l->name.n);
+    if (kind == DFT_STEP_PROFILER && int_of(l->name.p + 13, l->name.p + l->name.n, number) < 0)
+        *number = DFT_RK_NO_STEP;
+    return kind;
 }
 
 static int add_event(pass *ps, const char *text, size_t n, const dft_line *l)
@@ -405,15 +362,21 @@ static int add_event(pass *ps, const char *text, size_t n, const dft_line *l)
     a.have = 0;
     if ((kind || comm || memmem(text, n, "\"step\":", 7)) && scan_args(text, n, &a) < 0)
         a.have = 0;
-    if (kind != DFT_RK_KIND_PROFILER && (a.have & A_STEP))
+    if (kind != DFT_STEP_PROFILER && (a.have & A_STEP))
         number = a.step;
+    /* a sync point: a collective with group and seq that ends when it is done
+     * (an async_op=True call's event is only the issue; DDP's buckets end when
+     * their all-reduce completes) */
     if (comm && (a.have & (A_GROUP | A_SEQ)) == (A_GROUP | A_SEQ) &&
-        !((a.have & A_ASYNC) && a.async)) {
+        (!((a.have & A_ASYNC) && a.async) || (a.have & A_DDP))) {
         char seq[24];
         int sl = snprintf(seq, sizeof seq, "%lld", (long long)a.seq);
         uint64_t h = fnv(1469598103934665603ull, a.group.p, a.group.n) ^ 0xff;
         h = fnv(h, seq, (size_t)sl) ^ 0xff;
-        sync_add(r, fnv(h, l->name.p, l->name.n), l->ts + l->dur);
+        h = fnv(h, l->name.p, l->name.n);
+        if (a.have & A_DDP) /* numbered apart from the group's other collectives */
+            h = fnv(h ^ 0xff, "ddp", 3);
+        sync_add(r, h, l->ts + l->dur);
     }
     if (ps->sync_only)
         return 0;

@@ -7,10 +7,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The classes a step's time is split into (docs/cli.md, "Ranks"). */
-enum { DFT_RK_COMPUTE, DFT_RK_DATA, DFT_RK_IO, DFT_RK_COMM, DFT_RK_CHECKPOINT, DFT_RK_OTHER,
-       DFT_RK_CLASSES };
-#define DFT_RK_CLASS_NAMES {"compute", "data", "io", "comm", "checkpoint", "other"}
+#include "reader/classify.h"
+
+/* The classes a step's time is split into: reader/classify.h's. */
+#define DFT_RK_COMPUTE DFT_CLS_COMPUTE
+#define DFT_RK_COMM DFT_CLS_COMM
+#define DFT_RK_OTHER DFT_CLS_OTHER
+#define DFT_RK_CLASSES DFT_CLS_N
+#define DFT_RK_CLASS_NAMES DFT_CLS_NAMES
 
 /* Sync points kept per file: the collectives with the smallest key hashes, so
  * that every rank keeps (mostly) the same ones. */
@@ -56,9 +60,12 @@ typedef struct dft_rk_result {
     int64_t clock_first, clock_min, clock_max; /* trace clock minus wall clock, us */
 } dft_rk_result;
 
-/* The kinds of events that can be steps, by priority (reader/ranks.c). */
-enum { DFT_RK_KIND_NONE, DFT_RK_KIND_NAMED, DFT_RK_KIND_ITERATION, DFT_RK_KIND_PROFILER,
-       DFT_RK_KIND_TRAIN, DFT_RK_KIND_ARGS, DFT_RK_NKINDS };
+/* The kinds of events that can be steps, by priority: reader/classify.h's. */
+#define DFT_RK_KIND_NONE DFT_STEP_NONE
+#define DFT_RK_KIND_NAMED DFT_STEP_NAMED
+#define DFT_RK_KIND_ARGS DFT_STEP_ARGS
+#define DFT_RK_KIND_ITERATION DFT_STEP_ITERATION
+#define DFT_RK_NKINDS DFT_STEP_NKINDS
 #define DFT_RK_NO_STEP INT32_MIN
 
 /* One complete event as the pass keeps it. */

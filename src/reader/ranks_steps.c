@@ -5,7 +5,14 @@
  * a sweep with a stack gives each event its self time (its duration minus
  * that of the events nested in it on its thread, as `dftracer report`
  * counts it) and the step it starts in.  A step's time that no event covers
- * counts as `other`.  No GIL, no Python. */
+ * counts as `other`.
+ *
+ * Communication wait: the part of a compute event's self time during which a
+ * collective of the process is outstanding (any comm event, on any thread:
+ * DDP's bucket all-reduces run on its communication thread) counts as comm,
+ * not compute; the comm events of other threads are not added on top (they
+ * are in no step), so a step's classes partition its wall-clock time
+ * (docs/cli.md, "How a rank's time is split").  No GIL, no Python. */
 #include "reader/ranks.h"
 
 #include <stdlib.h>
@@ -167,15 +174,94 @@ static int number_steps(dft_rk_result *r)
     return 0;
 }
 
+
+/* The union of the comm events' intervals, merged and in order, with the
+ * time covered before each: covered(x) is the comm time before x. */
+typedef struct busy {
+    int64_t *lo, *hi, *cum; /* cum[i]: covered time of intervals 0..i */
+    size_t n;
+} busy;
+
+static int by_ts(const void *a, const void *b)
+{
+    const int64_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+static int busy_build(busy *b, const dft_rk_result *r, const rk_ev *ev, size_t nev)
+{
+    size_t n = 0;
+    memset(b, 0, sizeof *b);
+    for (size_t i = 0; i < nev; i++)
+        n += r->keys[ev[i].key].cls == DFT_RK_COMM && ev[i].dur > 0;
+    if (n == 0)
+        return 0;
+    int64_t *iv = malloc(n * 2 * sizeof *iv);
+    b->lo = malloc(n * sizeof *b->lo);
+    b->hi = malloc(n * sizeof *b->hi);
+    b->cum = malloc(n * sizeof *b->cum);
+    if (!iv || !b->lo || !b->hi || !b->cum) {
+        free(iv);
+        return -1;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < nev; i++)
+        if (r->keys[ev[i].key].cls == DFT_RK_COMM && ev[i].dur > 0) {
+            iv[2 * k] = ev[i].ts;
+            iv[2 * k + 1] = ev[i].ts + ev[i].dur;
+            k++;
+        }
+    qsort(iv, n, 2 * sizeof *iv, by_ts);
+    for (size_t i = 0; i < n; i++) {
+        if (b->n && iv[2 * i] <= b->hi[b->n - 1]) {
+            if (iv[2 * i + 1] > b->hi[b->n - 1])
+                b->hi[b->n - 1] = iv[2 * i + 1];
+            continue;
+        }
+        b->lo[b->n] = iv[2 * i];
+        b->hi[b->n++] = iv[2 * i + 1];
+    }
+    for (size_t i = 0; i < b->n; i++)
+        b->cum[i] = (i ? b->cum[i - 1] : 0) + b->hi[i] - b->lo[i];
+    free(iv);
+    return 0;
+}
+
+static int64_t busy_before(const busy *b, int64_t x)
+{
+    size_t lo = 0, hi = b->n; /* the intervals starting before x: [0, lo) */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (b->lo[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return 0;
+    return b->cum[lo - 1] - (b->hi[lo - 1] > x ? b->hi[lo - 1] - x : 0);
+}
+
+static void busy_free(busy *b)
+{
+    free(b->lo);
+    free(b->hi);
+    free(b->cum);
+}
+
 /* Self times per thread; each event's goes to its key and to the step it
  * starts in.  ev is sorted by thread and start; steps by thread and start. */
 static int sweep(dft_rk_result *r, rk_ev *ev, size_t nev)
 {
     int64_t *self = malloc((nev ? nev : 1) * sizeof *self);
+    int64_t *wait = malloc((nev ? nev : 1) * sizeof *wait); /* self time under comm */
     size_t *stack = malloc((nev ? nev : 1) * sizeof *stack);
-    if (!self || !stack) {
+    busy comm;
+    if (!self || !wait || !stack || busy_build(&comm, r, ev, nev) < 0) {
         free(self);
+        free(wait);
         free(stack);
+        busy_free(&comm);
         return -1;
     }
     size_t sp = 0, st = 0;
@@ -189,9 +275,13 @@ static int sweep(dft_rk_result *r, rk_ev *ev, size_t nev)
         int64_t end = e->ts + e->dur;
         while (sp > 0 && ev[stack[sp - 1]].ts + ev[stack[sp - 1]].dur < end)
             sp--;
-        if (sp > 0)
+        int64_t ov = comm.n ? busy_before(&comm, end) - busy_before(&comm, e->ts) : 0;
+        if (sp > 0) {
             self[stack[sp - 1]] -= e->dur;
+            wait[stack[sp - 1]] -= ov;
+        }
         self[i] = e->dur;
+        wait[i] = ov;
         stack[sp++] = i;
         if (e->kind == STEP_EVENT)
             continue;
@@ -211,11 +301,17 @@ static int sweep(dft_rk_result *r, rk_ev *ev, size_t nev)
             e->step = -1; /* the step's own self time: the untraced rest, below */
         else if (e->step >= 0) {
             k->self_steps += s;
-            r->steps[e->step].by_class[k->cls] += s;
+            int64_t w = k->cls == DFT_RK_COMPUTE && wait[i] > 0 ? wait[i] : 0;
+            w = w < s ? w : s;
+            r->steps[e->step].by_class[k->cls] += s - w;
+            r->steps[e->step].by_class[DFT_RK_COMM] += w;
+            e->dur = s - w; /* the top compute event: by its own compute */
         }
     }
     free(self);
+    free(wait);
     free(stack);
+    busy_free(&comm);
     for (size_t i = 0; i < r->nsteps; i++) {
         dft_rk_step *s = &r->steps[i];
         int64_t traced = 0;

@@ -35,6 +35,7 @@ int dft_tools_register(PyObject *module);
 int dft_tools_register_events(PyObject *module); /* reader/events.c */
 int dft_tools_register_ranks(PyObject *module);  /* reader/ranks_py.c */
 int dft_tools_register_io(PyObject *module);     /* reader/iostats_py.c */
+int dft_tools_register_classify(PyObject *module); /* reader/classify_py.c */
 
 /* What the readers' Python objects share (reader/pyreader.c). */
 struct dft_rd;

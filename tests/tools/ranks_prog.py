@@ -55,12 +55,15 @@ def _ddp() -> None:
 
     def bucket_hook(_state, bucket):
         t = now()
-        fut = allreduce_hook(None, bucket)
-        log.log_event("all_reduce", "comm", t, now() - t, int_args={
-            "bytes": bucket.buffer().numel() * bucket.buffer().element_size(),
-            "group_size": dist.get_world_size(), "ddp_bucket": bucket.index(), "async": 1},
-            string_args={"group": "world"})
-        return fut
+        ints = {"bytes": bucket.buffer().numel() * bucket.buffer().element_size(),
+                "group_size": dist.get_world_size(), "ddp_bucket": bucket.index(), "async": 1}
+
+        def done(f):  # as dftracer run's hook: from the issue to the completion
+            log.log_event("all_reduce", "comm", t, now() - t, int_args=ints,
+                          string_args={"group": "world"})
+            return f.value()
+
+        return allreduce_hook(None, bucket).then(done)
 
     init, forward = DistributedDataParallel.__init__, DistributedDataParallel.forward
 

@@ -29,6 +29,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 EXAMPLE = os.path.join(ROOT, "examples", "ddp_train.py")
 PROG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ranks_prog.py")
 STEPS, SLOW_RANK, WORKERS = 16, 2, 2
+# per batch; two workers prefetch, so rank 2 leads by about SLOW_MS / 2 less a step:
+# well above this loaded machine's step-to-step noise (150 ms was hidden in some runs)
+SLOW_MS = 400
 
 
 def env():
@@ -49,7 +52,8 @@ def run_job(base, *script, steps=STEPS):
     proc = subprocess.run(
         [sys.executable, "-m", "dftracer", "run", "-q", *own, "--data-dir", "data", "--log-file",
          "runs/trace", "--", sys.executable, "-m", "torch.distributed.run", "--standalone",
-         "--nproc_per_node", "4", *script, "--slow-rank", str(SLOW_RANK), "--slow-ms", "150",
+         "--nproc_per_node", "4", *script, "--slow-rank", str(SLOW_RANK),
+         "--slow-ms", str(SLOW_MS),
          "--steps", str(steps), "--workers", str(WORKERS), "--data", "data"],
         cwd=str(base), env=env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -96,7 +96,8 @@ def test_self_time_of_each_class_in_each_step(tmp_path):
     assert keys[("pipeline", "iteration")][5] == 150 + 0  # its own self time: untraced
     sync = array("q")
     sync.frombytes(r["sync"])
-    assert len(sync) == 2 and sync[1] == s0["ts"] + 700  # the one sync all_reduce, its end
+    # the sync all_reduce and DDP's bucket (it ends when its all-reduce is done): their ends
+    assert sorted(sync[1::2]) == [s0["ts"] + 630, s0["ts"] + 700]
     light = _core._rank_file(path, sync_only=True)
     assert light["sync"] == r["sync"] and light["steps"] == b"" and light["keys"] == []
 
@@ -161,8 +162,10 @@ def test_ranks_their_workers_and_the_others(tmp_path):
         fetch = 900 if rank == 2 else 100
         write(d, [ev("iteration", "pipeline", 0, 1000, step=0),
                   ev("fetch", "dataloader", 0, fetch),
-                  ev("forward", "compute", fetch, 1000 - fetch)], env={"RANK": str(rank)},
-              tail=FORK)
+                  ev("forward", "compute", fetch, 1000 - fetch),
+                  ev("all_reduce", "comm", 1000 if rank == 2 else fetch + 50,
+                     0 if rank == 2 else 900 - fetch, seq=0, group="world")],
+              env={"RANK": str(rank)}, tail=FORK)
     write(d, [ev("other", "app", 0, 10)], env={"RANK": ""})  # e.g. the launcher
     proc = subprocess.run([sys.executable, "-m", "dftracer", "summary", str(d), "--ranks",
                            "--json"], capture_output=True, text=True)
@@ -171,7 +174,8 @@ def test_ranks_their_workers_and_the_others(tmp_path):
     assert [r["rank"] for r in out["ranks"]] == [0, 1, 2] and out["warnings"] == []
     assert all(len(r["workers"]) == 1 for r in out["ranks"])
     assert len(out["other_processes"]) == 1
-    # data 100, 100, 900 us: rank 2 is 800 us over the median rank, in data
+    # data 100, 100, 900 us, the others waiting in forward for rank 2's all_reduce:
+    # rank 2 is 800 us over the others outside communication
     assert out["steps"] == [{"step": 0, "dur_us": [1000] * 3, "excess_us": [0, 0, 800],
                              "straggler": 2}]
     assert out["stragglers"] == []  # one step: too few to name a straggler
@@ -228,3 +232,54 @@ def test_a_straggler_in_untraced_code(tmp_path):
                                                                          "(untraced)")
     assert s["excess_us"] == 500 and s["cause_cat"] == ""
     assert "other: (untraced) +500 us" in ranks.straggler_line(s)
+
+
+COMM_THREAD = """
+import threading
+def comm_thread():
+    for name, cat, ts, dur, ints, strs in {events!r}:
+        log.log_event(name, cat, T + ts, dur, int_args=ints, string_args=strs)
+th = threading.Thread(target=comm_thread)
+th.start()
+th.join()
+"""
+
+
+def test_comm_wait_in_backward_and_a_slow_forward(tmp_path):
+    """DDP's shape: the bucket all_reduce on a communication thread while the
+    training thread waits in backward.  Rank 1's forward takes 15 ms more:
+    the others wait for it inside backward.  That wait is comm (the comm
+    thread's all_reduce not added on top), and rank 1 is named, in compute,
+    forward, +15 ms, in every step; the same job balanced names nobody."""
+    waits = {}  # rank -> its all_reduces' time: what backward waited
+
+    def job(d, slow_ms):
+        for rank in range(3):
+            main, comm = [], []
+            for k in range(10):
+                t = k * 20_000
+                fwd = 500 + (slow_ms * 1000 if rank == 1 else 0) + 37 * ((k * 7 + rank) % 5)
+                wait_end = t + 500 + slow_ms * 1000 + 3000  # everyone leaves together
+                main += [ev("iteration", "pipeline", t, 19_000, step=k),
+                         ev("forward", "compute", t, fwd),
+                         ev("backward", "compute", t + fwd, wait_end - (t + fwd)),
+                         ev("optimizer.step", "compute", wait_end, 200)]
+                comm += [ev("all_reduce", "comm", t + fwd + 300, wait_end - (t + fwd + 400),
+                            seq=k, group="world", ddp_bucket=0, **{"async": 1})]
+            waits[rank] = sum(e[3] for e in comm)
+            write(d, main, env={"RANK": str(rank)},
+                  tail=COMM_THREAD.format(events=comm))
+        return ranks.analyze(_core._rank_file(p) for p in find_traces(str(d)))
+
+    a = job(tmp_path / "slow", 15)
+    by_rank = {r["rank"]: r for r in a["ranks"]}
+    for r in (0, 2):  # waiting for rank 1 in backward: comm, once
+        by = by_rank[r]["by_class_us"]
+        assert by["comm"] == waits[r] and by["compute"] < 10 * 1500, by
+        assert sum(by.values()) == 10 * 19_000
+    (s,) = a["stragglers"]
+    assert (s["rank"], s["cause_class"], s["cause_cat"], s["cause_name"]) == (
+        1, "compute", "compute", "forward"), s
+    assert s["steps"] == s["of_steps"] == 10
+    assert 14_000 <= s["excess_us"] <= 16_000 and 14_000 <= s["cause_excess_us"] <= 16_000
+    assert job(tmp_path / "balanced", 0)["stragglers"] == []

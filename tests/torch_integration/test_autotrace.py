@@ -137,8 +137,8 @@ def test_ddp_gradient_all_reduce_is_recorded_per_bucket(ddp_run):
         buckets = sorted((e for e in trace.of(cat="comm", name="all_reduce")
                           if "ddp_bucket" in e["args"]), key=lambda e: e["ts"])
         assert [args(e) for e in buckets] == [
-            {"bytes": 4 * params, "group_size": 4, "ddp_bucket": 0, "async": 1, "group": "world"}
-        ] * ddp.STEPS
+            {"bytes": 4 * params, "group_size": 4, "ddp_bucket": 0, "async": 1, "group": "world",
+             "seq": i} for i in range(ddp.STEPS)]  # numbered apart from the other collectives
         for bucket, bwd in zip(buckets, trace.of(cat="compute", name="backward")):
             assert within(bucket, bwd), (bucket, bwd)  # the backward waits for it
 

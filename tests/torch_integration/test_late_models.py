@@ -1,0 +1,36 @@
+"""Models first called late are timed: a script shaped like pytorch/examples'
+word_language_model (no DataLoader; model.train()/eval() per epoch; the model
+saved whole and reloaded with torch.load for the test pass) gets a `forward`
+event for every call of its model, the reloaded one's included."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tracefile import find_traces, read_trace
+
+torch = pytest.importorskip("torch", reason="needs torch")
+
+PROG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "late_model_prog.py")
+EPOCHS, TRAIN, EVAL = 3, 6, 4
+
+
+def test_every_forward_of_the_model_is_an_event(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "dftracer", "run", "-q", "--log-file", "runs/trace", "--",
+         sys.executable, PROG, str(tmp_path / "model.pt"), str(EPOCHS), str(TRAIN), str(EVAL)],
+        cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (path,) = find_traces(str(tmp_path / "runs"))
+    trace = read_trace(path)
+    fwd = [e["args"]["module"] for e in trace.of(cat="compute", name="forward")]
+    assert fwd.count("RNNModel") == EPOCHS * (TRAIN + EVAL) + EVAL, fwd
+    assert len(trace.of(cat="compute", name="backward")) == EPOCHS * TRAIN
+    loads = trace.of(cat="checkpoint", name="torch.load")
+    last = [e for e in trace.of(cat="compute", name="forward") if e["ts"] > loads[0]["ts"]]
+    assert [e["args"]["module"] for e in last].count("RNNModel") == EVAL
