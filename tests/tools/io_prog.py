@@ -1,7 +1,8 @@
 """Programs for tests/tools/test_io_summary.py, run under `dftracer run`.
 
 `loader DATA EPOCHS WORKERS`: a DataLoader whose workers np.load one .npy
-file per sample.  `calls DATA OUT`: reads with seeks, pread, an mmap'd
+file per sample.  `ddp DATA EPOCHS WORKERS` (under torchrun, gloo): the same
+with DistributedSampler and a DDP model.  `calls DATA OUT`: reads with seeks, pread, an mmap'd
 file, sendfile and stdio (libc's fopen/fread through ctypes) on files under
 DATA; writes /proc/self/io around the POSIX-only part, and the bytes of each
 /proc read, to OUT (JSON)."""
@@ -39,6 +40,38 @@ def loader(data: str, epochs: int, workers: int) -> None:
             model(batch.view(-1, 1)).sum().backward()
             opt.step()
             opt.zero_grad()
+
+
+def ddp(data: str, epochs: int, workers: int) -> None:
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data.distributed import DistributedSampler
+
+    class Files(Dataset):
+        def __init__(self) -> None:
+            self.files = sorted(glob.glob(os.path.join(data, "*.npy")))
+
+        def __len__(self) -> int:
+            return len(self.files)
+
+        def __getitem__(self, i: int) -> "torch.Tensor":
+            return torch.from_numpy(np.load(self.files[i])).float().sum()
+
+    dist.init_process_group("gloo")
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(1, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    sampler = DistributedSampler(Files(), shuffle=True, seed=1)
+    dl = DataLoader(Files(), batch_size=8, num_workers=workers, sampler=sampler,
+                    persistent_workers=True)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for batch in dl:
+            model(batch.view(-1, 1)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    dist.destroy_process_group()
 
 
 def proc_io() -> tuple:
@@ -97,7 +130,8 @@ def calls(data: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "loader":
-        loader(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    if sys.argv[1] in ("loader", "ddp"):
+        (loader if sys.argv[1] == "loader" else ddp)(sys.argv[2], int(sys.argv[3]),
+                                                     int(sys.argv[4]))
     else:
         calls(sys.argv[2], sys.argv[3])

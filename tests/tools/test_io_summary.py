@@ -91,6 +91,54 @@ def test_loader_files_epochs_workers(loader_job):
         f["darshan"]["POSIX_MAX_BYTE_READ"] for f in out["files"])
 
 
+def test_ddp_two_ranks_two_workers(tmp_path):
+    """The issue's job: torchrun, 2 ranks (gloo) x 2 persistent DataLoader
+    workers, DistributedSampler, np.load of one of 160 .npy files (5 sizes,
+    80 B to 2.4 MB of data) per sample, 2 epochs."""
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("torch")
+    (tmp_path / "data").mkdir()
+    sizes = {}
+    for i in range(160):  # 2.4 MB for 4 files only: the run stays short
+        n = 2_400_000 if i % 40 == 0 else (80, 2_400, 24_000, 240_000)[i % 4]
+        path = tmp_path / "data" / f"f{i:03d}.npy"
+        np.save(path, np.zeros(n, dtype=np.uint8))
+        sizes[str(path)] = path.stat().st_size
+    proc = subprocess.run(
+        [sys.executable, "-m", "dftracer", "run", "-q", "--data-dir", "data", "--log-file",
+         "runs/trace", "--", sys.executable, "-m", "torch.distributed.run", "--standalone",
+         "--nproc_per_node", "2", PROG, "ddp", "data", "2", "2"],
+        cwd=str(tmp_path), env=env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = io_json(tmp_path)
+    files = {f["path"]: f for f in out["files"]}
+    assert set(sizes) <= set(files)
+    total = sum(sizes.values())
+    for path, size in sizes.items():
+        f = files[path]
+        assert abs(f["bytes_read"] - 2 * size) <= 0.02 * 2 * size + 1024, (path, f, size)
+        assert sum(f["size_hist_read"].values()) == f["reads"] > 0
+        # the calls' own bytes: np.load reads the header through Python's
+        # buffered file, then header and data again through an fdopen'd dup
+        d = f["darshan"]
+        assert d["POSIX_BYTES_READ"] + d["STDIO_BYTES_READ"] >= f["bytes_read"]
+        assert d["POSIX_READS"] + d["STDIO_READS"] == f["reads"]
+    assert [e["epoch"] for e in out["by_epoch"]] == [0, 1]
+    for e in out["by_epoch"]:
+        assert e["bytes_read"] == e["unique_bytes"] == total, e
+    assert out["by_epoch"][0]["reread_bytes"] == 0
+    assert out["by_epoch"][1]["reread_bytes"] == total
+    ranks = {r["rank"]: r for r in out["by_rank"]}
+    assert sorted(ranks) == [0, 1]
+    for r in ranks.values():
+        assert 0.3 <= r["bytes_read"] / (2 * total) <= 0.7, r
+        assert len(r["workers"]) == 2 and all(w["bytes_read"] > 0 for w in r["workers"])
+        assert sum(w["bytes_read"] for w in r["workers"]) + r["own"]["bytes_read"] == \
+            r["bytes_read"]
+    for key in ("POSIX_BYTES_READ", "POSIX_READS", "STDIO_BYTES_READ", "STDIO_READS"):
+        assert out["darshan"][key] == sum(f["darshan"][key] for f in out["files"]) > 0, key
+
+
 def test_loader_text_and_epoch_from(loader_job):
     base, sizes = loader_job
     proc = subprocess.run([sys.executable, "-m", "dftracer", "summary", "runs", "--io", "--top",
