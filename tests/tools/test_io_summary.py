@@ -137,6 +137,12 @@ def test_ddp_two_ranks_two_workers(tmp_path):
             r["bytes_read"]
     for key in ("POSIX_BYTES_READ", "POSIX_READS", "STDIO_BYTES_READ", "STDIO_READS"):
         assert out["darshan"][key] == sum(f["darshan"][key] for f in out["files"]) > 0, key
+    # --dask: the same JSON (the persistent workers' traces are read twice, by epoch)
+    distributed = pytest.importorskip("distributed", reason="dask[distributed] is not installed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  protocol="tcp", host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        assert io_json(tmp_path, "--dask", cluster.scheduler_address) == out
 
 
 def test_loader_text_and_epoch_from(loader_job):
