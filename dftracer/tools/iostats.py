@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import operator
+import os
 from array import array
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -126,6 +127,8 @@ def read(paths: List[str], args: argparse.Namespace, label: str = "io") -> Tuple
     """The I/O pass over paths (collect's work, for the report too)."""
     status = 0
     epoch_from = getattr(args, "epoch_from", None)
+    if args.dask:  # a dask worker has a cwd of its own: relative paths name other files there
+        paths = [os.path.abspath(p) for p in paths]
     results = runner.run(work.io_file, [(p, None) for p in paths], jobs=args.jobs,
                          dask=args.dask, label=label, progress=args.progress,
                          extra=(epoch_from,))
