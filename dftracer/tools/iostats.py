@@ -15,8 +15,10 @@ and the file's epoch marks.  This module combines the trace files:
   one whose reads span epochs (persistent workers, the main process) is read
   again with the epochs' bounds so that its reads are split by time.
 - ranks: a process's rank is its own (the ``rank`` metadata or process
-  name), else its nearest ancestor's; the processes that take an ancestor's
-  rank are that rank's workers.
+  name), else its nearest ancestor's; the processes under a rank's topmost
+  process are that rank's workers, one entry per DataLoader worker id (the
+  ``worker`` metadata event: without persistent_workers, worker 0 of every
+  epoch is a new process) with the pids that were it.
 
 Memory: per trace file, its data files' counters and byte ranges; never
 events.  The same numbers whether the files were read locally or with --dask.
@@ -346,17 +348,17 @@ def _unescape(s: str) -> str:
 def _by_rank(files: List[Result], parents: Dict[int, Optional[Result]],
              rank_of: Dict[int, Optional[int]], per_proc: Dict[int, List[int]]) -> List[Dict[str, Any]]:
     """One row per rank (or per process tree without a rank) with its workers:
-    the processes that take their rank from an ancestor."""
+    the processes under the rank's topmost process (a forked worker writes
+    its parent's rank too), one entry per DataLoader worker."""
     roots: Dict[Any, Result] = {}
     members: Dict[Any, List[Result]] = {}
     for r in files:
         k = rank_of[id(r)]
         top = r
         for a in _ancestors(r, parents):
-            if k is None or _own_rank(a) == k:
-                top = a
-            if k is not None and _own_rank(a) == k:
+            if k is not None and rank_of[id(a)] != k:
                 break
+            top = a
         key: Any = k if k is not None else ("tree", top["host"], top["pid"])
         members.setdefault(key, []).append(r)
         if top is r and (key not in roots or k is None):
@@ -373,12 +375,47 @@ def _by_rank(files: List[Result], parents: Dict[int, Optional[Result]],
                "pid": main["pid"], "process_name": main.get("process_name", "")}
         row.update(_io_row(total))
         row["own"] = _io_row(per_proc[id(main)])
-        row["workers"] = [dict({"host": w["host"], "pid": w["pid"]}, **_io_row(per_proc[id(w)]))
-                          for w in sorted((w for w in group if w is not main),
-                                          key=lambda w: w["pid"])]
+        row["workers"] = _workers([w for w in group if w is not main], per_proc)
         rows.append(row)
     rows.sort(key=lambda x: (x["rank"] is None, x["rank"] or 0, x["host"], x["pid"]))
     return rows
+
+
+def _workers(procs: List[Result], per_proc: Dict[int, List[int]]) -> List[Dict[str, Any]]:
+    """One entry per DataLoader worker: the processes that were worker N of
+    the loaders one process started (a `worker` metadata event with id N,
+    the same parent), over all epochs; a process without a worker id is an
+    entry of its own."""
+    groups: Dict[Any, List[Result]] = {}
+    for w in sorted(procs, key=lambda w: (w["host"], w["pid"])):
+        wid = w.get("worker", -1)
+        key = (w["host"], w.get("ppid", -1), wid) if wid >= 0 else (w["host"], w["pid"])
+        groups.setdefault(key, []).append(w)
+    out = []
+    for group in groups.values():
+        first = group[0]
+        wid = first.get("worker", -1)
+        c = [0] * len(COUNTERS)
+        for w in group:
+            _add(c, per_proc[id(w)])
+        entry: Dict[str, Any] = {
+            "worker": wid if wid >= 0 else None,
+            "num_workers": max((w.get("num_workers", -1) for w in group), default=-1),
+            "host": first["host"], "pid": first["pid"], "pids": [w["pid"] for w in group]}
+        if entry["num_workers"] < 0:
+            entry["num_workers"] = None
+        entry.update(_io_row(c))
+        out.append(entry)
+    out.sort(key=lambda e: (e["worker"] is None, e["worker"] or 0, e["host"], e["pid"]))
+    return out
+
+
+def worker_label(w: Dict[str, Any]) -> str:
+    """`worker N (pids a, b)` or, without a worker id, `host:pid`."""
+    if w.get("worker") is None:
+        return f"{w['host']}:{w['pid']}"
+    pids = ", ".join(str(p) for p in w["pids"])
+    return f"worker {w['worker']} ({w['host']}: {'pid' if len(w['pids']) == 1 else 'pids'} {pids})"
 
 
 # ---- output ------------------------------------------------------------------
@@ -442,7 +479,7 @@ def render(a: Dict[str, Any], top: int) -> str:
                      else "process", f"{r['reads']:,}", common.fmt_bytes(r["bytes_read"]),
                      common.fmt_us(r["read_time_us"]), common.fmt_bytes(r["bytes_written"])])
         for w in r["workers"]:
-            body.append(["", f"  {w['host']}:{w['pid']}", "worker", f"{w['reads']:,}",
+            body.append(["", f"  {worker_label(w)}", "worker", f"{w['reads']:,}",
                          common.fmt_bytes(w["bytes_read"]), common.fmt_us(w["read_time_us"]),
                          common.fmt_bytes(w["bytes_written"])])
     if body:
@@ -476,7 +513,8 @@ def html_section(a: Dict[str, Any], top: int) -> List[Tuple[str, List[str], List
         rows.append([str(r["rank"]) if r["rank"] is not None else "-", f"{r['host']}:{r['pid']}",
                      f"{r['reads']:,}", common.fmt_bytes(r["bytes_read"]),
                      common.fmt_us(r["read_time_us"])])
-        rows += [["", f"worker {w['host']}:{w['pid']}", f"{w['reads']:,}",
+        rows += [["", worker_label(w) if w.get("worker") is not None
+                  else f"worker {w['host']}:{w['pid']}", f"{w['reads']:,}",
                   common.fmt_bytes(w["bytes_read"]), common.fmt_us(w["read_time_us"])]
                  for w in r["workers"]]
     out.append(("I/O by rank, with its workers", ["rank", "process", "reads", "read",

@@ -1,11 +1,14 @@
 """Programs for tests/tools/test_io_summary.py, run under `dftracer run`.
 
 `loader DATA EPOCHS WORKERS`: a DataLoader whose workers np.load one .npy
-file per sample.  `ddp DATA EPOCHS WORKERS` (under torchrun, gloo): the same
-with DistributedSampler and a DDP model.  `calls DATA OUT`: reads with seeks, pread, an mmap'd
-file, sendfile and stdio (libc's fopen/fread through ctypes) on files under
-DATA; writes /proc/self/io around the POSIX-only part, and the bytes of each
-/proc read, to OUT (JSON)."""
+file per sample.  `ddp DATA EPOCHS WORKERS [PERSISTENT]` (under torchrun,
+gloo): the same with DistributedSampler and a DDP model; PERSISTENT `all`
+(the default) gives every rank persistent workers, `rank0` rank 0 only (the
+other ranks start new workers each epoch, as an ordinary DataLoader does).
+`calls DATA OUT`: reads with seeks, pread, an mmap'd file, sendfile and
+stdio (libc's fopen/fread through ctypes) on files under DATA; writes
+/proc/self/io around the POSIX-only part, and the bytes of each /proc read,
+to OUT (JSON)."""
 
 from __future__ import annotations
 
@@ -42,7 +45,7 @@ def loader(data: str, epochs: int, workers: int) -> None:
             opt.zero_grad()
 
 
-def ddp(data: str, epochs: int, workers: int) -> None:
+def ddp(data: str, epochs: int, workers: int, persistent: str = "all") -> None:
     import numpy as np
     import torch
     import torch.distributed as dist
@@ -64,7 +67,7 @@ def ddp(data: str, epochs: int, workers: int) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     sampler = DistributedSampler(Files(), shuffle=True, seed=1)
     dl = DataLoader(Files(), batch_size=8, num_workers=workers, sampler=sampler,
-                    persistent_workers=True)
+                    persistent_workers=persistent == "all" or dist.get_rank() == 0)
     for epoch in range(epochs):
         sampler.set_epoch(epoch)
         for batch in dl:
@@ -130,8 +133,9 @@ def calls(data: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] in ("loader", "ddp"):
-        (loader if sys.argv[1] == "loader" else ddp)(sys.argv[2], int(sys.argv[3]),
-                                                     int(sys.argv[4]))
+    if sys.argv[1] == "loader":
+        loader(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif sys.argv[1] == "ddp":
+        ddp(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:6])
     else:
         calls(sys.argv[2], sys.argv[3])
