@@ -59,6 +59,9 @@ def _record_rank(rank: int, world_size: int = -1, local_rank: int = -1,
                  job_id: Optional[str] = None, source: str = "torch.distributed") -> None:
     """Writes a `rank` metadata event (a rank learnt after start-up)."""
 
+def _record_worker(id: int, num_workers: int = -1) -> None:
+    """Writes a `worker` metadata event (a DataLoader worker's id)."""
+
 # I/O tracing (src/io/module.c)
 def io_calls() -> List[Tuple[str, str, bool]]:
     """(name, cat, defined) for every libc function whose calls on traced files

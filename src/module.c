@@ -445,10 +445,30 @@ static PyObject *mod_record_rank(PyObject *m, PyObject *args, PyObject *kw)
     Py_RETURN_NONE;
 }
 
+/* _record_worker(id, num_workers=-1): the `worker` metadata event of a
+ * DataLoader worker (docs/trace-format.md, "Workers"). */
+static PyObject *mod_record_worker(PyObject *m, PyObject *args, PyObject *kw)
+{
+    (void)m;
+    static char *kwlist[] = {"id", "num_workers", NULL};
+    long long id, num = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "L|L:_record_worker", kwlist, &id, &num))
+        return NULL;
+    if (id < 0)
+        return PyErr_Format(PyExc_ValueError, "_record_worker: id must be >= 0, not %lld", id);
+    if (dft_trace_active() || dft_lazy_start() == 0)
+        dft_identity_emit_worker(id, num < 0 ? -1 : num);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"_record_rank", (PyCFunction)(void (*)(void))mod_record_rank, METH_VARARGS | METH_KEYWORDS,
      "_record_rank(rank, world_size=-1, local_rank=-1, job_id=None, source='torch.distributed')"
      "\n\nWrites a `rank` metadata event (a rank learnt after start-up)."},
+    {"_record_worker", (PyCFunction)(void (*)(void))mod_record_worker,
+     METH_VARARGS | METH_KEYWORDS,
+     "_record_worker(id, num_workers=-1)\n\nWrites a `worker` metadata event (a DataLoader "
+     "worker's id)."},
     {"get_time", mod_get_time, METH_NOARGS, "Microseconds since the epoch (tracer clock)."},
     {"finalize", mod_finalize, METH_NOARGS, "Finalizes the trace (used at exit)."},
     {"is_active", mod_is_active, METH_NOARGS, "True while events are being recorded."},

@@ -3,7 +3,10 @@ locally and with --dask (same numbers both ways).
 
 Generates one trace per rank in the exact format dftracer writes (the `rank`
 metadata, then per step: `pipeline/iteration` with args.step, a
-`dataloader/fetch` holding POSIX reads, `compute` forward and backward
+`dataloader/fetch` holding the open, 8 POSIX reads of 64 KiB and close of
+one data file (rank r's files are the --paths files of a shared data set
+from number r * paths / 2 on, so each is read by two ranks; the steps cycle
+through them, the second half of the steps as epoch 1), `compute` forward and backward
 holding op events, a `comm/all_reduce` with group/seq, `optimizer.step`).
 Every host (8 ranks each) gets its own clock offset of up to +-50 ms, and one
 rank loads its data slower: the others wait for it in the all_reduce.  Then
@@ -36,7 +39,8 @@ from concurrent.futures import ProcessPoolExecutor
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RANKS_PER_HOST = 8
 OPS = 90          # op events inside forward and inside backward
-READS = 10        # POSIX reads inside each fetch
+READS = 10        # POSIX events inside each fetch: open, 8 reads of 64 KiB, close
+CHUNK = 65536
 PER_STEP = 6 + 2 * OPS + READS  # iteration, fetch, forward, backward, all_reduce, optimizer.step
 SLOW_US = 20_000  # the straggler's extra data wait per step
 MEMBER_LINES = 4096
@@ -52,7 +56,13 @@ def _member(lines: list) -> bytes:
     return comp.compress("".join(lines).encode()) + comp.flush()
 
 
-def write_rank(path: str, rank: int, world: int, events: int, slow: int) -> int:
+def data_path(index: int) -> tuple:
+    """A data file of the shared set: (path, its fhash)."""
+    return (f"/lustre/data/train/shard{index // 1000:04d}/sample{index:07d}.npy",
+            "%016x" % ((0xC2B2AE3D27D4EB4F * (index + 1)) % (1 << 64)))
+
+
+def write_rank(path: str, rank: int, world: int, events: int, slow: int, paths: int) -> int:
     pid = 20_000 + rank
     host = rank // RANKS_PER_HOST
     hh = "%016x" % ((0x9E3779B97F4A7C15 * (host + 1)) % (1 << 64))
@@ -66,10 +76,14 @@ def write_rank(path: str, rank: int, world: int, events: int, slow: int) -> int:
         f'{{"id":3,"name":"rank","cat":"dftracer","pid":{pid},"tid":{pid},"ph":"M","args":{{{meta},"name":"rank","value":{rank},"local_rank":{rank % RANKS_PER_HOST},"world_size":{world},"job_id":"bench","source":"RANK"}}}}\n',
         f'{{"id":4,"name":"start","cat":"dftracer","pid":{pid},"tid":{pid},"ts":{t},"dur":0,"ph":"X","args":{{{meta},"level":1,"p_idx":-1,"version":"0.2.0","ppid":1}}}}\n',
     ]
+    steps = max(1, events // PER_STEP)
+    first = rank * paths // 2
+    data = [data_path(first + i) for i in range(min(paths, steps))]
+    lines += [f'{{"id":{5 + i},"name":"FH","cat":"dftracer","pid":{pid},"tid":{pid},"ph":"M",'
+              f'"args":{{{meta},"name":"{p}","value":"{h}"}}}}\n' for i, (p, h) in enumerate(data)]
     members = [_member(lines)]
     lines = []
-    n = 4
-    steps = max(1, events // PER_STEP)
+    n = 4 + len(data)
     t += 1000
     for k in range(steps):
         jitter = (rank * 31 + k * 17) % 97  # a few us of noise per rank and step
@@ -79,9 +93,13 @@ def write_rank(path: str, rank: int, world: int, events: int, slow: int) -> int:
         step_us = fetch + fwd + bwd + wait + opt + 40
         ev = []
         ev.append(("fetch", "dataloader", t, fetch, 1, f',"batch":{k},"workers":2'))
-        for j in range(READS):
-            ev.append(("read", "POSIX", t + 10 + j * 150, 100, 2,
-                       ',"fhash":"00000000000000aa","fd":5,"count":65536,"ret":65536'))
+        fh = data[k % len(data)][1]
+        ev.append(("open64", "POSIX", t + 10, 40, 2, f',"fhash":"{fh}","flags":0,"ret":5'))
+        for j in range(READS - 2):
+            ev.append(("read", "POSIX", t + 160 + j * 150, 100, 2,
+                       f',"fhash":"{fh}","fd":5,"count":{CHUNK},"ret":{CHUNK}'))
+        ev.append(("close", "POSIX", t + 160 + (READS - 2) * 150, 20, 2,
+                   f',"fhash":"{fh}","fd":5,"ret":0'))
         t1 = t + fetch + 10
         ev.append(("forward", "compute", t1, fwd, 1, ',"module":"Net"'))
         for j in range(OPS):
@@ -95,7 +113,7 @@ def write_rank(path: str, rank: int, world: int, events: int, slow: int) -> int:
                    f',"bytes":4,"group_size":{world},"group":"world","seq":{k + 1}'))
         t4 = t3 + wait + 5
         ev.append(("optimizer.step", "compute", t4, opt, 1, f',"step":{k},"optimizer":"SGD"'))
-        ev.append(("iteration", "pipeline", t, step_us, 1, f',"step":{k},"epoch":0'))
+        ev.append(("iteration", "pipeline", t, step_us, 1, f',"step":{k},"epoch":{2 * k // steps}'))
         for name, cat, ts, dur, level, args in ev:
             n += 1
             lines.append(f'{{"id":{n},"name":"{name}","cat":"{cat}"{x}{ts},"dur":{dur},"ph":"X",'
@@ -156,6 +174,8 @@ def main() -> None:
     ap.add_argument("--no-dask", action="store_true", help="skip the --dask run")
     ap.add_argument("--dir", default=None, help="where to write the set (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the generated files")
+    ap.add_argument("--paths", type=int, default=256,
+                    help="distinct data files per rank (default 256)")
     ap.add_argument("--io", action="store_true",
                     help="also time `summary --io` (the I/O pass) on the same set")
     opts = ap.parse_args()
@@ -163,6 +183,8 @@ def main() -> None:
     d = opts.dir or tempfile.mkdtemp(prefix="dft-bench-ranks-")
     os.makedirs(d, exist_ok=True)
     slow = min(7, opts.files - 1)
+    if opts.paths < 1:
+        ap.error(f"--paths must be at least 1, not {opts.paths}")
     paths = [os.path.join(d, f"trace-node{r // RANKS_PER_HOST:04d}-{20000 + r}-app.pfw.gz")
              for r in range(opts.files)]
     t = time.perf_counter()
@@ -170,7 +192,7 @@ def main() -> None:
         print(f"reusing the {opts.files} files in {d}")
     else:
         with ProcessPoolExecutor(cores) as ex:
-            total = sum(ex.map(_write, [(p, r, opts.files, opts.events, slow)
+            total = sum(ex.map(_write, [(p, r, opts.files, opts.events, slow, opts.paths)
                                         for r, p in enumerate(paths)], chunksize=4))
         print(f"generated {total:,} events in {opts.files} files in "
               f"{time.perf_counter() - t:.0f} s ({d})")
@@ -203,10 +225,17 @@ def main() -> None:
             dt3, rss3 = run_cli(["summary", d, "--io", "--json", "--no-progress"] + jobs, io_json)
             with open(io_json) as f:
                 io = json.load(f)
-            want = opts.files * (opts.events // PER_STEP) * READS * 65536
+            steps = opts.events // PER_STEP
+            want = opts.files * steps * (READS - 2) * CHUNK
+            distinct = len({first + i for r in range(opts.files)
+                            for first in [r * opts.paths // 2] for i in range(min(opts.paths, steps))})
             print(f"summary --io: {dt3:.1f} s ({events / dt3 / 1e6:.2f} M events/s), peak RSS "
                   f"{rss3:.0f} MiB; POSIX_BYTES_READ {io['darshan']['POSIX_BYTES_READ']:,} "
-                  f"(expected {want:,}), {len(io['by_rank'])} ranks")
+                  f"(expected {want:,}); {len(io['files']):,} files (expected {distinct:,}), "
+                  f"{sum(min(opts.paths, steps) for _ in range(opts.files)):,} (trace file, "
+                  f"data file) pairs; {len(io['by_rank'])} ranks; epochs "
+                  + ", ".join(f"{e['epoch']}: read {e['bytes_read']:,} re-read "
+                              f"{e['reread_bytes']:,}" for e in io["by_epoch"]))
         if opts.no_dask:
             return
         from distributed import Client, LocalCluster

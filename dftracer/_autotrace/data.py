@@ -9,18 +9,26 @@ next(iter(loader)) is no epoch).  The fetchers of torch.utils.data._utils.fetch
 are replaced by versions that time each __getitem__ (torch's code, with a
 clock read around each access); if torch's fetchers are not the code they
 were written against, the whole fetch is one `item` event instead.
+
+A worker process says once, at its first fetch, which worker of its loader
+it is (a `worker` metadata event, docs/trace-format.md "Workers"): without
+persistent_workers every epoch starts new processes, and the id is what
+ties one epoch's worker 0 to the next one's.
 """
 
 from __future__ import annotations
 
 import functools
 import operator
+import os
 import weakref
 from typing import Any, Callable, Dict, Optional
 
 from torch.utils.data import dataloader as dl
+from torch.utils.data import get_worker_info
 from torch.utils.data._utils import fetch as fetch_module
 
+from dftracer import _core
 from dftracer._autotrace import modules, steps
 from dftracer._autotrace._base import emit, now, part, patch, span_close, span_open, tls
 
@@ -102,6 +110,32 @@ def _epoch_done(it: Any) -> None:
 # ---- the dataset side: one event per item ----------------------------------
 
 
+class _Once:
+    """Whether this process has said which worker it is (reset in a forked
+    child: a worker forked from a process that fetched itself)."""
+
+    noted = False
+
+
+def _note_worker() -> None:
+    """The `worker` event of a DataLoader worker, once per process (the main
+    process fetching with num_workers=0 writes none)."""
+    _Once.noted = True
+    try:
+        info = get_worker_info()
+        if info is not None:
+            _core._record_worker(int(info.id), int(info.num_workers))
+    except Exception:  # no id: readers count the process as a worker of its own
+        pass
+
+
+def _forked() -> None:
+    _Once.noted = False
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 def _timed_item(get: Callable[[Any], Any], idx: Any, ints: Optional[Dict[str, int]]) -> Any:
     start = now()
     value = get(idx)
@@ -113,6 +147,8 @@ def _map_fetch(self: Any, possibly_batched_index: Any) -> Any:
     """_MapDatasetFetcher.fetch, timing each dataset access."""
     if not P.on:
         return _ORIGINAL["map"](self, possibly_batched_index)
+    if not _Once.noted:
+        _note_worker()
     tls.in_data += 1
     try:
         dataset = self.dataset
@@ -156,6 +192,8 @@ def _iterable_fetch(self: Any, possibly_batched_index: Any) -> Any:
     """_IterableDatasetFetcher.fetch, timing each next() on the dataset."""
     if not P.on:
         return _ORIGINAL["iterable"](self, possibly_batched_index)
+    if not _Once.noted:
+        _note_worker()
     if self.ended:
         raise StopIteration
     tls.in_data += 1
@@ -183,6 +221,8 @@ def _whole_fetch(original: Callable[..., Any]) -> Callable[..., Any]:
     def fetch(self: Any, possibly_batched_index: Any) -> Any:
         if not P.on:
             return original(self, possibly_batched_index)
+        if not _Once.noted:
+            _note_worker()
         first = possibly_batched_index
         if isinstance(first, (list, tuple)) and first:
             first = first[0]

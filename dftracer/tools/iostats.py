@@ -15,8 +15,10 @@ and the file's epoch marks.  This module combines the trace files:
   one whose reads span epochs (persistent workers, the main process) is read
   again with the epochs' bounds so that its reads are split by time.
 - ranks: a process's rank is its own (the ``rank`` metadata or process
-  name), else its nearest ancestor's; the processes that take an ancestor's
-  rank are that rank's workers.
+  name), else its nearest ancestor's; the processes under a rank's topmost
+  process are that rank's workers, one entry per DataLoader worker id (the
+  ``worker`` metadata event: without persistent_workers, worker 0 of every
+  epoch is a new process) with the pids that were it.
 
 Memory: per trace file, its data files' counters and byte ranges; never
 events.  The same numbers whether the files were read locally or with --dask.
@@ -25,6 +27,9 @@ events.  The same numbers whether the files were read locally or with --dask.
 from __future__ import annotations
 
 import argparse
+import json
+import operator
+import os
 from array import array
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -124,6 +129,8 @@ def read(paths: List[str], args: argparse.Namespace, label: str = "io") -> Tuple
     """The I/O pass over paths (collect's work, for the report too)."""
     status = 0
     epoch_from = getattr(args, "epoch_from", None)
+    if args.dask:  # a dask worker has a cwd of its own: relative paths name other files there
+        paths = [os.path.abspath(p) for p in paths]
     results = runner.run(work.io_file, [(p, None) for p in paths], jobs=args.jobs,
                          dask=args.dask, label=label, progress=args.progress,
                          extra=(epoch_from,))
@@ -142,15 +149,23 @@ def read(paths: List[str], args: argparse.Namespace, label: str = "io") -> Tuple
     redo = [i for i, r in enumerate(results) if _ok(r) and r["read_ts"] and plan[id(r)]
             and epoch_at(plan[id(r)], r["read_ts"][0]) != epoch_at(plan[id(r)], r["read_ts"][1])]
     if redo:
-        again = runner.run(work.io_file, [(results[i]["path"], _bounds_bytes(plan[id(results[i])]))
-                                          for i in redo], jobs=args.jobs, dask=args.dask,
+        items = [(results[i]["path"], _bounds_bytes(plan[id(results[i])])) for i in redo]
+        first = {}
+        for i in redo:  # the first pass's per-file data is not kept while the second runs
+            r = results[i]
+            first[i] = (r, r.pop("files"), plan.pop(id(r)))
+        again = runner.run(work.io_file, items, jobs=args.jobs, dask=args.dask,
                            label=label + " (by epoch)", progress=args.progress,
                            extra=(epoch_from,))
         for i, r in zip(redo, again):
+            old, files, bounds = first.pop(i)
             if _ok(r):
                 r["split"] = True
-                plan[id(r)] = plan.pop(id(results[i]))
                 results[i] = r
+            else:
+                old["files"] = files
+                r = old
+            plan[id(r)] = bounds
     for r in results:
         if not _ok(r):
             continue
@@ -206,12 +221,17 @@ def _own_rank(r: Result) -> Optional[int]:
     return work.rank_of_process_name(r.get("process_name") or "")
 
 
+MAX_IDX = tuple(i for i, n in enumerate(COUNTERS) if n.startswith(("POSIX_MAX_BYTE",
+                                                                    "STDIO_MAX_BYTE")))
+
+
 def _add(into: List[int], c: Sequence[int]) -> None:
-    for i, v in enumerate(c):
-        if COUNTERS[i].startswith(("POSIX_MAX_BYTE", "STDIO_MAX_BYTE")):
-            into[i] = max(into[i], v)
-        else:
-            into[i] += v
+    """Sum c into `into` (the MAX_BYTE counters: the largest), at C speed:
+    it runs three times per (trace file, data file)."""
+    top = [max(into[i], c[i]) for i in MAX_IDX]
+    into[:] = map(operator.add, into, c)
+    for i, v in zip(MAX_IDX, top):
+        into[i] = v
 
 
 def darshan_dict(c: Sequence[int]) -> Dict[str, Any]:
@@ -328,17 +348,17 @@ def _unescape(s: str) -> str:
 def _by_rank(files: List[Result], parents: Dict[int, Optional[Result]],
              rank_of: Dict[int, Optional[int]], per_proc: Dict[int, List[int]]) -> List[Dict[str, Any]]:
     """One row per rank (or per process tree without a rank) with its workers:
-    the processes that take their rank from an ancestor."""
+    the processes under the rank's topmost process (a forked worker writes
+    its parent's rank too), one entry per DataLoader worker."""
     roots: Dict[Any, Result] = {}
     members: Dict[Any, List[Result]] = {}
     for r in files:
         k = rank_of[id(r)]
         top = r
         for a in _ancestors(r, parents):
-            if k is None or _own_rank(a) == k:
-                top = a
-            if k is not None and _own_rank(a) == k:
+            if k is not None and rank_of[id(a)] != k:
                 break
+            top = a
         key: Any = k if k is not None else ("tree", top["host"], top["pid"])
         members.setdefault(key, []).append(r)
         if top is r and (key not in roots or k is None):
@@ -355,15 +375,64 @@ def _by_rank(files: List[Result], parents: Dict[int, Optional[Result]],
                "pid": main["pid"], "process_name": main.get("process_name", "")}
         row.update(_io_row(total))
         row["own"] = _io_row(per_proc[id(main)])
-        row["workers"] = [dict({"host": w["host"], "pid": w["pid"]}, **_io_row(per_proc[id(w)]))
-                          for w in sorted((w for w in group if w is not main),
-                                          key=lambda w: w["pid"])]
+        row["workers"] = _workers([w for w in group if w is not main], per_proc)
         rows.append(row)
     rows.sort(key=lambda x: (x["rank"] is None, x["rank"] or 0, x["host"], x["pid"]))
     return rows
 
 
+def _workers(procs: List[Result], per_proc: Dict[int, List[int]]) -> List[Dict[str, Any]]:
+    """One entry per DataLoader worker: the processes that were worker N of
+    the loaders one process started (a `worker` metadata event with id N,
+    the same parent), over all epochs; a process without a worker id is an
+    entry of its own."""
+    groups: Dict[Any, List[Result]] = {}
+    for w in sorted(procs, key=lambda w: (w["host"], w["pid"])):
+        wid = w.get("worker", -1)
+        key = (w["host"], w.get("ppid", -1), wid) if wid >= 0 else (w["host"], w["pid"])
+        groups.setdefault(key, []).append(w)
+    out = []
+    for group in groups.values():
+        first = group[0]
+        wid = first.get("worker", -1)
+        c = [0] * len(COUNTERS)
+        for w in group:
+            _add(c, per_proc[id(w)])
+        entry: Dict[str, Any] = {
+            "worker": wid if wid >= 0 else None,
+            "num_workers": max((w.get("num_workers", -1) for w in group), default=-1),
+            "host": first["host"], "pid": first["pid"], "pids": [w["pid"] for w in group]}
+        if entry["num_workers"] < 0:
+            entry["num_workers"] = None
+        entry.update(_io_row(c))
+        out.append(entry)
+    out.sort(key=lambda e: (e["worker"] is None, e["worker"] or 0, e["host"], e["pid"]))
+    return out
+
+
+def worker_label(w: Dict[str, Any]) -> str:
+    """`worker N (pids a, b)` or, without a worker id, `host:pid`."""
+    if w.get("worker") is None:
+        return f"{w['host']}:{w['pid']}"
+    pids = ", ".join(str(p) for p in w["pids"])
+    return f"worker {w['worker']} ({w['host']}: {'pid' if len(w['pids']) == 1 else 'pids'} {pids})"
+
+
 # ---- output ------------------------------------------------------------------
+
+def write_json(a: Dict[str, Any], out: Any) -> None:
+    """The JSON of `summary --io --json`: one list entry a line, through
+    json's C encoder (indent= would take the pure-Python one: minutes for a
+    few hundred thousand files)."""
+    parts = []
+    for key, value in a.items():
+        if isinstance(value, list):
+            body = ",\n".join("  " + json.dumps(v) for v in value)
+            parts.append(f" {json.dumps(key)}: [\n{body}\n ]" if value else f" {json.dumps(key)}: []")
+        else:
+            parts.append(f" {json.dumps(key)}: {json.dumps(value)}")
+    out.write("{\n" + ",\n".join(parts) + "\n}\n")
+
 
 def _files_table(rows: List[Dict[str, Any]], title: str, total: int) -> str:
     more = f" (top {len(rows)} of {total})" if len(rows) < total else ""
@@ -410,7 +479,7 @@ def render(a: Dict[str, Any], top: int) -> str:
                      else "process", f"{r['reads']:,}", common.fmt_bytes(r["bytes_read"]),
                      common.fmt_us(r["read_time_us"]), common.fmt_bytes(r["bytes_written"])])
         for w in r["workers"]:
-            body.append(["", f"  {w['host']}:{w['pid']}", "worker", f"{w['reads']:,}",
+            body.append(["", f"  {worker_label(w)}", "worker", f"{w['reads']:,}",
                          common.fmt_bytes(w["bytes_read"]), common.fmt_us(w["read_time_us"]),
                          common.fmt_bytes(w["bytes_written"])])
     if body:
@@ -444,7 +513,8 @@ def html_section(a: Dict[str, Any], top: int) -> List[Tuple[str, List[str], List
         rows.append([str(r["rank"]) if r["rank"] is not None else "-", f"{r['host']}:{r['pid']}",
                      f"{r['reads']:,}", common.fmt_bytes(r["bytes_read"]),
                      common.fmt_us(r["read_time_us"])])
-        rows += [["", f"worker {w['host']}:{w['pid']}", f"{w['reads']:,}",
+        rows += [["", worker_label(w) if w.get("worker") is not None
+                  else f"worker {w['host']}:{w['pid']}", f"{w['reads']:,}",
                   common.fmt_bytes(w["bytes_read"]), common.fmt_us(w["read_time_us"])]
                  for w in r["workers"]]
     out.append(("I/O by rank, with its workers", ["rank", "process", "reads", "read",

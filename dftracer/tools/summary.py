@@ -381,8 +381,7 @@ def _main_io(args: argparse.Namespace) -> int:
         return status
     analysis = iostats.analyze(results)
     if args.json:
-        json.dump(analysis, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        iostats.write_json(analysis, sys.stdout)
     else:
         print(iostats.render(analysis, args.top))
     return status

@@ -226,6 +226,11 @@ typedef struct dft_rank_info {
  * init_process_group).  Returns dft_emit's result.  Any thread, no GIL. */
 int dft_identity_emit_rank(const dft_rank_info *ri);
 
+/* A `worker` event: this process is worker `id` of `num_workers` (-1:
+ * unknown) of a pool such as a DataLoader's.  Returns dft_emit's result.
+ * Any thread, no GIL. */
+int dft_identity_emit_worker(int64_t id, int64_t num_workers);
+
 #ifdef DFT_TESTING
 /* ---- test hooks: only in the test extension (src/testing/) ------------------ */
 

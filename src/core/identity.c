@@ -1,10 +1,14 @@
-/* core/identity.c: the `rank` and `clock` metadata events.
+/* core/identity.c: the `rank`, `worker` and `clock` metadata events.
  *
  * `rank`: the process's place in a distributed job, from what launchers put
  * in the environment (torchrun, SLURM, Open MPI, PMI), so that every rank's
  * trace says which rank it is without the program calling anything.  A rank
  * learnt later (torch.distributed's init_process_group in a process started
  * without RANK) comes through dft_identity_emit_rank.
+ *
+ * `worker`: which worker of a pool (a DataLoader's) this process is, so
+ * that readers can tell worker 0 of one epoch's pool and worker 0 of the
+ * next as the same worker although they are two processes.
  *
  * `clock`: a (trace clock, wall clock) pair.  The trace clock is the wall
  * clock read once at start-up, advanced by CLOCK_MONOTONIC (core/clock.h);
@@ -112,6 +116,19 @@ int dft_identity_emit_rank(const dft_rank_info *ri)
         args[n++] = (dft_arg){.key = "source", .type = DFT_ARG_STR,
                               .v.s = {ri->source, strlen(ri->source)}};
     dft_event ev = {.name = "rank", .name_len = 4, .cat = "dftracer", .cat_len = 8,
+                    .ph = DFT_PH_METADATA, .args = args, .nargs = n};
+    return dft_emit(&ev);
+}
+
+/* Any thread, no GIL. */
+int dft_identity_emit_worker(int64_t id, int64_t num_workers)
+{
+    dft_arg args[3] = {{.key = "name", .type = DFT_ARG_STR, .v.s = {"worker", 6}},
+                       {.key = "value", .type = DFT_ARG_INT, .v.i = id}};
+    unsigned n = 2;
+    if (num_workers >= 0)
+        args[n++] = (dft_arg){.key = "num_workers", .type = DFT_ARG_INT, .v.i = num_workers};
+    dft_event ev = {.name = "worker", .name_len = 6, .cat = "dftracer", .cat_len = 8,
                     .ph = DFT_PH_METADATA, .args = args, .nargs = n};
     return dft_emit(&ev);
 }

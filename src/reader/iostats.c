@@ -125,11 +125,13 @@ static enum op op_of(dft_sv cat, dft_sv name)
 
 enum { A_FD = 1, A_OUT_FD = 2, A_RET = 4, A_OFFSET = 8, A_OUT_OFFSET = 16, A_WHENCE = 32,
        A_CMD = 64, A_FLAGS = 128, A_EPOCH = 256, A_PPID = 512, A_VALUE = 1024,
-       A_FHASH = 2048, A_OUT_FHASH = 4096, A_FILE = 8192, A_OUT_FILE = 16384, A_MODE = 32768 };
+       A_FHASH = 2048, A_OUT_FHASH = 4096, A_FILE = 8192, A_OUT_FILE = 16384, A_MODE = 32768,
+       A_NUM_WORKERS = 65536 };
 
 typedef struct io_args {
     unsigned have;
-    int64_t fd, out_fd, ret, offset, out_offset, whence, cmd, flags, epoch, ppid, value;
+    int64_t fd, out_fd, ret, offset, out_offset, whence, cmd, flags, epoch, ppid, value,
+        num_workers;
     dft_sv fhash, out_fhash, file, out_file, mode;
 } io_args;
 
@@ -172,6 +174,7 @@ static void arg_value(io_args *a, dft_sv key, const char *vp, const char *vend, 
         {"epoch", A_EPOCH, offsetof(io_args, epoch)},
         {"ppid", A_PPID, offsetof(io_args, ppid)},
         {"value", A_VALUE, offsetof(io_args, value)},
+        {"num_workers", A_NUM_WORKERS, offsetof(io_args, num_workers)},
     };
     if (is_str) {
         if (SV_IS(key, "fhash")) {
@@ -900,6 +903,14 @@ static int metadata(pass *ps, const char *text, size_t n, const dft_line *l)
         if (scan_args(text, n, &a) == 0 && (a.have & A_VALUE) && a.value >= 0 &&
             a.value <= INT32_MAX)
             r->rank = a.value;
+    } else if (SV_IS(l->name, "worker")) {
+        io_args a; /* a DataLoader worker's id (docs/trace-format.md, "Workers"): the last wins */
+        if (scan_args(text, n, &a) == 0 && (a.have & A_VALUE) && a.value >= 0 &&
+            a.value <= INT32_MAX) {
+            r->worker = a.value;
+            r->num_workers = (a.have & A_NUM_WORKERS) && a.num_workers > a.value
+                                 ? a.num_workers : -1;
+        }
     }
     return 0;
 }
@@ -985,7 +996,7 @@ int dft_io_read(const char *path, const char *epoch_from, const int64_t *bounds,
                 dft_io_result *r)
 {
     memset(r, 0, sizeof *r);
-    r->pid = r->ppid = r->rank = -1;
+    r->pid = r->ppid = r->rank = r->worker = r->num_workers = -1;
     r->read_ts_min = INT64_MAX;
     r->read_ts_max = INT64_MIN;
     dft_rd rd;

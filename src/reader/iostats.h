@@ -72,6 +72,7 @@ typedef struct dft_io_result {
     const char *first_bad;
     char host[256], process_name[512];
     int64_t pid, ppid, rank; /* -1: unknown */
+    int64_t worker, num_workers; /* the `worker` metadata event's; -1: unknown */
     int64_t read_ts_min, read_ts_max; /* of the reads (read_ts_min > max: none) */
     dft_io_file *files;
     size_t nfiles;

@@ -120,7 +120,7 @@ static PyObject *io_file(PyObject *module, PyObject *args, PyObject *kwargs)
                                             (long long)r.read_ts_max)
                             : Py_NewRef(Py_None);
     PyObject *out = read_ts ? Py_BuildValue(
-        "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:z,s:K,s:K,s:N,s:N,s:L,s:L,s:L,s:N,s:N,s:N}",
+        "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:z,s:K,s:K,s:N,s:N,s:L,s:L,s:L,s:L,s:L,s:N,s:N,s:N}",
         "path", path, "status", status_name(r.status), "message", r.err, "members",
         (unsigned long long)r.members, "events", (unsigned long long)r.events, "io_events",
         (unsigned long long)r.io_events, "bad_lines", (unsigned long long)r.bad_lines,
@@ -128,7 +128,8 @@ static PyObject *io_file(PyObject *module, PyObject *args, PyObject *kwargs)
         (unsigned long long)r.first_bad_line, "long_lines", (unsigned long long)r.long_lines,
         "host", str_of(r.host, strlen(r.host)), "process_name",
         str_of(r.process_name, strlen(r.process_name)), "pid", (long long)r.pid, "ppid",
-        (long long)r.ppid, "rank", (long long)r.rank, "read_ts", read_ts, "files",
+        (long long)r.ppid, "rank", (long long)r.rank, "worker", (long long)r.worker,
+        "num_workers", (long long)r.num_workers, "read_ts", read_ts, "files",
         files_list(&r), "marks", marks_list(&r)) : NULL;
     dft_io_free(&r);
     return out;

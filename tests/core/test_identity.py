@@ -124,6 +124,38 @@ def test_record_rank_checks_its_arguments(tmp_path):
         lines[-1] == "ok" and len(lines) == 4, proc.stdout
 
 
+def test_record_worker_writes_one_event_and_checks_its_arguments(tmp_path):
+    """_record_worker: the `worker` metadata event of docs/trace-format.md
+    ("Workers"), one per call; bad arguments raise before anything is written."""
+    proc = run_python(f"""
+        from dftracer import _core
+        from dftracer.python import dftracer
+        for bad, kind in (((-1,), ValueError), (("2",), TypeError), ((1, "x"), TypeError)):
+            try:
+                _core._record_worker(*bad)
+            except kind as e:
+                print(kind.__name__, e)
+        log = dftracer.initialize_log({str(tmp_path / "trace")!r}, None, -1)
+        _core._record_worker(1, 3)
+        _core._record_worker(0)
+        log.finalize()
+        print("ok")
+        """, env={"DFTRACER_ENABLE": "1"})
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("ValueError _record_worker: id must be >= 0") and \
+        lines[-1] == "ok" and len(lines) == 4, proc.stdout + proc.stderr
+    (path,) = find_traces(str(tmp_path))
+    trace = read_trace(path)
+    events = trace.of("M", name="worker")
+    assert [e["args"] for e in events] == [
+        {"hhash": events[0]["args"]["hhash"], "name": "worker", "value": 1, "num_workers": 3},
+        {"hhash": events[0]["args"]["hhash"], "name": "worker", "value": 0}]
+    from dftracer import _core
+
+    r = _core._io_file(path)  # the reader (summary --io) takes the last one
+    assert (r["worker"], r["num_workers"]) == (0, -1)
+
+
 def test_torch_distributed_rank_of_a_process_started_without_one(tmp_path):
     pytest.importorskip("torch", reason="needs torch")
     with socket.socket() as s:

@@ -1,10 +1,14 @@
 """Programs for tests/tools/test_io_summary.py, run under `dftracer run`.
 
 `loader DATA EPOCHS WORKERS`: a DataLoader whose workers np.load one .npy
-file per sample.  `calls DATA OUT`: reads with seeks, pread, an mmap'd
-file, sendfile and stdio (libc's fopen/fread through ctypes) on files under
-DATA; writes /proc/self/io around the POSIX-only part, and the bytes of each
-/proc read, to OUT (JSON)."""
+file per sample.  `ddp DATA EPOCHS WORKERS [PERSISTENT]` (under torchrun,
+gloo): the same with DistributedSampler and a DDP model; PERSISTENT `all`
+(the default) gives every rank persistent workers, `rank0` rank 0 only (the
+other ranks start new workers each epoch, as an ordinary DataLoader does).
+`calls DATA OUT`: reads with seeks, pread, an mmap'd file, sendfile and
+stdio (libc's fopen/fread through ctypes) on files under DATA; writes
+/proc/self/io around the POSIX-only part, and the bytes of each /proc read,
+to OUT (JSON)."""
 
 from __future__ import annotations
 
@@ -39,6 +43,38 @@ def loader(data: str, epochs: int, workers: int) -> None:
             model(batch.view(-1, 1)).sum().backward()
             opt.step()
             opt.zero_grad()
+
+
+def ddp(data: str, epochs: int, workers: int, persistent: str = "all") -> None:
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data.distributed import DistributedSampler
+
+    class Files(Dataset):
+        def __init__(self) -> None:
+            self.files = sorted(glob.glob(os.path.join(data, "*.npy")))
+
+        def __len__(self) -> int:
+            return len(self.files)
+
+        def __getitem__(self, i: int) -> "torch.Tensor":
+            return torch.from_numpy(np.load(self.files[i])).float().sum()
+
+    dist.init_process_group("gloo")
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(1, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    sampler = DistributedSampler(Files(), shuffle=True, seed=1)
+    dl = DataLoader(Files(), batch_size=8, num_workers=workers, sampler=sampler,
+                    persistent_workers=persistent == "all" or dist.get_rank() == 0)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for batch in dl:
+            model(batch.view(-1, 1)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    dist.destroy_process_group()
 
 
 def proc_io() -> tuple:
@@ -99,5 +135,7 @@ def calls(data: str, out: str) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "loader":
         loader(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif sys.argv[1] == "ddp":
+        ddp(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:6])
     else:
         calls(sys.argv[2], sys.argv[3])

@@ -77,18 +77,129 @@ def test_loader_files_epochs_workers(loader_job):
         assert e["bytes_read"] == total and e["unique_bytes"] == total
     assert out["by_epoch"][0]["reread_bytes"] == 0
     assert out["by_epoch"][1]["reread_bytes"] == total
-    # by_rank: the main process with its 4 workers (2 per epoch), which did the reading
+    # by_rank: the main process with its 2 workers, each 2 processes (new ones
+    # every epoch: persistent_workers=False), which did the reading
     assert len(out["by_rank"]) == 1
     row = out["by_rank"][0]
-    assert len(row["workers"]) == 4 and row["own"]["bytes_read"] == 0
+    assert row["own"]["bytes_read"] == 0
     assert sum(w["bytes_read"] for w in row["workers"]) == row["bytes_read"] == 2 * total
-    assert all(w["bytes_read"] > 0 for w in row["workers"])
+    check_workers(base, row, epochs=2, persistent=False)
     # darshan totals are the sums over files
     for key in ("POSIX_READS", "POSIX_BYTES_READ", "STDIO_READS", "STDIO_BYTES_READ",
                 "POSIX_OPENS", "POSIX_SEEKS", "POSIX_SIZE_READ_1K_10K"):
         assert out["darshan"][key] == sum(f["darshan"][key] for f in out["files"]), key
     assert out["darshan"]["POSIX_MAX_BYTE_READ"] == max(
         f["darshan"]["POSIX_MAX_BYTE_READ"] for f in out["files"])
+
+
+def traces_by_pid(base):
+    """Every trace file of the run, decoded and checked (tracefile.read_trace), by pid."""
+    out = {}
+    for path in find_traces(str(base / "runs")):
+        t = read_trace(path)
+        out[t.events[0]["pid"]] = t
+    return out
+
+
+def check_workers(base, row, epochs, persistent):
+    """row's `workers` against the raw traces: one entry per DataLoader worker
+    id (0 and 1 of 2), each the processes whose one `worker` metadata event
+    names that id (one process over all epochs when persistent, one a epoch
+    otherwise, each started in a different epoch), the main process none; and
+    each entry's opens are its processes' dataset items times the job's opens
+    per item."""
+    traces = traces_by_pid(base)
+    main = traces[row["pid"]]
+    assert main.of("M", name="worker") == []
+    assert [w["worker"] for w in row["workers"]] == [0, 1], row["workers"]
+    starts = {}  # epoch -> the main process's first iteration
+    for e in main.of("X", cat="pipeline", name="iteration"):
+        starts[e["args"]["epoch"]] = min(starts.get(e["args"]["epoch"], e["ts"]), e["ts"])
+    assert sorted(starts) == list(range(epochs))
+    items = opens = 0
+    per_worker = []  # dataset items per worker entry
+    for w in row["workers"]:
+        assert w["num_workers"] == 2 and w["bytes_read"] > 0 and w["pid"] == w["pids"][0]
+        assert len(w["pids"]) == (1 if persistent else epochs), w
+        began = []
+        for pid in w["pids"]:
+            (ev,) = traces[pid].of("M", name="worker")
+            assert ev["args"]["name"] == "worker" and ev["args"]["value"] == w["worker"]
+            assert ev["args"]["num_workers"] == 2
+            assert traces[pid].of("X", cat="dftracer", name="start")[0]["args"]["ppid"] == \
+                row["pid"]
+            # the epoch of its first item (epoch 0's workers prefetch before
+            # the first iteration: the first epoch, as summary --io's rule)
+            first = traces[pid].of("X", cat="data", name="item")[0]["ts"]
+            began.append(max(0, sum(1 for t in starts.values() if t <= first) - 1))
+        if not persistent:  # worker k of epoch 0, then worker k of epoch 1
+            assert sorted(began) == list(range(epochs)), (w, began, starts)
+        per_worker.append(sum(len(traces[p].of("X", cat="data", name="item"))
+                              for p in w["pids"]))
+        items += per_worker[-1]
+        opens += w["opens"]
+    assert opens % items == 0, (opens, items)
+    for w, n in zip(row["workers"], per_worker):
+        assert w["opens"] == n * (opens // items), (w, n)
+
+
+def test_ddp_two_ranks_two_workers(tmp_path):
+    """The issue's job: torchrun, 2 ranks (gloo) x 2 DataLoader workers,
+    DistributedSampler, np.load of one of 160 .npy files (5 sizes, 80 B to
+    2.4 MB of data) per sample, 2 epochs.  Rank 0's workers are persistent,
+    rank 1's are not (new processes each epoch, torch's default): both kinds
+    in one job, each rank listing its 2 workers."""
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("torch")
+    (tmp_path / "data").mkdir()
+    sizes = {}
+    for i in range(160):  # 2.4 MB for 4 files only: the run stays short
+        n = 2_400_000 if i % 40 == 0 else (80, 2_400, 24_000, 240_000)[i % 4]
+        path = tmp_path / "data" / f"f{i:03d}.npy"
+        np.save(path, np.zeros(n, dtype=np.uint8))
+        sizes[str(path)] = path.stat().st_size
+    proc = subprocess.run(
+        [sys.executable, "-m", "dftracer", "run", "-q", "--data-dir", "data", "--log-file",
+         "runs/trace", "--", sys.executable, "-m", "torch.distributed.run", "--standalone",
+         "--nproc_per_node", "2", PROG, "ddp", "data", "2", "2", "rank0"],
+        cwd=str(tmp_path), env=env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = io_json(tmp_path)
+    files = {f["path"]: f for f in out["files"]}
+    assert set(sizes) <= set(files)
+    total = sum(sizes.values())
+    for path, size in sizes.items():
+        f = files[path]
+        assert abs(f["bytes_read"] - 2 * size) <= 0.02 * 2 * size + 1024, (path, f, size)
+        assert sum(f["size_hist_read"].values()) == f["reads"] > 0
+        # the calls' own bytes: np.load reads the header through Python's
+        # buffered file, then header and data again through an fdopen'd dup
+        d = f["darshan"]
+        assert d["POSIX_BYTES_READ"] + d["STDIO_BYTES_READ"] >= f["bytes_read"]
+        assert d["POSIX_READS"] + d["STDIO_READS"] == f["reads"]
+    assert [e["epoch"] for e in out["by_epoch"]] == [0, 1]
+    for e in out["by_epoch"]:
+        assert e["bytes_read"] == e["unique_bytes"] == total, e
+    assert out["by_epoch"][0]["reread_bytes"] == 0
+    assert out["by_epoch"][1]["reread_bytes"] == total
+    ranks = {r["rank"]: r for r in out["by_rank"]}
+    assert sorted(ranks) == [0, 1]
+    for r in ranks.values():
+        assert 0.3 <= r["bytes_read"] / (2 * total) <= 0.7, r
+        assert len(r["workers"]) == 2 and all(w["bytes_read"] > 0 for w in r["workers"])
+        assert sum(w["bytes_read"] for w in r["workers"]) + r["own"]["bytes_read"] == \
+            r["bytes_read"]
+        for key in ("reads", "opens", "read_time_us"):
+            assert sum(w[key] for w in r["workers"]) + r["own"][key] == r[key], key
+        check_workers(tmp_path, r, epochs=2, persistent=r["rank"] == 0)
+    for key in ("POSIX_BYTES_READ", "POSIX_READS", "STDIO_BYTES_READ", "STDIO_READS"):
+        assert out["darshan"][key] == sum(f["darshan"][key] for f in out["files"]) > 0, key
+    # --dask: the same JSON (the persistent workers' traces are read twice, by epoch)
+    distributed = pytest.importorskip("distributed", reason="dask[distributed] is not installed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  protocol="tcp", host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        assert io_json(tmp_path, "--dask", cluster.scheduler_address) == out
 
 
 def test_loader_text_and_epoch_from(loader_job):

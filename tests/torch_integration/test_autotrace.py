@@ -109,6 +109,11 @@ def test_ddp_workers_record_each_item_of_their_rank(ddp_run):
         assert indices == list(range(rank, ddp.RANKS * ddp.STEPS * 8, ddp.RANKS))
         for w in workers:
             assert {e["cat"] for e in torch_events(w)} == {"data"}
+        # each worker says once which one it is (trace-format.md, "Workers"); the rank does not
+        ids = [[(e["args"]["value"], e["args"]["num_workers"]) for e in w.of("M", name="worker")]
+               for w in workers]
+        assert sorted(ids) == [[(0, 2)], [(1, 2)]], ids
+        assert ddp_run.ranks[rank].of("M", name="worker") == []
     assert torch_events(ddp_run.command) == [], "torchrun itself trains nothing"
 
 
@@ -223,6 +228,7 @@ def test_inference_loop_counts_batches(infer_run):
     for i, fetch in enumerate(fetches):  # num_workers=0: items are read inside next()
         assert sum(within(e, fetch) for e in items) == 5
         assert its[i]["ts"] == fetch["ts"]
+    assert trace.of("M", name="worker") == [], "no worker: no worker event"
     assert len(trace.of(cat="compute", name="forward")) == 4
     assert not trace.of(cat="compute", name="backward")
     assert not trace.of(cat="compute", name="optimizer.step")
