@@ -223,7 +223,9 @@ def build_figures(go: Any, data: Dict[str, Any], top: int) -> List[Tuple[str, st
 
     # 3, 4. top functions by total and by self time
     self_by = {(r["cat"], r["name"]): r["self_us"] for r in data["self_by_name"]}
-    total_by = {(r["cat"], r["name"]): r["total_us"] for r in summ["by_name"]}
+    total_by: Dict[Tuple[str, str], int] = {}
+    for r in summ["by_name"]:  # (the rows of one name's modules summed: the self times' key)
+        total_by[(r["cat"], r["name"])] = total_by.get((r["cat"], r["name"]), 0) + r["total_us"]
     for cid, title, key, note in (
             ("chart-top-total", "Top functions by total time", total_by,
              "Largest total duration first (as <code>dftracer summary --by name</code>)."),

@@ -183,13 +183,13 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str],
         proc["complete"] += r["complete"]
         proc["wall_us"] += span
         proc["finalized"] = proc["finalized"] and r["finalized"]
-        for cat, name, pid, tid, count, total, lo, hi, io, io_n, hist in r["groups"]:
+        for cat, name, pid, tid, count, total, lo, hi, io, io_n, hist, module in r["groups"]:
             proc["busy_us"] += total
             proc["io_bytes"] += io
             row = {"cat": cat, "name": name, "host": r["host"], "pid": pid, "tid": tid}
             for by in bys:
-                if by == "name" and group_numbered:
-                    key = (cat, name_group(name))
+                if by == "name":  # a torch module's forward/backward: a row per module
+                    key = (cat, name_group(name) if group_numbered else name, module)
                     names.setdefault(key, set()).add(name)
                 else:
                     key = tuple(row[f] for f in GROUPINGS[by])
@@ -230,6 +230,8 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str],
             row: Dict[str, Any] = {}
             for f, v in zip(GROUPINGS[by], key):
                 row[f] = _unescape(v) if isinstance(v, str) else v
+            if by == "name":
+                row["module"] = _unescape(key[2]) if key[2] is not None else None
             row.update({
                 "count": g.count,
                 "total_us": g.total,
@@ -254,8 +256,9 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str],
 # ---- output ------------------------------------------------------------------
 
 def _cell(row: Dict[str, Any], key: str) -> str:
-    if key == "name" and row.get("names", 1) > 1:
-        return f"{row['name']} ({row['names']} names)"
+    if key == "name":
+        name = row["name"] if row.get("module") is None else f"{row['name']} [{row['module']}]"
+        return f"{name} ({row['names']} names)" if row.get("names", 1) > 1 else name
     return str(row[key])
 
 

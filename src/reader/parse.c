@@ -279,7 +279,8 @@ static int token(pstate *s, dft_sv *out, int64_t *iv, int *is_int)
     return skip_value(s, 1);
 }
 
-/* The args object: picks out hhash, name, value, num_events and byte counts. */
+/* The args object: picks out hhash, name, value, module, num_events and byte
+ * counts. */
 static int args_object(pstate *s, dft_line *l)
 {
     dft_io_args io = {0, 0, 0, 0, 0};
@@ -329,6 +330,10 @@ static int args_object(pstate *s, dft_line *l)
                 io.count = iv;
                 io.have |= DFT_IO_COUNT;
             }
+            break;
+        case 6:
+            if (KEY_IS(key, "module") && val.p && !is_int)
+                l->a_module = val;
             break;
         case 10:
             if (KEY_IS(key, "image_size") && is_int) {

@@ -110,6 +110,7 @@ typedef struct dft_line {
     dft_sv hhash;     /* args.hhash token contents (hex string or digits) */
     dft_sv a_name;    /* args.name, metadata events */
     dft_sv a_value;   /* args.value token contents, metadata events */
+    dft_sv a_module;  /* args.module: the module a torch forward/backward ran (dftracer run) */
     int64_t io_bytes; /* see DFT_HAVE_IO and reader/iobytes.c */
     int64_t num_events;
     unsigned nrefs;   /* hash-valued args (keys ending in "hash", and cwd) */

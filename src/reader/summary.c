@@ -21,8 +21,8 @@
 
 typedef struct agg {
     uint64_t hash; /* 0: empty slot */
-    char *cat, *name;
-    size_t cat_len, name_len;
+    char *cat, *name, *module; /* module: args.module (NULL: none), a row of its own */
+    size_t cat_len, name_len, module_len;
     int64_t pid, tid;
     uint64_t count, io_events;
     uint64_t total, total_hi; /* sum of durations: 128 bits, hi:lo (it cannot wrap) */
@@ -51,6 +51,9 @@ static uint64_t key_hash(const dft_line *l)
     h = (h ^ 0xff) * 1099511628211ull;
     for (size_t i = 0; i < l->name.n; i++)
         h = (h ^ (unsigned char)l->name.p[i]) * 1099511628211ull;
+    h = (h ^ 0xfe) * 1099511628211ull;
+    for (size_t i = 0; i < l->a_module.n; i++)
+        h = (h ^ (unsigned char)l->a_module.p[i]) * 1099511628211ull;
     h ^= (uint64_t)l->pid * 0x9e3779b97f4a7c15ull;
     h ^= (uint64_t)l->tid * 0xc2b2ae3d27d4eb4full;
     h ^= h >> 29;
@@ -89,15 +92,19 @@ static agg *lookup(summary *s, const dft_line *l)
             break;
         if (a->hash == h && a->pid == l->pid && a->tid == l->tid && a->cat_len == l->cat.n &&
             a->name_len == l->name.n && (!l->cat.n || memcmp(a->cat, l->cat.p, l->cat.n) == 0) &&
-            (!l->name.n || memcmp(a->name, l->name.p, l->name.n) == 0))
+            (!l->name.n || memcmp(a->name, l->name.p, l->name.n) == 0) &&
+            (a->module != NULL) == (l->a_module.p != NULL) && a->module_len == l->a_module.n &&
+            (!l->a_module.n || memcmp(a->module, l->a_module.p, l->a_module.n) == 0))
             return a;
     }
     agg *a = &s->slots[j];
     a->cat = malloc(l->cat.n + 1);
     a->name = malloc(l->name.n + 1);
-    if (!a->cat || !a->name) {
+    a->module = l->a_module.p ? malloc(l->a_module.n + 1) : NULL;
+    if (!a->cat || !a->name || (l->a_module.p && !a->module)) {
         free(a->cat);
         free(a->name);
+        free(a->module);
         memset(a, 0, sizeof *a);
         return NULL;
     }
@@ -105,8 +112,11 @@ static agg *lookup(summary *s, const dft_line *l)
         memcpy(a->cat, l->cat.p, l->cat.n);
     if (l->name.n)
         memcpy(a->name, l->name.p, l->name.n);
+    if (a->module && l->a_module.n)
+        memcpy(a->module, l->a_module.p, l->a_module.n);
     a->cat_len = l->cat.n;
     a->name_len = l->name.n;
+    a->module_len = l->a_module.n;
     a->pid = l->pid;
     a->tid = l->tid;
     a->min = INT64_MAX;
@@ -123,6 +133,7 @@ static void summary_free(summary *s)
             continue;
         free(s->slots[i].cat);
         free(s->slots[i].name);
+        free(s->slots[i].module);
         dft_hist_free(&s->slots[i].hist);
     }
     free(s->slots);
@@ -316,24 +327,28 @@ static PyObject *groups_list(const summary *s)
             goto fail;
         }
         PyObject *t = Py_BuildValue(
-            "(s#s#LLKOLLLKN)", a->cat, (Py_ssize_t)a->cat_len, a->name, (Py_ssize_t)a->name_len,
+            "(s#s#LLKOLLLKNz#)", a->cat, (Py_ssize_t)a->cat_len, a->name, (Py_ssize_t)a->name_len,
             (long long)a->pid, (long long)a->tid, (unsigned long long)a->count, total,
             (long long)a->min, (long long)a->max, (long long)a->io_bytes,
-            (unsigned long long)a->io_events, h);
+            (unsigned long long)a->io_events, h, a->module, (Py_ssize_t)a->module_len);
         if (!t) {
             /* names that are not UTF-8 (older tools): decode with replacement */
             PyErr_Clear();
             PyObject *c = PyUnicode_DecodeUTF8(a->cat, (Py_ssize_t)a->cat_len, "replace");
             PyObject *nm = PyUnicode_DecodeUTF8(a->name, (Py_ssize_t)a->name_len, "replace");
+            PyObject *md = a->module ? PyUnicode_DecodeUTF8(a->module, (Py_ssize_t)a->module_len,
+                                                            "replace")
+                                     : Py_NewRef(Py_None);
             h = dft_hist_dict(&a->hist);
-            if (c && nm && h)
-                t = Py_BuildValue("(NNLLKOLLLKN)", c, nm, (long long)a->pid, (long long)a->tid,
+            if (c && nm && md && h)
+                t = Py_BuildValue("(NNLLKOLLLKNN)", c, nm, (long long)a->pid, (long long)a->tid,
                                   (unsigned long long)a->count, total, (long long)a->min,
                                   (long long)a->max, (long long)a->io_bytes,
-                                  (unsigned long long)a->io_events, h);
+                                  (unsigned long long)a->io_events, h, md);
             else {
                 Py_XDECREF(c);
                 Py_XDECREF(nm);
+                Py_XDECREF(md);
                 Py_XDECREF(h);
             }
         }

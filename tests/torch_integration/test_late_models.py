@@ -34,3 +34,18 @@ def test_every_forward_of_the_model_is_an_event(tmp_path):
     loads = trace.of(cat="checkpoint", name="torch.load")
     last = [e for e in trace.of(cat="compute", name="forward") if e["ts"] > loads[0]["ts"]]
     assert [e["args"]["module"] for e in last].count("RNNModel") == EVAL
+    # the by-name table has a row per module (docs/cli.md, "By name"), counted as the events
+    out = subprocess.run([sys.executable, "-m", "dftracer", "summary", str(tmp_path / "runs"),
+                          "--by", "name", "--json"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    import json
+
+    rows = {r["module"]: r for r in json.loads(out.stdout)["by_name"]
+            if (r["cat"], r["name"]) == ("compute", "forward")}
+    assert set(rows) == set(fwd) and len(rows) >= 2, rows.keys()
+    for module, row in rows.items():
+        assert row["count"] == fwd.count(module), (module, row)
+    text = subprocess.run([sys.executable, "-m", "dftracer", "summary", str(tmp_path / "runs"),
+                           "--by", "name", "--top", "0"], capture_output=True, text=True,
+                          env=env).stdout
+    assert "forward [RNNModel]" in text, text
