@@ -18,7 +18,7 @@ import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from dftracer._autotrace import comm
-from dftracer._autotrace._base import emit, patch
+from dftracer._autotrace._base import emit, patch, span_open
 
 P = comm.P
 MODULE = "torch.distributed._functional_collectives"
@@ -59,7 +59,10 @@ def _wrap(module: Any, fn_name: str, op: str, original: Callable[..., Any]) -> C
     def record(what: Any, result: Any, start: int, end: int) -> None:
         emit(op, "comm", start, end, what[0], {"group": what[1]})
 
-    return comm._traced(original, describe, record)
+    def opened(what: Any, start: int) -> int:  # (only the issue: it rarely blocks)
+        return span_open(op, "comm", start, what[1], what[0]["seq"])
+
+    return comm._traced(original, describe, record, opened)
 
 
 def _process_group(module: Any, group: Any, tag: str) -> Optional[Any]:
