@@ -659,11 +659,11 @@ def test_rank_metadata_and_workers(tmp_path):
     trace(100, 1, "python rank 2", (2, "RANK"), (5, "torch.distributed"), (6, "RANK"))
     trace(101, 1, "python rank 3", (1, "SLURM_PROCID"), (7, "RANK"))
     trace(102, 1, "python rank 4")
-    trace(103, 100, "python rank 5", (5, "torch.distributed"))  # a DataLoader worker of 100
+    trace(103, 100, "python rank 6", (6, "torch.distributed"))  # a DataLoader worker of 100
     trace(200, 1, "torch.distributed.run")  # torchrun, traced, and one of its ranks
     trace(104, 200, "python rank 0", (0, "torch.distributed"))
     rows = {p["pid"]: p for p in top_json(tmp_path)["processes"]}
-    assert [rows[p]["rank"] for p in (100, 101, 102, 103)] == [6, 7, 4, 5]
+    assert [rows[p]["rank"] for p in (100, 101, 102, 103)] == [6, 7, 4, 6]
     assert rows[100]["local_rank"] == 0 and rows[100]["world_size"] == 8
     assert rows[104]["ppid"] == 200 and rows[104]["worker_of"] is None, rows[104]
     assert "worker" not in rows[104]["mark"]
