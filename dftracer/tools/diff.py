@@ -291,6 +291,12 @@ def compare(a: Run, b: Run) -> Dict[str, Any]:
     classes.sort(key=lambda r: (not r["significant"], -sign * r["change_us_per_step"]))
 
     ka, kb = a.keys(), b.keys()
+    fa, fb = _fit(a, ka), _fit(b, kb)
+    for c, name in enumerate(ranks.CLASSES):  # each class's time outside its own events
+        if fa[1][c] > 0 or fb[1][c] > 0:
+            key = ("main", "", RESIDUAL.get(name, "(critical-path rest)"))
+            ka[key] = (c, fa[1][c] * max(a.unit_steps, 1), 0)
+            kb[key] = (c, fb[1][c] * max(b.unit_steps, 1), 0)
     changes = []
     for key in ka.keys() | kb.keys():
         where, cat, name = key
@@ -300,9 +306,9 @@ def compare(a: Run, b: Run) -> Dict[str, Any]:
         cls = ranks.CLASSES[c]
         base = ua / max(a.unit_steps, 1)
         new = ub / max(b.unit_steps, 1)
-        if where == "main":  # the class's critical-path time, split by the names' shares
-            base *= _critical_ratio(a, c)
-            new *= _critical_ratio(b, c)
+        if where == "main" and cat:  # the class's critical-path time, split by the names' shares
+            base *= fa[0][c]
+            new *= fb[0][c]
         if not ua and not ub and na == nb:
             continue  # no time of its own in either run (an enclosing event)
         row = {"cls": cls, "cat": cat, "name": name, "where": where, **_row(base, new),
@@ -310,7 +316,7 @@ def compare(a: Run, b: Run) -> Dict[str, Any]:
                "new_count_per_step": round(nb / max(b.unit_steps, 1), 3)}
         lim, cls_sig = limits[cls]
         row["significant"] = bool(cls_sig and abs(new - base) > lim)
-        row["status"] = "new" if not na else "vanished" if not nb else "changed"
+        row["status"] = "changed" if not cat or (na and nb) else "new" if not na else "vanished"
         cpa, cpb = row["base_count_per_step"], row["new_count_per_step"]
         row["count_changed"] = bool(cpa and cpb and max(cpa, cpb) / min(cpa, cpb) >= COUNT_RATIO)
         changes.append(row)
@@ -336,9 +342,34 @@ def compare(a: Run, b: Run) -> Dict[str, Any]:
     return out
 
 
-def _critical_ratio(r: Run, c: int) -> float:
-    mean = _mean(r.mean_class[c])
-    return _mean(r.by_class[c]) / mean if mean > 0 else 1.0
+RESIDUAL = {"comm": "(waiting inside other events)", "other": "(untraced)"}
+
+
+def _fit(r: Run, keys: Dict[Tuple[str, str, str], Tuple[int, float, int]]
+         ) -> Tuple[List[float], List[float]]:
+    """Per class: the factor that fits its main rows to its critical-path time
+    per step, and the time per step left over (docs/cli.md, "Names"). The
+    rows (means over the units) are first scaled as the class is from its
+    mean to the critical path (one rank's forward grew: the mean shows a
+    quarter of it); then a class's events can hold more than the class (a
+    backward's wait for DDP's all-reduce is comm, not compute): their rows
+    shrink to it; or less (that wait, the step's untraced time): the rest is
+    a row of its own."""
+    per = max(r.unit_steps, 1)
+    own = [0.0] * ranks.NCLS
+    for (where, _cat, _name), (c, us, _n) in keys.items():
+        if where == "main":
+            own[c] += us / per
+    scale, rest = [1.0] * ranks.NCLS, [0.0] * ranks.NCLS
+    for c in range(ranks.NCLS):
+        crit, mean = _mean(r.by_class[c]), _mean(r.mean_class[c])
+        scale[c] = crit / mean if mean > 0 else 1.0
+        own[c] *= scale[c]
+        if own[c] > crit:
+            scale[c] *= crit / own[c]
+        elif crit - own[c] >= 0.5:  # (less is rounding)
+            rest[c] = crit - own[c]
+    return scale, rest
 
 
 def _by_rank(a: Run, b: Run, step_ref: float) -> List[Dict[str, Any]]:
@@ -360,6 +391,13 @@ def _by_rank(a: Run, b: Run, step_ref: float) -> List[Dict[str, Any]]:
         row["straggler_new"] = any(s["rank"] == rank for s in b.stragglers)
         rows.append(row)
     return rows
+
+
+def _label(r: Dict[str, Any]) -> str:
+    """cat/name of a row; a class's residual row (no category) by its name."""
+    if not r.get("name"):
+        return r["cat"]
+    return f"{r['cat']}/{r['name']}" if r["cat"] else r["name"]
 
 
 def _per_call(r: Dict[str, Any]) -> float:
@@ -399,14 +437,13 @@ def verdict(d: Dict[str, Any]) -> str:
         names = [r for r in d["changes"] if r["cls"] == c["cls"] and r["significant"]]
         main = [r for r in names if r["where"] == "main"][:2]
         workers = [r for r in names if r["where"] == "workers"][:1]
-        detail = [f"{r['cat']}/{r['name']}" for r in main]
-        detail += [f"{r['cat']}/{r['name']} {_ms(_per_call(r))} each in the workers"
-                   for r in workers]
+        detail = [_label(r) for r in main]
+        detail += [f"{_label(r)} {_ms(_per_call(r))} each in the workers" for r in workers]
         parts.append(f"{ranks.LABELS[c['cls']]} {_ms(c['change_us_per_step'])}"
                      + (f" ({'; '.join(detail)})" if detail else ""))
     counted = [r for r in d["changes"] if r["count_changed"] and r["where"] == "main"][:1]
     for r in counted:
-        parts.append(f"{r['cat']}/{r['name']} {r['base_count_per_step']:g} -> "
+        parts.append(f"{_label(r)} {r['base_count_per_step']:g} -> "
                      f"{r['new_count_per_step']:g} a step")
     if not s["significant"] and not sig and not new_stragglers:
         return f"{head}: within noise (+-{_ms(s['noise_us'], False)} a step), " \
@@ -445,7 +482,7 @@ def render(d: Dict[str, Any], bys: List[str], top: int) -> str:
         if "cat" in bys and "name" not in bys:
             rows = _by_cat(rows)
         shown = rows if top <= 0 else rows[:top]
-        body = [[r["where"], r["cls"], f"{r['cat']}/{r['name']}" if r.get("name") else r["cat"],
+        body = [[r["where"], r["cls"], _label(r),
                  _fmt(r["base_us_per_step"]), _fmt(r["new_us_per_step"]),
                  _ms(r["change_us_per_step"]),
                  f"{r['base_count_per_step']:g} -> {r['new_count_per_step']:g}",
@@ -564,7 +601,7 @@ def html_section(d: Dict[str, Any], top: int) -> str:
                 _ms(c["change_us_per_step"]), _fmt(c["noise_us"]),
                 "significant" if c["significant"] else ""] for c in d["classes"]]),
         table(["where", "class", "name", "base / step", "new / step", "change", ""],
-              [[r["where"], r["cls"], f"{r['cat']}/{r['name']}", _fmt(r["base_us_per_step"]),
+              [[r["where"], r["cls"], _label(r), _fmt(r["base_us_per_step"]),
                 _fmt(r["new_us_per_step"]), _ms(r["change_us_per_step"]), _flags(r)]
                for r in rows]),
         "<p class=\"note\">As <code>dftracer diff BASE NEW</code> prints it (docs/cli.md, "

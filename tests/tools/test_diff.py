@@ -72,6 +72,15 @@ def diff(base, new, *extra):
     return json.loads(proc.stdout)
 
 
+def check_rows_add_up(d):
+    """The main rows of each class add up to the class (docs/cli.md, "Names")."""
+    for c in d["classes"]:
+        for side in ("base_us_per_step", "new_us_per_step"):
+            rows = sum(r[side] for r in d["changes"] if r["where"] == "main"
+                       and r["cls"] == c["cls"])
+            assert abs(rows - c[side]) <= 1 + 0.001 * c[side], (c, side, rows)
+
+
 def significant(d):
     return sorted(c["cls"] for c in d["classes"] if c["significant"])
 
@@ -88,6 +97,7 @@ def test_data_wait_slowed_on_every_rank_is_the_change(tmp_path):
     assert abs(first["change_us_per_step"] - real) <= 0.1 * real, (first, real)
     assert first["significant"] and d["step"]["significant"]
     assert significant(d) == ["data"], d["classes"]
+    check_rows_add_up(d)
     assert d["verdict"].startswith(f"step +{real / 1e3:.1f} ms"), d["verdict"]
     assert "data wait +" in d["verdict"] and "dataloader/fetch" in d["verdict"]
     assert d["verdict"].endswith("everything else within noise"), d["verdict"]
@@ -123,6 +133,7 @@ def test_a_new_compute_straggler_is_named_first(tmp_path):
     # on the critical path (rank 1's own time), not the mean over the ranks
     assert 13000 <= first["change_us_per_step"] <= 17000, first
     assert significant(d) == ["compute"], d["classes"]
+    check_rows_add_up(d)
     (s,) = d["stragglers"]["new"]
     assert s["rank"] == 1 and d["stragglers"]["base"] == []
     rank1 = next(r for r in d["by_rank"] if r["rank"] == 1)
