@@ -16,7 +16,7 @@ larger than each of
   - 3 standard errors of the difference of the two means (Welch's, from
     the robust spreads below),
   - the larger step-to-step spread of the two runs (1.4826 x MAD),
-  - 5 % of the larger median step, and 20 us,
+  - 10 % of the larger median step, and 20 us,
 so what each run's own steps vary by, and what a long run's means still
 drift by, are "within noise".  A (cat, name) row uses its class's threshold
 and is significant only when its class is.
@@ -39,7 +39,7 @@ EXAMPLE = """example:
   dftracer diff run1/ run2/ --json > diff.json
 """
 
-SE_FACTOR, SPREAD_FACTOR, STEP_FLOOR, US_FLOOR = 3.0, 1.0, 0.05, 20.0
+SE_FACTOR, SPREAD_FACTOR, STEP_FLOOR, US_FLOOR = 3.0, 1.0, 0.10, 20.0
 MAD_SD = 1.4826  # MAD -> standard deviation of a normal distribution
 COUNT_RATIO = 1.5  # a row's count per step changed when it moved by this factor
 BYS = ("cat", "name", "rank", "file")

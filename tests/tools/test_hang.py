@@ -104,10 +104,27 @@ def sleep_job(tmp_path_factory):
         src, stacks = dft("stacks", str(runs), "--json")
         _, stacks_text = dft("stacks", str(runs))
         rc, text = dft("top", "--once", "--hang-after", "3", str(runs))  # with the stacks
+        screen = live_view(base, runs)
     finally:
         kill(proc)
     return {"runs": runs, "snap": snap, "seen": seen, "top_text": text, "stacks": json.loads(stacks),
-            "stacks_rc": src, "stacks_text": stacks_text}
+            "stacks_rc": src, "stacks_text": stacks_text, "screen": screen}
+
+
+def live_view(base, runs):
+    """The live view's screen (tmux, 160 columns) once it shows the hang; None
+    without tmux and rich (CI requires them: test_top.py)."""
+    from test_top import HAS_RICH, TMUX, Tmux
+
+    if not (TMUX and HAS_RICH):
+        return None
+    tm = Tmux(base)
+    try:
+        tm.start(f"{sys.executable} -m dftracer top --hang-after 3 {runs}")
+        tm.tmux("resize-window", "-t", "t", "-x", "160", "-y", "40", check=False)
+        return tm.wait_for(lambda s: "hang: rank 2" in s and "all_reduce #12" in s, timeout=30)
+    finally:
+        tm.kill()
 
 
 def test_top_reports_the_hang_within_9_s(sleep_job):
@@ -129,6 +146,16 @@ def test_top_text_puts_the_hang_first(sleep_job):
     assert hang_line.startswith(f"hang: rank 2 stopped in hang_prog.py:{mark_line('sleep')} "
                                 "(time.sleep) during iteration 12; ranks 0, 1, 3 waited ")
     assert hang_line.endswith(" s in all_reduce #12 (world)")
+
+
+def test_the_live_view_shows_the_hang_above_everything(sleep_job):
+    screen = sleep_job["screen"]
+    if screen is None:
+        pytest.skip("needs tmux (scripts/install-tmux.sh) and rich (the 'top' extra)")
+    lines = [ln for ln in screen.splitlines() if ln.strip()]
+    at = next(i for i, ln in enumerate(lines) if "hang: rank 2" in ln)
+    assert at <= 1, screen  # the banner is the first thing on the screen
+    assert "ranks 0, 1, 3 waited" in " ".join(lines[at:at + 3]), screen
 
 
 def test_stacks_of_every_rank(sleep_job):
