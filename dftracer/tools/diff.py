@@ -314,7 +314,8 @@ def compare(a: Run, b: Run) -> Dict[str, Any]:
         row = {"cls": cls, "cat": cat, "name": name, "where": where, **_row(base, new),
                "base_count_per_step": round(na / max(a.unit_steps, 1), 3),
                "new_count_per_step": round(nb / max(b.unit_steps, 1), 3)}
-        lim, cls_sig = limits[cls]
+        # a worker's events (its reads too) feed the training loop's data wait
+        lim, cls_sig = limits["data" if where == "workers" else cls]
         row["significant"] = bool(cls_sig and abs(new - base) > lim)
         row["status"] = "changed" if not cat or (na and nb) else "new" if not na else "vanished"
         cpa, cpb = row["base_count_per_step"], row["new_count_per_step"]
@@ -434,9 +435,9 @@ def verdict(d: Dict[str, Any]) -> str:
                      f"+{_ms(x['cause_excess_us'], False)}: {what})")
     sig = [c for c in d["classes"] if c["significant"]]
     for c in sig:
-        names = [r for r in d["changes"] if r["cls"] == c["cls"] and r["significant"]]
-        main = [r for r in names if r["where"] == "main"][:2]
-        workers = [r for r in names if r["where"] == "workers"][:1]
+        names = [r for r in d["changes"] if r["significant"]]
+        main = [r for r in names if r["where"] == "main" and r["cls"] == c["cls"]][:2]
+        workers = [r for r in names if r["where"] == "workers" and c["cls"] == "data"][:2]
         detail = [_label(r) for r in main]
         detail += [f"{_label(r)} {_ms(_per_call(r))} each in the workers" for r in workers]
         parts.append(f"{ranks.LABELS[c['cls']]} {_ms(c['change_us_per_step'])}"

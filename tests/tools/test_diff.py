@@ -246,18 +246,23 @@ def test_runs_without_steps_compare_as_such(tmp_path):
     assert any("no steps" in w for w in d["warnings"])
 
 
-def test_a_real_training_job_with_slower_data_loading(tmp_path):
-    """diff_prog.py under `dftracer run` twice, the second with every sample
-    6 ms slower to load (4 samples a batch, one worker): the data wait is the
-    change, as large as the step time's change."""
+def test_a_real_training_job_with_slower_data_loading_then_slower_reads(tmp_path):
+    """diff_prog.py under `dftracer run` three times: as it is, with every
+    sample 6 ms slower to load (4 samples a batch, one worker), and with a
+    file of 8 MiB instead of 16 KiB read per sample (in the worker).  The
+    data wait is the change, as large as the step time's change; with the
+    bigger file the worker's reads are named behind it."""
     pytest.importorskip("torch")
     runs = {}
-    for name, ms in (("base", "0"), ("new", "6")):
+    for name, ms, kib in (("base", "0", "16"), ("new", "6", "16"), ("io", "0", "8192")):
         out = tmp_path / name
+        data = tmp_path / f"data-{name}"
+        data.mkdir()
         proc = subprocess.run(
-            [sys.executable, "-m", "dftracer", "run", "-q", "--log-file", str(out / "t"), "--",
-             sys.executable, os.path.join(HERE, "diff_prog.py"), "--steps", "40",
-             "--data-ms", ms], capture_output=True, text=True, timeout=240)
+            [sys.executable, "-m", "dftracer", "run", "-q", "--log-file", str(out / "t"),
+             "--data-dir", str(data), "--", sys.executable, os.path.join(HERE, "diff_prog.py"),
+             "--steps", "40", "--data-ms", ms, "--file-kib", kib, "--dir", str(data)],
+            capture_output=True, text=True, timeout=240)
         assert proc.returncode == 0, proc.stderr
         runs[name] = str(out)
         paths = find_traces(str(out), "t")
@@ -273,3 +278,10 @@ def test_a_real_training_job_with_slower_data_loading(tmp_path):
     item = next(r for r in d["changes"] if (r["where"], r["name"]) == ("workers", "item"))
     assert item["new_count_per_step"] == item["base_count_per_step"] == 4.0
     assert item["significant"] and "each in the workers" in d["verdict"], d["verdict"]
+    d = diff(runs["base"], runs["io"])
+    first = d["changes"][0]
+    assert (first["cls"], first["name"]) == ("data", "fetch"), first
+    reads = [r for r in d["changes"] if r["where"] == "workers" and r["cat"] == "POSIX"
+             and r["significant"]]
+    assert reads, [r for r in d["changes"] if r["where"] == "workers"]
+    assert "in the workers" in d["verdict"] and "POSIX/" in d["verdict"], d["verdict"]
