@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 
+
 from tracefile import find_traces, read_trace
 
 PROG = textwrap.dedent(r"""
@@ -89,15 +90,15 @@ HOLD = textwrap.dedent(r"""
         go.wait()  # mark:waiter
     threading.Thread(target=waiter, name="waiter").start()
     print("ready", flush=True)
-    # blocked in C with the GIL held: PyDLL does not release it
-    ctypes.PyDLL(None).sleep(4)  # mark:held
+    # blocked in C with the GIL held: PyDLL does not release it (sleep() again
+    # when the request signal cut it short: libc's sleep is not restarted)
+    libc, end = ctypes.PyDLL(None), time.monotonic() + 4
+    while time.monotonic() < end: libc.sleep(1)  # mark:held
     go.set()
     log.finalize()
 """)
 
 
-@pytest.mark.no_asan  # under the ASan build this process gives `stacks` no answer; the
-# cause is not found yet (no sanitizer report; the signal is caught: SigCgt has it)
 def test_stacks_while_the_gil_is_held_in_c(tmp_path):
     prog = tmp_path / "hold.py"
     prog.write_text(HOLD)
@@ -122,7 +123,8 @@ def test_stacks_while_the_gil_is_held_in_c(tmp_path):
     assert proc["pid"] == p.pid and proc["rank"] is None and "why" not in proc
     threads = {t["name"]: t for t in proc["threads"]}
     main = threads["MainThread"]["frames"]
-    assert main[-1]["file"] == str(prog) and main[-1]["line"] == lines["held"]
+    ours = [f for f in main if f["file"] == str(prog)]  # (ctypes' own frames may be inside)
+    assert ours[-1]["line"] == lines["held"], main
     assert threads["MainThread"]["tid"] == p.pid
     waiter = [t for n, t in threads.items() if n != "MainThread"][0]["frames"]
     assert [f["line"] for f in waiter if f["file"] == str(prog)][-1] == lines["waiter"]
