@@ -249,12 +249,12 @@ def test_runs_without_steps_compare_as_such(tmp_path):
 def test_a_real_training_job_with_slower_data_loading_then_slower_reads(tmp_path):
     """diff_prog.py under `dftracer run` three times: as it is, with every
     sample 6 ms slower to load (4 samples a batch, one worker), and with a
-    file of 8 MiB instead of 16 KiB read per sample (in the worker).  The
+    file of 64 MiB instead of 16 KiB read per sample (in the worker).  The
     data wait is the change, as large as the step time's change; with the
     bigger file the worker's reads are named behind it."""
     pytest.importorskip("torch")
     runs = {}
-    for name, ms, kib in (("base", "0", "16"), ("new", "6", "16"), ("io", "0", "8192")):
+    for name, ms, kib in (("base", "0", "16"), ("new", "6", "16"), ("io", "0", "65536")):
         out = tmp_path / name
         data = tmp_path / f"data-{name}"
         data.mkdir()
