@@ -19,15 +19,19 @@
 #include <sys/mman.h>
 #include <sys/types.h>
 #include <unistd.h>
+#include <dlfcn.h>
 
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/core.h"
 #include "integrations.h"
 
-/* CPython's (Include/internal/pycore_traceback.h); exported by libpython. */
-extern const char *_Py_DumpTracebackThreads(int fd, PyInterpreterState *interp,
-                                            PyThreadState *current_tstate);
+/* CPython's _Py_DumpTracebackThreads (Include/internal/pycore_traceback.h),
+ * looked up at start: 3.10 to 3.12 export it, 3.13 does not (then no stacks:
+ * docs/hang.md). */
+typedef const char *(*dump_threads_fn)(int fd, PyInterpreterState *interp,
+                                       PyThreadState *current_tstate);
+static dump_threads_fn dump_threads;
 
 #define MAX_TEXT (1 << 20)
 #define MAX_THREADS 128
@@ -178,7 +182,7 @@ static void dump_stacks(const char *why, unsigned req)
     }
     thread_ids ids[MAX_THREADS];
     int nids = list_threads(interp, ids, MAX_THREADS);
-    const char *err = _Py_DumpTracebackThreads(fd, interp, NULL);
+    const char *err = dump_threads(fd, interp, NULL);
     off_t size = lseek(fd, 0, SEEK_END);
     if (err || size <= 0) {
         close(fd);
@@ -201,7 +205,9 @@ static void dump_stacks(const char *why, unsigned req)
 /* GIL held (PyInit__core). */
 int dft_hang_stacks_register(PyObject *module)
 {
-    (void)module;
-    dft_set_stack_dumper(dump_stacks);
-    return 0;
+    void *sym = dlsym(RTLD_DEFAULT, "_Py_DumpTracebackThreads");
+    memcpy(&dump_threads, &sym, sizeof dump_threads); /* (object to function pointer) */
+    if (dump_threads)
+        dft_set_stack_dumper(dump_stacks);
+    return PyModule_AddIntConstant(module, "_STACKS", dump_threads != NULL);
 }
