@@ -27,7 +27,8 @@
 #include "integrations.h"
 
 /* CPython's _Py_DumpTracebackThreads (Include/internal/pycore_traceback.h),
- * looked up at start: 3.10 to 3.12 export it, 3.13 does not (then no stacks:
+ * looked up in the running interpreter at start: 3.13 does not export it,
+ * nor does an executable that keeps libpython's symbols (then no stacks:
  * docs/hang.md). */
 typedef const char *(*dump_threads_fn)(int fd, PyInterpreterState *interp,
                                        PyThreadState *current_tstate);

@@ -101,8 +101,8 @@ HOLD = textwrap.dedent(r"""
 """)
 
 
-@pytest.mark.skipif(not _core._STACKS, reason="this CPython does not export "
-                    "_Py_DumpTracebackThreads (3.13): no stacks")
+@pytest.mark.skipif(not _core._STACKS, reason="this interpreter does not export "
+                    "_Py_DumpTracebackThreads (3.13, some builds): no stacks")
 def test_stacks_while_the_gil_is_held_in_c(tmp_path):
     prog = tmp_path / "hold.py"
     prog.write_text(HOLD)
