@@ -117,6 +117,20 @@ def report_bad_lines(results: Iterable[Dict[str, Any]]) -> None:
                 f"{r['first_bad_line']}: {r['first_bad']}); skipped")
 
 
+def check_results(results: List[Dict[str, Any]]) -> int:
+    """Reports the files of per-file results that could not be read, are no
+    traces (marked "error") or hold bad lines; returns the exit status."""
+    status = report_file_status(results)
+    for r in results:
+        why = not_a_trace(r)
+        if why:
+            err(f"{r['path']}: {why}")
+            r["status"] = "error"
+            status = EXIT_BAD_INPUT
+    report_bad_lines(results)
+    return status
+
+
 def describe(r: Dict[str, Any]) -> str:
     st = r.get("status")
     if st == "missing":

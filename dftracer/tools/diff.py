@@ -31,7 +31,7 @@ import statistics
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from dftracer.tools import common, paths, ranks, runner, work
+from dftracer.tools import common, paths, ranks, summary
 
 EXAMPLE = """example:
   dftracer diff run1/ run2/                     # what changed, and a verdict
@@ -214,16 +214,8 @@ def read_run(where: Sequence[str], args: argparse.Namespace,
         if not errors:
             common.err(f"{path}: no trace files")
         return None, common.EXIT_BAD_INPUT
-    results = runner.run(work.rank_file, files, jobs=args.jobs, dask=args.dask, label=label,
-                         progress=args.progress, extra=(getattr(args, "step", None),))
-    status = max(status, common.report_file_status(results))
-    for r in results:
-        why = common.not_a_trace(r)
-        if why:
-            common.err(f"{r['path']}: {why}")
-            r["status"] = "error"
-            status = common.EXIT_BAD_INPUT
-    common.report_bad_lines(results)
+    results, st = summary.rank_results(files, args, label)
+    status = max(status, st)
     run = Run(path, results)
     run.files = files
     return run, status

@@ -134,14 +134,7 @@ def read(paths: List[str], args: argparse.Namespace, label: str = "io") -> Tuple
     results = runner.run(work.io_file, [(p, None) for p in paths], jobs=args.jobs,
                          dask=args.dask, label=label, progress=args.progress,
                          extra=(epoch_from,))
-    status = max(status, common.report_file_status(results))
-    for r in results:
-        why = common.not_a_trace(r)
-        if why:
-            common.err(f"{r['path']}: {why}")
-            r["status"] = "error"
-            status = common.EXIT_BAD_INPUT
-    common.report_bad_lines(results)
+    status = max(status, common.check_results(results))
     files = [r for r in results if _ok(r)]
     plan = plan_epochs(files, bool(epoch_from))
     if epoch_from and not any(_marks(r, 0) for r in files):

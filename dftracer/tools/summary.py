@@ -338,17 +338,16 @@ def collect_ranks(args: argparse.Namespace, label: str = "ranks") -> Tuple[List[
     files, status = common.expand_paths(args)
     if not files:
         return [], common.EXIT_BAD_INPUT
+    results, st = rank_results(files, args, label)
+    return results, max(status, st)
+
+
+def rank_results(files: List[str], args: argparse.Namespace,
+                 label: str = "ranks") -> Tuple[List[Dict[str, Any]], int]:
+    """The ranks pass over files (args: jobs, dask, progress, step), checked."""
     results = runner.run(work.rank_file, files, jobs=args.jobs, dask=args.dask, label=label,
                          progress=args.progress, extra=(getattr(args, "step", None),))
-    status = max(status, common.report_file_status(results))
-    for r in results:
-        why = common.not_a_trace(r)
-        if why:
-            common.err(f"{r['path']}: {why}")
-            r["status"] = "error"
-            status = common.EXIT_BAD_INPUT
-    common.report_bad_lines(results)
-    return results, status
+    return results, common.check_results(results)
 
 
 def _main_ranks(args: argparse.Namespace) -> int:
