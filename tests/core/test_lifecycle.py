@@ -344,6 +344,12 @@ def test_good_flush_interval_values_are_silent(tmp_path, value):
 
 # ---- SIGTERM ------------------------------------------------------------------------------------------
 
+# A program whose Python handler must run waits in short sleeps: a signal that
+# lands after the interpreter's last check and before time.sleep's system call
+# only trips a flag, so one long sleep would outlast it (CPython does this
+# without dftracer too: 1 in ~300 runs on a loaded 2-core VM).
+WAIT_FOR_SIGNAL = "print('ready', flush=True)\nfor _ in range(1200):\n    time.sleep(0.05)\n"
+
 BUSY_THREADS = """
 import os, signal, sys, threading, time
 from dftracer.python import dftracer
@@ -383,7 +389,7 @@ def on_term(sig, frame):
     print("handled", n, flush=True)
     sys.exit(3)
 signal.signal(signal.SIGTERM, on_term)
-""" + BUSY_THREADS.format(path=path) + "print('ready', flush=True)\ntime.sleep(60)\n"
+""" + BUSY_THREADS.format(path=path) + WAIT_FOR_SIGNAL
     proc = start(code, DFTRACER_FLUSH_INTERVAL="0")
     wait_ready(proc)
     proc.send_signal(signal.SIGTERM)
@@ -398,9 +404,7 @@ def test_handler_installed_after_tracing_replaces_ours_and_exits_normally(tmp_pa
 def on_term(sig, frame):
     sys.exit(4)
 signal.signal(signal.SIGTERM, on_term)
-print('ready', flush=True)
-time.sleep(60)
-"""
+""" + WAIT_FOR_SIGNAL
     proc = start(code, DFTRACER_FLUSH_INTERVAL="0")
     wait_ready(proc)
     proc.send_signal(signal.SIGTERM)
