@@ -11,15 +11,12 @@ dftracer/tools/top_view.py's (the `top` extra: rich)."""
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
-import re
-import socket
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from dftracer.tools import common, follow, hang
+from dftracer.tools import common, follow, hang, trace_name
 
 EXTRA = "top"
 EXIT_MISSING_EXTRA = 3
@@ -277,8 +274,7 @@ class RunView:
     def __init__(self, stem: str, before: Dict[str, Tuple[float, int]]) -> None:
         self.stem = stem
         self.before = before
-        host = re.sub(r"[/\s]", "_", socket.gethostname())  # as in the trace file names
-        self.log_path = f"{stem}-{host}-{os.getpid()}-output.log"
+        self.log_path = f"{stem}-{trace_name.host_name()}-{os.getpid()}-output.log"
         self.log: Any = None
         self.stdin: Any = None
 
@@ -306,7 +302,7 @@ class RunView:
         from dftracer.tools import top_view
 
         ns = argparse.Namespace(window=10.0, interval=1.0, flush_interval=None, step=None)
-        fol = make_follower(ns, [glob.escape(self.stem) + "-*-app.pfw*"], ignore=self.before)
+        fol = make_follower(ns, [trace_name.pattern(self.stem)], ignore=self.before)
         pattern = os.path.join(os.path.relpath(os.path.dirname(self.stem)),
                                os.path.basename(self.stem) + "-*")
         try:

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
 import statistics
 from collections import deque
 from typing import Any, Dict, List, Optional, Tuple
 
-from dftracer.tools import classes, hang
+from dftracer.tools import classes, hang, trace_name
 from dftracer.tools.rank_rule import count_of_value, rank_of_process_name, rank_of_value
 
 US = 1_000_000
@@ -51,7 +50,6 @@ _LINE = re.compile(
 _ARG_INT = re.compile(rb'(?:^|,)"(ret|size|count|step)":(-?\d{1,19})(?![\d.eE])')
 _STEP_ARG = re.compile(rb'(?:^|,)"step":(-?\d{1,19})(?![\d.eE])')
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")
-_FILE_NAME = re.compile(r"-(?P<host>[^/]*)-(?P<pid>\d+)(?:\.\d+)?-app\.pfw(?:\.gz)?$")
 
 # step sources, by priority: a name given with --step, pipeline/iteration,
 # torch.profiler's ProfilerStep#N, the body of an ai.pipeline.train loop
@@ -155,9 +153,9 @@ class Process:
     """The figures of one trace file's process."""
 
     def __init__(self, path: str) -> None:
-        m = _FILE_NAME.search(os.path.basename(path))
-        self.host = m.group("host") if m else ""
-        self.pid: Optional[int] = int(m.group("pid")) if m else None
+        m = trace_name.parse(path)
+        self.host = m.host if m else ""
+        self.pid: Optional[int] = m.pid if m else None
         self.rank: Optional[int] = None
         self.local_rank: Optional[int] = None
         self.world_size: Optional[int] = None

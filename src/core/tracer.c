@@ -22,6 +22,7 @@
 #include "core/stacks.h"
 #include "core/state.h"
 #include "core/trace_file.h"
+#include "core/trace_name.h"
 #include "core/tracer.h"
 #include "core/writer.h"
 #include "format/record.h"
@@ -256,13 +257,10 @@ static void emit_header(void) /* under life_lock, no GIL */
 
 static void make_path(void)
 {
-    const char *stem = dft_g.cfg.log_file ? dft_g.cfg.log_file : "./trace";
-    size_t n = strlen(stem) + strlen(dft_g.hostname) + 64;
-    char *p = malloc(n);
+    char *p = dft_trace_name_build(dft_g.cfg.log_file ? dft_g.cfg.log_file : "./trace",
+                                   dft_g.hostname, dft_g.pid, dft_g.cfg.compression);
     if (!p)
         return;
-    snprintf(p, n, "%s-%s-%lld-app.pfw%s", stem, dft_g.hostname, (long long)dft_g.pid,
-             dft_g.cfg.compression ? ".gz" : "");
     free(dft_g.path);
     dft_g.path = p;
 }
