@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/lines.h"
+
 typedef struct pstate {
     const char *p, *end;
     dft_parse_mode mode;
@@ -489,29 +491,29 @@ static int fast_str(pstate *s, dft_sv *out)
 /* Returns 0 when the line is in dftracer's exact layout, -1 to fall back. */
 static int fast(pstate *s, dft_line *l)
 {
-    if (!LIT(s, "{\"id\":") || fast_int(s, &l->id) < 0 || !LIT(s, ",\"name\":\"") ||
-        fast_str(s, &l->name) < 0 || !LIT(s, ",\"cat\":\"") || fast_str(s, &l->cat) < 0 ||
-        !LIT(s, ",\"pid\":") || fast_int(s, &l->pid) < 0 || !LIT(s, ",\"tid\":") ||
+    if (!LIT(s, DFT_LINE_ID) || fast_int(s, &l->id) < 0 || !LIT(s, DFT_LINE_NAME "\"") ||
+        fast_str(s, &l->name) < 0 || !LIT(s, DFT_LINE_CAT "\"") || fast_str(s, &l->cat) < 0 ||
+        !LIT(s, DFT_LINE_PID) || fast_int(s, &l->pid) < 0 || !LIT(s, DFT_LINE_TID) ||
         fast_int(s, &l->tid) < 0)
         return -1;
     l->have = DFT_HAVE_ID | DFT_HAVE_PID | DFT_HAVE_TID;
-    if (LIT(s, ",\"ts\":")) {
+    if (LIT(s, DFT_LINE_TS)) {
         if (fast_int(s, &l->ts) < 0)
             return -1;
         l->have |= DFT_HAVE_TS;
-        if (LIT(s, ",\"dur\":")) {
+        if (LIT(s, DFT_LINE_DUR)) {
             if (fast_int(s, &l->dur) < 0)
                 return -1;
             l->have |= DFT_HAVE_DUR;
         }
     }
-    if (!LIT(s, ",\"ph\":\"") || s->p + 2 > s->end || s->p[1] != '"')
+    if (!LIT(s, DFT_LINE_PH "\"") || s->p + 2 > s->end || s->p[1] != '"')
         return -1;
     l->ph = s->p[0];
     s->p += 2;
     if (l->ph == 'i' && !LIT(s, ",\"s\":\"t\""))
         return -1;
-    if (LIT(s, ",\"args\":")) {
+    if (LIT(s, DFT_LINE_ARGS)) {
         if (args_object(s, l) < 0)
             return -1;
     }
