@@ -143,8 +143,9 @@ def where_message(traces: List[Dict[str, Any]], stem: str, root_pid: int,
                   all_in_dir: bool) -> str:
     """What `dftracer run` prints at the end: each process's trace and how to look."""
     if not traces:
+        expected = trace_name.build(stem, "<host>", "<pid>")
         return ("dftracer run: no trace was written (the command started no Python "
-                f"interpreter, or tracing could not start); expected {stem}-<host>-<pid>-app.pfw.gz\n")
+                f"interpreter, or tracing could not start); expected {expected}\n")
     directory = os.path.dirname(stem)
     rel = os.path.relpath(directory)
     shown = rel if not rel.startswith("..") else directory

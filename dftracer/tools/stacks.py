@@ -33,14 +33,14 @@ HEAD_BYTES = 4 << 20   # compressed bytes read from a file's start to find its r
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "stacks", help="the Python stacks of every thread of the live traced processes here",
+    p = common.command(
+        sub, "stacks", help="the Python stacks of every thread of the live traced processes here",
         description="Asks every live traced process of this host whose trace is under PATHS "
                     "for the Python stacks of all its threads (safe while a thread is blocked "
                     "in C: a collective, a read, a lock).  Each process writes them into its "
                     "own trace (`stack` events); they are printed per rank, innermost frame "
                     "last.",
-        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=EXAMPLE, paths=False)
     p.add_argument("paths", nargs="+", metavar="PATHS",
                    help="trace files or directories (searched for .pfw/.pfw.gz)")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")

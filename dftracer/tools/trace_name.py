@@ -61,7 +61,7 @@ def hosts() -> set:
     return {socket.gethostname(), host_name()}
 
 
-def build(stem_: str, host: str, pid: int, k: int = 0, compressed: bool = True) -> str:
+def build(stem_: str, host: str, pid: "int | str", k: int = 0, compressed: bool = True) -> str:
     """The name a process writes (k > 0: its k-th numbered name)."""
     num = f".{k}" if k else ""
     return f"{stem_}-{host}-{pid}{num}{TAIL}{'.gz' if compressed else ''}"
