@@ -3,7 +3,9 @@
  * rewriter (rewrite.c).  Lenient as the readers are: whitespace anywhere,
  * the older tools' unescaped quotes in strings (dft_json_scan_string), a
  * trailing comma.  The caller takes each value itself (skips it, scans it,
- * or copies it changed), so one walk serves reading and rewriting.  Pure;
+ * or copies it changed), so one walk serves reading and rewriting.  The line
+ * parser (reader/parse.c, next_member) walks the same way with strict mode's
+ * checks of each key and a reason for each failure, for `validate`.  Pure;
  * no GIL. */
 #include "reader/reader.h"
 

@@ -49,6 +49,38 @@ static int after_member(pstate *s, char close, const char *why)
     return fail(s, why);
 }
 
+static int string(pstate *s, dft_sv *out);
+
+/* The line parser's one walk over an object's members (the line's own and
+ * its args'): reader/members.c's walk, with strict mode's checks of each key
+ * and a reason for each failure.  Call with s->p past the '{' and *first set.
+ * 1: a key in *key and s->p at its value; 0: the object ended (s->p past the
+ * '}'); -1 (why). */
+static int next_member(pstate *s, int *first, dft_sv *key, const char *bad_key,
+                       const char *no_colon, const char *no_sep)
+{
+    ws(s);
+    if (*first) {
+        *first = 0;
+        if (s->p < s->end && *s->p == '}') {
+            s->p++;
+            return 0;
+        }
+    } else {
+        int more = after_member(s, '}', no_sep);
+        if (more <= 0)
+            return more;
+        ws(s);
+    }
+    if (s->p >= s->end || *s->p != '"' || string(s, key) < 0)
+        return fail(s, bad_key);
+    ws(s);
+    if (s->p >= s->end || *s->p != ':')
+        return fail(s, no_colon);
+    s->p++;
+    return 1;
+}
+
 /* Strict checks of a string body: escapes and control characters. */
 static int check_string_body(pstate *s, const char *b, const char *e)
 {
@@ -295,17 +327,13 @@ static int args_object(pstate *s, dft_line *l)
         s->p++;
         return 0;
     }
-    for (;;) {
-        dft_sv key, val;
+    dft_sv key;
+    int first = 1, rc;
+    while ((rc = next_member(s, &first, &key, "bad key in args", "missing ':' in args",
+                             "missing ',' or '}' in args")) == 1) {
+        dft_sv val;
         int64_t iv = 0;
         int is_int = 0;
-        ws(s);
-        if (s->p >= s->end || *s->p != '"' || string(s, &key) < 0)
-            return fail(s, "bad key in args");
-        ws(s);
-        if (s->p >= s->end || *s->p != ':')
-            return fail(s, "missing ':' in args");
-        s->p++;
         if (token(s, &val, &iv, &is_int) < 0)
             return -1;
         switch (key.n) {
@@ -354,12 +382,9 @@ static int args_object(pstate *s, dft_line *l)
         if (val.p && l->nrefs < DFT_LINE_REFS &&
             ((key.n >= 4 && memcmp(key.p + key.n - 4, "hash", 4) == 0) || KEY_IS(key, "cwd")))
             l->refs[l->nrefs++] = val;
-        int more = after_member(s, '}', "missing ',' or '}' in args");
-        if (more < 0)
-            return -1;
-        if (more == 0)
-            break;
     }
+    if (rc < 0)
+        return -1;
     if (io.have && dft_io_bytes(l->cat, l->name, &io, &l->io_bytes))
         l->have |= DFT_HAVE_IO;
     return 0;
@@ -404,17 +429,13 @@ static int general(pstate *s, dft_line *l)
         s->p++;
         return 0;
     }
-    for (;;) {
-        dft_sv key, val;
+    dft_sv key;
+    int first = 1, more;
+    while ((more = next_member(s, &first, &key, "bad key", "missing ':'",
+                               "missing ',' or '}'")) == 1) {
+        dft_sv val;
         int64_t iv;
         int is_int;
-        ws(s);
-        if (s->p >= s->end || *s->p != '"' || string(s, &key) < 0)
-            return fail(s, "bad key");
-        ws(s);
-        if (s->p >= s->end || *s->p != ':')
-            return fail(s, "missing ':'");
-        s->p++;
         int rc = 0;
         if (KEY_IS(key, "id"))
             rc = int_field(s, &l->id, DFT_HAVE_ID, l, "id is not an integer");
@@ -449,12 +470,9 @@ static int general(pstate *s, dft_line *l)
             rc = skip_value(s, 1);
         if (rc < 0)
             return -1;
-        int more = after_member(s, '}', "missing ',' or '}'");
-        if (more < 0)
-            return -1;
-        if (more == 0)
-            break;
     }
+    if (more < 0)
+        return -1;
     ws(s);
     if (s->p != s->end)
         return fail(s, "text after the object");
