@@ -21,7 +21,7 @@ from __future__ import annotations
 import atexit
 import os
 
-from dftracer import _core
+from dftracer import _core, _envflag
 
 _installed = False
 
@@ -78,9 +78,8 @@ def install() -> None:
     from dftracer import _autotrace
 
     _autotrace.install()
-    # The core's boolean rule (core/config.c); a value that is not a boolean
-    # is off, and the core warns about it once when tracing starts.
-    if os.environ.get("DFTRACER_ENABLE_CUPTI", "").lower() in ("1", "true", "yes", "on", "y"):
+    # a value that is not a boolean is off; the core warns about it once
+    if _envflag.flag("DFTRACER_ENABLE_CUPTI"):
         # GPU activity starts with the trace (in C); torch.profiler must still
         # find CUPTI free while it runs.
         from dftracer.python import cupti

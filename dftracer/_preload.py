@@ -2,7 +2,7 @@
 
 Imported by the ``dftracer-preload.pth`` file installed next to the package
 (or by ``dftracer/_startup/sitecustomize.py`` when running from a source
-tree) only when ``DFTRACER_ENABLE=1`` and either ``DFTRACER_INIT=PRELOAD``,
+tree) only when ``DFTRACER_ENABLE`` is on (the core's boolean rule, dftracer/_envflag.py) and either ``DFTRACER_INIT=PRELOAD``,
 so that every Python process of a run -- the script and its forked or
 spawned workers -- traces from its first line and finalizes at exit, or
 ``DFTRACER_TORCH`` is set, so that an unchanged torch program gets its torch
@@ -11,18 +11,19 @@ events (docs/ai.md) with tracing starting at the first one.
 
 from __future__ import annotations
 
-import os
 import sys
+
+from dftracer._envflag import flag, preload
 
 
 def enabled() -> bool:
     """True when the environment asks for tracing from start-up."""
-    return os.environ.get("DFTRACER_ENABLE") == "1" and os.environ.get("DFTRACER_INIT") == "PRELOAD"
+    return flag("DFTRACER_ENABLE") and preload()
 
 
 def start() -> None:
     """Starts the trace from the environment; never raises."""
-    if os.environ.get("DFTRACER_ENABLE") != "1":
+    if not flag("DFTRACER_ENABLE"):
         return
     try:
         # importing dftracer installs the exit and fork hooks, and the wait for

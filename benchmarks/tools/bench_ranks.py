@@ -29,12 +29,12 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from concurrent.futures import ProcessPoolExecutor
+
+from bench_tools import _member, run_cli  # the same writer and runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RANKS_PER_HOST = 8
@@ -49,11 +49,6 @@ MEMBER_LINES = 4096
 def host_offset(host: int) -> int:
     """The host's clock error, us (deterministic, within +-50 ms)."""
     return (host * 7919 * 104729) % 100_001 - 50_000
-
-
-def _member(lines: list) -> bytes:
-    comp = zlib.compressobj(1, zlib.DEFLATED, 31)
-    return comp.compress("".join(lines).encode()) + comp.flush()
 
 
 def data_path(index: int) -> tuple:
@@ -133,31 +128,6 @@ def write_rank(path: str, rank: int, world: int, events: int, slow: int, paths: 
 
 def _write(item: tuple) -> int:
     return write_rank(*item)
-
-
-RUNNER = r"""
-import resource, sys, time
-from dftracer.tools.cli import main
-t = time.perf_counter()
-rc = main(sys.argv[1:])
-dt = time.perf_counter() - t
-rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-          resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-print(f"BENCH {dt:.6f} {rss}", file=sys.stderr)
-sys.exit(rc)
-"""
-
-
-def run_cli(args: list, out_path: str) -> tuple:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    with open(out_path, "w") as out:
-        proc = subprocess.run([sys.executable, "-c", RUNNER] + args, env=env, stdout=out,
-                              stderr=subprocess.PIPE, text=True)
-    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("BENCH ")]
-    if proc.returncode != 0 or not line:
-        sys.exit(f"dftracer {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
-    _, dt, rss_kib = line[-1].split()
-    return float(dt), int(rss_kib) / 1024
 
 
 def worker_rss_mib() -> float:

@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 import zlib
+from typing import Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NAMES = [("compute", "forward"), ("compute", "backward"), ("POSIX", "read"),
@@ -98,10 +99,13 @@ sys.exit(rc)
 """
 
 
-def run_cli(args: list) -> tuple:
+def run_cli(args: list, out_path: Optional[str] = None) -> tuple:
+    """(seconds, peak RSS MiB) of `dftracer ARGS` in a fresh interpreter; its
+    output goes to out_path (None: nowhere).  bench_ranks.py uses it too."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", RUNNER] + args, env=env,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    with open(out_path or os.devnull, "w") as out:
+        proc = subprocess.run([sys.executable, "-c", RUNNER] + args, env=env, stdout=out,
+                              stderr=subprocess.PIPE, text=True)
     line = [ln for ln in proc.stderr.splitlines() if ln.startswith("BENCH ")]
     if proc.returncode != 0 or not line:
         sys.exit(f"dftracer {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")

@@ -15,37 +15,13 @@ import.
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, Callable, Dict, List, Optional
 
+from dftracer import _envflag
+
 ENV = "DFTRACER_TORCH"
-_ON = ("1", "true", "yes", "on", "y")
-_OFF = ("0", "false", "no", "off", "n")
-
 _decided: Optional[bool] = None
-
-
-def _warn(var: str, value: str, used: str) -> None:
-    line = (f"dftracer: warning: {var}='{value}' is not a boolean "
-            f"(1/true/yes/on or 0/false/no/off); using {used}\n")
-    try:
-        os.write(2, line.encode("utf-8", "replace"))  # one write, as the C warnings
-    except OSError:
-        pass
-
-
-def _flag(var: str, default: bool) -> bool:
-    """A boolean environment variable read as the C core reads them."""
-    value = os.environ.get(var, "")
-    if not value:
-        return default
-    if value.lower() in _ON:
-        return True
-    if value.lower() in _OFF:
-        return False
-    _warn(var, value, "1" if default else "0")
-    return default
 
 
 def wanted() -> bool:
@@ -54,9 +30,8 @@ def wanted() -> bool:
     DFTRACER_INIT=PRELOAD, else off).  Decided once per process."""
     global _decided
     if _decided is None:
-        enabled = os.environ.get("DFTRACER_ENABLE", "").lower() in _ON
-        preload = os.environ.get("DFTRACER_INIT", "").upper() == "PRELOAD"
-        _decided = enabled and _flag(ENV, preload)
+        _decided = _envflag.flag("DFTRACER_ENABLE") and \
+            _envflag.flag(ENV, _envflag.preload(), warn=True)
     return _decided
 
 

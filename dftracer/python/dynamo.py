@@ -16,12 +16,11 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
-import os
 import types
 import weakref
 from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
 
-from dftracer import _core
+from dftracer import _core, _envflag
 
 try:
     import torch
@@ -76,7 +75,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _tracing_enabled() -> bool:
     if _core.is_active():
         return True
-    return os.environ.get("DFTRACER_ENABLE", "").strip().lower() in ("1", "true", "yes", "on")
+    return _envflag.flag("DFTRACER_ENABLE")
 
 
 def _require_torch() -> None:

@@ -16,6 +16,8 @@ import logging
 import os
 from typing import Any, Dict, Iterable
 
+from dftracer import _envflag
+
 __all__ = [
     "DFTRACER_ENABLE",
     "DFTRACER_ENABLE_ENV",
@@ -32,7 +34,6 @@ DFTRACER_INIT_ENV = "DFTRACER_INIT"
 DFTRACER_LOG_LEVEL_ENV = "DFTRACER_LOG_LEVEL"
 DFTRACER_TIME_METRIC_ENV = "DFTRACER_TIME_METRIC"
 
-_ON = ("1", "true", "yes", "on", "y")
 _LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARN,
            "WARNING": logging.WARN, "ERROR": logging.ERROR}
 
@@ -40,8 +41,8 @@ _LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARN,
 def _read() -> Dict[str, Any]:
     """The constants for the current environment (the core's parsing)."""
     return {
-        "DFTRACER_ENABLE": os.environ.get(DFTRACER_ENABLE_ENV, "0").lower() in _ON,
-        "DFTRACER_INIT_PRELOAD": os.environ.get(DFTRACER_INIT_ENV, "").upper() == "PRELOAD",
+        "DFTRACER_ENABLE": _envflag.flag(DFTRACER_ENABLE_ENV),
+        "DFTRACER_INIT_PRELOAD": _envflag.preload(),
         "DFTRACER_LOG_LEVEL": os.environ.get(DFTRACER_LOG_LEVEL_ENV, "ERROR"),
     }
 

@@ -12,6 +12,17 @@ from dftracer.tools import paths as _paths
 EXIT_OK, EXIT_PROBLEMS, EXIT_BAD_INPUT = 0, 1, 2
 
 
+def command(sub: Any, name: str, epilog: str, paths: bool = True,
+            **kw: Any) -> argparse.ArgumentParser:
+    """A subcommand's parser as every command makes it: its examples as the
+    epilog, kept as written, and (paths) the options of add_common."""
+    p = sub.add_parser(name, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       **kw)
+    if paths:
+        add_common(p)
+    return p
+
+
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATHS",
                         help="trace files, directories (searched for .pfw/.pfw.gz) or globs")

@@ -48,15 +48,15 @@ Result = Dict[str, Any]
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "diff", help="what changed between two runs: step time, classes, names, ranks",
+    p = common.command(
+        sub, "diff", help="what changed between two runs: step time, classes, names, ranks",
         description="Compares two runs of a job (each a set of trace files, directories or "
                     "globs): the step time before and after, where the change is (per class "
                     "and per category/name, time per step, sorted by contribution to the "
                     "step-time change), per rank when both are multi-rank jobs, and a verdict "
                     "line. A change smaller than the runs' own step-to-step noise is "
                     "reported as within noise.",
-        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=EXAMPLE, paths=False)
     p.add_argument("base", metavar="BASE", help="the first run: a trace file, directory or glob")
     p.add_argument("new", metavar="NEW", help="the second run, compared with BASE")
     p.add_argument("--by", choices=BYS, action="append",

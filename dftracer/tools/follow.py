@@ -13,13 +13,12 @@ from __future__ import annotations
 import glob
 import os
 import re
-import socket
 import stat
 import time
 import zlib
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
-from dftracer.tools import paths as _paths
+from dftracer.tools import paths as _paths, trace_name
 from dftracer.tools.top_figures import (GROUPS, STEP_SOURCES, US, F_READ, F_WRITE,
                                         KeyTable, Process, consume)
 
@@ -331,7 +330,7 @@ def _zero_tail(fd: int, start: int, end: int) -> int:
     return start
 
 
-_HOSTS = {socket.gethostname(), re.sub(r"[/\s]", "_", socket.gethostname())}
+_HOSTS = trace_name.hosts()
 
 
 def _alive(pid: int) -> bool:

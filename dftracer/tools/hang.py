@@ -29,13 +29,14 @@ import re
 import zlib
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from dftracer.tools import line_keys, rank_rule
+
 DEFAULT_AFTER = 60.0       # s: top's --hang-after
 POST_MORTEM_AFTER = 2.0    # s: waits shorter than this when a job ended are not a hang
 MAX_FILES = 10000          # FH definitions kept per process (to name an open I/O call)
 MAX_LISTED = 8             # ranks named one by one in the one-line message
 _CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
 _GROUP_RANKS = re.compile(r"\[([\d,\-+]*)\]$")
-_RANK_NAME = re.compile(rb"(?:^| )rank (\d{1,10})$")
 
 
 class ProcHang:
@@ -332,15 +333,17 @@ def scan(path: str, limit: int = 0) -> Dict[str, Any]:
             elif name == "HH" and isinstance(args.get("name"), str):
                 out["host"] = args["name"]
             elif name == "process_name" and isinstance(args.get("name"), str):
-                m = _RANK_NAME.search(args["name"].encode("utf-8", "replace"))
-                if m and not out["rank_source"]:
-                    out["rank"] = int(m.group(1))
-            elif name == "rank" and isinstance(args.get("value"), int):
+                r = rank_rule.rank_of_process_name(args["name"])
+                if r is not None and not out["rank_source"]:
+                    out["rank"] = r
+            elif name == "rank" and rank_rule.rank_of_value(args.get("value")) is not None:
                 dist = args.get("source") == "torch.distributed"
                 if out["rank_source"] != "torch.distributed" and (dist or not out["rank_source"]):
-                    out["rank"], out["rank_source"] = args["value"], ("torch.distributed" if dist else "rank")
-                if isinstance(args.get("world_size"), int):
-                    out["world_size"] = args["world_size"]
+                    out["rank"] = rank_rule.rank_of_value(args.get("value"))
+                    out["rank_source"] = "torch.distributed" if dist else "rank"
+                ws = rank_rule.count_of_value(args.get("world_size"), 1)
+                if ws is not None:
+                    out["world_size"] = ws
             elif isinstance(name, str):
                 st.observe(name, args, ev.get("tid"))
             if isinstance(ev.get("ts"), int):
@@ -417,7 +420,7 @@ def mark_file(path: str, h: Dict[str, Any]) -> None:
             ev["pid"] = ev["tid"] = pids[0]
     except (OSError, EOFError, zlib.error):
         pass
-    line = (json.dumps(ev, separators=(",", ":")) + "\n").encode("utf-8")
+    line = (line_keys.dumps(ev) + "\n").encode("utf-8")
     with open(path, "ab") as fh:
         fh.write(gzip.compress(line) if path.endswith(".gz") else line)
 

@@ -11,7 +11,7 @@ import tempfile
 import zlib
 from typing import Any, Dict, List, Tuple
 
-from dftracer.tools import common, ranks, runner, work
+from dftracer.tools import common, line_keys, ranks, runner, work
 
 MERGE_EXAMPLE = """example:
   dftracer merge ./traces -o run1.pfw.gz      # then open run1.pfw.gz in ui.perfetto.dev
@@ -22,26 +22,24 @@ CONVERT_EXAMPLE = """example:
 
 
 def add_parsers(sub: Any) -> None:
-    p = sub.add_parser(
-        "merge", help="merge traces into one .pfw.gz that Perfetto loads",
+    p = common.command(
+        sub, "merge", help="merge traces into one .pfw.gz that Perfetto loads",
         description="Writes the events of all traces into one file in the trace format "
                     "(docs/trace-format.md): hashes resolved to strings (hhash -> host, "
                     "fhash -> file, ...), one process name per process with its host, pid "
                     "and rank, pids that collide across hosts renumbered, and the clocks of "
                     "different hosts aligned on the collectives their ranks share.",
-        epilog=MERGE_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    common.add_common(p)
+        epilog=MERGE_EXAMPLE)
     p.add_argument("-o", "--output", required=True, metavar="OUT.pfw.gz",
                    help="output file (gzip unless the name ends in .pfw)")
     add_align_option(p)
     p.set_defaults(func=main, fmt="pfw")
-    c = sub.add_parser(
-        "convert", help="convert traces into one Chrome trace JSON object",
+    c = common.command(
+        sub, "convert", help="convert traces into one Chrome trace JSON object",
         description="Writes one complete JSON object {traceEvents, distributedInfo, ...} for "
                     "chrome://tracing, Perfetto and Holistic Trace Analysis, with the same "
                     "resolution of hashes and process names as merge.",
-        epilog=CONVERT_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    common.add_common(c)
+        epilog=CONVERT_EXAMPLE)
     c.add_argument("--format", choices=["chrome"], default="chrome",
                    help="output format (chrome: the Trace Event Format JSON object)")
     c.add_argument("-o", "--output", required=True, metavar="OUT.json.gz",
@@ -146,7 +144,7 @@ def main(args: argparse.Namespace) -> int:
             names.append({"id": len(names) + 1, "name": "process_name", "cat": "dftracer",
                           "pid": new, "tid": new, "ph": "M",
                           "args": {"name": process_label(info, new)}})
-        lines = [json.dumps(e, ensure_ascii=False, separators=(",", ":")) for e in names]
+        lines = [line_keys.dumps(e, ensure_ascii=False) for e in names]
         if args.fmt == "pfw":
             header = "[\n" + "".join(line + "\n" for line in lines)
             footer = ""

@@ -4,27 +4,10 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 import stat
-from typing import Iterable, List, NamedTuple, Optional, Tuple
+from typing import Iterable, List, Optional, Tuple
 
-TRACE_SUFFIXES = (".pfw", ".pfw.gz")
-
-# <stem>-<host>-<pid>[.<k>]-app.pfw[.gz] (docs/trace-format.md, "Files"): .<k>
-# is a later trace of the same process, or the name used when the first was taken.
-_TRACE_NAME_RE = re.compile(
-    r"^(?P<stem>.*)-(?P<host>[^/]*)-(?P<pid>\d+)(?:\.(?P<k>\d+))?-app\.pfw(?:\.gz)?$")
-
-
-class TraceName(NamedTuple):
-    stem: str
-    host: str
-    pid: int
-    k: int  # 0 for the plain name
-
-
-def is_trace_name(path: str) -> bool:
-    return path.endswith(TRACE_SUFFIXES)
+from dftracer.tools.trace_name import is_trace_name
 
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
@@ -45,14 +28,6 @@ def not_regular(path: str) -> Optional[str]:
         return None
     kind = next((k for test, k in _KINDS if test(mode)), "")
     return f"not a regular file ({kind})" if kind else "not a regular file"
-
-
-def parse_trace_name(name: str) -> Optional[TraceName]:
-    """The parts of a trace file's base name as dftracer writes it, or None."""
-    m = _TRACE_NAME_RE.match(name)
-    if not m:
-        return None
-    return TraceName(m.group("stem"), m.group("host"), int(m.group("pid")), int(m.group("k") or 0))
 
 
 def expand(args: Iterable[str]) -> Tuple[List[str], List[Tuple[str, str]]]:

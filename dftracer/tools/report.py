@@ -26,16 +26,15 @@ DATA_ID = "dftracer-report-data"
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "report", help="one HTML page of charts: where the time went",
+    p = common.command(
+        sub, "report", help="one HTML page of charts: where the time went",
         description="Writes one self-contained HTML page (no network needed to view it) with "
                     "charts of the time per category and process, the top functions by total "
                     "and self time, I/O volume and bandwidth over time, the time of each "
                     "training step and the time spent waiting for data versus computing. "
                     "Its totals are those of 'dftracer summary'. Needs the 'report' extra "
                     "(plotly).",
-        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    common.add_common(p)
+        epilog=EXAMPLE)
     p.add_argument("-o", "--output", required=True, metavar="OUT.html",
                    help="the HTML file to write")
     p.add_argument("--top", type=int, default=20, metavar="N",

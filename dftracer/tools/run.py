@@ -27,7 +27,7 @@ import sys
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dftracer.tools.common import printable
-from dftracer.tools.paths import parse_trace_name
+from dftracer.tools import trace_name
 
 PTH_NAME = "dftracer-preload.pth"
 
@@ -112,16 +112,12 @@ MAX_LISTED = 20  # trace files listed by name at the end of a run
 
 def _trace_stem(env: Mapping[str, str]) -> str:
     """The absolute stem the traced processes write F-<host>-<pid>-app.pfw[.gz] under."""
-    stem = env.get("DFTRACER_LOG_FILE") or "trace"
-    for ext in (".pfw.gz", ".pfw"):
-        if stem.endswith(ext):
-            stem = stem[: -len(ext)]
-    return os.path.abspath(stem)
+    return os.path.abspath(trace_name.stem(env.get("DFTRACER_LOG_FILE")))
 
 
 def _snapshot(stem: str) -> Dict[str, Tuple[float, int]]:
     out = {}
-    for path in glob.glob(glob.escape(stem) + "-*-app.pfw*"):
+    for path in glob.glob(trace_name.pattern(stem)):
         try:
             st = os.stat(path)
         except OSError:
@@ -136,7 +132,7 @@ def written_traces(stem: str, before: Dict[str, Tuple[float, int]]) -> List[Dict
     for path, sig in sorted(_snapshot(stem).items()):
         if before.get(path) == sig:
             continue
-        name = parse_trace_name(os.path.basename(path))
+        name = trace_name.parse(path, stem)
         if not name:
             continue
         out.append({"path": path, "host": name.host, "pid": name.pid, "bytes": sig[1]})
@@ -147,8 +143,9 @@ def where_message(traces: List[Dict[str, Any]], stem: str, root_pid: int,
                   all_in_dir: bool) -> str:
     """What `dftracer run` prints at the end: each process's trace and how to look."""
     if not traces:
+        expected = trace_name.build(stem, "<host>", "<pid>")
         return ("dftracer run: no trace was written (the command started no Python "
-                f"interpreter, or tracing could not start); expected {stem}-<host>-<pid>-app.pfw.gz\n")
+                f"interpreter, or tracing could not start); expected {expected}\n")
     directory = os.path.dirname(stem)
     rel = os.path.relpath(directory)
     shown = rel if not rel.startswith("..") else directory
@@ -173,7 +170,7 @@ def where_message(traces: List[Dict[str, Any]], stem: str, root_pid: int,
     if all_in_dir:
         target = shlex.quote(shown)
     elif len(traces) > 1:
-        target = shlex.quote(inside(os.path.basename(stem) + "-*-app.pfw*"))
+        target = shlex.quote(inside(trace_name.pattern(os.path.basename(stem))))
     else:
         target = shlex.quote(inside(os.path.basename(traces[0]["path"])))
     cmds = [(f"dftracer view {target}", "the timeline, in Perfetto"),
@@ -193,7 +190,7 @@ def _only_these_in_dir(stem: str, traces: List[Dict[str, Any]]) -> bool:
         for entry in it:
             if entry.is_dir():
                 return False
-            if entry.name.endswith((".pfw", ".pfw.gz")) and entry.path not in ours:
+            if trace_name.is_trace_name(entry.name) and entry.path not in ours:
                 return False
     return True
 

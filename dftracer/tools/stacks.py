@@ -21,8 +21,7 @@ import time
 import zlib
 from typing import Any, Dict, List, Optional, Tuple
 
-from dftracer.tools import common, hang, paths as _paths
-from dftracer.tools.top_figures import _FILE_NAME
+from dftracer.tools import common, hang, paths as _paths, trace_name
 
 EXAMPLE = """example:
   dftracer stacks ./runs                  # every traced process of this host in ./runs
@@ -34,14 +33,14 @@ HEAD_BYTES = 4 << 20   # compressed bytes read from a file's start to find its r
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "stacks", help="the Python stacks of every thread of the live traced processes here",
+    p = common.command(
+        sub, "stacks", help="the Python stacks of every thread of the live traced processes here",
         description="Asks every live traced process of this host whose trace is under PATHS "
                     "for the Python stacks of all its threads (safe while a thread is blocked "
                     "in C: a collective, a read, a lock).  Each process writes them into its "
                     "own trace (`stack` events); they are printed per rank, innermost frame "
                     "last.",
-        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=EXAMPLE, paths=False)
     p.add_argument("paths", nargs="+", metavar="PATHS",
                    help="trace files or directories (searched for .pfw/.pfw.gz)")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
@@ -50,9 +49,8 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=main)
 
 
-def _hosts() -> set:
-    h = socket.gethostname()
-    return {h, h.replace("/", "_").replace(" ", "_")}
+def _on_this_host(name: trace_name.TraceName) -> bool:
+    return any(name.on_host(h) for h in trace_name.hosts())
 
 
 def _handles(pid: int, sig: int) -> bool:
@@ -147,16 +145,15 @@ def ask(files: List[str], timeout: float) -> Tuple[List[Dict[str, Any]], List[Di
     from dftracer import _core
 
     sig = int(_core._STACKS_SIGNAL)
-    here = _hosts()
     asked: List[Dict[str, Any]] = []
     skipped: List[Dict[str, Any]] = []
     for path in files:
-        m = _FILE_NAME.search(os.path.basename(path))
+        m = trace_name.parse(path)
         if not m:
             continue
-        pid = int(m.group("pid"))
+        pid = m.pid
         why = None
-        if m.group("host") not in here:
+        if not _on_this_host(m):
             continue  # another node's: its own `dftracer stacks` asks it
         if not os.path.exists(f"/proc/{pid}"):
             continue  # ended
@@ -165,7 +162,7 @@ def ask(files: List[str], timeout: float) -> Tuple[List[Dict[str, Any]], List[Di
         if not _handles(pid, sig):
             why = "does not handle the request signal (SIGRTMAX-3): not asked"
         rank, host = _rank(path)
-        p = {"rank": rank, "pid": pid, "host": host or m.group("host"), "path": path,
+        p = {"rank": rank, "pid": pid, "host": host or m.host, "path": path,
              "ppid": _ppid(pid), "threads": []}
         if why:
             skipped.append(dict(p, why=why))
@@ -205,9 +202,9 @@ def request(path: str, pid: int) -> bool:
     process of this host that holds path open and handles the signal."""
     from dftracer import _core
 
-    m = _FILE_NAME.search(os.path.basename(path))
+    m = trace_name.parse(path)
     sig = int(_core._STACKS_SIGNAL)
-    if not m or m.group("host") not in _hosts() or int(m.group("pid")) != pid or \
+    if not m or not _on_this_host(m) or m.pid != pid or \
             not _holds(pid, path) or not _handles(pid, sig):
         return False
     try:

@@ -7,7 +7,7 @@ import json
 import math
 import re
 import sys
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 from dftracer import _core
 from dftracer.tools import common, runner, work
@@ -28,13 +28,12 @@ GROUPINGS = {
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "summary", help="time, counts and percentiles per category, name, process, thread",
+    p = common.command(
+        sub, "summary", help="time, counts and percentiles per category, name, process, thread",
         description="Summarises complete events: count, total, mean, p50 and p99 duration, "
                     "share of the traced time and I/O bytes, per category and name "
                     "(or per --by grouping), and per process and rank.",
-        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    common.add_common(p)
+        epilog=EXAMPLE)
     p.add_argument("--by", choices=sorted(GROUPINGS), action="append",
                    help="grouping to show (repeatable; default: cat and name)")
     p.add_argument("--top", type=int, default=20, metavar="N",
@@ -311,12 +310,26 @@ def collect(args: argparse.Namespace, label: str = "summary") -> Tuple[List[Dict
     """Summarizes the files args.paths names (locally or on args.dask), reporting
     bad files on stderr; returns the per-file results and the exit status.
     `dftracer report` starts from the same results, so its numbers are these."""
+    return _over_paths(args, lambda files: _summaries(files, args, label))
+
+
+def _over_paths(args: argparse.Namespace,
+                run: Callable[[List[str]], Tuple[List[Dict[str, Any]], int]]
+                ) -> Tuple[List[Dict[str, Any]], int]:
+    """The head `collect` and `collect_ranks` share: args.paths expanded (bad
+    arguments reported), then run over the files; the worse exit status."""
     files, status = common.expand_paths(args)
     if not files:
         return [], common.EXIT_BAD_INPUT
+    results, st = run(files)
+    return results, max(status, st)
+
+
+def _summaries(files: List[str], args: argparse.Namespace,
+               label: str) -> Tuple[List[Dict[str, Any]], int]:
     results = runner.run(work.summarize_file, files, jobs=args.jobs, dask=args.dask,
                          label=label, progress=args.progress)
-    status = max(status, common.report_file_status(results))
+    status = common.report_file_status(results)
     for r in results:
         why = common.not_a_trace(r)
         if why:
@@ -335,11 +348,7 @@ def collect(args: argparse.Namespace, label: str = "summary") -> Tuple[List[Dict
 def collect_ranks(args: argparse.Namespace, label: str = "ranks") -> Tuple[List[Dict[str, Any]], int]:
     """The per-file results of the ranks pass (dftracer.tools.ranks) over
     args.paths, bad files reported as `collect` reports them."""
-    files, status = common.expand_paths(args)
-    if not files:
-        return [], common.EXIT_BAD_INPUT
-    results, st = rank_results(files, args, label)
-    return results, max(status, st)
+    return _over_paths(args, lambda files: rank_results(files, args, label))
 
 
 def rank_results(files: List[str], args: argparse.Namespace,

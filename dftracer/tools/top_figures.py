@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
 import statistics
 from collections import deque
 from typing import Any, Dict, List, Optional, Tuple
 
-from dftracer.tools import classes, hang
+from dftracer.tools import classes, hang, trace_name
+from dftracer.tools.line_keys import LINE_KEYS
 from dftracer.tools.rank_rule import count_of_value, rank_of_process_name, rank_of_value
 
 US = 1_000_000
@@ -43,15 +43,16 @@ GROUPS = classes.CLASSES
 
 # A complete event as dftracer writes it (docs/trace-format.md "Event kinds"),
 # or any other line.  Groups: name, cat, tid, ts, dur, args body, other line.
+_VALUE = {"id": rb'\d+', "name": rb'"([^"\\\n]*)"', "cat": rb'"([^"\\\n]*)"', "pid": rb'-?\d+',
+          "tid": rb'(-?\d{1,19})', "ts": rb'(\d{1,19})', "dur": rb'(\d{1,19})', "ph": rb'"X"'}
 _LINE = re.compile(
-    rb'^(?:\{"id":\d+,"name":"([^"\\\n]*)","cat":"([^"\\\n]*)","pid":-?\d+,"tid":(-?\d{1,19}),'
-    rb'"ts":(\d{1,19}),"dur":(\d{1,19}),"ph":"X"(?:,"args":\{([^\n]*)\})?\}|([^\n]+))$', re.M)
+    rb'^(?:\{' + b",".join(b'"%s":%s' % (k.encode(), _VALUE[k]) for k in LINE_KEYS if k in _VALUE) +
+    rb'(?:,"args":\{([^\n]*)\})?\}|([^\n]+))$', re.M)
 # integers of at most 19 digits, not followed by more of a number (a longer
 # or fractional one is no int64 and is not used)
 _ARG_INT = re.compile(rb'(?:^|,)"(ret|size|count|step)":(-?\d{1,19})(?![\d.eE])')
 _STEP_ARG = re.compile(rb'(?:^|,)"step":(-?\d{1,19})(?![\d.eE])')
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")
-_FILE_NAME = re.compile(r"-(?P<host>[^/]*)-(?P<pid>\d+)(?:\.\d+)?-app\.pfw(?:\.gz)?$")
 
 # step sources, by priority: a name given with --step, pipeline/iteration,
 # torch.profiler's ProfilerStep#N, the body of an ai.pipeline.train loop
@@ -155,9 +156,9 @@ class Process:
     """The figures of one trace file's process."""
 
     def __init__(self, path: str) -> None:
-        m = _FILE_NAME.search(os.path.basename(path))
-        self.host = m.group("host") if m else ""
-        self.pid: Optional[int] = int(m.group("pid")) if m else None
+        m = trace_name.parse(path)
+        self.host = m.host if m else ""
+        self.pid: Optional[int] = m.pid if m else None
         self.rank: Optional[int] = None
         self.local_rank: Optional[int] = None
         self.world_size: Optional[int] = None
@@ -250,28 +251,13 @@ class Process:
             self.late = {}
 
     def _fold(self, bucket: Dict[_Key, List[int]]) -> None:
-        totals = self.cat_totals
-        for key, e in bucket.items():
-            if e[0]:
-                t = totals.get(key.cat)
-                if t is None:
-                    totals[key.cat] = [e[0], e[1]]
-                else:
-                    t[0] += e[0]
-                    t[1] += e[1]
+        _add_cats(self.cat_totals, bucket)
 
     def cats(self) -> Dict[str, List[int]]:
         """Per category: [count, total dur] since the start."""
         out = {c: list(v) for c, v in self.cat_totals.items()}
         for bucket in list(self.buckets.values()) + [self.late]:
-            for key, e in bucket.items():
-                if e[0]:
-                    t = out.get(key.cat)
-                    if t is None:
-                        out[key.cat] = [e[0], e[1]]
-                    else:
-                        t[0] += e[0]
-                        t[1] += e[1]
+            _add_cats(out, bucket)
         return out
 
     def window(self, window: int) -> Tuple[float, List[Dict[_Key, List[int]]]]:
@@ -286,6 +272,18 @@ class Process:
             start = self.first_ts
         length = max((self.head - start) / US, MIN_WINDOW)
         return length, [b for s, b in self.buckets.items() if first <= s <= last]
+
+
+def _add_cats(totals: Dict[str, List[int]], bucket: Dict[_Key, List[int]]) -> None:
+    """Adds a second's events to per-category [count, total dur] totals."""
+    for key, e in bucket.items():
+        if e[0]:
+            t = totals.get(key.cat)
+            if t is None:
+                totals[key.cat] = [e[0], e[1]]
+            else:
+                t[0] += e[0]
+                t[1] += e[1]
 
 
 def _share(p: Process, key: _Key, tid: int, t0: int, d: int, keys: "KeyTable") -> int:

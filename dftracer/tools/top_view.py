@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from dftracer.tools import follow, hang, top
+from dftracer.tools import common, follow, hang, top_rows
 
 KEYS_HELP = ("q quit  s sort  r reverse  ↑/↓ select  enter: functions of the selected "
              "process  a: of all  f: hide finished")
@@ -125,7 +125,7 @@ class ViewState:
         if k in ("q", "Q"):
             return False
         if k == "s":
-            self.sort = top.SORTS[(top.SORTS.index(self.sort) + 1) % len(top.SORTS)]
+            self.sort = top_rows.SORTS[(top_rows.SORTS.index(self.sort) + 1) % len(top_rows.SORTS)]
         elif k == "r":
             self.reverse = not self.reverse
         elif k in ("down", "j"):
@@ -163,7 +163,7 @@ class ViewState:
 
 
 def shown_rows(snap: Dict[str, Any], vs: ViewState) -> List[Dict[str, Any]]:
-    rows = top.sort_rows(snap["processes"], vs.sort, vs.reverse)
+    rows = top_rows.sort_rows(snap["processes"], vs.sort, vs.reverse)
     if vs.hide_finished:
         rows = [r for r in rows if r["state"] != "finished"]
     return rows
@@ -180,7 +180,7 @@ def _tail(path: str, n: int) -> List[str]:
 
 
 # Columns left out, in this order, when the terminal is too narrow for all
-# (indices into top.ROW_HEADERS), once the note has shrunk to NOTE_MIN.  The
+# (indices into top_rows.ROW_HEADERS), once the note has shrunk to NOTE_MIN.  The
 # columns that say which process a row is (rank, host, pid) are never left
 # out nor cut; the note is cut first, and left out last.
 IDENTITY = (0, 1, 2)
@@ -191,7 +191,7 @@ _DROP_ORDER = [14, 13, 15, 9, 5, 11, 17, 3, 8, 12, 16, 10, 7, 6, 4, 18]
 
 def column_widths(texts: List[List[str]]) -> List[int]:
     """Each column's width (its widest cell or header), the note's at most 24."""
-    widths = [max([len(h)] + [len(r[i]) for r in texts]) for i, h in enumerate(top.ROW_HEADERS)]
+    widths = [max([len(h)] + [len(r[i]) for r in texts]) for i, h in enumerate(top_rows.ROW_HEADERS)]
     widths[1] = min(widths[1], HOST_MAX)
     widths[-1] = min(widths[-1], 24)  # the note is cut to what is left
     return widths
@@ -201,7 +201,7 @@ def columns_that_fit(texts: List[List[str]], width: int, one_host: bool) -> Tupl
     """The columns of the process table to show in `width` characters (one
     space between columns, or two when they fit so), and whether there is
     room for two.  `one_host` is kept for callers: the host is always shown."""
-    n = len(top.ROW_HEADERS)
+    n = len(top_rows.ROW_HEADERS)
     widths = column_widths(texts)
     keep = list(range(n))
     if sum(widths) + 2 * (n - 1) <= width:
@@ -240,25 +240,25 @@ def render(snap: Dict[str, Any], vs: ViewState, paths: List[str], width: int, he
     vs.first = max(0, min(vs.first, max(len(rows) - room, 0)))
     shown = rows[vs.first:vs.first + room]
 
-    title = Text.assemble(("dftracer top", "bold"), "  ", top.printable(" ".join(paths)), "  ",
-                          (top.headline(snap), ""))
+    title = Text.assemble(("dftracer top", "bold"), "  ", top_rows.printable(" ".join(paths)), "  ",
+                          (top_rows.headline(snap), ""))
     if snap.get("behind"):
         title.append(f"  (reading: {snap['behind']} files behind)", style="yellow")
     if snap.get("hang"):  # first thing seen: the banner above everything
-        title = Group(Text(top.printable(snap["hang"]["message"]), style="bold white on red"), title)
+        title = Group(Text(top_rows.printable(snap["hang"]["message"]), style="bold white on red"), title)
     sort = f"sorted by {vs.sort}{' (reversed)' if vs.reverse else ''}"
     if vs.hide_finished:
         sort += f"; {snap['finished']} finished hidden (f shows them)"
-    texts = [top.row_cells(p) for p in shown]
+    texts = [top_rows.row_cells(p) for p in shown]
     keep, roomy = columns_that_fit(texts, width, len({p["host"] for p in rows}) <= 1)
     # the box puts one space between columns; a second one when there is room
     table = Table(box=box.SIMPLE_HEAD, expand=False, pad_edge=False, show_edge=False,
                   padding=(0, 1, 0, 0) if roomy else 0, header_style="bold")
     widths = column_widths(texts)
     for i in keep:
-        h = top.ROW_HEADERS[i]
+        h = top_rows.ROW_HEADERS[i]
         # rank, host and pid keep their width; the other columns may be cut
-        table.add_column(h, justify="right" if i in top.RIGHT else "left", no_wrap=True,
+        table.add_column(h, justify="right" if i in top_rows.RIGHT else "left", no_wrap=True,
                          overflow="ellipsis", min_width=widths[i] if i in IDENTITY else None,
                          max_width=28 if h == "name" else (HOST_MAX if h == "host" else None))
     for i, p in enumerate(shown):
@@ -273,7 +273,7 @@ def render(snap: Dict[str, Any], vs: ViewState, paths: List[str], width: int, he
                                     style="dim"), table]
     if not snap["processes"]:
         why = "; ".join(f"{a}: {m}" for a, m in snap.get("errors", [])) or "no trace file yet"
-        why = top.printable(why)
+        why = top_rows.printable(why)
         parts.append(Text(f"waiting for trace files ({why})", style="yellow"))
     who = "all processes" if vs.focus is None else "pid " + str(next(
         (p["pid"] for p in rows if p["path"] == vs.focus), "?"))
@@ -286,14 +286,14 @@ def render(snap: Dict[str, Any], vs: ViewState, paths: List[str], width: int, he
             ft.add_column(h, justify="right" if right else "left", no_wrap=True,
                           overflow="ellipsis", max_width=60 if h == "name" else None)
         for f in fns:
-            ft.add_row(top.printable(f["cat"]), top.printable(f["name"]), f"{f['count']:,}",
-                       top.common.fmt_us(f["time_us"]), top.fmt_share(f["share"]))
+            ft.add_row(top_rows.printable(f["cat"]), top_rows.printable(f["name"]), f"{f['count']:,}",
+                       common.fmt_us(f["time_us"]), top_rows.fmt_share(f["share"]))
         parts.append(ft)
     else:
         parts.append(Text(f"no events in the last {snap['window_s']:g} s ({who})", style="dim"))
     if output:
-        parts.append(Text(f"output of the command ({top.printable(output)}):", style="dim"))
-        parts.extend(Text(top.printable(line), style="dim", no_wrap=True, overflow="ellipsis")
+        parts.append(Text(f"output of the command ({top_rows.printable(output)}):", style="dim"))
+        parts.extend(Text(top_rows.printable(line), style="dim", no_wrap=True, overflow="ellipsis")
                      for line in out_lines)
     parts.append(Text(KEYS_HELP, style="dim"))
     return Group(*parts)

@@ -19,8 +19,8 @@ or not a trace."""
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "validate", help="check that traces decode and follow the trace format",
+    p = common.command(
+        sub, "validate", help="check that traces decode and follow the trace format",
         description="Checks every file: every gzip member decodes, every line is JSON, ids "
                     "are unique, the metadata (HH, process_name, start, end, hash "
                     "definitions) is complete.  Says which format a file is: dftracer's, "
@@ -28,8 +28,7 @@ def add_parser(sub: Any) -> None:
                     "checked against its own rules; every problem names the rule it "
                     "breaks.  A torn last member (a crashed process) is reported with the "
                     "number of readable events.",
-        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    common.add_common(p)
+        epilog=EXAMPLE)
     p.add_argument("--json", action="store_true", help="one JSON object per file on stdout")
     p.add_argument("-q", "--quiet", action="store_true", help="print only files with problems")
     p.set_defaults(func=main)

@@ -38,14 +38,14 @@ package carries one (pip install '{OFFLINE_EXTRA}')."""
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "view", help="open traces in the Perfetto UI (served from this machine)",
+    p = common.command(
+        sub, "view", help="open traces in the Perfetto UI (served from this machine)",
         description="Opens the traces in the Perfetto UI: one file is served as it is, "
                     "several are merged first (as by dftracer merge).  The trace is served "
                     "on 127.0.0.1 under an unguessable URL, readable by the Perfetto UI's "
                     "origin only (the hosted UI, or the local one with --offline), and the "
                     "browser is opened on the UI with the trace loaded.",
-        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=EXAMPLE, paths=False)
     p.add_argument("paths", nargs="+", metavar="PATHS",
                    help="trace files, directories (searched for .pfw/.pfw.gz) or globs")
     p.add_argument("--port", type=int, default=DEFAULT_PORT,

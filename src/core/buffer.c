@@ -15,8 +15,7 @@
 
 #include "core/buffer.h"
 #include "core/clock.h"
-#include "core/park.h"
-#include "core/signals.h"
+#include "core/sigmask.h"
 #include "core/writer.h"
 
 #define ID_BLOCK 4096
@@ -437,7 +436,7 @@ static __attribute__((noinline)) int emit_at(const dft_event *ev, const dft_scop
             atomic_store_explicit(&ts->in_emit, 0, memory_order_relaxed);
             return -1;
         }
-        dft_threads_resume(ts->tid); /* the first event after a fork */
+        dft_threads_resume_hook(ts->tid); /* the first event after a fork */
     }
     if (__builtin_expect(ts->gen != gen, 0)) {
         new_file(ts, gen);

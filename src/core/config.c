@@ -238,21 +238,6 @@ int dft_config_clock_tsc(void)
     return 1;
 }
 
-char *dft_config_stem(const char *log_file)
-{
-    size_t n = strlen(log_file);
-    if (n >= 7 && !strcmp(log_file + n - 7, ".pfw.gz"))
-        n -= 7;
-    else if (n >= 4 && !strcmp(log_file + n - 4, ".pfw"))
-        n -= 4;
-    char *s = malloc(n + 1);
-    if (!s)
-        return NULL;
-    memcpy(s, log_file, n);
-    s[n] = '\0';
-    return s;
-}
-
 static char *env_dup(const char *var)
 {
     const char *v = getenv(var);

@@ -41,8 +41,6 @@ int dft_lazy_start(void);
 /* Writes everything buffered and the end event; later calls do nothing.
  * Any thread, no GIL. */
 void dft_finalize(void);
-/* DFTRACER_ENABLE as it is in the environment now. */
-int dft_is_enabled_env(void);
 
 /* Lifecycle hooks for integrations with state tied to the trace (I/O
  * interception, CUPTI), run in registration order on the thread doing the

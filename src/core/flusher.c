@@ -21,7 +21,7 @@
 #include "core/buffer.h"
 #include "core/identity.h"
 #include "core/open_spans.h"
-#include "core/signals.h"
+#include "core/sigmask.h"
 #include "core/stacks.h"
 #include "core/state.h"
 #include "core/writer.h"

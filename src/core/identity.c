@@ -24,7 +24,6 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/state.h"
-#include "core/tracer.h"
 #include "core/writer.h"
 #include "format/record.h"
 

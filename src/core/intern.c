@@ -10,7 +10,39 @@
 #include <string.h>
 
 #include "core/state.h"
-#include "core/tracer.h"
+#include "core/buffer.h"
+
+/* ---- metadata events ---------------------------------------------------- */
+
+/* Records through the buffers of an active trace: the callers record events
+ * (or made it ready: dft_trace_ready).  Any thread, no GIL. */
+int dft_emit_meta(const char *kind, int64_t pid, int64_t tid, const char *key, size_t key_len,
+                  const char *value, size_t value_len, int value_is_hash, uint64_t hash)
+{
+    dft_arg args[2] = {
+        {.key = "name", .type = DFT_ARG_STR, .v.s = {key, key_len}},
+        {.key = "value", .type = DFT_ARG_STR, .v.s = {value, value_len}},
+    };
+    if (value_is_hash) {
+        args[1].type = DFT_ARG_HASH;
+        args[1].v.hash = hash;
+    }
+    dft_event ev = {.name = kind, .name_len = strlen(kind), .cat = "dftracer", .cat_len = 8,
+                    .ph = DFT_PH_METADATA, .pid = pid, .tid = tid, .args = args, .nargs = 2};
+    return dft_emit_logged(&ev);
+}
+
+/* Any thread, no GIL. */
+static int emit_hash_def(uint64_t gen, const char *kind, const char *s, size_t len, uint64_t hash)
+{
+    dft_arg args[2] = {
+        {.key = "name", .type = DFT_ARG_STR, .v.s = {s, len}},
+        {.key = "value", .type = DFT_ARG_HASH, .v.hash = hash},
+    };
+    dft_event ev = {.name = kind, .name_len = strlen(kind), .cat = "dftracer", .cat_len = 8,
+                    .ph = DFT_PH_METADATA, .args = args, .nargs = 2};
+    return dft_emit_essential(&ev, gen);
+}
 
 static struct {
     pthread_mutex_t lock;
@@ -113,7 +145,7 @@ uint64_t dft_intern(dft_intern_kind kind, const char *s, size_t len)
     int fresh = insert_locked(nonzero(h), gen);
     pthread_mutex_unlock(&intern.lock);
     if (fresh == 1 &&
-        dft_emit_hash_def(gen, kind == DFT_INTERN_FILE ? "FH" : "SH", s, len, h) != 0) {
+        emit_hash_def(gen, kind == DFT_INTERN_FILE ? "FH" : "SH", s, len, h) != 0) {
         pthread_mutex_lock(&intern.lock);
         if (intern.gen == gen)
             remove_locked(nonzero(h));
@@ -140,6 +172,8 @@ static struct {
 int dft_name_lane_once(int64_t pid, int64_t tid, const char *thread_name,
                        const char *process_name)
 {
+    if (!dft_trace_active())
+        return 0; /* named by the first call of an active trace */
     uint64_t gen = dft_trace_gen();
     int fresh = 1, new_pid = 1;
     pthread_mutex_lock(&lanes.lock);
@@ -164,7 +198,8 @@ int dft_name_lane_once(int64_t pid, int64_t tid, const char *thread_name,
     if (process_name && new_pid)
         dft_emit_meta("process_name", pid, tid, process_name, strlen(process_name),
                       "process_name", 12, 0, 0);
-    dft_name_lane(pid, tid, thread_name);
+    dft_emit_meta("thread_name", pid, tid, thread_name, strlen(thread_name), "thread_name", 11, 0,
+                  0);
     return 1;
 }
 

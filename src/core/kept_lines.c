@@ -6,7 +6,7 @@
  * its header or with a hash used but not defined (docs/trace-format.md,
  * "Valid files").  So they do not travel in the threads' buffers: they are
  * kept here and written as a member of their own before any other member
- * (core/writer.c), so a member that uses a hash never reaches the disk
+ * (core/writer_file.c), so a member that uses a hash never reaches the disk
  * before its definition, and a write that fails (a full disk) loses none of
  * them.  From a piece that could not be written, the lines of those kinds
  * and the thread names are kept too.  Called with the writer's file lock
@@ -14,6 +14,7 @@
 #include "core/kept_lines.h"
 
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "format/json.h"
@@ -63,45 +64,38 @@ int dft_kept_add(const char *text, size_t n, size_t lines)
     return 0;
 }
 
-/* The "name" values of the lines kept from a failed piece, all with
- * "cat":"dftracer". */
+/* The names of the records kept from a failed piece, all of cat "dftracer". */
 static const char *const needed[] = {"HH", "FH", "SH", "process_name", "thread_name", "start"};
 
-/* 1 when line (without its '\n') is one the file needs.  Lines start
- * {"id":<digits>,"name":"<name>","cat":"dftracer", (format/lines.c). */
-static int is_needed(const char *line, size_t n)
+/* 1 when record r is one the file needs. */
+static int is_needed(const dft_rec *r)
 {
-    static const char id[] = "{\"id\":";
-    static const char name[] = ",\"name\":\"";
-    static const char cat[] = "\",\"cat\":\"dftracer\",";
-    if (n < sizeof id - 1 || memcmp(line, id, sizeof id - 1) != 0)
+    static const char cat[] = "dftracer";
+    const char *p = (const char *)(r + 1);
+    if (r->cat_len != sizeof cat - 1 || memcmp(p + r->name_len, cat, sizeof cat - 1) != 0)
         return 0;
-    size_t i = sizeof id - 1;
-    while (i < n && line[i] >= '0' && line[i] <= '9')
-        i++;
-    if (n - i < sizeof name - 1 || memcmp(line + i, name, sizeof name - 1) != 0)
-        return 0;
-    i += sizeof name - 1;
-    for (size_t k = 0; k < sizeof needed / sizeof *needed; k++) {
-        size_t len = strlen(needed[k]);
-        if (n - i >= len + sizeof cat - 1 && memcmp(line + i, needed[k], len) == 0 &&
-            memcmp(line + i + len, cat, sizeof cat - 1) == 0)
+    for (size_t k = 0; k < sizeof needed / sizeof *needed; k++)
+        if (strlen(needed[k]) == r->name_len && memcmp(p, needed[k], r->name_len) == 0)
             return 1;
-    }
     return 0;
 }
 
-int dft_kept_add_needed(const char *text, size_t n)
+int dft_kept_add_needed(const char *data, size_t from, size_t to, const dft_fmt_ctx *ctx)
 {
-    const char *end = text + n;
-    while (text < end) {
-        const char *nl = memchr(text, '\n', (size_t)(end - text));
-        size_t len = nl ? (size_t)(nl - text) : (size_t)(end - text);
-        if (is_needed(text, len)) {
-            if (dft_kept_add(text, len, 1) != 0 || dft_kept_add("\n", 1, 0) != 0)
+    size_t p = from;
+    while (p + sizeof(dft_rec) <= to) {
+        const dft_rec *r = (const dft_rec *)(data + p);
+        if (r->size < sizeof(dft_rec) || p + r->size > to)
+            break; /* cannot happen for records we encoded (format/lines.c stops too) */
+        if (is_needed(r)) {
+            size_t at = p;
+            size_t lines = dft_format_records(&kept.text, data, &at, p + r->size, ctx, SIZE_MAX);
+            if (kept.text.failed)
                 return -1;
+            kept.count += lines;
+            atomic_store(&kept.pending, 1);
         }
-        text += len + (nl ? 1 : 0);
+        p += r->size;
     }
     return 0;
 }

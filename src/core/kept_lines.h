@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "core/compress.h"
+#include "format/lines.h"
 
 /* 1 while lines wait to be written.  Any thread. */
 int dft_kept_pending(void);
@@ -20,10 +21,11 @@ uint64_t dft_kept_gen(void);
 /* Keeps every line of text[0, n) (lines of them); 0, or -1 when out of
  * memory. */
 int dft_kept_add(const char *text, size_t n, size_t lines);
-/* Keeps the lines of text[0, n) (a piece that could not be written) that
- * the file needs: HH, FH, SH, process_name, thread_name, start.  0, or -1
- * when out of memory. */
-int dft_kept_add_needed(const char *text, size_t n);
+/* Keeps the lines the file needs of the records data[from, to) (a piece
+ * that could not be written): HH, FH, SH, process_name, thread_name, start,
+ * decided from the records and formatted with ctx.  0, or -1 when out of
+ * memory. */
+int dft_kept_add_needed(const char *data, size_t from, size_t to, const dft_fmt_ctx *ctx);
 /* The kept lines as one member: after "[\n" when bracket is set, deflated
  * with cz when it is not NULL.  0 with *buf, *len set, or -1. */
 int dft_kept_member(int bracket, dft_compressor *cz, const char **buf, size_t *len);

@@ -18,7 +18,6 @@
 
 #include "core/buffer.h"
 #include "core/clock.h"
-#include "core/park.h"
 #include "core/state.h"
 #include "core/writer.h"
 
@@ -28,7 +27,7 @@
 static inline void resume_after_fork(const dft_tstate *t)
 {
     if (__builtin_expect(atomic_load_explicit(&dft_threads_parked, memory_order_relaxed), 0))
-        dft_threads_resume(t->tid);
+        dft_threads_resume_hook(t->tid);
 }
 
 /* s[0, n) into dst, cut to cap - 1 bytes.  Any thread, no GIL. */

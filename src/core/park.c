@@ -29,7 +29,7 @@
 
 #include "core/buffer.h"
 #include "core/flusher.h"
-#include "core/signals.h"
+#include "core/sigmask.h"
 #include "core/state.h"
 #include "core/writer.h"
 
@@ -37,7 +37,6 @@
 #define RELEASE_WAIT_NS 50000000LL /* at most 50 ms for the kernel to drop a thread */
 #define MAX_PARKED 17              /* the flusher and up to 16 writers */
 
-_Atomic int dft_threads_parked;
 
 /* The forking thread and the end of its grace period; written before the
  * fork returns, read by the hot path's slow branch. */
@@ -72,8 +71,10 @@ void dft_threads_park(void)
     if (atomic_load(&dft_trace.active))
         dft_flush_all_threads(1);
     n += dft_writer_stop_threads(tids + n, MAX_PARKED - n);
-    if (atomic_load(&dft_trace.state) == DFT_STATE_ACTIVE)
+    if (atomic_load(&dft_trace.state) == DFT_STATE_ACTIVE) {
+        atomic_store(&dft_g.resume_threads, dft_threads_resume);
         atomic_store(&dft_threads_parked, 1);
+    }
     wait_released(tids, n);
 }
 

@@ -7,8 +7,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-/* 1 from a fork until the flusher is started again.  Read by the hot path. */
-extern _Atomic int dft_threads_parked;
+#include "core/state.h" /* dft_threads_parked */
 
 /* Before fork(): writes every thread's buffer and the queue, stops the flusher
  * and the writers, and waits until the kernel no longer counts them.  Under

@@ -16,6 +16,7 @@
 
 #include "core/buffer.h"
 #include "core/flusher.h"
+#include "core/sigmask.h"
 #include "core/stacks.h"
 #include "core/state.h"
 #include "core/writer.h"

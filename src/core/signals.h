@@ -1,12 +1,9 @@
-/* core/signals.h: the signals the tracer handles (core/signals.c) and the
- * mask its slow paths hold. */
+/* core/signals.h: the signals the tracer handles (core/signals.c).  The mask
+ * the slow paths hold is core/sigmask.h. */
 #ifndef DFT_CORE_SIGNALS_H
 #define DFT_CORE_SIGNALS_H
 
-#include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
-#include <time.h>
 
 /* Binds SIGTERM (with all, DFTRACER_BIND_SIGNALS: SIGINT, SIGABRT and SIGSEGV
  * too), each once per process, chaining to the action it had then.  Under
@@ -16,39 +13,5 @@ void dft_signals_install(int all);
 /* Set while finalize runs: a signal that comes then waits for it instead of
  * cutting the end of the trace. */
 extern _Atomic int dft_finalizing;
-
-/* The tracer's slow paths (a hand-off, a flush, a thread's first event,
- * start, finalize, fork) hold locks that the flush of a SIGTERM needs.
- * SIGTERM and SIGINT wait on this thread until such a path is done: another
- * thread takes them, or they are delivered right after.  Two system calls
- * per hand-off of a whole buffer; never on the hot path. */
-static inline void dft_signals_hold(sigset_t *saved)
-{
-    sigset_t block;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &block, saved);
-}
-
-static inline void dft_signals_release(const sigset_t *saved)
-{
-    pthread_sigmask(SIG_SETMASK, saved, NULL);
-}
-
-/* CLOCK_MONOTONIC in ns, and a 1 ms sleep: what a signal handler waiting for
- * a flush may call (async-signal-safe). */
-static inline long long dft_signal_clock_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-static inline void dft_signal_nap_1ms(void)
-{
-    struct timespec ms = {0, 1000000};
-    nanosleep(&ms, NULL);
-}
 
 #endif

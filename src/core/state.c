@@ -3,6 +3,8 @@
 
 dft_trace_status dft_trace;
 
+_Atomic int dft_threads_parked;
+
 dft_globals dft_g = {
     .life_lock = PTHREAD_MUTEX_INITIALIZER,
     .registry_lock = PTHREAD_MUTEX_INITIALIZER,

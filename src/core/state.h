@@ -116,8 +116,25 @@ typedef struct dft_globals {
     void (*after_wait)(void *);
     /* The calling thread's Python name (see dft_set_python_hooks). */
     int (*thread_name)(char *buf, size_t cap);
+    /* Set by core/park.c when it parks the tracer's threads at a fork: the
+     * hot path (buffer.c, open_spans.c) restarts them through it at the
+     * first event after, without calling up into park.c. */
+    _Atomic(void (*)(int64_t tid)) resume_threads;
 } dft_globals;
 
 extern dft_globals dft_g;
+
+/* 1 from a fork until the flusher is started again (core/park.c).  Read by
+ * the hot path. */
+extern _Atomic int dft_threads_parked;
+
+/* The first event after a fork on thread tid: the parked threads start again
+ * (dft_g.resume_threads).  Any thread, no GIL. */
+static inline void dft_threads_resume_hook(int64_t tid)
+{
+    void (*fn)(int64_t) = atomic_load(&dft_g.resume_threads);
+    if (fn)
+        fn(tid); /* else set a moment later: the next event tries again */
+}
 
 #endif

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
+#include "core/trace_name.h"
 
 /* The files this process created: finished or being written, never opened
  * again. */
@@ -92,32 +93,13 @@ static double process_start_time(void)
  * has it.  (A name given by initialize_log's process_id says nothing.) */
 static int written_before_exec(const char *path)
 {
-    char tail[48];
-    snprintf(tail, sizeof tail, "-%ld-app.pfw", (long)getpid());
-    const char *t = strstr(path, tail);
     struct stat st;
-    if (!t || (strcmp(t + strlen(tail), "") != 0 && strcmp(t + strlen(tail), ".gz") != 0) ||
-        lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    if (!dft_trace_name_has_pid(path, (long)getpid()) || lstat(path, &st) != 0 ||
+        !S_ISREG(st.st_mode))
         return 0;
     double start = process_start_time();
     double mtime = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec * 1e-9;
     return start > 0 && mtime >= start;
-}
-
-/* The k-th fallback name: "<stem>-<host>-<pid>.<k>-app.pfw[.gz]" (or the path
- * with ".<k>" appended if it does not end that way).  NULL when out of memory. */
-static char *fallback_name(const char *path, int k)
-{
-    size_t n = strlen(path);
-    const char *tail = NULL;
-    for (const char *t = strstr(path, "-app.pfw"); t; t = strstr(t + 1, "-app.pfw"))
-        if (strcmp(t, "-app.pfw") == 0 || strcmp(t, "-app.pfw.gz") == 0)
-            tail = t;
-    size_t head = tail ? (size_t)(tail - path) : n;
-    char *p = malloc(n + 16);
-    if (p)
-        snprintf(p, n + 16, "%.*s.%d%s", (int)head, path, k, tail ? tail : "");
-    return p;
 }
 
 /* Any thread holding the writer's lock (or before any writer thread). */
@@ -135,7 +117,7 @@ int dft_trace_file_open(const char *path, char **actual, off_t *size)
         int e = EEXIST;
         for (int k = 1; k <= 999 && fd < 0; k++) {
             free(used);
-            used = fallback_name(path, k);
+            used = dft_trace_name_numbered(path, k);
             if (!used) {
                 e = ENOMEM;
                 break;

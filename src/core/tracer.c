@@ -18,11 +18,12 @@
 #include "core/identity.h"
 #include "core/intern.h"
 #include "core/park.h"
+#include "core/sigmask.h"
 #include "core/signals.h"
 #include "core/stacks.h"
 #include "core/state.h"
 #include "core/trace_file.h"
-#include "core/tracer.h"
+#include "core/trace_name.h"
 #include "core/writer.h"
 #include "format/record.h"
 
@@ -84,44 +85,19 @@ int dft_emit_complete(const char *name, const char *cat, int64_t ts, int64_t dur
 }
 
 /* Any thread, no GIL. */
-int dft_emit_meta(const char *kind, int64_t pid, int64_t tid, const char *key, size_t key_len,
-                  const char *value, size_t value_len, int value_is_hash, uint64_t hash)
-{
-    dft_arg args[2] = {
-        {.key = "name", .type = DFT_ARG_STR, .v.s = {key, key_len}},
-        {.key = "value", .type = DFT_ARG_STR, .v.s = {value, value_len}},
-    };
-    if (value_is_hash) {
-        args[1].type = DFT_ARG_HASH;
-        args[1].v.hash = hash;
-    }
-    dft_event ev = {.name = kind, .name_len = strlen(kind), .cat = "dftracer", .cat_len = 8,
-                    .ph = DFT_PH_METADATA, .pid = pid, .tid = tid, .args = args, .nargs = 2};
-    return dft_emit(&ev);
-}
-
-/* Any thread, no GIL. */
-int dft_emit_hash_def(uint64_t gen, const char *kind, const char *s, size_t len, uint64_t hash)
-{
-    dft_arg args[2] = {
-        {.key = "name", .type = DFT_ARG_STR, .v.s = {s, len}},
-        {.key = "value", .type = DFT_ARG_HASH, .v.hash = hash},
-    };
-    dft_event ev = {.name = kind, .name_len = strlen(kind), .cat = "dftracer", .cat_len = 8,
-                    .ph = DFT_PH_METADATA, .args = args, .nargs = 2};
-    return dft_emit_essential(&ev, gen);
-}
-
-/* Any thread, no GIL. */
 int dft_emit_metadata(const char *kind, const char *key, size_t key_len, const char *value,
                       size_t value_len)
 {
+    if (!dft_trace_ready())
+        return 1;
     return dft_emit_meta(kind, 0, 0, key, key_len, value, value_len, 0, 0);
 }
 
 /* Any thread, no GIL. */
 int dft_name_lane(int64_t pid, int64_t tid, const char *name)
 {
+    if (!dft_trace_ready())
+        return 1;
     return dft_emit_meta("thread_name", pid, tid, name, strlen(name), "thread_name", 11, 0, 0);
 }
 
@@ -256,13 +232,10 @@ static void emit_header(void) /* under life_lock, no GIL */
 
 static void make_path(void)
 {
-    const char *stem = dft_g.cfg.log_file ? dft_g.cfg.log_file : "./trace";
-    size_t n = strlen(stem) + strlen(dft_g.hostname) + 64;
-    char *p = malloc(n);
+    char *p = dft_trace_name_build(dft_g.cfg.log_file ? dft_g.cfg.log_file : "./trace",
+                                   dft_g.hostname, dft_g.pid, dft_g.cfg.compression);
     if (!p)
         return;
-    snprintf(p, n, "%s-%s-%lld-app.pfw%s", stem, dft_g.hostname, (long long)dft_g.pid,
-             dft_g.cfg.compression ? ".gz" : "");
     free(dft_g.path);
     dft_g.path = p;
 }
@@ -405,15 +378,6 @@ int dft_lazy_start(void)
         return 1;
     }
     return atomic_load(&dft_trace.active) ? 0 : 1;
-}
-
-int dft_is_enabled_env(void)
-{
-    dft_config c;
-    dft_config_load(&c);
-    int e = c.enable;
-    dft_config_free(&c);
-    return e;
 }
 
 /* ---- finalize ---------------------------------------------------------- */

@@ -1,5 +1,6 @@
 /* core/writer.h: the writer queue, its threads and the trace file
- * (core/writer.c).  The writer knows records and files, not the lifecycle. */
+ * (core/writer.c: the queue and threads; core/writer_file.c: the file).  The
+ * writer knows records and files, not the lifecycle. */
 #ifndef DFT_CORE_WRITER_H
 #define DFT_CORE_WRITER_H
 
@@ -36,7 +37,7 @@ int dft_writer_keep(const char *data, size_t start, size_t end, uint64_t gen);
 /* Writes the kept lines now, opening the file if need be (a new trace's
  * header is on disk before its first event).  Any thread, no GIL. */
 void dft_writer_write_kept(void);
-/* The flusher's tick (see writer.c). */
+/* The flusher's tick (see writer_file.c). */
 void dft_writer_tick(void);
 /* The end event's num_events: the lines before a member written now. */
 uint64_t dft_writer_lines(void);

@@ -30,12 +30,12 @@ typedef struct fmt_const {
 static void const_init(fmt_const *k, const dft_fmt_ctx *ctx)
 {
     char *o = k->pid_tid;
-    PUT_LIT(o, ",\"pid\":");
+    PUT_LIT(o, DFT_LINE_PID);
     o = dft_json_put_int(o, ctx->pid);
-    PUT_LIT(o, ",\"tid\":");
+    PUT_LIT(o, DFT_LINE_TID);
     k->pid_tid_len = (size_t)(o - k->pid_tid);
     o = k->hhash;
-    PUT_LIT(o, ",\"args\":{\"hhash\":");
+    PUT_LIT(o, DFT_LINE_ARGS "{\"hhash\":");
     dft_json_put_hash(o, ctx->hhash);
     k->tid = 0;
     k->tid_len = (size_t)(dft_json_put_int(k->tid_text, 0) - k->tid_text);
@@ -90,7 +90,7 @@ static inline char *put_ts(char *o, int64_t ts, fmt_const *k)
     memcpy(o, k->ts_hi_text, sizeof k->ts_hi_text);
     return dft_json_put8(o + k->ts_hi_len, (uint32_t)(u - hi * 100000000u));
 }
-#define HHASH_LEN (sizeof(",\"args\":{\"hhash\":") - 1 + 18)
+#define HHASH_LEN (sizeof(DFT_LINE_ARGS "{\"hhash\":") - 1 + 18)
 
 static char *format_args(char *o, const char *p, unsigned nargs, int first, const char *lim)
 {
@@ -140,42 +140,42 @@ static char *format_one(char *o, const dft_rec *r, const dft_fmt_ctx *ctx, fmt_c
                         const char *lim)
 {
     const char *p = (const char *)(r + 1);
-    PUT_LIT(o, "{\"id\":");
+    PUT_LIT(o, DFT_LINE_ID);
     o = put_id(o, r->id, k);
-    PUT_LIT(o, ",\"name\":");
+    PUT_LIT(o, DFT_LINE_NAME);
     o = dft_json_put_string_in(o, p, r->name_len, lim);
     p += r->name_len;
-    PUT_LIT(o, ",\"cat\":");
+    PUT_LIT(o, DFT_LINE_CAT);
     o = dft_json_put_string_in(o, p, r->cat_len, lim);
     p += r->cat_len;
     if (r->pid == 0) {
         memcpy(o, k->pid_tid, sizeof k->pid_tid); /* fixed size: one copy */
         o += k->pid_tid_len;
     } else {
-        PUT_LIT(o, ",\"pid\":");
+        PUT_LIT(o, DFT_LINE_PID);
         o = dft_json_put_int(o, r->pid);
-        PUT_LIT(o, ",\"tid\":");
+        PUT_LIT(o, DFT_LINE_TID);
     }
     o = put_tid(o, r->tid, k);
     switch (r->ph) {
     case DFT_PH_COMPLETE:
-        PUT_LIT(o, ",\"ts\":");
+        PUT_LIT(o, DFT_LINE_TS);
         o = put_ts(o, r->ts, k);
-        PUT_LIT(o, ",\"dur\":");
+        PUT_LIT(o, DFT_LINE_DUR);
         o = dft_json_put_int(o, r->dur < 0 ? 0 : r->dur);
-        PUT_LIT(o, ",\"ph\":\"X\"");
+        PUT_LIT(o, DFT_LINE_PH "\"X\"");
         break;
     case DFT_PH_INSTANT:
-        PUT_LIT(o, ",\"ts\":");
+        PUT_LIT(o, DFT_LINE_TS);
         o = put_ts(o, r->ts, k);
-        PUT_LIT(o, ",\"ph\":\"i\",\"s\":\"t\"");
+        PUT_LIT(o, DFT_LINE_PH "\"i\",\"s\":\"t\"");
         break;
     case DFT_PH_COUNTER:
-        PUT_LIT(o, ",\"ts\":");
+        PUT_LIT(o, DFT_LINE_TS);
         o = put_ts(o, r->ts, k);
-        PUT_LIT(o, ",\"ph\":\"C\"");
+        PUT_LIT(o, DFT_LINE_PH "\"C\"");
         break;
-    default: PUT_LIT(o, ",\"ph\":\"M\""); break;
+    default: PUT_LIT(o, DFT_LINE_PH "\"M\""); break;
     }
     int nesting = r->ph != DFT_PH_COUNTER && r->ph != DFT_PH_METADATA &&
                   !(r->flags & DFT_EV_NO_NESTING);
@@ -198,7 +198,7 @@ static char *format_one(char *o, const dft_rec *r, const dft_fmt_ctx *ctx, fmt_c
         }
         first = 0;
     } else {
-        PUT_LIT(o, ",\"args\":{");
+        PUT_LIT(o, DFT_LINE_ARGS "{");
     }
     o = format_args(o, p, r->nargs, first, lim);
     PUT_LIT(o, "}}\n");

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
+#include "format/grow.h"
 #include "io/got.h"
 
 #if defined(__x86_64__)
@@ -105,14 +106,8 @@ static int seen_add(uintptr_t key)
     for (size_t i = 0; i < seen_len; i++)
         if (seen[i] == key)
             return 0;
-    if (seen_len == seen_cap) {
-        size_t cap = seen_cap ? seen_cap * 2 : 64;
-        uintptr_t *s = realloc(seen, cap * sizeof *s);
-        if (!s)
-            return 1; /* scan again next time: harmless */
-        seen = s;
-        seen_cap = cap;
-    }
+    if (DFT_GROW(seen, seen_len, seen_cap, 64) != 0)
+        return 1; /* scan again next time: harmless */
     seen[seen_len++] = key;
     return 1;
 }

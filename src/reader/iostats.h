@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "reader/identity.h"
 #include "reader/ivset.h"
 
 /* The counters kept per (process, file): Darshan's POSIX_* and STDIO_* (same
@@ -70,9 +71,7 @@ typedef struct dft_io_result {
     char err[256];
     uint64_t members, events, io_events, bad_lines, first_bad_line, long_lines;
     const char *first_bad;
-    char host[256], process_name[512];
-    int64_t pid, ppid, rank; /* -1: unknown */
-    int64_t worker, num_workers; /* the `worker` metadata event's; -1: unknown */
+    dft_ident who; /* who wrote the file (reader/identity.c) */
     int64_t read_ts_min, read_ts_max; /* of the reads (read_ts_min > max: none) */
     dft_io_file *files;
     size_t nfiles;

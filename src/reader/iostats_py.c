@@ -14,10 +14,6 @@
 #include <errno.h>
 #include <string.h>
 
-static PyObject *str_of(const char *s, size_t n)
-{
-    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "replace"); /* older tools: not UTF-8 */
-}
 
 static PyObject *int64s(const int64_t *v, size_t n)
 {
@@ -48,7 +44,7 @@ static PyObject *files_list(const dft_io_result *r)
             }
             PyList_SET_ITEM(slots, (Py_ssize_t)j, t);
         }
-        PyObject *t = Py_BuildValue("(NNN)", str_of(f->path, f->path_len),
+        PyObject *t = Py_BuildValue("(NNN)", dft_rd_text(f->path, f->path_len),
                                     int64s(f->c, IO_NCOUNTERS), slots);
         if (!t)
             goto fail;
@@ -75,11 +71,6 @@ static PyObject *marks_list(const dft_io_result *r)
         PyList_SET_ITEM(list, (Py_ssize_t)i, t);
     }
     return list;
-}
-
-static const char *status_name(int st)
-{
-    return st == 1 ? "ok" : st == 2 ? "truncated" : st == 3 ? "corrupt" : "error";
 }
 
 static PyObject *io_file(PyObject *module, PyObject *args, PyObject *kwargs)
@@ -120,17 +111,16 @@ static PyObject *io_file(PyObject *module, PyObject *args, PyObject *kwargs)
                                             (long long)r.read_ts_max)
                             : Py_NewRef(Py_None);
     PyObject *out = read_ts ? Py_BuildValue(
-        "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:z,s:K,s:K,s:N,s:N,s:L,s:L,s:L,s:L,s:L,s:N,s:N,s:N}",
-        "path", path, "status", status_name(r.status), "message", r.err, "members",
+        "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:z,s:K,s:K,s:N,s:N,s:N}",
+        "path", path, "status", dft_rd_status_name(r.status), "message", r.err, "members",
         (unsigned long long)r.members, "events", (unsigned long long)r.events, "io_events",
         (unsigned long long)r.io_events, "bad_lines", (unsigned long long)r.bad_lines,
         "first_bad", r.bad_lines ? r.first_bad : NULL, "first_bad_line",
         (unsigned long long)r.first_bad_line, "long_lines", (unsigned long long)r.long_lines,
-        "host", str_of(r.host, strlen(r.host)), "process_name",
-        str_of(r.process_name, strlen(r.process_name)), "pid", (long long)r.pid, "ppid",
-        (long long)r.ppid, "rank", (long long)r.rank, "worker", (long long)r.worker,
-        "num_workers", (long long)r.num_workers, "read_ts", read_ts, "files",
+        "read_ts", read_ts, "files",
         files_list(&r), "marks", marks_list(&r)) : NULL;
+    if (out && dft_ident_add_to(out, &r.who) < 0)
+        Py_CLEAR(out);
     dft_io_free(&r);
     return out;
 }

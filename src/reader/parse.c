@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/lines.h"
+
 typedef struct pstate {
     const char *p, *end;
     dft_parse_mode mode;
@@ -45,6 +47,38 @@ static int after_member(pstate *s, char close, const char *why)
         return 0;
     }
     return fail(s, why);
+}
+
+static int string(pstate *s, dft_sv *out);
+
+/* The line parser's one walk over an object's members (the line's own and
+ * its args'): reader/members.c's walk, with strict mode's checks of each key
+ * and a reason for each failure.  Call with s->p past the '{' and *first set.
+ * 1: a key in *key and s->p at its value; 0: the object ended (s->p past the
+ * '}'); -1 (why). */
+static int next_member(pstate *s, int *first, dft_sv *key, const char *bad_key,
+                       const char *no_colon, const char *no_sep)
+{
+    ws(s);
+    if (*first) {
+        *first = 0;
+        if (s->p < s->end && *s->p == '}') {
+            s->p++;
+            return 0;
+        }
+    } else {
+        int more = after_member(s, '}', no_sep);
+        if (more <= 0)
+            return more;
+        ws(s);
+    }
+    if (s->p >= s->end || *s->p != '"' || string(s, key) < 0)
+        return fail(s, bad_key);
+    ws(s);
+    if (s->p >= s->end || *s->p != ':')
+        return fail(s, no_colon);
+    s->p++;
+    return 1;
 }
 
 /* Strict checks of a string body: escapes and control characters. */
@@ -293,17 +327,13 @@ static int args_object(pstate *s, dft_line *l)
         s->p++;
         return 0;
     }
-    for (;;) {
-        dft_sv key, val;
+    dft_sv key;
+    int first = 1, rc;
+    while ((rc = next_member(s, &first, &key, "bad key in args", "missing ':' in args",
+                             "missing ',' or '}' in args")) == 1) {
+        dft_sv val;
         int64_t iv = 0;
         int is_int = 0;
-        ws(s);
-        if (s->p >= s->end || *s->p != '"' || string(s, &key) < 0)
-            return fail(s, "bad key in args");
-        ws(s);
-        if (s->p >= s->end || *s->p != ':')
-            return fail(s, "missing ':' in args");
-        s->p++;
         if (token(s, &val, &iv, &is_int) < 0)
             return -1;
         switch (key.n) {
@@ -352,12 +382,9 @@ static int args_object(pstate *s, dft_line *l)
         if (val.p && l->nrefs < DFT_LINE_REFS &&
             ((key.n >= 4 && memcmp(key.p + key.n - 4, "hash", 4) == 0) || KEY_IS(key, "cwd")))
             l->refs[l->nrefs++] = val;
-        int more = after_member(s, '}', "missing ',' or '}' in args");
-        if (more < 0)
-            return -1;
-        if (more == 0)
-            break;
     }
+    if (rc < 0)
+        return -1;
     if (io.have && dft_io_bytes(l->cat, l->name, &io, &l->io_bytes))
         l->have |= DFT_HAVE_IO;
     return 0;
@@ -402,17 +429,13 @@ static int general(pstate *s, dft_line *l)
         s->p++;
         return 0;
     }
-    for (;;) {
-        dft_sv key, val;
+    dft_sv key;
+    int first = 1, more;
+    while ((more = next_member(s, &first, &key, "bad key", "missing ':'",
+                               "missing ',' or '}'")) == 1) {
+        dft_sv val;
         int64_t iv;
         int is_int;
-        ws(s);
-        if (s->p >= s->end || *s->p != '"' || string(s, &key) < 0)
-            return fail(s, "bad key");
-        ws(s);
-        if (s->p >= s->end || *s->p != ':')
-            return fail(s, "missing ':'");
-        s->p++;
         int rc = 0;
         if (KEY_IS(key, "id"))
             rc = int_field(s, &l->id, DFT_HAVE_ID, l, "id is not an integer");
@@ -447,12 +470,9 @@ static int general(pstate *s, dft_line *l)
             rc = skip_value(s, 1);
         if (rc < 0)
             return -1;
-        int more = after_member(s, '}', "missing ',' or '}'");
-        if (more < 0)
-            return -1;
-        if (more == 0)
-            break;
     }
+    if (more < 0)
+        return -1;
     ws(s);
     if (s->p != s->end)
         return fail(s, "text after the object");
@@ -489,29 +509,29 @@ static int fast_str(pstate *s, dft_sv *out)
 /* Returns 0 when the line is in dftracer's exact layout, -1 to fall back. */
 static int fast(pstate *s, dft_line *l)
 {
-    if (!LIT(s, "{\"id\":") || fast_int(s, &l->id) < 0 || !LIT(s, ",\"name\":\"") ||
-        fast_str(s, &l->name) < 0 || !LIT(s, ",\"cat\":\"") || fast_str(s, &l->cat) < 0 ||
-        !LIT(s, ",\"pid\":") || fast_int(s, &l->pid) < 0 || !LIT(s, ",\"tid\":") ||
+    if (!LIT(s, DFT_LINE_ID) || fast_int(s, &l->id) < 0 || !LIT(s, DFT_LINE_NAME "\"") ||
+        fast_str(s, &l->name) < 0 || !LIT(s, DFT_LINE_CAT "\"") || fast_str(s, &l->cat) < 0 ||
+        !LIT(s, DFT_LINE_PID) || fast_int(s, &l->pid) < 0 || !LIT(s, DFT_LINE_TID) ||
         fast_int(s, &l->tid) < 0)
         return -1;
     l->have = DFT_HAVE_ID | DFT_HAVE_PID | DFT_HAVE_TID;
-    if (LIT(s, ",\"ts\":")) {
+    if (LIT(s, DFT_LINE_TS)) {
         if (fast_int(s, &l->ts) < 0)
             return -1;
         l->have |= DFT_HAVE_TS;
-        if (LIT(s, ",\"dur\":")) {
+        if (LIT(s, DFT_LINE_DUR)) {
             if (fast_int(s, &l->dur) < 0)
                 return -1;
             l->have |= DFT_HAVE_DUR;
         }
     }
-    if (!LIT(s, ",\"ph\":\"") || s->p + 2 > s->end || s->p[1] != '"')
+    if (!LIT(s, DFT_LINE_PH "\"") || s->p + 2 > s->end || s->p[1] != '"')
         return -1;
     l->ph = s->p[0];
     s->p += 2;
     if (l->ph == 'i' && !LIT(s, ",\"s\":\"t\""))
         return -1;
-    if (LIT(s, ",\"args\":")) {
+    if (LIT(s, DFT_LINE_ARGS)) {
         if (args_object(s, l) < 0)
             return -1;
     }

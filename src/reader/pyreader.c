@@ -5,6 +5,7 @@
 #include <Python.h>
 
 #include "reader/reader.h"
+#include "reader/identity.h"
 #include "reader/tools.h"
 
 #include <errno.h>
@@ -49,4 +50,32 @@ PyObject *dft_rd_status_str(int status)
 PyObject *dft_rd_message_str(const dft_rd *rd)
 {
     return PyUnicode_DecodeUTF8(rd->err, (Py_ssize_t)strlen(rd->err), "replace");
+}
+
+PyObject *dft_rd_text(const char *s, size_t n)
+{
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "replace"); /* older tools: not UTF-8 */
+}
+
+const char *dft_rd_status_name(int st)
+{
+    return st == 1 ? "ok" : st == 2 ? "truncated" : st == 3 ? "corrupt" : "error";
+}
+
+int dft_ident_add_to(PyObject *d, const dft_ident *id)
+{
+    PyObject *v = Py_BuildValue(
+        "{s:N,s:N,s:L,s:L,s:L,s:L,s:L,s:N,s:N,s:L,s:L}", "host",
+        dft_rd_text(id->host, strlen(id->host)), "process_name",
+        dft_rd_text(id->process_name, strlen(id->process_name)), "pid", (long long)id->pid,
+        "ppid", (long long)id->ppid, "rank", (long long)id->rank, "local_rank",
+        (long long)id->local_rank, "world_size", (long long)id->world_size, "job_id",
+        dft_rd_text(id->job_id, strlen(id->job_id)), "rank_source",
+        dft_rd_text(id->rank_source, strlen(id->rank_source)), "worker", (long long)id->worker,
+        "num_workers", (long long)id->num_workers);
+    if (!v)
+        return -1;
+    int rc = PyDict_Update(d, v);
+    Py_DECREF(v);
+    return rc;
 }

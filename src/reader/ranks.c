@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/grow.h"
 #include "reader/reader.h"
 
 typedef dft_rk_ev rk_ev;
@@ -39,19 +40,11 @@ typedef struct pass {
     int32_t ntids;
     rk_ev *ev;
     size_t nev, evcap;
-    int have_pid, oom;
+    int oom;
     uint64_t kinds[DFT_RK_NKINDS];
 } pass;
 
 #define SV_IS(v, lit) ((v).n == sizeof(lit) - 1 && memcmp((v).p, lit, sizeof(lit) - 1) == 0)
-
-static void copy_sv(char *dst, size_t cap, dft_sv v)
-{
-    size_t n = v.n < cap - 1 ? v.n : cap - 1;
-    if (n)
-        memcpy(dst, v.p, n);
-    dst[n] = 0;
-}
 
 /* ---- args -------------------------------------------------------------- */
 
@@ -64,12 +57,6 @@ typedef struct rk_args {
     int64_t step, seq, async, value, local_rank, world_size, ppid, wall_us, ddp_bucket;
     dft_sv group, job_id, source;
 } rk_args;
-
-static void ws(const char **p, const char *end)
-{
-    while (*p < end && (**p == ' ' || **p == '\t' || **p == '\r'))
-        (*p)++;
-}
 
 /* An integer token in [p, end) (a string holding one counts too). */
 static int int_of(const char *p, const char *end, int64_t *v)
@@ -87,9 +74,10 @@ static int int_of(const char *p, const char *end, int64_t *v)
 }
 
 /* One member of args: the value's text in [vp, vend), or its string body. */
-static void arg_value(rk_args *a, dft_sv key, const char *vp, const char *vend, dft_sv str,
+static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, dft_sv str,
                       int is_str)
 {
+    rk_args *a = ctx;
     static const struct {
         const char *key;
         unsigned bit;
@@ -133,53 +121,8 @@ static void arg_value(rk_args *a, dft_sv key, const char *vp, const char *vend, 
 /* The members of the args object of a line that parsed as an event. */
 static int scan_args(const char *text, size_t n, rk_args *a)
 {
-    const char *p = text, *end = text + n;
-    dft_sv key, str;
     memset(a, 0, sizeof *a);
-    ws(&p, end);
-    if (p >= end || *p++ != '{')
-        return -1;
-    for (;;) {
-        ws(&p, end);
-        if (p < end && *p == '}')
-            return 0;
-        if (dft_json_scan_string(&p, end, &key) < 0)
-            return -1;
-        ws(&p, end);
-        if (p >= end || *p++ != ':')
-            return -1;
-        ws(&p, end);
-        if (SV_IS(key, "args") && p < end && *p == '{') {
-            p++;
-            for (;;) {
-                ws(&p, end);
-                if (p < end && *p == '}') {
-                    p++;
-                    break;
-                }
-                if (dft_json_scan_string(&p, end, &key) < 0)
-                    return -1;
-                ws(&p, end);
-                if (p >= end || *p++ != ':')
-                    return -1;
-                ws(&p, end);
-                const char *vp = p;
-                int is_str = p < end && *p == '"';
-                if (is_str ? dft_json_scan_string(&p, end, &str) < 0
-                           : dft_json_scan_value(&p, end) < 0)
-                    return -1;
-                arg_value(a, key, vp, p, str, is_str);
-                ws(&p, end);
-                if (p < end && *p == ',')
-                    p++;
-            }
-        } else if (dft_json_scan_value(&p, end) < 0) {
-            return -1;
-        }
-        ws(&p, end);
-        if (p < end && *p == ',')
-            p++;
-    }
+    return dft_members_args(text, n, arg_value, a);
 }
 
 /* ---- keys, threads, records -------------------------------------------- */
@@ -245,8 +188,8 @@ static int32_t key_of(pass *ps, dft_sv cat, dft_sv name)
         free(e->name);
         return -1;
     }
-    copy_sv(e->cat, cat.n + 1, cat);
-    copy_sv(e->name, name.n + 1, name);
+    dft_copy_sv(e->cat, cat.n + 1, cat);
+    dft_copy_sv(e->name, name.n + 1, name);
     e->cat_len = cat.n;
     e->name_len = name.n;
     e->cls = dft_cls_class(cat.p, cat.n, name.p, name.n, NULL);
@@ -302,28 +245,7 @@ static void metadata(pass *ps, const char *text, size_t n, const dft_line *l)
 {
     dft_rk_result *r = ps->r;
     rk_args a;
-    if (SV_IS(l->name, "HH")) {
-        if (!r->host[0])
-            copy_sv(r->host, sizeof r->host, l->a_name);
-    } else if (SV_IS(l->name, "process_name")) {
-        copy_sv(r->process_name, sizeof r->process_name, l->a_name);
-        if (l->have & DFT_HAVE_PID)
-            r->pid = l->pid;
-    } else if (SV_IS(l->name, "rank") || SV_IS(l->a_name, "rank")) {
-        /* The rank rule of docs/trace-format.md ("Rank"), as summary.c reads
-         * it: the last valid rank event wins (torch.distributed's, written at
-         * init_process_group, comes after the launcher's). */
-        if (scan_args(text, n, &a) < 0 || !(a.have & A_VALUE) || a.value < 0 ||
-            a.value > INT32_MAX)
-            return;
-        r->rank = a.value;
-        r->local_rank = (a.have & A_LOCAL) ? a.local_rank : r->local_rank;
-        r->world_size = (a.have & A_WORLD) ? a.world_size : r->world_size;
-        if (a.have & A_JOB)
-            copy_sv(r->job_id, sizeof r->job_id, a.job_id);
-        copy_sv(r->rank_source, sizeof r->rank_source,
-                (a.have & A_SOURCE) ? a.source : (dft_sv){"CM", 2});
-    } else if (SV_IS(l->name, "clock")) {
+    if (SV_IS(l->name, "clock")) {
         if (scan_args(text, n, &a) < 0 || (a.have & (A_VALUE | A_WALL)) != (A_VALUE | A_WALL))
             return;
         int64_t d = a.value - a.wall_us;
@@ -389,14 +311,8 @@ static int add_event(pass *ps, const char *text, size_t n, const dft_line *l)
     k->total += l->dur;
     if (l->have & DFT_HAVE_IO)
         k->io_bytes += l->io_bytes;
-    if (ps->nev == ps->evcap) {
-        size_t cap = ps->evcap ? ps->evcap * 2 : 4096;
-        rk_ev *e = realloc(ps->ev, cap * sizeof *e);
-        if (!e)
-            return -1;
-        ps->ev = e;
-        ps->evcap = cap;
-    }
+    if (DFT_GROW(ps->ev, ps->nev, ps->evcap, 4096) != 0)
+        return -1;
     int32_t step = number > INT32_MIN && number <= INT32_MAX ? (int32_t)number : DFT_RK_NO_STEP;
     ps->ev[ps->nev++] = (rk_ev){l->ts, l->dur, key, tid, step, (uint8_t)kind};
     ps->kinds[kind]++;
@@ -425,11 +341,7 @@ static int read_lines(pass *ps, dft_rd *rd)
             continue;
         }
         r->events++;
-        if (!ps->have_pid && (l.have & DFT_HAVE_PID)) {
-            r->pid = l.pid;
-            ps->have_pid = 1;
-        }
-        if (l.ph == 'M') {
+        if (dft_ident_line(&r->who, text, n, &l)) {
             metadata(ps, text, n, &l);
             continue;
         }
@@ -445,14 +357,11 @@ static int read_lines(pass *ps, dft_rd *rd)
             r->end_max = l.ts + l.dur;
         r->have_ts = 1;
         if (SV_IS(l.cat, "dftracer")) {
-            rk_args a;
-            if (SV_IS(l.name, "start") && scan_args(text, n, &a) == 0 && (a.have & A_PPID))
-                r->ppid = a.ppid;
-            else if (SV_IS(l.name, "end"))
+            if (SV_IS(l.name, "end"))
                 r->finalized = 1;
             continue;
         }
-        if ((l.have & DFT_HAVE_PID) && l.pid != r->pid)
+        if ((l.have & DFT_HAVE_PID) && l.pid != r->who.pid)
             continue; /* a device lane (GPU), not this process's threads */
         if (add_event(ps, text, n, &l) < 0)
             return -1;
@@ -477,7 +386,7 @@ static int choose_kind(const pass *ps)
 int dft_rk_read(const char *path, const char *step_name, int sync_only, dft_rk_result *r)
 {
     memset(r, 0, sizeof *r);
-    r->pid = r->ppid = r->rank = r->local_rank = r->world_size = -1;
+    dft_ident_init(&r->who);
     dft_rd rd;
     if (dft_rd_open(&rd, path) < 0)
         return -1;

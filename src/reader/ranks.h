@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "reader/identity.h"
 #include "reader/classify.h"
 
 /* The classes a step's time is split into: reader/classify.h's. */
@@ -45,8 +46,7 @@ typedef struct dft_rk_result {
     char err[256];
     uint64_t members, events, bad_lines, first_bad_line, long_lines, first_long_line;
     const char *first_bad;
-    char host[256], process_name[512], job_id[256], rank_source[64];
-    int64_t pid, ppid, rank, local_rank, world_size; /* -1: unknown */
+    dft_ident who; /* who wrote the file (reader/identity.c) */
     int finalized, have_ts;
     int64_t ts_min, end_max;
     const char *step_kind; /* NULL: no steps */

@@ -17,10 +17,6 @@
 
 #define STEP_FIELDS (3 + 3 * DFT_RK_CLASSES)
 
-static PyObject *str_of(const char *s, size_t n)
-{
-    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "replace"); /* older tools: not UTF-8 */
-}
 
 static PyObject *steps_bytes(const dft_rk_result *r)
 {
@@ -63,8 +59,8 @@ static PyObject *keys_list(const dft_rk_result *r)
         return NULL;
     for (size_t i = 0; i < r->nkeys; i++) {
         const dft_rk_key *k = &r->keys[i];
-        PyObject *t = Py_BuildValue("(NNiKLLLL)", str_of(k->cat, k->cat_len),
-                                    str_of(k->name, k->name_len), k->cls,
+        PyObject *t = Py_BuildValue("(NNiKLLLL)", dft_rd_text(k->cat, k->cat_len),
+                                    dft_rd_text(k->name, k->name_len), k->cls,
                                     (unsigned long long)k->count, (long long)k->total,
                                     (long long)k->self_all, (long long)k->self_steps,
                                     (long long)k->io_bytes);
@@ -75,11 +71,6 @@ static PyObject *keys_list(const dft_rk_result *r)
         PyList_SET_ITEM(list, (Py_ssize_t)i, t);
     }
     return list;
-}
-
-static const char *status_name(int st)
-{
-    return st == 1 ? "ok" : st == 2 ? "truncated" : st == 3 ? "corrupt" : "error";
 }
 
 static PyObject *rank_file(PyObject *module, PyObject *args, PyObject *kwargs)
@@ -107,24 +98,21 @@ static PyObject *rank_file(PyObject *module, PyObject *args, PyObject *kwargs)
         return PyErr_NoMemory();
     }
     PyObject *out = Py_BuildValue(
-        "{s:O,s:s,s:s,s:K,s:K,s:K,s:z,s:K,s:K,s:K,s:N,s:N,s:L,s:L,s:L,s:L,s:L,s:N,s:N,s:O,"
-        "s:O,s:L,s:L,s:z,s:N,s:i,s:N,s:N,s:(KLLL)}",
-        "path", path, "status", status_name(r.status), "message", r.err, "members",
+        "{s:O,s:s,s:s,s:K,s:K,s:K,s:z,s:K,s:K,s:K,s:O,s:O,s:L,s:L,s:z,s:N,s:i,s:N,s:N,"
+        "s:(KLLL)}",
+        "path", path, "status", dft_rd_status_name(r.status), "message", r.err, "members",
         (unsigned long long)r.members, "events", (unsigned long long)r.events, "bad_lines",
         (unsigned long long)r.bad_lines, "first_bad", r.bad_lines ? r.first_bad : NULL,
         "first_bad_line", (unsigned long long)r.first_bad_line, "long_lines",
         (unsigned long long)r.long_lines, "first_long_line",
-        (unsigned long long)r.first_long_line, "host", str_of(r.host, strlen(r.host)),
-        "process_name", str_of(r.process_name, strlen(r.process_name)), "pid",
-        (long long)r.pid, "ppid", (long long)r.ppid, "rank", (long long)r.rank, "local_rank",
-        (long long)r.local_rank, "world_size", (long long)r.world_size, "job_id",
-        str_of(r.job_id, strlen(r.job_id)), "rank_source",
-        str_of(r.rank_source, strlen(r.rank_source)), "finalized",
+        (unsigned long long)r.first_long_line, "finalized",
         r.finalized ? Py_True : Py_False, "has_ts", r.have_ts ? Py_True : Py_False, "ts_min",
         (long long)r.ts_min, "end_max", (long long)r.end_max, "step_kind", r.step_kind,
         "steps", steps_bytes(&r), "step_fields", STEP_FIELDS, "sync", sync_bytes(&r), "keys",
         keys_list(&r), "clock", (unsigned long long)r.clock_pairs, (long long)r.clock_first,
         (long long)r.clock_min, (long long)r.clock_max);
+    if (out && dft_ident_add_to(out, &r.who) < 0)
+        Py_CLEAR(out);
     dft_rk_free(&r);
     return out;
 }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/grow.h"
 #include "reader/reader.h"
 
 #define STEP_EVENT 255 /* a record that is one of the chosen steps */
@@ -55,14 +56,8 @@ static int by_start(const void *a, const void *b)
 
 static dft_rk_step *new_step(dft_rk_result *r, size_t *cap)
 {
-    if (r->nsteps == *cap) {
-        size_t c = *cap ? *cap * 2 : 64;
-        dft_rk_step *s = realloc(r->steps, c * sizeof *s);
-        if (!s)
-            return NULL;
-        r->steps = s;
-        *cap = c;
-    }
+    if (DFT_GROW(r->steps, r->nsteps, *cap, 64) != 0)
+        return NULL;
     dft_rk_step *s = &r->steps[r->nsteps++];
     memset(s, 0, sizeof *s);
     for (int c = 0; c < DFT_RK_CLASSES; c++)

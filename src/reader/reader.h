@@ -150,6 +150,30 @@ int dft_line_is_bracket(const char *s, size_t n);
 int dft_json_scan_string(const char **p, const char *end, dft_sv *body);
 int dft_json_scan_value(const char **p, const char *end);
 
+/* ---- walking a JSON object's members (reader/members.c) ----------------- */
+
+typedef struct dft_members {
+    const char *p, *end; /* p: after the last thing read */
+    int first;
+} dft_members;
+
+/* p (after whitespace) is at '{': starts the walk past it.  0, or -1 when
+ * it is not an object. */
+int dft_members_open(dft_members *it, const char *p, const char *end);
+/* The next member: 1 with its key (the string's body) and it->p at its
+ * value, which the caller then takes (dft_json_scan_value, or its own
+ * reading) by advancing it->p; 0 at the object's end (it->p past the '}');
+ * -1 when malformed.  No GIL. */
+int dft_members_next(dft_members *it, dft_sv *key);
+
+/* Calls fn for each member of the "args" object of the event line text:
+ * its key, its value's text [v, vend), and for a string its body.  0, or -1
+ * when the line is malformed (fn may have been called for some members).
+ * No GIL. */
+typedef void (*dft_arg_fn)(void *ctx, dft_sv key, const char *v, const char *vend, dft_sv str,
+                           int is_str);
+int dft_members_args(const char *text, size_t n, dft_arg_fn fn, void *ctx);
+
 /* ---- a set of uint64 keys with a pointer each (reader/set.c) ------------ */
 
 typedef struct dft_u64map {

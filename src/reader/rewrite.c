@@ -251,27 +251,16 @@ static int64_t new_id(const rewriter *w, int64_t id)
 static int put_args(rewriter *w, const char **p, const char *end)
 {
     dft_sbuf *b = &w->buf;
-    ws(p, end);
-    if (*p >= end || **p != '{')
+    dft_members it;
+    if (dft_members_open(&it, *p, end) < 0) {
+        ws(p, end);
         return put_value(b, p, end, 1);
-    (*p)++;
-    DFT_SBUF_LIT(b, "{");
-    ws(p, end);
-    if (*p < end && **p == '}') {
-        (*p)++;
-        DFT_SBUF_LIT(b, "}");
-        return 0;
     }
-    for (int first = 1;; first = 0) {
-        ws(p, end);
-        dft_sv k;
-        if (dft_json_scan_string(p, end, &k) < 0)
-            return -1;
-        ws(p, end);
-        if (*p >= end || **p != ':')
-            return -1;
-        (*p)++;
-        ws(p, end);
+    DFT_SBUF_LIT(b, "{");
+    dft_sv k;
+    int rc;
+    for (int first = 1; (rc = dft_members_next(&it, &k)) == 1; first = 0) {
+        *p = it.p;
         if (!first)
             DFT_SBUF_LIT(b, ",");
         int done = 0;
@@ -311,18 +300,13 @@ static int put_args(rewriter *w, const char **p, const char *end)
             if (put_value(b, p, end, 1) < 0)
                 return -1;
         }
-        ws(p, end);
-        if (*p < end && **p == ',') {
-            (*p)++;
-            continue;
-        }
-        if (*p < end && **p == '}') {
-            (*p)++;
-            DFT_SBUF_LIT(b, "}");
-            return 0;
-        }
-        return -1;
+        it.p = *p;
     }
+    if (rc < 0)
+        return -1;
+    *p = it.p;
+    DFT_SBUF_LIT(b, "}");
+    return 0;
 }
 
 /* Ids given to the events that have none (dftracer 2.x's metadata): above
@@ -337,10 +321,9 @@ static int put_event(rewriter *w, const char *p, const char *end, int64_t add_id
     size_t mark = b->len;
     if (w->chrome)
         DFT_SBUF_LIT(b, ",\n");
-    ws(&p, end);
-    if (p >= end || *p != '{')
+    dft_members it;
+    if (dft_members_open(&it, p, end) < 0)
         goto bad;
-    p++;
     DFT_SBUF_LIT(b, "{");
     int first = 1;
     if (add_id >= 0) {
@@ -348,17 +331,10 @@ static int put_event(rewriter *w, const char *p, const char *end, int64_t add_id
         dft_json_int(b, new_id(w, add_id));
         first = 0;
     }
-    ws(&p, end);
-    for (; p < end && *p != '}'; first = 0) {
-        dft_sv k;
-        ws(&p, end);
-        if (dft_json_scan_string(&p, end, &k) < 0)
-            goto bad;
-        ws(&p, end);
-        if (p >= end || *p != ':')
-            goto bad;
-        p++;
-        ws(&p, end);
+    dft_sv k;
+    int rc;
+    for (; (rc = dft_members_next(&it, &k)) == 1; first = 0) {
+        p = it.p;
         if (!first)
             DFT_SBUF_LIT(b, ",");
         put_string(b, k);
@@ -384,13 +360,9 @@ static int put_event(rewriter *w, const char *p, const char *end, int64_t add_id
                 goto bad;
         } else if (put_value(b, &p, end, 1) < 0)
             goto bad;
-        ws(&p, end);
-        if (p < end && *p == ',')
-            p++;
-        else if (!(p < end && *p == '}'))
-            goto bad;
+        it.p = p;
     }
-    if (p >= end)
+    if (rc < 0)
         goto bad;
     DFT_SBUF_LIT(b, "}");
     if (!w->chrome)

@@ -48,5 +48,15 @@ PyObject *dft_rd_status_str(int status);
  * reader refused the file, else errno's words. */
 void dft_rd_raise_open_error(PyObject *path, const struct dft_rd *rd, int err);
 PyObject *dft_rd_message_str(const struct dft_rd *rd);
+/* Text a trace holds as str (bytes that are not UTF-8, as older tools
+ * wrote, replaced).  NULL with an exception. */
+PyObject *dft_rd_text(const char *s, size_t n);
+/* A pass's status word: "ok", "truncated", "corrupt" or "error". */
+const char *dft_rd_status_name(int status);
+/* Adds who wrote the file (reader/identity.h) to the pass's result dict d:
+ * host, process_name, pid, ppid, rank, local_rank, world_size, job_id,
+ * rank_source, worker, num_workers.  0, or -1 with an exception.  GIL held. */
+struct dft_ident;
+int dft_ident_add_to(PyObject *d, const struct dft_ident *id);
 
 #endif

@@ -19,6 +19,17 @@
             return NULL;                                                                       \
         (rec).member = (__typeof__((rec).member))v_;                                           \
     } while (0)
+/* A field whose key is the member's own name. */
+#define F(rec, member) FIELD(rec, member, #member)
+/* The fields every kind of record has. */
+#define TIMES_AND_IDS(rec)                                                                      \
+    do {                                                                                       \
+        F(rec, start);                                                                         \
+        F(rec, end);                                                                           \
+        F(rec, contextId);                                                                     \
+        F(rec, streamId);                                                                      \
+        F(rec, correlationId);                                                                 \
+    } while (0)
 
 static const char *test_api_name_value;
 
@@ -66,66 +77,50 @@ static PyObject *cupti_convert_test(PyObject *m, PyObject *args, PyObject *kwarg
     if (!strcmp(kind, "kernel")) {
         rec.k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
         rec.k.name = name;
-        FIELD(rec.k, start, "start");
-        FIELD(rec.k, end, "end");
-        FIELD(rec.k, deviceId, "deviceId");
-        FIELD(rec.k, contextId, "contextId");
-        FIELD(rec.k, streamId, "streamId");
-        FIELD(rec.k, correlationId, "correlationId");
-        FIELD(rec.k, gridX, "gridX");
-        FIELD(rec.k, gridY, "gridY");
-        FIELD(rec.k, gridZ, "gridZ");
-        FIELD(rec.k, blockX, "blockX");
-        FIELD(rec.k, blockY, "blockY");
-        FIELD(rec.k, blockZ, "blockZ");
-        FIELD(rec.k, registersPerThread, "registersPerThread");
-        FIELD(rec.k, staticSharedMemory, "staticSharedMemory");
-        FIELD(rec.k, dynamicSharedMemory, "dynamicSharedMemory");
+        TIMES_AND_IDS(rec.k);
+        F(rec.k, deviceId);
+        F(rec.k, gridX);
+        F(rec.k, gridY);
+        F(rec.k, gridZ);
+        F(rec.k, blockX);
+        F(rec.k, blockY);
+        F(rec.k, blockZ);
+        F(rec.k, registersPerThread);
+        F(rec.k, staticSharedMemory);
+        F(rec.k, dynamicSharedMemory);
     } else if (!strcmp(kind, "memcpy")) {
         rec.c.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-        FIELD(rec.c, start, "start");
-        FIELD(rec.c, end, "end");
-        FIELD(rec.c, bytes, "bytes");
-        FIELD(rec.c, copyKind, "copyKind");
-        FIELD(rec.c, srcKind, "srcKind");
-        FIELD(rec.c, dstKind, "dstKind");
-        FIELD(rec.c, deviceId, "deviceId");
-        FIELD(rec.c, contextId, "contextId");
-        FIELD(rec.c, streamId, "streamId");
-        FIELD(rec.c, correlationId, "correlationId");
+        TIMES_AND_IDS(rec.c);
+        F(rec.c, bytes);
+        F(rec.c, copyKind);
+        F(rec.c, srcKind);
+        F(rec.c, dstKind);
+        F(rec.c, deviceId);
     } else if (!strcmp(kind, "memset")) {
         rec.s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
-        FIELD(rec.s, start, "start");
-        FIELD(rec.s, end, "end");
-        FIELD(rec.s, bytes, "bytes");
-        FIELD(rec.s, value, "value");
+        TIMES_AND_IDS(rec.s);
+        F(rec.s, bytes);
+        F(rec.s, value);
 #ifdef DFT_CUPTI_MEMSET_HAS_MEMORY_KIND
-        FIELD(rec.s, memoryKind, "memoryKind");
+        F(rec.s, memoryKind);
 #endif
-        FIELD(rec.s, deviceId, "deviceId");
-        FIELD(rec.s, contextId, "contextId");
-        FIELD(rec.s, streamId, "streamId");
-        FIELD(rec.s, correlationId, "correlationId");
+        F(rec.s, deviceId);
     } else if (!strcmp(kind, "sync")) {
         rec.y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
         rec.y.streamId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
         rec.y.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
-        FIELD(rec.y, start, "start");
-        FIELD(rec.y, end, "end");
-        FIELD(rec.y, type, "type");
-        FIELD(rec.y, contextId, "contextId");
-        FIELD(rec.y, streamId, "streamId");
-        FIELD(rec.y, cudaEventId, "cudaEventId");
-        FIELD(rec.y, correlationId, "correlationId");
+        TIMES_AND_IDS(rec.y);
+        F(rec.y, type);
+        F(rec.y, cudaEventId);
     } else if (!strcmp(kind, "runtime") || !strcmp(kind, "driver")) {
         rec.a.kind = kind[0] == 'r' ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
-        FIELD(rec.a, start, "start");
-        FIELD(rec.a, end, "end");
-        FIELD(rec.a, cbid, "cbid");
-        FIELD(rec.a, processId, "processId");
-        FIELD(rec.a, threadId, "threadId");
-        FIELD(rec.a, correlationId, "correlationId");
-        FIELD(rec.a, returnValue, "returnValue");
+        F(rec.a, start);
+        F(rec.a, end);
+        F(rec.a, cbid);
+        F(rec.a, processId);
+        F(rec.a, threadId);
+        F(rec.a, correlationId);
+        F(rec.a, returnValue);
         test_api_name_value = name;
         ctx.api_name = test_api_name;
     } else {

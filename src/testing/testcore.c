@@ -15,6 +15,7 @@
 
 #include "core/clock.h"
 #include "core/compress.h"
+#include "binding/pyargs.h"
 #include "core/core.h"
 #include "format/json.h"
 #include "integrations.h"
@@ -30,11 +31,7 @@ int dft_testing_dict_i64(PyObject *d, const char *what, const char *key, int64_t
                      Py_TYPE(v)->tp_name);
         return -1;
     }
-    long long x = PyLong_AsLongLong(v);
-    if (x == -1 && PyErr_Occurred())
-        return -1;
-    *out = (int64_t)x;
-    return 0;
+    return dft_pyargs_int64(v, key, out);
 }
 
 /* _json_string(bytes) -> str: the JSON string dftracer writes for bytes. */
@@ -125,13 +122,15 @@ static int64_t *int64_items(PyObject *seq, const char *what)
     if (!out)
         return (int64_t *)PyErr_NoMemory();
     for (Py_ssize_t i = 0; i < n; i++) {
-        long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, i));
-        if (v == -1 && PyErr_Occurred()) {
-            PyErr_Format(PyExc_TypeError, "%s must be ints", what);
+        PyObject *v = PyTuple_GET_ITEM(seq, i); /* borrowed */
+        if (!PyLong_Check(v) || dft_pyargs_int64(v, what, &out[i]) < 0) {
+            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_TypeError, "%s must be ints", what);
+            }
             PyMem_Free(out);
             return NULL;
         }
-        out[i] = v;
     }
     return out;
 }

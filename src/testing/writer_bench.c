@@ -9,7 +9,7 @@
 #include "core/compress.h"
 #include "format/lines.h"
 
-#define PIECE ((size_t)1 << 20)  /* JSON bytes per gzip member, as in writer.c */
+#define PIECE ((size_t)1 << 20)  /* JSON bytes per gzip member, as in core/writer_state.h */
 #define CHUNK_EVENTS 20000       /* records encoded once, formatted over and over */
 
 static double cpu_now(void)

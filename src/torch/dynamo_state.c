@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "binding/pyargs.h"
+
 /* ---- per-thread state -------------------------------------------------- */
 
 /* Only a pointer is thread-local: the core's initial-exec TLS leaves little
@@ -108,10 +110,8 @@ static int set_int_field(PyObject *v, const char *argname, unsigned bit, int64_t
                      Py_TYPE(v)->tp_name);
         return -1;
     }
-    long long x = PyLong_AsLongLong(v);
-    if (x == -1 && PyErr_Occurred())
+    if (dft_pyargs_int64(v, argname, field) < 0)
         return -1;
-    *field = x;
     *has |= bit;
     return 0;
 }

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
-from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Union
 
 ENV_DIR = "DFTRACER_PROFILER_DIR"
 DEFAULT_DIR = "./profiler_logs"
@@ -118,10 +118,6 @@ class ProfilerOptions:
 
     def replace(self, **changes: Any) -> "ProfilerOptions":
         return dataclasses.replace(self, **changes)
-
-
-def option_fields() -> Iterator["dataclasses.Field[Any]"]:
-    return iter(dataclasses.fields(ProfilerOptions))
 
 
 def signature(*, keyword_only: bool, defaults: Mapping[str, Any] = {},

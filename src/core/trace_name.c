@@ -1,0 +1,71 @@
+/* core/trace_name.c: the trace file's name "<stem>-<host>-<pid>[.<k>]-app.pfw[.gz]"
+ * (docs/trace-format.md, "Files"), built and taken apart here only: the stem
+ * from a log file (dft_config_stem, declared in config.h), the process's name,
+ * the numbered names of later traces, and whether a name is a process's.
+ * dftracer/tools/trace_name.py is the same rule in Python.  All pure: any thread,
+ * no GIL. */
+#include "core/trace_name.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+
+#define TAIL "-app.pfw"
+#define GZ ".gz"
+
+/* The suffixes a stem loses: a log file named like a trace file. */
+char *dft_config_stem(const char *log_file)
+{
+    size_t n = strlen(log_file);
+    if (n >= 7 && !strcmp(log_file + n - 7, ".pfw" GZ))
+        n -= 7;
+    else if (n >= 4 && !strcmp(log_file + n - 4, ".pfw"))
+        n -= 4;
+    char *s = malloc(n + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, log_file, n);
+    s[n] = '\0';
+    return s;
+}
+
+char *dft_trace_name_build(const char *stem, const char *host, int64_t pid, int compressed)
+{
+    size_t n = strlen(stem) + strlen(host) + 64;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s-%s-%lld" TAIL "%s", stem, host, (long long)pid, compressed ? GZ : "");
+    return p;
+}
+
+/* Where the name's "-app.pfw[.gz]" tail starts, or NULL. */
+static const char *name_tail(const char *path)
+{
+    const char *tail = NULL;
+    for (const char *t = strstr(path, TAIL); t; t = strstr(t + 1, TAIL))
+        if (strcmp(t, TAIL) == 0 || strcmp(t, TAIL GZ) == 0)
+            tail = t;
+    return tail;
+}
+
+char *dft_trace_name_numbered(const char *path, int k)
+{
+    size_t n = strlen(path);
+    const char *tail = name_tail(path);
+    size_t head = tail ? (size_t)(tail - path) : n;
+    char *p = malloc(n + 16);
+    if (p)
+        snprintf(p, n + 16, "%.*s.%d%s", (int)head, path, k, tail ? tail : "");
+    return p;
+}
+
+int dft_trace_name_has_pid(const char *path, long pid)
+{
+    char want[32];
+    int w = snprintf(want, sizeof want, "-%ld", pid);
+    const char *tail = name_tail(path);
+    return tail && w > 0 && (size_t)(tail - path) >= (size_t)w &&
+           memcmp(tail - w, want, (size_t)w) == 0;
+}

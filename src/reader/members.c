@@ -1,0 +1,86 @@
+/* reader/members.c: the one walk over a JSON object's members that the
+ * readers share: the passes' args scanners (ranks.c, iostats.c) and the
+ * rewriter (rewrite.c).  Lenient as the readers are: whitespace anywhere,
+ * the older tools' unescaped quotes in strings (dft_json_scan_string), a
+ * trailing comma.  The caller takes each value itself (skips it, scans it,
+ * or copies it changed), so one walk serves reading and rewriting.  The line
+ * parser (reader/parse.c, next_member) walks the same way with strict mode's
+ * checks of each key and a reason for each failure, for `validate`.  Pure;
+ * no GIL. */
+#include "reader/reader.h"
+
+#include <string.h>
+
+static void ws(const char **p, const char *end)
+{
+    while (*p < end && (**p == ' ' || **p == '\t' || **p == '\r' || **p == '\n'))
+        (*p)++;
+}
+
+int dft_members_open(dft_members *it, const char *p, const char *end)
+{
+    ws(&p, end);
+    if (p >= end || *p != '{')
+        return -1;
+    it->p = p + 1;
+    it->end = end;
+    it->first = 1;
+    return 0;
+}
+
+int dft_members_next(dft_members *it, dft_sv *key)
+{
+    ws(&it->p, it->end);
+    if (it->p >= it->end)
+        return -1;
+    if (!it->first) {
+        if (*it->p == ',') {
+            it->p++;
+            ws(&it->p, it->end);
+        } else if (*it->p != '}') {
+            return -1; /* neither ',' nor '}' after a value */
+        }
+    }
+    if (it->p < it->end && *it->p == '}') {
+        it->p++;
+        return 0;
+    }
+    it->first = 0;
+    if (dft_json_scan_string(&it->p, it->end, key) < 0)
+        return -1;
+    ws(&it->p, it->end);
+    if (it->p >= it->end || *it->p != ':')
+        return -1;
+    it->p++;
+    ws(&it->p, it->end);
+    return 1;
+}
+
+int dft_members_args(const char *text, size_t n, dft_arg_fn fn, void *ctx)
+{
+    dft_members top, args;
+    dft_sv key;
+    int rc;
+    if (dft_members_open(&top, text, text + n) < 0)
+        return -1;
+    while ((rc = dft_members_next(&top, &key)) == 1) {
+        if (key.n == 4 && memcmp(key.p, "args", 4) == 0 &&
+            dft_members_open(&args, top.p, top.end) == 0) {
+            while ((rc = dft_members_next(&args, &key)) == 1) {
+                const char *v = args.p;
+                dft_sv str = {NULL, 0};
+                int is_str = v < args.end && *v == '"';
+                if (is_str ? dft_json_scan_string(&args.p, args.end, &str) < 0
+                           : dft_json_scan_value(&args.p, args.end) < 0)
+                    return -1;
+                fn(ctx, key, v, args.p, str, is_str);
+            }
+            if (rc < 0)
+                return -1;
+            top.p = args.p;
+        } else if (dft_json_scan_value(&top.p, top.end) < 0) {
+            return -1;
+        }
+    }
+    return rc;
+}

@@ -1,0 +1,64 @@
+"""Who wrote a trace file is read once for the ranks and the I/O passes
+(src/reader/identity.c, issue 38): both give the same identity, by the one
+rank rule, and both walk the args with the one member iterator
+(src/reader/members.c)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+IDENTITY = ("host", "process_name", "pid", "ppid", "rank", "local_rank", "world_size", "job_id",
+            "rank_source", "worker", "num_workers")
+
+
+def _write(path, meta, start_args):
+    ev = [{"id": 1, "name": "HH", "cat": "dftracer", "pid": 42, "tid": 42, "ph": "M",
+           "args": {"name": "node-7", "value": "0123456789abcdef"}},
+          {"id": 2, "name": "process_name", "cat": "dftracer", "pid": 42, "tid": 42, "ph": "M",
+           "args": {"name": "python rank 3", "value": "process_name"}}]
+    for i, (name, args) in enumerate(meta, 3):
+        ev.append({"id": i, "name": name, "cat": "dftracer", "pid": 42, "tid": 42, "ph": "M",
+                   "args": args})
+    ev.append({"id": 90, "name": "start", "cat": "dftracer", "pid": 42, "tid": 42, "ts": 10,
+               "dur": 0, "ph": "X", "args": start_args})
+    ev.append({"id": 91, "name": "read", "cat": "POSIX", "pid": 42, "tid": 42, "ts": 20,
+               "dur": 5, "ph": "X", "args": {"fd": 3, "ret": 10, "file": "/d/x"}})
+    # whitespace around the args' members: the readers' lenient walk
+    lines = ["["] + [json.dumps(e) for e in ev] + [
+        '{"id": 92, "name": "write", "cat": "POSIX", "pid": 42, "tid": 42, "ts": 30, '
+        '"dur": 5, "ph": "X", "args": { "fd" : 3 , "ret" : 4 , "file" : "/d/x" } }']
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("meta, start, want", [
+    ([("rank", {"name": "rank", "value": "5", "local_rank": "1", "world_size": 8,
+                "job_id": "j1", "source": "torch.distributed"}),
+      ("worker", {"name": "worker", "value": 2, "num_workers": 4})],
+     {"ppid": 7},
+     {"rank": 5, "local_rank": 1, "world_size": 8, "job_id": "j1",
+      "rank_source": "torch.distributed", "worker": 2, "num_workers": 4, "ppid": 7}),
+    ([("rank", {"name": "rank", "value": 2**31})], {"ppid": "x"},
+     {"rank": -1, "local_rank": -1, "world_size": -1, "job_id": "", "rank_source": "",
+      "worker": -1, "num_workers": -1, "ppid": -1}),
+    ([("CM", {"name": "rank", "value": "4"}), ("worker", {"name": "worker", "value": 1,
+                                                          "num_workers": 1})], {},
+     {"rank": 4, "rank_source": "CM", "worker": 1, "num_workers": -1}),
+])
+def test_both_passes_read_the_same_identity(tmp_path, meta, start, want):
+    from dftracer import _core
+
+    path = _write(tmp_path / "t-node-7-42-app.pfw", meta, start)
+    rk, io = _core._rank_file(path), _core._io_file(path)
+    assert rk["status"] == io["status"] == "ok"
+    assert {k: rk[k] for k in IDENTITY} == {k: io[k] for k in IDENTITY}
+    assert (rk["host"], rk["process_name"], rk["pid"]) == ("node-7", "python rank 3", 42)
+    for k, v in want.items():
+        assert rk[k] == v, k
+    # the spaced-out write line was read: two I/O events on one file
+    assert io["io_events"] == 2 and rk["bad_lines"] == io["bad_lines"] == 0
+    [f] = io["files"]
+    assert f[0] == "/d/x"
