@@ -6,11 +6,14 @@ bucket by 1/group size, all-reduce it) and times it.  The hook is a C
 callable (_core._DdpHook, src/torch/ddp_hook.c), and so is the completion
 it chains on the work's future: no Python frame runs per bucket.  (Gloo has
 no completion callback and the reducer none per bucket, so without a hook
-the buckets cannot be seen; a built-in C++ hook gives no callback.)  The
-event starts
-when the bucket's all-reduce is issued, or when the previous bucket's
-finished if that is later (the backend runs them in order), and ends when
-its future completes (on NCCL, when the work is enqueued).  It carries
+the buckets cannot be seen; a built-in C++ hook gives no callback.  The
+price of any hook: DDP no longer fuses the scaling into its copy of the
+gradients into the bucket, so the hook scales the bucket in one more pass.)
+
+The event starts when the bucket's all-reduce is issued, or when the
+previous bucket's finished if that is later (a backend queues them in
+order; gloo's two worker threads may still finish two at once), and ends
+when its future completes (on NCCL, when the work is enqueued).  It carries
 `ddp_bucket`, `async`: 1 and `seq`, its number among the group's DDP
 buckets: every rank issues the buckets in the same order, so it is a sync
 point for merge's clock alignment like any collective.
