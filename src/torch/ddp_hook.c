@@ -193,9 +193,13 @@ static PyObject *hook_vectorcall(PyObject *self, PyObject *const *args, size_t n
         return NULL;
     }
     PyObject *bucket = args[1];
-    if (h->user != Py_None) /* the program's hook wins */
-        return PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(h->user, 1),
-                                            PyTuple_GET_ITEM(h->user, 0), bucket, NULL);
+    if (h->user != Py_None) { /* the program's hook wins */
+        PyObject *user = Py_NewRef(h->user); /* it may register again while it runs */
+        PyObject *r = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(user, 1),
+                                                   PyTuple_GET_ITEM(user, 0), bucket, NULL);
+        Py_DECREF(user);
+        return r;
+    }
     int64_t start = dft_now_us();
     PyObject *tensor = scaled_buffer(h, bucket);
     if (!tensor)
