@@ -10,7 +10,9 @@ interleaved rounds:
   comm/all_reduce event per bucket written to a trace;
 - torch's allreduce_hook: the Python communication hook of
   torch.distributed.algorithms.ddp_comm_hooks.default_hooks, what a
-  per-bucket Python hook (dftracer's before issue 35) costs.
+  per-bucket Python hook (dftracer's before issue 35) costs;
+- torch's built-in ALLREDUCE hook (C++): what any hook costs without
+  Python (DDP no longer fuses the scaling into its copy into the bucket).
 
 Models: the ddp-tutorial's Linear(20, 1) (one bucket) and an MLP of six
 Linear(256, 256) with bucket_cap_mb=0.25 (several buckets).
@@ -35,7 +37,8 @@ from typing import Any, Dict, List
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_autotrace import cpu  # type: ignore[import-not-found]  # noqa: E402
 
-VARIANTS = ["untraced", "dftracer (C hook)", "torch allreduce_hook (Python)"]
+VARIANTS = ["untraced", "dftracer (C hook)", "torch allreduce_hook (Python)",
+            "torch built-in ALLREDUCE (C++)"]
 
 
 def models() -> Dict[str, Any]:
@@ -81,8 +84,10 @@ def measure(rank: int, world: int, directory: str, rounds: int, steps: int) -> D
             if v.startswith("dftracer"):
                 ours._attach(model)
                 assert model in ours._states, "the hook was not attached"
-            elif v.startswith("torch"):
+            elif v.startswith("torch allreduce_hook"):
                 model.register_comm_hook(None, default_hooks.allreduce_hook)
+            elif v.startswith("torch built-in"):
+                model._register_builtin_comm_hook(dist.BuiltinCommHookType.ALLREDUCE)
             variants.append(model)
         wall: Dict[str, List[float]] = {v: [] for v in VARIANTS}
         cpu_: Dict[str, List[float]] = {v: [] for v in VARIANTS}
