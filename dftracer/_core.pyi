@@ -220,6 +220,29 @@ def _dyn_end(op: int, token: int) -> None: ...
 def _dyn_compile_begin() -> None: ...
 def _dyn_compile_end(graphs: int) -> None: ...
 def _dyn_counters() -> Tuple[int, int, int, int]: ...
+
+class _DdpHook:
+    """DDP's communication hook in C (src/torch/ddp_hook.c): registered with
+    torch.distributed._register_comm_hook(reducer, hook, hook); called as
+    hook(state, bucket) -> Future, one comm/all_reduce event per bucket."""
+
+    user: Optional[Tuple[object, Callable[..., object]]]
+    join_work: object
+    divide: bool
+    @property
+    def group(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    def __init__(
+        self,
+        pg: object,
+        group: str,
+        size: int,
+        opts: object,
+        seq: Dict[str, int],
+        divisor_fn: Callable[["_DdpHook"], int],
+    ) -> None: ...
+    def __call__(self, state: object, bucket: object) -> object: ...
 # False on a CPython newer than FRAME_HOOK_MAX_PYTHON: the _frame_hook_*
 # functions are then absent (src/torch/frame_hook.c).
 FRAME_HOOK: bool

@@ -20,6 +20,7 @@ int dft_cupti_register(PyObject *module);          /* gpu/: GPU activity */
 int dft_dynamo_state_register(PyObject *module);   /* torch/dynamo_state.c: contexts */
 int dft_dynamo_register(PyObject *module);         /* torch/dynamo_timing.c: graph timers */
 int dft_frame_hook_register(PyObject *module);     /* torch/frame_hook.c: PEP 523 hook */
+int dft_ddp_hook_register(PyObject *module);       /* torch/ddp_hook.c: DDP's bucket hook */
 int dft_hang_spans_register(PyObject *module);     /* hang/spans_py.c: open spans */
 int dft_hang_stacks_register(PyObject *module);    /* hang/stacks.c: stacks on request */
 
@@ -40,6 +41,7 @@ static const dft_integration_fn dft_integrations[] = {
     dft_dynamo_state_register,
     dft_dynamo_register,
     dft_frame_hook_register,
+    dft_ddp_hook_register,
     dft_hang_spans_register,
     dft_hang_stacks_register,
 };

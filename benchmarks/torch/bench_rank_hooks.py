@@ -5,14 +5,14 @@ hooks installed and removed in alternating rounds:
 - a collective through comm.py's wrapper (its event, `seq`) against the
   same call unwrapped: FSDP2's `all_gather_single` on a 1-rank gloo group;
 - a functional collective (funcol.py): `all_reduce` on a 1-rank DeviceMesh;
-- DDP's bucket `seq` (one per bucket per step);
 - `model.train()` on a 1000-module model (the late-model search's trigger,
   once per pass).
 
     PYTHONPATH=. python3 benchmarks/torch/bench_rank_hooks.py [--rounds R]
 
-Per step, a DDP script pays one bucket `seq` per bucket; an FSDP2 step pays
-the collective wrapper once per gather and reduce-scatter."""
+An FSDP2 step pays the collective wrapper once per gather and
+reduce-scatter.  DDP's bucket hook (2 ranks, per backward) is measured by
+bench_ddp_hook.py."""
 
 from __future__ import annotations
 
@@ -61,16 +61,14 @@ def main() -> None:
     out, inp = torch.zeros(256), torch.ones(256)
     model = torch.nn.Sequential(*[torch.nn.Identity() for _ in range(1000)])
     names = ["all_gather_single (FSDP2), 1 KiB", "funcol all_reduce, 1 KiB",
-             "DDP bucket seq", "model.train(), 1000 modules"]
+             "model.train(), 1000 modules"]
     on: Dict[str, List[float]] = {n: [] for n in names}
     off: Dict[str, List[float]] = {n: [] for n in names}
 
     def measure(into: Dict[str, List[float]]) -> None:
         into[names[0]].append(per_call_us(lambda: dist.all_gather_single(out, inp), 2000))
         into[names[1]].append(per_call_us(lambda: fc.all_reduce(inp, "sum", mesh).wait(), 1000))
-        into[names[2]].append(per_call_us(lambda: comm.next_seq(("world", "ddp")), 100000)
-                              if into is on else 0.0)
-        into[names[3]].append(per_call_us(model.train, 200))
+        into[names[2]].append(per_call_us(model.train, 200))
 
     for _ in range(rounds):
         measure(off)

@@ -1,11 +1,19 @@
 """DDP's gradient all-reduce: one `comm/all_reduce` event per bucket.
 
 When DistributedDataParallel.__init__ returns, a communication hook is
-registered on its reducer that does what DDP does without one (divide the
-bucket by the group size, all-reduce it) and times it: the event starts
-when the bucket's all-reduce is issued, or when the previous bucket's
-finished if that is later (the backend runs them in order), and ends when
-its future completes (on NCCL, when the work is enqueued).  It carries
+registered on its reducer that does what DDP does without one (scale the
+bucket by 1/group size, all-reduce it) and times it.  The hook is a C
+callable (_core._DdpHook, src/torch/ddp_hook.c), and so is the completion
+it chains on the work's future: no Python frame runs per bucket.  (Gloo has
+no completion callback and the reducer none per bucket, so without a hook
+the buckets cannot be seen; a built-in C++ hook gives no callback.  The
+price of any hook: DDP no longer fuses the scaling into its copy of the
+gradients into the bucket, so the hook scales the bucket in one more pass.)
+
+The event starts when the bucket's all-reduce is issued, or when the
+previous bucket's finished if that is later (a backend queues them in
+order; gloo's two worker threads may still finish two at once), and ends
+when its future completes (on NCCL, when the work is enqueued).  It carries
 `ddp_bucket`, `async`: 1 and `seq`, its number among the group's DDP
 buckets: every rank issues the buckets in the same order, so it is a sync
 point for merge's clock alignment like any collective.
@@ -24,13 +32,14 @@ from __future__ import annotations
 
 import functools
 import weakref
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Dict
 
 import torch
 import torch.distributed as dist
 
+from dftracer import _core
 from dftracer._autotrace import comm, modules
-from dftracer._autotrace._base import emit, now, part, patch
+from dftracer._autotrace._base import part, patch
 
 P = part("ddp")
 
@@ -42,80 +51,21 @@ _BUILTIN_NAMES = {"AssertionError", "_register_builtin_comm_hook", "_set_comm_ho
                   "dist", "logger", "reducer", "str"}
 
 
-class HookState:
-    """What the hook of one DDP model needs; `user` is the program's hook."""
-
-    def __init__(self, ddp: Any, pg: Any, group: str, size: int) -> None:
-        self.ddp = weakref.ref(ddp)
-        self.pg = pg
-        self.group = group
-        self.size = size
-        self.user: Optional[Tuple[Any, Callable[..., Any]]] = None
-        self.last_end = 0
-        self.join_work: Any = None
+# the next `seq` of each group's DDP buckets (shared by the group's models)
+_seq: Dict[str, int] = {}
+_states: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()  # DDP -> _DdpHook
 
 
-_states: "weakref.WeakKeyDictionary[Any, HookState]" = weakref.WeakKeyDictionary()
-_all_reduce: Callable[..., Any] = comm.original("all_reduce")
-
-
-def _divisor(state: HookState) -> int:
-    """What DDP divides gradients by: the group size, or under
-    join(divide_by_initial_world_size=False) the ranks not yet joined."""
-    ddp = state.ddp()
-    work = state.join_work
+def _divisor(ddp_ref: "weakref.ref[Any]", hook: Any) -> int:
+    """What DDP divides gradients by when a Join context is active: the group
+    size, or under join(divide_by_initial_world_size=False) the ranks not yet
+    joined (called by the C hook only while hook.join_work is set)."""
+    ddp = ddp_ref()
+    work = hook.join_work
     if ddp is None or work is None or getattr(ddp, "_divide_by_initial_world_size", True):
-        return state.size
+        return int(hook.size)
     work.wait()
     return int(work.get_future().value()[0].item())
-
-
-def comm_hook(state: HookState, bucket: Any) -> Any:
-    """The hook DDP calls for each bucket (it must return a Future[Tensor])."""
-    user = state.user
-    if user is not None:
-        return user[1](user[0], bucket)
-    return _timed(state, bucket, _scale_as_ddp)
-
-
-def _scale_as_ddp(bucket: Any, divisor: int) -> Any:
-    """What DDP's reducer does without a hook, bit for bit: it multiplies
-    each gradient by 1/divisor as it copies it into the bucket.  (With
-    gradient_as_bucket_view it divides the gradients that already are views
-    instead: such models get no hook, see _attach.)"""
-    return bucket.buffer().mul_(1.0 / divisor)
-
-
-def _scale_divide(bucket: Any, divisor: int) -> Any:
-    """torch's built-in ALLREDUCE hook: the bucket divided by the size."""
-    return bucket.buffer().div_(divisor)
-
-
-def _builtin_all_reduce(state: HookState, bucket: Any) -> Any:
-    return _timed(state, bucket, _scale_divide)
-
-
-def _timed(state: HookState, bucket: Any, scale: Callable[[Any, int], Any]) -> Any:
-    """Scales the bucket, all-reduces it and times that (one event)."""
-    start = now()
-    tensor = scale(bucket, _divisor(state))
-    fut = _all_reduce(tensor, group=state.pg, async_op=True).get_future()
-    ints = {"bytes": int(tensor.nbytes), "group_size": state.size,
-            "ddp_bucket": int(bucket.index()), "async": 1, "seq": comm.next_seq((state.group, "ddp"))}
-
-    def done(f: Any) -> Any:
-        value = f.value()[0]
-        if P.on:
-            try:
-                end = now()
-                emit("all_reduce", "comm", max(start, state.last_end), end, ints,
-                     {"group": state.group})
-                state.last_end = end
-            except Exception as exc:
-                P.fail(exc)
-        return value
-
-    return fut.then(done)
 
 
 def _has_sparse_gradients(module: Any) -> bool:
@@ -132,9 +82,13 @@ def _attach(ddp: Any) -> None:
     info = comm.group_info(ddp.process_group)
     if info is None or not info[2]:
         return
-    state = HookState(ddp, ddp.process_group, info[1], info[2])
-    dist._register_comm_hook(ddp.reducer, state, comm_hook)
-    _states[ddp] = state
+    hook = _core._DdpHook(ddp.process_group, info[1], info[2], dist.AllreduceOptions(), _seq,
+                          functools.partial(_divisor, weakref.ref(ddp)))
+    try:
+        dist._register_comm_hook(ddp.reducer, hook, hook)
+    except RuntimeError:  # a subclass registered a (built-in) hook in __init__
+        return
+    _states[ddp] = hook
 
 
 def _wrap_init(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -155,7 +109,7 @@ def _wrap_register(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def register_comm_hook(self: Any, state: object, hook: Callable[..., Any]) -> None:
         ours = _states.get(self)
-        if ours is None or ours.user is not None:
+        if ours is None or ours.user is not None or ours.divide:
             return original(self, state, hook)
         # DDP.register_comm_hook without the reducer call (ours holds its slot)
         self._check_comm_hook(hook)
@@ -172,20 +126,22 @@ def _wrap_builtin(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def _register_builtin_comm_hook(self: Any, comm_hook_type: Any) -> None:
         ours = _states.get(self)
-        if ours is None or ours.user is not None:
+        if ours is None or ours.user is not None or ours.divide:
             return original(self, comm_hook_type)
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-        # the Python versions of torch's C++ hooks: the same arithmetic
-        user: Any = {dist.BuiltinCommHookType.ALLREDUCE: (ours, _builtin_all_reduce),
-                     dist.BuiltinCommHookType.FP16_COMPRESS: (ours.pg,
-                                                              default_hooks.fp16_compress_hook)}
-        if comm_hook_type not in user:
+        # torch's C++ hooks, the same arithmetic: ALLREDUCE divides the bucket
+        # (ours, in C), FP16_COMPRESS is its Python version
+        if comm_hook_type not in (dist.BuiltinCommHookType.ALLREDUCE,
+                                  dist.BuiltinCommHookType.FP16_COMPRESS):
             return original(self, comm_hook_type)
         if self.logger is None:
             raise AssertionError("self.logger must not be None")
         self.logger._set_comm_hook_name(str(comm_hook_type))
-        ours.user = user[comm_hook_type]
+        if comm_hook_type == dist.BuiltinCommHookType.ALLREDUCE:
+            ours.divide = True
+        else:
+            ours.user = (self.process_group, default_hooks.fp16_compress_hook)
 
     return _register_builtin_comm_hook
 

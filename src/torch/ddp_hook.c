@@ -1,0 +1,431 @@
+/* torch/ddp_hook.c: DDP's gradient all-reduce, one `comm/all_reduce` event
+ * per bucket, with no Python frame per bucket.
+ *
+ * Gloo's process group has no completion callback and DDP's C++ reducer
+ * offers none per bucket either: the only place a bucket can be seen is the
+ * communication hook (dftracer/_autotrace/ddp.py says why and installs it).
+ * So the hook is this C callable, _core._DdpHook: per bucket it does what
+ * DDP's reducer does without a hook (the bucket scaled by 1/world size as
+ * the reducer scales each gradient, then ProcessGroup.allreduce([bucket])
+ * with default options, as the C++ _AllReduceBySumCommHook), takes the time,
+ * and chains a _DdpDone (also C) on the work's future that records the event
+ * when the all-reduce completes and returns the reduced bucket.
+ *
+ * The event starts when the bucket's all-reduce is issued, or when the
+ * previous bucket's finished if that is later (the backend runs them in
+ * order); args bytes, group_size, ddp_bucket, async=1, seq (the group's DDP
+ * bucket count, shared by every model on the group), group.  A hook the
+ * program registers later (`user`) is called instead; `divide` switches to
+ * torch's built-in ALLREDUCE hook's arithmetic (bucket / size).
+ *
+ * Everything here runs with the GIL held: the reducer calls the hook from the
+ * autograd thread holding it, the future calls _DdpDone holding it (on the
+ * thread that completes the work, gloo's worker for gloo). */
+#include "core/core.h"
+#include "integrations.h"
+
+#include <string.h>
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *pg;         /* the ProcessGroup */
+    PyObject *opts;       /* AllreduceOptions() */
+    PyObject *group;      /* its name (str) */
+    PyObject *seq;        /* dict: group name -> the next DDP bucket seq */
+    PyObject *divisor_fn; /* divisor_fn(hook) -> int, only when join_work is set */
+    PyObject *user;       /* None, or (state, hook) of the program's own hook */
+    PyObject *join_work;  /* None, or the Join context's work (uneven inputs) */
+    PyObject *inv;        /* 1.0 / size (float) */
+    PyObject *size_obj;   /* size (int) */
+    const char *group_utf8; /* borrowed from group */
+    Py_ssize_t group_len;
+    int64_t size;
+    int64_t last_end; /* end of the previous bucket's event */
+    int divide;       /* 1: the built-in ALLREDUCE hook's bucket / size */
+} DdpHook;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    DdpHook *hook;
+    int64_t start, bytes, index, seq;
+} DdpDone;
+
+static PyTypeObject DdpHookType, DdpDoneType;
+static PyObject *s_buffer, *s_index, *s_nbytes, *s_mul_, *s_div_, *s_allreduce, *s_get_future,
+    *s_then, *s_value;
+
+/* ---- the completion: one event ------------------------------------------ */
+
+static PyObject *done_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                 PyObject *kwnames)
+{
+    DdpDone *d = (DdpDone *)self;
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames) {
+        PyErr_SetString(PyExc_TypeError, "_DdpDone takes one argument (the future)");
+        return NULL;
+    }
+    PyObject *value = PyObject_CallMethodNoArgs(args[0], s_value);
+    if (!value)
+        return NULL; /* the all-reduce failed: DDP raises it, as without us */
+    PyObject *tensor = PySequence_GetItem(value, 0);
+    Py_DECREF(value);
+    if (!tensor)
+        return NULL;
+    DdpHook *h = d->hook;
+    int64_t end = dft_now_us();
+    int64_t start = d->start > h->last_end ? d->start : h->last_end;
+    h->last_end = end;
+    if (dft_trace_active()) {
+        dft_arg a[6] = {
+            {.key = "bytes", .key_len = 5, .type = DFT_ARG_INT, .v.i = d->bytes},
+            {.key = "group_size", .key_len = 10, .type = DFT_ARG_INT, .v.i = h->size},
+            {.key = "ddp_bucket", .key_len = 10, .type = DFT_ARG_INT, .v.i = d->index},
+            {.key = "async", .key_len = 5, .type = DFT_ARG_INT, .v.i = 1},
+            {.key = "seq", .key_len = 3, .type = DFT_ARG_INT, .v.i = d->seq},
+            {.key = "group", .key_len = 5, .type = DFT_ARG_STR,
+             .v.s = {h->group_utf8, (size_t)h->group_len}},
+        };
+        dft_event ev = {.name = "all_reduce", .name_len = 10, .cat = "comm", .cat_len = 4,
+                        .ts = start, .dur = end > start ? end - start : 0,
+                        .ph = DFT_PH_COMPLETE, .args = a, .nargs = 6};
+        dft_emit_logged(&ev);
+    }
+    return tensor;
+}
+
+static int done_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(((DdpDone *)self)->hook);
+    return 0;
+}
+
+static int done_clear(PyObject *self)
+{
+    Py_CLEAR(((DdpDone *)self)->hook);
+    return 0;
+}
+
+static void done_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    done_clear(self);
+    PyObject_GC_Del(self);
+}
+
+/* ---- the hook: scale, all-reduce, chain the completion ------------------ */
+
+/* The next seq of h's group (0 first), counted in h->seq. */
+static int next_seq(DdpHook *h, int64_t *out)
+{
+    PyObject *cur = PyDict_GetItemWithError(h->seq, h->group); /* borrowed */
+    if (!cur && PyErr_Occurred())
+        return -1;
+    long long n = cur ? PyLong_AsLongLong(cur) : 0;
+    if (n == -1 && PyErr_Occurred())
+        return -1;
+    PyObject *next = PyLong_FromLongLong(n + 1);
+    if (!next)
+        return -1;
+    int rc = PyDict_SetItem(h->seq, h->group, next);
+    Py_DECREF(next);
+    *out = n;
+    return rc;
+}
+
+/* The number the bucket is multiplied by (or divided by, h->divide): 1/size,
+ * or under join(divide_by_initial_world_size=False) 1/(ranks not yet
+ * joined), in double as the reducer's double(1.) / div_factor_.  A new
+ * reference, or NULL. */
+static PyObject *scale_by(DdpHook *h)
+{
+    if (h->join_work == Py_None)
+        return Py_NewRef(h->divide ? h->size_obj : h->inv);
+    PyObject *d = PyObject_CallOneArg(h->divisor_fn, (PyObject *)h);
+    if (!d || h->divide)
+        return d;
+    long long n = PyLong_AsLongLong(d);
+    Py_DECREF(d);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n <= 0)
+        return PyErr_Format(PyExc_ValueError, "DDP divisor must be > 0, not %lld", n);
+    return PyFloat_FromDouble(1.0 / (double)n);
+}
+
+/* bucket.buffer() scaled as DDP scales it; a new reference, or NULL. */
+static PyObject *scaled_buffer(DdpHook *h, PyObject *bucket)
+{
+    PyObject *buf = PyObject_CallMethodNoArgs(bucket, s_buffer);
+    if (!buf)
+        return NULL;
+    PyObject *by = scale_by(h);
+    if (!by) {
+        Py_DECREF(buf);
+        return NULL;
+    }
+    PyObject *r = PyObject_CallMethodOneArg(buf, h->divide ? s_div_ : s_mul_, by);
+    Py_DECREF(by);
+    Py_DECREF(buf);
+    return r;
+}
+
+static PyObject *int_attr(PyObject *o, PyObject *name, int method, int64_t *out)
+{
+    PyObject *v = method ? PyObject_CallMethodNoArgs(o, name) : PyObject_GetAttr(o, name);
+    if (!v)
+        return NULL;
+    long long n = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    *out = n;
+    return Py_None; /* borrowed: success */
+}
+
+static PyObject *hook_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                 PyObject *kwnames)
+{
+    DdpHook *h = (DdpHook *)self;
+    if (PyVectorcall_NARGS(nargsf) != 2 || kwnames) {
+        PyErr_SetString(PyExc_TypeError, "_DdpHook takes two arguments (state, bucket)");
+        return NULL;
+    }
+    PyObject *bucket = args[1];
+    if (h->user != Py_None) { /* the program's hook wins */
+        PyObject *user = Py_NewRef(h->user); /* it may register again while it runs */
+        PyObject *r = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(user, 1),
+                                                   PyTuple_GET_ITEM(user, 0), bucket, NULL);
+        Py_DECREF(user);
+        return r;
+    }
+    int64_t start = dft_now_us();
+    PyObject *tensor = scaled_buffer(h, bucket);
+    if (!tensor)
+        return NULL;
+    DdpDone *d = NULL;
+    PyObject *list = NULL, *work = NULL, *fut = NULL, *r = NULL;
+    if (!(d = PyObject_GC_New(DdpDone, &DdpDoneType)))
+        goto out;
+    d->vectorcall = done_vectorcall;
+    d->hook = (DdpHook *)Py_NewRef(self);
+    d->start = start;
+    PyObject_GC_Track(d);
+    if (!int_attr(tensor, s_nbytes, 0, &d->bytes) || !int_attr(bucket, s_index, 1, &d->index) ||
+        next_seq(h, &d->seq) < 0)
+        goto out;
+    if (!(list = PyList_New(1)))
+        goto out;
+    PyList_SET_ITEM(list, 0, Py_NewRef(tensor));
+    PyObject *call[3] = {h->pg, list, h->opts};
+    if (!(work = PyObject_VectorcallMethod(s_allreduce, call,
+                                           3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)))
+        goto out;
+    if (!(fut = PyObject_CallMethodNoArgs(work, s_get_future)))
+        goto out;
+    r = PyObject_CallMethodOneArg(fut, s_then, (PyObject *)d);
+out:
+    Py_XDECREF(fut);
+    Py_XDECREF(work);
+    Py_XDECREF(list);
+    Py_XDECREF(d);
+    Py_DECREF(tensor);
+    return r;
+}
+
+/* _DdpHook(pg, group, size, opts, seq, divisor_fn) */
+static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kw[] = {"pg", "group", "size", "opts", "seq", "divisor_fn", NULL};
+    PyObject *pg, *group, *opts, *seq, *divisor_fn;
+    long long size;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OULOO!O:_DdpHook", kw, &pg, &group, &size, &opts,
+                                     &PyDict_Type, &seq, &divisor_fn))
+        return NULL;
+    if (size <= 0)
+        return PyErr_Format(PyExc_ValueError, "size must be > 0, not %lld", size);
+    if (!PyCallable_Check(divisor_fn))
+        return PyErr_Format(PyExc_TypeError, "divisor_fn must be callable, not %.100s",
+                            Py_TYPE(divisor_fn)->tp_name);
+    Py_ssize_t len;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(group, &len);
+    if (!utf8)
+        return NULL;
+    DdpHook *h = (DdpHook *)type->tp_alloc(type, 0);
+    if (!h)
+        return NULL;
+    h->vectorcall = hook_vectorcall;
+    h->pg = Py_NewRef(pg);
+    h->opts = Py_NewRef(opts);
+    h->group = Py_NewRef(group);
+    h->group_utf8 = utf8;
+    h->group_len = len;
+    h->seq = Py_NewRef(seq);
+    h->divisor_fn = Py_NewRef(divisor_fn);
+    h->user = Py_NewRef(Py_None);
+    h->join_work = Py_NewRef(Py_None);
+    h->size = size;
+    h->inv = PyFloat_FromDouble(1.0 / (double)size);
+    h->size_obj = PyLong_FromLongLong(size);
+    if (!h->inv || !h->size_obj) {
+        Py_DECREF(h);
+        return NULL;
+    }
+    return (PyObject *)h;
+}
+
+static int hook_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    DdpHook *h = (DdpHook *)self;
+    Py_VISIT(h->pg);
+    Py_VISIT(h->opts);
+    Py_VISIT(h->seq);
+    Py_VISIT(h->divisor_fn);
+    Py_VISIT(h->user);
+    Py_VISIT(h->join_work);
+    return 0;
+}
+
+static int hook_clear(PyObject *self)
+{
+    DdpHook *h = (DdpHook *)self;
+    Py_CLEAR(h->pg);
+    Py_CLEAR(h->opts);
+    Py_CLEAR(h->seq);
+    Py_CLEAR(h->divisor_fn);
+    Py_CLEAR(h->user);
+    Py_CLEAR(h->join_work);
+    return 0;
+}
+
+static void hook_dealloc(PyObject *self)
+{
+    DdpHook *h = (DdpHook *)self;
+    PyObject_GC_UnTrack(self);
+    hook_clear(self);
+    Py_CLEAR(h->group); /* group_utf8 points into it: kept until here */
+    Py_CLEAR(h->inv);
+    Py_CLEAR(h->size_obj);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *get_user(PyObject *self, void *c)
+{
+    (void)c;
+    return Py_NewRef(((DdpHook *)self)->user);
+}
+
+static int set_user(PyObject *self, PyObject *v, void *c)
+{
+    (void)c;
+    if (!v || (v != Py_None && !(PyTuple_Check(v) && PyTuple_GET_SIZE(v) == 2 &&
+                                 PyCallable_Check(PyTuple_GET_ITEM(v, 1))))) {
+        PyErr_SetString(PyExc_TypeError, "user must be None or a (state, hook) tuple");
+        return -1;
+    }
+    Py_SETREF(((DdpHook *)self)->user, Py_NewRef(v));
+    return 0;
+}
+
+static PyObject *get_join_work(PyObject *self, void *c)
+{
+    (void)c;
+    return Py_NewRef(((DdpHook *)self)->join_work);
+}
+
+static int set_join_work(PyObject *self, PyObject *v, void *c)
+{
+    (void)c;
+    if (!v) {
+        PyErr_SetString(PyExc_TypeError, "join_work cannot be deleted");
+        return -1;
+    }
+    Py_SETREF(((DdpHook *)self)->join_work, Py_NewRef(v));
+    return 0;
+}
+
+static PyObject *get_divide(PyObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(((DdpHook *)self)->divide);
+}
+
+static int set_divide(PyObject *self, PyObject *v, void *c)
+{
+    (void)c;
+    int on = v ? PyObject_IsTrue(v) : -1;
+    if (on < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "divide cannot be deleted");
+        return -1;
+    }
+    ((DdpHook *)self)->divide = on;
+    return 0;
+}
+
+static PyObject *get_group(PyObject *self, void *c)
+{
+    (void)c;
+    return Py_NewRef(((DdpHook *)self)->group);
+}
+
+static PyObject *get_size(PyObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromLongLong(((DdpHook *)self)->size);
+}
+
+static PyGetSetDef hook_getset[] = {
+    {"user", get_user, set_user, "None, or (state, hook): the program's hook, called instead",
+     NULL},
+    {"join_work", get_join_work, set_join_work, "the Join context's work, or None", NULL},
+    {"divide", get_divide, set_divide, "True: bucket / size (torch's built-in ALLREDUCE hook)",
+     NULL},
+    {"group", get_group, NULL, "the group's name in the events", NULL},
+    {"size", get_size, NULL, "the group's size", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject DdpHookType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dftracer._core._DdpHook",
+    .tp_basicsize = sizeof(DdpHook),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "_DdpHook(pg, group, size, opts, seq, divisor_fn): DDP's communication hook "
+              "(state, bucket) -> Future, one comm/all_reduce event per bucket",
+    .tp_vectorcall_offset = offsetof(DdpHook, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = hook_new,
+    .tp_traverse = hook_traverse,
+    .tp_clear = hook_clear,
+    .tp_dealloc = hook_dealloc,
+    .tp_getset = hook_getset,
+};
+
+static PyTypeObject DdpDoneType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dftracer._core._DdpDone",
+    .tp_basicsize = sizeof(DdpDone),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "the completion of one bucket's all-reduce: records its event",
+    .tp_vectorcall_offset = offsetof(DdpDone, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_traverse = done_traverse,
+    .tp_clear = done_clear,
+    .tp_dealloc = done_dealloc,
+};
+
+int dft_ddp_hook_register(PyObject *module)
+{
+    struct {
+        PyObject **slot;
+        const char *s;
+    } names[] = {{&s_buffer, "buffer"},         {&s_index, "index"}, {&s_nbytes, "nbytes"},
+                 {&s_mul_, "mul_"},             {&s_div_, "div_"},   {&s_allreduce, "allreduce"},
+                 {&s_get_future, "get_future"}, {&s_then, "then"},   {&s_value, "value"}};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!*names[i].slot && !(*names[i].slot = PyUnicode_InternFromString(names[i].s)))
+            return -1;
+    if (PyType_Ready(&DdpHookType) < 0 || PyType_Ready(&DdpDoneType) < 0)
+        return -1;
+    return PyModule_AddObjectRef(module, "_DdpHook", (PyObject *)&DdpHookType);
+}
