@@ -119,7 +119,7 @@ static struct {
     uintptr_t *stepped;     /* optimizers stepped in this iteration */
     size_t nstepped, cap;
     uintptr_t *cycle;       /* the optimizers of one iteration (a set) */
-    size_t ncycle;
+    size_t ncycle, cycle_cap;
     int has_cycle;
     int64_t last_end;       /* end of the last optimizer step */
     int batch_pending;      /* LOADER: a batch was fetched, not closed */
@@ -234,12 +234,16 @@ static int stepped_has(uintptr_t opt)
 int dft_at_optimizer_begin(uintptr_t opt, int64_t ts)
 {
     if (stepped_has(opt)) { /* a new round: the previous iteration ended at the last step */
-        uintptr_t *c = realloc(S.cycle, (S.nstepped ? S.nstepped : 1) * sizeof *c);
-        if (!c) {
-            PyErr_NoMemory();
-            return -1;
+        uintptr_t *c = S.cycle;
+        if (S.nstepped > S.cycle_cap) {
+            c = realloc(S.cycle, S.nstepped * sizeof *c);
+            if (!c) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            S.cycle = c;
+            S.cycle_cap = S.nstepped;
         }
-        S.cycle = c;
         S.ncycle = 0;
         for (size_t i = 0; i < S.nstepped; i++) { /* a set: no repeats */
             size_t j = 0;
