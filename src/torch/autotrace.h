@@ -23,7 +23,7 @@ extern int dft_at_on[DFT_AT_NPARTS];
 /* One thread's state of the hooks (what _base._Thread was). */
 typedef struct dft_at_thread {
     int depth;          /* hooked module forwards running on this thread */
-    PyObject *top;      /* the outermost one (borrowed: compared, never used) */
+    PyObject *top;      /* the outermost one (a strong reference while depth > 0) */
     int64_t fwd_start;  /* its start */
     int64_t fwd_tok;    /* its open span */
     int in_data;        /* inside a dataset fetch */

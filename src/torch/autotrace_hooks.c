@@ -34,6 +34,7 @@ static struct {
     PyObject *register_prehook; /* "register_prehook" */
     PyObject *module_attr;  /* "__module__" */
     PyObject *orig_mod;     /* "_orig_mod" */
+    PyObject *grad_fn;      /* "grad_fn" */
     int ready;
 } T;
 
@@ -94,7 +95,7 @@ static PyObject *first_grad_fn(PyObject *out, int depth)
         int real = real_tensor_type(Py_TYPE(out));
         if (real <= 0)
             return NULL;
-        PyObject *g = PyObject_GetAttrString(out, "grad_fn");
+        PyObject *g = PyObject_GetAttr(out, T.grad_fn);
         if (g == Py_None) {
             Py_DECREF(g);
             return NULL;
@@ -217,7 +218,7 @@ static void forward_pre(PyObject *module)
     dft_at_thread *t = dft_at_thread_get();
     int d = t->depth++;
     if (d == 0) {
-        t->top = module;
+        Py_XSETREF(t->top, Py_NewRef(module));
         t->fwd_start = dft_clock_us();
         t->fwd_tok = dft_at_span_open("forward", "compute", t->fwd_start, -1);
     }
@@ -234,8 +235,10 @@ static void forward_post(PyObject *module, PyObject *output)
     t->depth = 0;
     dft_at_span_close(&t->fwd_tok);
     if (d == 0 && t->top == module) {
+        PyObject *top = t->top; /* module holds it for the call */
         t->top = NULL;
         top_forward(module, t->fwd_start, output);
+        Py_DECREF(top);
     }
 }
 
@@ -402,7 +405,7 @@ static void optimizer_pre(PyObject *opt)
     t->opt_tok = dft_at_span_open("optimizer.step", "compute", start, dft_at_step());
     if (t->depth) { /* a forward that ended without its hooks */
         t->depth = 0;
-        t->top = NULL;
+        Py_CLEAR(t->top);
     }
     if (dft_at_optimizer_begin((uintptr_t)opt, start) < 0)
         dft_at_fail(DFT_AT_OPTIMIZER);
@@ -495,7 +498,8 @@ int dft_at_hooks_register(PyObject *module)
     if (!T.register_prehook &&
         (!(T.register_prehook = PyUnicode_InternFromString("register_prehook")) ||
          !(T.module_attr = PyUnicode_InternFromString("__module__")) ||
-         !(T.orig_mod = PyUnicode_InternFromString("_orig_mod"))))
+         !(T.orig_mod = PyUnicode_InternFromString("_orig_mod")) ||
+         !(T.grad_fn = PyUnicode_InternFromString("grad_fn"))))
         return -1;
     if (!pass_end_fn && (!(pass_end_fn = PyCFunction_New(&pass_end_def, NULL)) ||
                          !(close_fn = PyCFunction_New(&close_def, NULL))))

@@ -36,7 +36,8 @@ dft_at_thread *dft_at_thread_slow(void)
     return dft_at_tl = t;
 }
 
-/* At thread exit, without the GIL. */
+/* At thread exit, without the GIL (a forward still open then keeps its
+ * module alive: no reference can be dropped here). */
 static void thread_free(void *p)
 {
     if (p != &tl_fallback)
@@ -377,7 +378,7 @@ static PyObject *py_set_depth(PyObject *m, PyObject *arg)
     dft_at_thread *t = dft_at_thread_get();
     t->depth = (int)d;
     if (d == 0)
-        t->top = NULL;
+        Py_CLEAR(t->top);
     Py_RETURN_NONE;
 }
 
