@@ -118,6 +118,12 @@ def hook_costs(rounds: int) -> None:
         pre(leaf, ())
         post(leaf, (), None)
 
+    opt_pre, opt_post = _core._at_optimizer_pre, _core._at_optimizer_post
+
+    def opt_pair() -> None:  # one optimizer.step event and one iteration event
+        opt_pre(opt, (), {})
+        opt_post(opt, (), {})
+
     def per_item() -> float:
         return per_call_us(lambda: fetcher.fetch(batch), 5000) / len(batch)
 
@@ -126,6 +132,7 @@ def hook_costs(rounds: int) -> None:
             "our hook pair alone (a nested module)": [],
             "top-level forward (Linear, output with grad)": [],
             "optimizer.step (SGD, one parameter)": [],
+            "our optimizer hook pair alone (step + iteration)": [],
             "item (one sample of a map-style fetch)": [],
             "decorator: @dft_fn.log on an empty function": []}
     base: Dict[str, List[float]] = {"module": [], "top": [], "step": [], "item": [], "call": []}
@@ -142,7 +149,8 @@ def hook_costs(rounds: int) -> None:
         data.install()
         rows["module call in a 1000-module model, searching"].append(per_module())
         _core._at_set_depth(1)  # as inside a model's forward: the nested path
-        rows["our hook pair alone (a nested module)"].append(per_call_us(pair, 20000))
+        rows["our hook pair alone (a nested module)"].append(
+            per_call_us(pair, 20000) - per_call_us(lambda: None, 20000))
         _core._at_set_depth(0)
         top(x)
         modules.end_search()  # model and top have hooks of their own now
@@ -150,12 +158,14 @@ def hook_costs(rounds: int) -> None:
         rows["top-level forward (Linear, output with grad)"].append(
             per_call_us(lambda: top(x), 2000))
         rows["optimizer.step (SGD, one parameter)"].append(per_call_us(opt.step, 2000))
+        rows["our optimizer hook pair alone (step + iteration)"].append(
+            per_call_us(opt_pair, 20000) - per_call_us(lambda: None, 20000))
         rows["item (one sample of a map-style fetch)"].append(per_item())
         for name in ("modules", "optimizer", "dataloader"):
             _base.part(name).uninstall()
     off = {k: statistics.median(v) for k, v in base.items()}
-    which = ["module", "module", None, "top", "step", "item", "call"]
-    targets = [None, None, 0.3, None, 1.0, 0.5, None]
+    which = ["module", "module", None, "top", "step", None, "item", "call"]
+    targets = [None, None, 0.3, None, None, 1.0, 0.5, None]
     print(f"hook costs, us (median of {rounds} rounds; {cpu()}; tracing to {directory}):")
     print(f"  {'':48} {'off':>7} {'on':>7} {'added':>7} {'target':>7}")
     added = {}
@@ -170,7 +180,7 @@ def hook_costs(rounds: int) -> None:
             print(f"  {name:48} {off[key]:7.3f} {on:7.3f} {cost:7.3f}{tail}")
     deco = added["decorator: @dft_fn.log on an empty function"]
     print(f"  per hook / decorator: pair {added['our hook pair alone (a nested module)'] / deco:.1f}x, "
-          f"step {added['optimizer.step (SGD, one parameter)'] / deco:.1f}x, "
+          f"step {added['our optimizer hook pair alone (step + iteration)'] / deco:.1f}x, "
           f"item {added['item (one sample of a map-style fetch)'] / deco:.1f}x")
     print("  searching: global hooks, torch dispatches hooks on every module call; after:")
     print("  the top-level modules found have hooks of their own (docs/performance.md)")
