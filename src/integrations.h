@@ -23,6 +23,7 @@ int dft_frame_hook_register(PyObject *module);     /* torch/frame_hook.c: PEP 52
 int dft_ddp_hook_register(PyObject *module);       /* torch/ddp_hook.c: DDP's bucket hook */
 int dft_hang_spans_register(PyObject *module);     /* hang/spans_py.c: open spans */
 int dft_hang_stacks_register(PyObject *module);    /* hang/stacks.c: stacks on request */
+int dft_autotrace_register(PyObject *module);      /* torch/autotrace_*.c: torch hooks */
 
 /* module.c: a module made from def holding what dftracer._core holds (the
  * logger type, the module functions, every integration in table order).
@@ -44,6 +45,7 @@ static const dft_integration_fn dft_integrations[] = {
     dft_ddp_hook_register,
     dft_hang_spans_register,
     dft_hang_stacks_register,
+    dft_autotrace_register,
 };
 #endif
 

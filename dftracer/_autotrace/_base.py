@@ -20,21 +20,22 @@ compiling: Callable[[], bool] = torch.compiler.is_compiling
 
 
 class _Thread(threading.local):
-    """Per-thread state of the hooks (class attributes are the defaults)."""
+    """Per-thread state of the hooks written in Python (class attributes are
+    the defaults).  The forward depth, the optimizer step and the dataset
+    fetch depth are the C hooks' (src/torch/autotrace.h): in_data()."""
 
-    depth = 0          # hooked module forwards running on this thread
-    top: Any = None    # the outermost one
-    fwd_start = 0      # start of the outermost one
-    in_data = 0        # inside a dataset fetch (worker or main process)
     in_comm = 0        # inside a traced collective (inner calls are not events)
-    opt_depth = 0      # optimizer.step() calls running
-    opt_owner: Any = None
-    opt_start = 0
-    fwd_tok = 0        # open-span tokens of the forward and the optimizer step
-    opt_tok = 0
 
 
 tls = _Thread()
+
+
+def in_data() -> int:
+    """Inside a dataset fetch on this thread (worker or main process)."""
+    return _core._at_thread()[2]
+
+
+data_enter: Callable[[int], int] = _core._at_in_data_add  # +1 / -1 around a fetch in Python
 
 
 def emit(name: str, cat: str, start: int, end: int,
@@ -53,6 +54,11 @@ def _say(line: str) -> None:
             pass
 
 
+# The parts whose hooks are in C (src/torch/autotrace.h numbers them): their
+# `on` is also the C hooks' switch.
+_C_PARTS = {"steps": 0, "modules": 1, "optimizer": 2, "dataloader": 3}
+
+
 class Part:
     """One group of hooks (modules, optimizer, data, ...).  `on` is read by
     every hook; fail() turns the part off and undoes what it installed, so a
@@ -60,9 +66,21 @@ class Part:
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self._c = _C_PARTS.get(name, -1)
+        self._on = False
         self.on = False
         self.why = "not installed"
         self._undo: List[Callable[[], None]] = []
+
+    @property
+    def on(self) -> bool:
+        return self._on
+
+    @on.setter
+    def on(self, value: bool) -> None:
+        self._on = bool(value)
+        if self._c >= 0:
+            _core._at_part(self._c, self._on)
 
     def started(self) -> None:
         self.on = True
@@ -116,3 +134,17 @@ def part(name: str) -> Part:
     if p is None:
         p = PARTS[name] = Part(name)
     return p
+
+
+def _c_failed(index: int, exc: BaseException) -> None:
+    """A C hook failed (it already stands aside): its part is off."""
+    for p in PARTS.values():
+        if p._c == index:
+            p.fail(exc)
+
+
+_core._at_set_fail(_c_failed)
+
+# Called once torch.compile is seen: hooks that dynamo could meet move to
+# Python shims that stand aside while compiling (modules.py, optim.py).
+at_compile: List[Callable[[], None]] = []

@@ -13,7 +13,7 @@ import torch
 import torch.serialization as serialization
 
 from dftracer._autotrace import modules
-from dftracer._autotrace._base import compiling, emit, now, part, patch, tls
+from dftracer._autotrace._base import compiling, emit, in_data, now, part, patch
 
 P = part("checkpoint")
 
@@ -58,7 +58,7 @@ def _wrap(original: Callable[..., Any], name: str, file_index: int) -> Callable[
     its bytes are the file's size after, or what a file object moved."""
     @functools.wraps(original)
     def call(*args: Any, **kwargs: Any) -> Any:
-        if not P.on or tls.in_data or compiling():
+        if not P.on or in_data() or compiling():
             return original(*args, **kwargs)
         f = _file_arg(args, kwargs, file_index)
         path = _path(f)

@@ -14,6 +14,10 @@ A worker process says once, at its first fetch, which worker of its loader
 it is (a `worker` metadata event, docs/trace-format.md "Workers"): without
 persistent_workers every epoch starts new processes, and the id is what
 ties one epoch's worker 0 to the next one's.
+
+What runs per batch and per item is C (src/torch/autotrace_data.c): the
+iterator's __next__ and the map-style fetcher are C callables; the
+iterable-dataset fetcher and a fetcher of unknown code stay in Python.
 """
 
 from __future__ import annotations
@@ -29,8 +33,8 @@ from torch.utils.data import get_worker_info
 from torch.utils.data._utils import fetch as fetch_module
 
 from dftracer import _core
-from dftracer._autotrace import modules, steps
-from dftracer._autotrace._base import emit, now, part, patch, span_close, span_open, tls
+from dftracer._autotrace import modules
+from dftracer._autotrace._base import data_enter, emit, now, part, patch
 
 P = part("dataloader")
 
@@ -48,35 +52,8 @@ def _index(idx: Any) -> Optional[Dict[str, int]]:
 
 
 def _wrap_next(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    @functools.wraps(original)
-    def __next__(self: Any) -> Any:
-        if not P.on:
-            return original(self)
-        start = now()
-        try:
-            steps.fetch_begin(start)
-        except Exception as exc:
-            P.fail(exc)
-        tok = span_open("fetch", "dataloader", start, None, getattr(self, "_num_yielded", -1))
-        try:
-            batch = original(self)
-        except StopIteration:
-            if P.on:
-                steps.loader_exhausted(start)
-                _epoch_done(self)
-            raise
-        finally:
-            span_close(tok)
-        try:
-            end = now()
-            emit("fetch", "dataloader", start, end,
-                 {"batch": self._num_yielded - 1, "workers": self._num_workers})
-            steps.fetch_end(start, end, getattr(self, "_dftracer_epoch", None))
-        except Exception as exc:
-            P.fail(exc)
-        return batch
-
-    return __next__
+    """`fetch` events and the iteration's batch boundaries, in C."""
+    return _core._AtNext(original)
 
 
 def _wrap_iter(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -134,6 +111,7 @@ def _forked() -> None:
 
 
 os.register_at_fork(after_in_child=_forked)
+_core._at_data_setup(_note_worker, lambda it: _epoch_done(it))
 
 
 def _timed_item(get: Callable[[Any], Any], idx: Any, ints: Optional[Dict[str, int]]) -> Any:
@@ -141,30 +119,6 @@ def _timed_item(get: Callable[[Any], Any], idx: Any, ints: Optional[Dict[str, in
     value = get(idx)
     emit("item", "data", start, now(), ints)
     return value
-
-
-def _map_fetch(self: Any, possibly_batched_index: Any) -> Any:
-    """_MapDatasetFetcher.fetch, timing each dataset access."""
-    if not P.on:
-        return _ORIGINAL["map"](self, possibly_batched_index)
-    if not _Once.noted:
-        _note_worker()
-    tls.in_data += 1
-    try:
-        dataset = self.dataset
-        if self.auto_collation:
-            if hasattr(dataset, "__getitems__") and dataset.__getitems__:
-                first = possibly_batched_index[0] if len(possibly_batched_index) else None
-                data = _timed_item(dataset.__getitems__, possibly_batched_index, _index(first))
-            else:
-                get = functools.partial(operator.getitem, dataset)  # dataset[idx]
-                data = [_timed_item(get, idx, _index(idx)) for idx in possibly_batched_index]
-        else:
-            data = _timed_item(functools.partial(operator.getitem, dataset),
-                               possibly_batched_index, _index(possibly_batched_index))
-    finally:
-        tls.in_data -= 1
-    return self.collate_fn(data)
 
 
 class _Counter:
@@ -196,7 +150,7 @@ def _iterable_fetch(self: Any, possibly_batched_index: Any) -> Any:
         _note_worker()
     if self.ended:
         raise StopIteration
-    tls.in_data += 1
+    data_enter(1)
     try:
         if self.auto_collation:
             data = []
@@ -211,7 +165,7 @@ def _iterable_fetch(self: Any, possibly_batched_index: Any) -> Any:
         else:
             data = _timed_next(self)
     finally:
-        tls.in_data -= 1
+        data_enter(-1)
     return self.collate_fn(data)
 
 
@@ -226,17 +180,17 @@ def _whole_fetch(original: Callable[..., Any]) -> Callable[..., Any]:
         first = possibly_batched_index
         if isinstance(first, (list, tuple)) and first:
             first = first[0]
-        tls.in_data += 1
+        data_enter(1)
         try:
             return _timed_item(lambda i: original(self, i), possibly_batched_index, _index(first))
         finally:
-            tls.in_data -= 1
+            data_enter(-1)
 
     return fetch
 
 
-# The names torch's fetchers use: their code is what _map_fetch and
-# _iterable_fetch reproduce only when these match.
+# The names torch's fetchers use: their code is what the C map fetcher
+# (_core._AtMapFetch) and _iterable_fetch reproduce only when these match.
 _KNOWN = {
     "map": {"auto_collation", "hasattr", "dataset", "__getitems__", "collate_fn"},
     "iterable": {"ended", "StopIteration", "auto_collation", "append", "next", "dataset_iter",
@@ -250,7 +204,7 @@ def _replace_fetch(kind: str, cls: Any, ours: Callable[..., Any]) -> None:
     _ORIGINAL[kind] = original
     code = getattr(original, "__code__", None)
     if code is not None and set(code.co_names) == _KNOWN[kind]:
-        replacement = functools.wraps(original)(ours)
+        replacement = ours(original) if kind == "map" else functools.wraps(original)(ours)
     else:
         replacement = _whole_fetch(original)
     patch(P, cls, "fetch", replacement)
@@ -259,6 +213,6 @@ def _replace_fetch(kind: str, cls: Any, ours: Callable[..., Any]) -> None:
 def install() -> None:
     patch(P, dl._BaseDataLoaderIter, "__next__", _wrap_next(dl._BaseDataLoaderIter.__next__))
     patch(P, dl.DataLoader, "__iter__", _wrap_iter(dl.DataLoader.__iter__))
-    _replace_fetch("map", fetch_module._MapDatasetFetcher, _map_fetch)
+    _replace_fetch("map", fetch_module._MapDatasetFetcher, _core._AtMapFetch)
     _replace_fetch("iterable", fetch_module._IterableDatasetFetcher, _iterable_fetch)
     P.started()

@@ -13,14 +13,18 @@ pass, after the callbacks queued before it (DDP's wait for its last bucket).
 The event names the first model forwarded whose output the pass reached (a
 loss module only when nothing else was).
 
+The hooks are C objects (src/torch/autotrace_hooks.c): torch calls C, and
+no Python frame of ours runs per module call, forward or backward.
+
 Global hooks make torch dispatch hooks on every module call (about 2 us
-on a slow core), so they only find the top-level modules: after two
-iterations (or 100 top-level forwards) they are removed and the top-level
-modules seen get hooks of their own; every other module is back to torch's
-hook-free path.  Each new pass over a DataLoader (an epoch, an evaluation
-loop), each model.train()/model.eval() and each torch.load that returns a
-module (a model reloaded for the test pass) looks again for two iterations,
-so a model built or loaded late is timed from its next pass.  A model
+on a slow core), so they only find the top-level modules, and the search is
+bounded: it ends when a top-level module it saw forwards again (one
+iteration seen), at the next iteration, or after 100 top-level forwards;
+the top-level modules seen get hooks of their own, and every other module
+is back to torch's hook-free path.  Each new pass over a DataLoader (an
+epoch, an evaluation loop), each model.train()/model.eval() and each
+torch.load that returns a module (a model reloaded for the test pass) looks
+again, so a model built or loaded late is timed from its next pass.  A model
 first called outside these windows is not timed.
 
 torch.compile must not see global module hooks (dynamo guards on them, and
@@ -34,63 +38,33 @@ torch.jit.script compiles one.
 from __future__ import annotations
 
 import functools
-import itertools
 import weakref
 from typing import Any, Callable, List, Optional
 
 import torch
 import torch.nn.modules.module as nn_module
 
-from dftracer._autotrace import steps
-from dftracer._autotrace._base import (class_name, compiling, emit, now, part, patch, span_close,
-                                       span_open, tls)
+from dftracer import _core
+from dftracer._autotrace import _base, steps
+from dftracer._autotrace._base import class_name, compiling, part, patch
 
 P = part("modules")
 
-_Tensor = torch.Tensor
-_Parameter = torch.nn.Parameter
-_Loss = torch.nn.modules.loss._Loss
-_grad_enabled = torch.is_grad_enabled
-_graph_task = torch._C._current_graph_task_id   # -1 outside a backward pass
-_engine = torch.autograd.Variable._execution_engine
-_FAKE_MODULES = ("torch._subclasses", "torch.fx", "torch._functorch", "torch._higher_order_ops")
 
 _handles: List[Any] = []
 _seen: "weakref.WeakSet[Any]" = weakref.WeakSet()          # top-level modules so far
 _per_module: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
-_forward_seq = itertools.count()
 _global = [False]      # the global hooks are registered
 _compiled = [False]    # torch.compile was seen: never global hooks again
 _window = [0, 0]       # the search ends at this iteration, or after this many forwards
-WINDOW_ITERATIONS, WINDOW_FORWARDS = 2, 100
+WINDOW_ITERATIONS, WINDOW_FORWARDS = 1, 100
+SEARCH_ENDS_ON_REPEAT = True  # a top-level module forwarding again ends the search
 
 
-# ---- forward ----------------------------------------------------------------
+# ---- forward and backward: C objects (src/torch/autotrace_hooks.c) ----------
 
-
-def _pre(module: Any, args: Any) -> None:
-    t = tls
-    d = t.depth
-    t.depth = d + 1
-    if d == 0:
-        t.top = module
-        t.fwd_start = now()
-        t.fwd_tok = span_open("forward", "compute", t.fwd_start)
-
-
-def _post(module: Any, args: Any, output: Any) -> None:
-    t = tls
-    d = t.depth - 1
-    if d > 0:
-        t.depth = d
-        return
-    t.depth = 0
-    if t.fwd_tok:
-        span_close(t.fwd_tok)
-        t.fwd_tok = 0
-    if d == 0 and t.top is module:
-        t.top = None
-        _top_forward(module, t.fwd_start, output)
+_pre = _core._at_forward_pre      # (module, args)
+_post = _core._at_forward_post    # (module, args, output); always_call
 
 
 def _pre_outside_compile(module: Any, args: Any) -> None:
@@ -113,109 +87,20 @@ def module_name(module: Any) -> str:
     return name
 
 
-def _top_forward(module: Any, start: int, output: Any) -> None:
-    try:
-        if tls.in_data:  # a transform in a dataset: data loading, not the model
-            return
-        if _graph_task() != -1:  # recomputed inside backward (checkpointing)
-            return
-        if B.open:  # a backward that raised never reached its end
-            B.open = False
-        end = now()
-        name = module_name(module)
-        emit("forward", "compute", start, end, None, {"module": name})
-        steps.activity(start, end)
-        if _global[0]:
-            try:
-                _seen.add(module)
-            except TypeError:  # a module class that is not hashable
-                pass
-            _window[1] -= 1
-            if steps.current() >= _window[0] or _window[1] <= 0:
-                end_search()
-        if _grad_enabled():
-            grad_fn = _first_grad_fn(output, 0)
-            if grad_fn is not None:
-                grad_fn.register_prehook(functools.partial(
-                    _backward_reached, next(_forward_seq), name, isinstance(module, _Loss)))
-    except Exception as exc:
-        P.fail(exc)
-
-
-def _first_grad_fn(out: Any, depth: int) -> Any:
-    """grad_fn of the first tensor in out (a tensor, or a tuple, list or dict
-    of them, two levels deep); None for tracing tensors (fake, FX)."""
-    if isinstance(out, _Tensor):
-        kind = type(out)
-        if kind is _Tensor or kind is _Parameter or not kind.__module__.startswith(_FAKE_MODULES):
-            return out.grad_fn
-        return None
-    if depth >= 2:
-        return None
-    if isinstance(out, (tuple, list)):
-        items = out[:8]
-    elif isinstance(out, dict):
-        items = list(itertools.islice(out.values(), 8))
-    else:
-        return None
-    for item in items:
-        found = _first_grad_fn(item, depth + 1)
-        if found is not None:
-            return found
-    return None
-
-
-# ---- backward ---------------------------------------------------------------
-
-
-class _Backward:
-    open = False
-    start = 0
-    seq = 0
-    name = ""
-    is_loss = False
-    tok = 0
-
-
-B = _Backward()
-
-
-def _backward_reached(seq: int, name: str, is_loss: bool, grad_outputs: Any) -> None:
-    try:
-        if not B.open:
-            B.open = True
-            B.start, B.seq, B.name, B.is_loss = now(), seq, name, is_loss
-            B.tok = span_open("backward", "compute", B.start)
-            _engine.queue_callback(_backward_pass_end)
-        elif (B.is_loss and not is_loss) or (B.is_loss == is_loss and seq < B.seq):
-            B.seq, B.name, B.is_loss = seq, name, is_loss
-    except Exception as exc:
-        B.open = False
-        P.fail(exc)
-
-
-def _backward_pass_end() -> None:
-    # Queued again, so that it runs after the callbacks queued during the pass
-    # (DDP queues the wait for its buckets when the first gradient is ready).
-    try:
-        _engine.queue_callback(_backward_close)
-    except Exception:
-        _backward_close()
-
-
-def _backward_close() -> None:
-    if not B.open:
+def _search_seen(module: Any) -> None:
+    """The C hooks saw a top-level forward end while the global hooks search:
+    the search ends once a module seen forwards again (one iteration seen),
+    at the next iteration, or after WINDOW_FORWARDS top-level forwards."""
+    if not _global[0]:
         return
-    B.open = False
-    if B.tok:
-        span_close(B.tok)
-        B.tok = 0
     try:
-        end = now()
-        emit("backward", "compute", B.start, end, None, {"module": B.name})
-        steps.activity(B.start, end)
-    except Exception as exc:
-        P.fail(exc)
+        again = module in _seen
+        _seen.add(module)
+    except TypeError:  # a module class that is not hashable
+        again = False
+    _window[1] -= 1
+    if (again and SEARCH_ENDS_ON_REPEAT) or steps.current() >= _window[0] or _window[1] <= 0:
+        end_search()
 
 
 # ---- global hooks, then per-module hooks once torch.compile is in use -------
@@ -226,9 +111,21 @@ def hook_module(module: Any) -> None:
     compiled region, where dynamo would otherwise trace them)."""
     if not P.on or module in _per_module:
         return
-    pre = module.register_forward_pre_hook(_pre_outside_compile)
-    post = module.register_forward_hook(_post_outside_compile, always_call=True)
-    _per_module[module] = (pre, post)
+    shims = _compiled[0]  # dynamo traces hooks: Python shims that stand aside
+    pre = module.register_forward_pre_hook(_pre_outside_compile if shims else _pre)
+    post = module.register_forward_hook(_post_outside_compile if shims else _post,
+                                        always_call=True)
+    _per_module[module] = (pre, post, shims)
+
+
+def _to_shims() -> None:
+    """torch.compile is in use: per-module hooks in C become Python shims."""
+    for module, (pre, post, shims) in list(_per_module.items()):
+        if not shims:
+            pre.remove()
+            post.remove()
+            del _per_module[module]
+            hook_module(module)
 
 
 def hook_if_not_searching(module: Any) -> None:
@@ -249,12 +146,13 @@ def end_search() -> None:
     _global[0] = False
     _remove_global()
     try:
-        running: Optional[Any] = tls.top if tls.depth > 0 else None
+        depth, top, _ = _core._at_thread()
+        running: Optional[Any] = top if depth > 0 else None
         for module in list(_seen):
             hook_module(module)
         if running is not None:
             hook_module(running)  # its forward hooks are read when it returns
-            tls.depth = 1
+            _core._at_set_depth(1)
     except Exception as exc:
         P.fail(exc)
 
@@ -269,14 +167,19 @@ def search_again() -> None:
 
 
 def compile_seen() -> None:
+    first = not _compiled[0]
     _compiled[0] = True
     end_search()
+    if first:
+        _to_shims()
+        for fn in _base.at_compile:
+            fn()
 
 
 def without_module_hooks() -> List[Any]:
     """Takes the per-module hooks off every module; put_back() puts them back."""
     taken = []
-    for module, (pre, post) in list(_per_module.items()):
+    for module, (pre, post, _) in list(_per_module.items()):
         f_pre = module._forward_pre_hooks.pop(pre.id, None)
         f_post = module._forward_hooks.pop(post.id, None)
         always = module._forward_hooks_always_called.pop(post.id, None)
@@ -337,11 +240,9 @@ def rewatch() -> None:
 
 
 def reset_depth() -> None:
-    """Called where no forward can be running (an optimizer step): undoes a
-    depth left behind by a forward that ended without its hooks."""
-    if tls.depth:
-        tls.depth = 0
-        tls.top = None
+    """Called where no forward can be running: undoes a depth left behind by
+    a forward that ended without its hooks (the optimizer's C hook does it)."""
+    _core._at_set_depth(0)
 
 
 def _wrap_getstate(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -355,7 +256,7 @@ def _wrap_getstate(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
         if ours is None or not isinstance(state, dict):
             return state
         state = dict(state)
-        pre, post = ours
+        pre, post, _ = ours
         for key, hook_id in (("_forward_pre_hooks", pre.id), ("_forward_hooks", post.id),
                              ("_forward_hooks_always_called", post.id)):
             hooks = state.get(key)
@@ -384,11 +285,13 @@ def _add_global() -> None:
     _handles.append(nn_module.register_module_forward_pre_hook(_pre))
     _handles.append(nn_module.register_module_forward_hook(_post, always_call=True))
     _global[0] = True
+    _core._at_searching(True)
     _window[0] = steps.current() + WINDOW_ITERATIONS
     _window[1] = WINDOW_FORWARDS
 
 
 def _remove_global() -> None:
+    _core._at_searching(False)
     for handle in _handles:
         handle.remove()
     _handles.clear()
@@ -397,7 +300,7 @@ def _remove_global() -> None:
 def _remove_all() -> None:
     _remove_global()
     _global[0] = False
-    for pre, post in list(_per_module.values()):
+    for pre, post, _ in list(_per_module.values()):
         pre.remove()
         post.remove()
     _per_module.clear()
@@ -414,6 +317,9 @@ def _wrap_train(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def install() -> None:
+    _core._at_setup(torch.Tensor, torch.nn.Parameter, torch.nn.modules.loss._Loss,
+                    torch.is_grad_enabled, torch._C._current_graph_task_id,
+                    torch.autograd.Variable._execution_engine.queue_callback, _search_seen)
     _add_global()
     P.undo_with(_remove_all)
     patch(P, nn_module.Module, "train", _wrap_train(nn_module.Module.train))

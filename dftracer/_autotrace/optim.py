@@ -2,7 +2,9 @@
 
 Only the outermost step() is an event: an optimizer whose step() calls
 another's (ZeroRedundancyOptimizer, wrappers) is one step.  Each step also
-moves the iteration count (steps.py).
+moves the iteration count (steps.py).  The hooks are C objects
+(src/torch/autotrace_hooks.c); once torch.compile is in use they become
+Python shims that stand aside while dynamo traces a step.
 """
 
 from __future__ import annotations
@@ -11,51 +13,25 @@ from typing import Any, List
 
 import torch.optim.optimizer as optimizer_module
 
-from dftracer._autotrace import modules, steps
-from dftracer._autotrace._base import class_name, compiling, emit, now, part, span_close, span_open, tls
+from dftracer import _core
+from dftracer._autotrace import _base
+from dftracer._autotrace._base import compiling, part
 
 P = part("optimizer")
 
 _handles: List[Any] = []
+_pre = _core._at_optimizer_pre    # (opt, args, kwargs)
+_post = _core._at_optimizer_post
 
 
-def _pre(opt: Any, args: Any, kwargs: Any) -> None:
-    if compiling():
-        return
-    try:
-        t = tls
-        if t.opt_depth and t.opt_owner is opt:  # an earlier step() raised
-            t.opt_depth = 0
-        t.opt_depth += 1
-        if t.opt_depth == 1:
-            t.opt_owner = opt
-            t.opt_start = start = now()
-            t.opt_tok = span_open("optimizer.step", "compute", start, None, steps.current())
-            modules.reset_depth()
-            steps.optimizer_begin(id(opt), start)
-    except Exception as exc:
-        P.fail(exc)
+def _pre_outside_compile(opt: Any, args: Any, kwargs: Any) -> None:
+    if not compiling():
+        _pre(opt, args, kwargs)
 
 
-def _post(opt: Any, args: Any, kwargs: Any) -> None:
-    if compiling():
-        return
-    try:
-        t = tls
-        if t.opt_depth <= 0:
-            return
-        t.opt_depth -= 1
-        if t.opt_depth == 0 and t.opt_owner is opt:
-            t.opt_owner = None
-            if t.opt_tok:
-                span_close(t.opt_tok)
-                t.opt_tok = 0
-            end = now()
-            emit("optimizer.step", "compute", t.opt_start, end,
-                 {"step": steps.current()}, {"optimizer": class_name(opt)})
-            steps.optimizer_end(id(opt), end)
-    except Exception as exc:
-        P.fail(exc)
+def _post_outside_compile(opt: Any, args: Any, kwargs: Any) -> None:
+    if not compiling():
+        _post(opt, args, kwargs)
 
 
 def _remove() -> None:
@@ -64,8 +40,20 @@ def _remove() -> None:
     _handles.clear()
 
 
+def _register(pre: Any, post: Any) -> None:
+    _handles.append(optimizer_module.register_optimizer_step_pre_hook(pre))
+    _handles.append(optimizer_module.register_optimizer_step_post_hook(post))
+
+
+def _to_shims() -> None:
+    if P.on and _handles:
+        _remove()
+        _register(_pre_outside_compile, _post_outside_compile)
+
+
 def install() -> None:
-    _handles.append(optimizer_module.register_optimizer_step_pre_hook(_pre))
-    _handles.append(optimizer_module.register_optimizer_step_post_hook(_post))
+    _register(_pre, _post)
     P.undo_with(_remove)
+    if _to_shims not in _base.at_compile:
+        _base.at_compile.append(_to_shims)
     P.started()

@@ -272,6 +272,7 @@ OPT_IN_THEN_FAIL = """
 import warnings
 import torch
 import dftracer  # a program of the user's that imports dftracer: DFTRACER_TORCH=1 is enough
+from dftracer import _core
 from dftracer._autotrace import hooks, modules, optim
 
 model = torch.nn.Linear(4, 1)
@@ -284,31 +285,39 @@ def boom(*a, **k):
     raise RuntimeError("writer broke")
 
 warnings.simplefilter("error")  # failing hooks must not warn either
-modules.emit = optim.emit = boom
+# what the C forward hook calls of torch breaks (src/torch/autotrace_hooks.c)
+_core._at_setup(torch.Tensor, torch.nn.Parameter, torch.nn.modules.loss._Loss,
+                torch.is_grad_enabled, boom,
+                torch.autograd.Variable._execution_engine.queue_callback, modules._search_seen)
 before = model.weight.detach().clone()
-model(torch.ones(2, 4)).sum().backward()
+out = model(torch.ones(2, 4))
+out.sum().backward()
 opt.step()
 assert not torch.equal(before, model.weight), "the step ran"
+assert out.shape == (2, 1) and model.weight.grad is not None
 status = hooks.status()
 print(status["modules"]); print(status["optimizer"]); print(status["dataloader"])
 import torch.nn.modules.module as m, torch.optim.optimizer as o
-assert not m._global_forward_pre_hooks and not o._global_optimizer_pre_hooks
+assert not m._global_forward_pre_hooks and not model._forward_pre_hooks
+assert o._global_optimizer_pre_hooks  # the other parts go on
 model(torch.ones(2, 4)); opt.step()
 print("went on")
 """
 
 
 def test_opt_in_without_dftracer_run_and_a_failing_hook(tmp_path):
-    """DFTRACER_TORCH=1 in a program that imports dftracer; then the writer
-    of two parts breaks: those parts turn off quietly, the program goes on."""
+    """DFTRACER_TORCH=1 in a program that imports dftracer; then what the C
+    forward hooks call breaks: that part turns off quietly and takes its
+    hooks away, the others and the program go on."""
     proc = run_python(OPT_IN_THEN_FAIL, {"DFTRACER_ENABLE": "1", "DFTRACER_TORCH": "1",
                                          "DFTRACER_LOG_FILE": str(tmp_path / "t")})
-    assert proc.stdout.splitlines() == ["off: RuntimeError: writer broke"] * 2 + ["on", "went on"]
+    assert proc.stdout.splitlines() == ["off: RuntimeError: writer broke", "on", "on", "went on"]
     assert proc.stderr == ""
     trace = one_trace(tmp_path)
-    assert len(trace.of(cat="compute", name="optimizer.step")) == 2
+    assert len(trace.of(cat="compute", name="optimizer.step")) == 4
     assert [e["args"]["module"] for e in trace.of(cat="compute", name="forward")] == ["Linear"] * 2
-    check_iterations(trace, 2)
+    assert len(trace.of(cat="compute", name="backward")) == 2
+    check_iterations(trace, 4)
 
 
 DDP_HOOKS = """

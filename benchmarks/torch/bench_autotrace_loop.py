@@ -1,0 +1,145 @@
+"""The acceptance loop of issue 35: what the zero-code torch events add to a
+plain training loop with short steps, side by side in one run.
+
+The loop (run as a child script): a DataLoader without workers over a
+TensorDataset, batch 16, a 6-layer MLP of width 32, SGD,
+torch.set_num_threads(1), about 0.5 ms a step; its events per step are
+`iteration`, `fetch`, 16 `item`, `forward`, `backward`, `optimizer.step`.
+It runs under `dftracer run --no-torch` (off) and `dftracer run` (on), R
+alternating runs each; each run reports the median CPU time (process CPU
+clock) per step over its steps after a warm-up.  Printed: the median over
+runs of each, the ratio on/off, and the events per step of the last `on`
+run, counted from its trace.
+
+    PYTHONPATH=$PWD python benchmarks/torch/bench_autotrace_loop.py [--runs 7] [--steps 600]
+
+Target: on/off <= 1.03 with all five kinds of events present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+LOOP = r'''
+import sys, time, statistics
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+torch.set_num_threads(1)
+torch.manual_seed(0)
+steps = int(sys.argv[1])
+layers = []
+for _ in range(6):
+    layers += [torch.nn.Linear(32, 32), torch.nn.ReLU()]
+model = torch.nn.Sequential(*layers)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+loss_fn = torch.nn.functional.mse_loss
+data = TensorDataset(torch.randn(16 * 64, 32), torch.randn(16 * 64, 32))
+loader = DataLoader(data, batch_size=16, shuffle=False)
+per_step = []
+done = 0
+while done < steps:
+    it = iter(loader)
+    while done < steps:
+        c0 = time.process_time_ns()
+        try:
+            x, y = next(it)
+        except StopIteration:
+            break
+        opt.zero_grad()
+        out = model(x)
+        loss = loss_fn(out, y)
+        loss.backward()
+        opt.step()
+        per_step.append(time.process_time_ns() - c0)
+        done += 1
+warm = len(per_step) // 10
+print("CPU_US", statistics.median(per_step[warm:]) / 1000.0)
+'''
+
+
+def cpu() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} CPUs"
+    except OSError:
+        pass
+    return f"{os.cpu_count()} CPUs"
+
+
+def run(script: str, steps: int, torch_on: bool, data_dir: str) -> float:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, "-m", "dftracer", "run", "-q", "--log-file", os.path.join(data_dir, "trace")]
+    if not torch_on:
+        cmd.append("--no-torch")
+    cmd += ["--", sys.executable, script, str(steps)]
+    out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, check=False)
+    for line in out.stdout.splitlines():
+        if line.startswith("CPU_US "):
+            return float(line.split()[1])
+    raise SystemExit(f"run failed ({out.returncode}): {out.stderr[-2000:]}")
+
+
+def events_per_step(data_dir: str) -> "collections.Counter[str]":
+    counts: "collections.Counter[str]" = collections.Counter()
+    for path in glob.glob(os.path.join(data_dir, "**", "*.pfw*"), recursive=True):
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt") as f:
+            for line in f:
+                line = line.strip().rstrip(",")
+                if not line.startswith("{"):
+                    continue
+                ev = json.loads(line)
+                if ev.get("ph") == "X" and ev.get("cat") in ("pipeline", "dataloader", "data",
+                                                            "compute"):
+                    counts[ev["name"]] += 1
+    return counts
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--steps", type=int, default=600)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-loop-") as d:
+        script = os.path.join(d, "loop.py")
+        with open(script, "w") as f:
+            f.write(LOOP)
+        med = {"off": [], "on": []}
+        last_on = ""
+        for r in range(a.runs):
+            for mode in ("off", "on"):
+                out = os.path.join(d, f"{mode}{r}")
+                os.mkdir(out)
+                med[mode].append(run(script, a.steps, mode == "on", out))
+                if mode == "on":
+                    last_on = out
+        counts = events_per_step(last_on)
+    off, on = statistics.median(med["off"]), statistics.median(med["on"])
+    steps = counts.get("optimizer.step", 0) or 1
+    print(f"acceptance loop ({a.runs} alternating runs of {a.steps} steps; {cpu()}; "
+          f"Python {sys.version.split()[0]}):")
+    print(f"  CPU per step, median over runs: --no-torch {off:.1f} us, torch events on "
+          f"{on:.1f} us; on/off {on / off:.3f} (+{on - off:.1f} us)")
+    print(f"  runs off: {' '.join(f'{v:.0f}' for v in med['off'])}")
+    print(f"  runs on:  {' '.join(f'{v:.0f}' for v in med['on'])}")
+    print("  events of the last `on` run per optimizer step: " +
+          ", ".join(f"{k} {v / steps:.2f}" for k, v in sorted(counts.items())))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,404 @@
+/* torch/autotrace_data.c: the per-event part of the DataLoader events
+ * (dftracer/_autotrace/data.py installs them):
+ *
+ *   _AtNext(original): the DataLoader iterators' __next__; `fetch` in
+ *     `dataloader` (the loop waiting for a batch) and the iteration's
+ *     batch boundaries (autotrace_steps.c);
+ *   _AtMapFetch(original): _MapDatasetFetcher.fetch, torch's code with a
+ *     clock read around each dataset access: one `item` in `data` per
+ *     sample (or per __getitems__ call), in the worker or, without workers,
+ *     in the main process.
+ *
+ * Both bind like functions (set on a class, called with the instance first)
+ * and forward the call untouched when their part is off.  A failure of ours
+ * turns the part off (dft_at_fail); the program's exceptions pass through.
+ * Everything needs the GIL. */
+#include "integrations.h"
+#include "torch/autotrace.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include <structmember.h>
+
+static struct {
+    PyObject *note_worker; /* data._note_worker(): once per process */
+    PyObject *epoch_done;  /* data._epoch_done(iterator) */
+    PyObject *num_yielded, *num_workers, *epoch, *dataset, *auto_collation, *getitems,
+        *collate_fn;
+} D;
+
+static int worker_noted; /* reset in a forked child */
+
+/* In the forked child, no GIL taken. */
+static void forked_child(void) { worker_noted = 0; }
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *original;
+    int kind; /* DATA_NEXT, DATA_MAP */
+} DataWrapper;
+
+enum { DATA_NEXT, DATA_MAP };
+
+/* An int attribute of obj; dflt when missing or not an int. */
+static int64_t int_attr(PyObject *obj, PyObject *name, int64_t dflt, int *found)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    *found = 0;
+    if (!v) {
+        PyErr_Clear();
+        return dflt;
+    }
+    int overflow;
+    long long i = PyLong_Check(v) ? PyLong_AsLongLongAndOverflow(v, &overflow) : 0;
+    if (PyLong_Check(v) && !overflow && !(i == -1 && PyErr_Occurred()))
+        *found = 1;
+    PyErr_Clear();
+    Py_DECREF(v);
+    return *found ? i : dflt;
+}
+
+/* ---- fetch: next() on a DataLoader iterator ------------------------------ */
+
+static PyObject *next_call(DataWrapper *w, PyObject *it)
+{
+    if (!dft_at_on[DFT_AT_DATALOADER])
+        return PyObject_CallOneArg(w->original, it);
+    int64_t start = dft_clock_us();
+    dft_at_fetch_begin(start);
+    int found;
+    int64_t yielded = int_attr(it, D.num_yielded, -1, &found);
+    int64_t tok = dft_at_span_open("fetch", "dataloader", start, yielded);
+    PyObject *batch = PyObject_CallOneArg(w->original, it);
+    dft_at_span_close(&tok);
+    if (!batch) {
+        if (dft_at_on[DFT_AT_DATALOADER] && PyErr_ExceptionMatches(PyExc_StopIteration)) {
+            dft_at_loader_exhausted(start);
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            PyObject *r = D.epoch_done ? PyObject_CallOneArg(D.epoch_done, it) : NULL;
+            Py_XDECREF(r);
+            PyErr_Clear();
+            PyErr_Restore(type, value, tb);
+        }
+        return NULL;
+    }
+    int64_t end = dft_clock_us();
+    int64_t n = int_attr(it, D.num_yielded, 0, &found);
+    int64_t workers = int_attr(it, D.num_workers, 0, &found);
+    dft_arg a[2] = {{.key = "batch", .type = DFT_ARG_INT, .v.i = n - 1},
+                    {.key = "workers", .type = DFT_ARG_INT, .v.i = workers}};
+    dft_at_emit("fetch", "dataloader", start, end, a, 2);
+    int has_epoch;
+    int64_t epoch = int_attr(it, D.epoch, 0, &has_epoch);
+    dft_at_fetch_end(start, end, has_epoch, epoch);
+    return batch;
+}
+
+/* ---- item: one dataset access -------------------------------------------- */
+
+/* {"index": operator.index(idx)}: 1 when idx is an integer. */
+static int index_of(PyObject *idx, int64_t *out)
+{
+    if (!idx)
+        return 0;
+    if (PyLong_CheckExact(idx)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(idx, &overflow);
+        if (overflow || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 0;
+        }
+        *out = v;
+        return 1;
+    }
+    if (!Py_TYPE(idx)->tp_as_number || !Py_TYPE(idx)->tp_as_number->nb_index)
+        return 0;
+    PyObject *i = PyNumber_Index(idx);
+    if (!i) {
+        PyErr_Clear();
+        return 0;
+    }
+    int r = index_of(i, out);
+    Py_DECREF(i);
+    return r;
+}
+
+static void emit_item(int64_t start, int has_index, int64_t index)
+{
+    dft_arg a = {.key = "index", .type = DFT_ARG_INT, .v.i = index};
+    dft_at_emit("item", "data", start, dft_clock_us(), &a, has_index ? 1 : 0);
+}
+
+/* dataset[idx] timed: a new reference, or NULL with the program's exception. */
+static PyObject *timed_getitem(PyObject *dataset, PyObject *idx)
+{
+    int64_t index = 0;
+    int has = index_of(idx, &index);
+    int64_t start = dft_clock_us();
+    PyObject *v = PyObject_GetItem(dataset, idx);
+    if (v)
+        emit_item(start, has, index);
+    return v;
+}
+
+/* The data of one batch (torch's _MapDatasetFetcher.fetch before collate). */
+static PyObject *map_data(PyObject *fetcher, PyObject *dataset, PyObject *indices)
+{
+    PyObject *ac = PyObject_GetAttr(fetcher, D.auto_collation);
+    if (!ac)
+        return NULL;
+    int auto_collation = PyObject_IsTrue(ac);
+    Py_DECREF(ac);
+    if (auto_collation < 0)
+        return NULL;
+    if (!auto_collation)
+        return timed_getitem(dataset, indices);
+    PyObject *getitems = PyObject_GetAttr(dataset, D.getitems);
+    if (!getitems) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
+        PyErr_Clear();
+    }
+    int use = getitems ? PyObject_IsTrue(getitems) : 0;
+    if (use < 0) {
+        Py_DECREF(getitems);
+        return NULL;
+    }
+    if (use) {
+        Py_ssize_t n = PyObject_Size(indices);
+        if (n < 0) {
+            Py_DECREF(getitems);
+            return NULL;
+        }
+        int64_t index = 0;
+        int has = 0;
+        if (n) {
+            PyObject *first = PySequence_GetItem(indices, 0);
+            if (!first) {
+                Py_DECREF(getitems);
+                return NULL;
+            }
+            has = index_of(first, &index);
+            Py_DECREF(first);
+        }
+        int64_t start = dft_clock_us();
+        PyObject *v = PyObject_CallOneArg(getitems, indices);
+        Py_DECREF(getitems);
+        if (v)
+            emit_item(start, has, index);
+        return v;
+    }
+    Py_XDECREF(getitems);
+    PyObject *iter = PyObject_GetIter(indices);
+    if (!iter)
+        return NULL;
+    PyObject *data = PyList_New(0);
+    if (!data) {
+        Py_DECREF(iter);
+        return NULL;
+    }
+    PyObject *idx;
+    while ((idx = PyIter_Next(iter))) {
+        PyObject *v = timed_getitem(dataset, idx);
+        Py_DECREF(idx);
+        if (!v || PyList_Append(data, v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(data);
+            Py_DECREF(iter);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    Py_DECREF(iter);
+    if (PyErr_Occurred()) {
+        Py_DECREF(data);
+        return NULL;
+    }
+    return data;
+}
+
+static PyObject *map_call(DataWrapper *w, PyObject *fetcher, PyObject *indices)
+{
+    if (!dft_at_on[DFT_AT_DATALOADER]) {
+        PyObject *a[2] = {fetcher, indices};
+        return PyObject_Vectorcall(w->original, a, 2, NULL);
+    }
+    if (!worker_noted) {
+        worker_noted = 1;
+        PyObject *r = D.note_worker ? PyObject_CallNoArgs(D.note_worker) : NULL;
+        Py_XDECREF(r);
+        PyErr_Clear(); /* no id: readers count the process as a worker of its own */
+    }
+    PyObject *dataset = PyObject_GetAttr(fetcher, D.dataset);
+    if (!dataset)
+        return NULL;
+    dft_at_thread *t = dft_at_thread_get();
+    t->in_data++;
+    PyObject *data = map_data(fetcher, dataset, indices);
+    t->in_data--;
+    Py_DECREF(dataset);
+    if (!data)
+        return NULL;
+    PyObject *collate = PyObject_GetAttr(fetcher, D.collate_fn);
+    PyObject *r = collate ? PyObject_CallOneArg(collate, data) : NULL;
+    Py_XDECREF(collate);
+    Py_DECREF(data);
+    return r;
+}
+
+static PyObject *data_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                 PyObject *kwnames)
+{
+    DataWrapper *w = (DataWrapper *)self;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t want = w->kind == DATA_NEXT ? 1 : 2;
+    if (n != want || (kwnames && PyTuple_GET_SIZE(kwnames))) /* not ours to time */
+        return PyObject_Vectorcall(w->original, args, nargsf, kwnames);
+    return w->kind == DATA_NEXT ? next_call(w, args[0]) : map_call(w, args[0], args[1]);
+}
+
+static PyObject *data_new(PyTypeObject *tp, PyObject *args, PyObject *kw, int kind)
+{
+    PyObject *original;
+    if (kw && PyDict_GET_SIZE(kw)) {
+        PyErr_Format(PyExc_TypeError, "%s() takes no keyword arguments", tp->tp_name);
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, tp->tp_name, 1, 1, &original))
+        return NULL;
+    if (!PyCallable_Check(original))
+        return PyErr_Format(PyExc_TypeError, "%s(original): original must be callable, not %s",
+                            tp->tp_name, Py_TYPE(original)->tp_name);
+    DataWrapper *w = (DataWrapper *)tp->tp_alloc(tp, 0);
+    if (!w)
+        return NULL;
+    w->vectorcall = data_vectorcall;
+    w->original = Py_NewRef(original);
+    w->kind = kind;
+    return (PyObject *)w;
+}
+
+static PyObject *next_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
+{
+    return data_new(tp, args, kw, DATA_NEXT);
+}
+
+static PyObject *map_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
+{
+    return data_new(tp, args, kw, DATA_MAP);
+}
+
+static int data_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(((DataWrapper *)self)->original);
+    return 0;
+}
+
+static int data_clear(PyObject *self)
+{
+    Py_CLEAR(((DataWrapper *)self)->original);
+    return 0;
+}
+
+static void data_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    data_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+/* Binds like a function: the instance becomes the first argument. */
+static PyObject *data_descr_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    (void)type;
+    if (obj == NULL || obj == Py_None)
+        return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+static PyObject *data_get_name(PyObject *self, void *closure)
+{
+    (void)closure;
+    return PyObject_GetAttrString(((DataWrapper *)self)->original, "__name__");
+}
+
+static PyMemberDef data_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(DataWrapper, original), READONLY, "what is wrapped"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef data_getset[] = {
+    {"__name__", data_get_name, NULL, "the wrapped function's name", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+#define DATA_TYPE(NAME, NEW, DOC)                                                            \
+    {                                                                                        \
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = NAME, .tp_basicsize = sizeof(DataWrapper),   \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |    \
+                    Py_TPFLAGS_METHOD_DESCRIPTOR,                                            \
+        .tp_vectorcall_offset = offsetof(DataWrapper, vectorcall),                           \
+        .tp_call = PyVectorcall_Call, .tp_descr_get = data_descr_get, .tp_new = NEW,         \
+        .tp_dealloc = data_dealloc, .tp_traverse = data_traverse, .tp_clear = data_clear,    \
+        .tp_members = data_members, .tp_getset = data_getset, .tp_doc = DOC,                 \
+    }
+
+static PyTypeObject NextType = DATA_TYPE(
+    "dftracer._core._AtNext", next_new,
+    "_AtNext(original): a DataLoader iterator's __next__ writing `fetch` events.");
+static PyTypeObject MapFetchType = DATA_TYPE(
+    "dftracer._core._AtMapFetch", map_new,
+    "_AtMapFetch(original): _MapDatasetFetcher.fetch writing one `item` per sample.");
+
+/* _at_data_setup(note_worker, epoch_done). */
+static PyObject *py_data_setup(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    (void)m;
+    if (n != 2 || !PyCallable_Check(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "_at_data_setup(note_worker, epoch_done): callables");
+        return NULL;
+    }
+    Py_XSETREF(D.note_worker, Py_NewRef(args[0]));
+    Py_XSETREF(D.epoch_done, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"_at_data_setup", (PyCFunction)(void (*)(void))py_data_setup, METH_FASTCALL,
+     "_at_data_setup(note_worker, epoch_done)\n\nThe DataLoader hooks' Python callbacks."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int intern(PyObject **slot, const char *s)
+{
+    return *slot || (*slot = PyUnicode_InternFromString(s)) ? 0 : -1;
+}
+
+/* GIL held (PyInit__core). */
+int dft_at_data_register(PyObject *module)
+{
+    static int atfork;
+    if (!atfork) {
+        if (pthread_atfork(NULL, NULL, forked_child) != 0) {
+            PyErr_SetString(PyExc_OSError, "dftracer: pthread_atfork failed");
+            return -1;
+        }
+        atfork = 1;
+    }
+    if (intern(&D.num_yielded, "_num_yielded") < 0 || intern(&D.num_workers, "_num_workers") < 0 ||
+        intern(&D.epoch, "_dftracer_epoch") < 0 || intern(&D.dataset, "dataset") < 0 ||
+        intern(&D.auto_collation, "auto_collation") < 0 ||
+        intern(&D.getitems, "__getitems__") < 0 || intern(&D.collate_fn, "collate_fn") < 0)
+        return -1;
+    if (PyType_Ready(&NextType) < 0 || PyType_Ready(&MapFetchType) < 0)
+        return -1;
+    if (PyModule_AddFunctions(module, methods) < 0 ||
+        PyModule_AddObjectRef(module, "_AtNext", (PyObject *)&NextType) < 0 ||
+        PyModule_AddObjectRef(module, "_AtMapFetch", (PyObject *)&MapFetchType) < 0)
+        return -1;
+    return 0;
+}

@@ -1,0 +1,514 @@
+/* torch/autotrace_hooks.c: the per-event part of `forward`, `backward` and
+ * `optimizer.step` (dftracer/_autotrace/modules.py and optim.py decide where
+ * the hooks go).  The hooks are C objects with vectorcall, so torch calls C
+ * directly: no Python frame of ours per module call or step.
+ *
+ *   _at_forward_pre(module, args) / _at_forward_post(module, args, output):
+ *     a per-thread depth; the end of the outermost forward writes the event
+ *     and puts a pre-hook (a _BackwardReached) on the grad_fn of the first
+ *     tensor of its output;
+ *   _BackwardReached(grad_outputs): the first one the engine reaches opens
+ *     `backward`; two callbacks queued on the engine close it at the end of
+ *     the pass, after the callbacks queued during it (DDP's bucket wait);
+ *   _at_optimizer_pre / _at_optimizer_post(opt, args, kwargs): the outermost
+ *     step() is the event, and moves the iteration (autotrace_steps.c).
+ *
+ * A hook that fails turns its part off (dft_at_fail) and never raises into
+ * the program.  Everything needs the GIL (torch calls hooks with it). */
+#include "integrations.h"
+#include "torch/autotrace.h"
+
+#include <string.h>
+
+#include "core/clock.h"
+
+/* What _at_setup() hands over from torch (strong references, kept). */
+static struct {
+    PyObject *tensor;       /* torch.Tensor */
+    PyObject *parameter;    /* torch.nn.Parameter */
+    PyObject *loss;         /* torch.nn.modules.loss._Loss */
+    PyObject *grad_enabled; /* torch.is_grad_enabled */
+    PyObject *graph_task;   /* torch._C._current_graph_task_id */
+    PyObject *queue_callback; /* the autograd engine's queue_callback */
+    PyObject *seen;         /* modules._search_seen(module), while searching */
+    PyObject *register_prehook; /* "register_prehook" */
+    PyObject *module_attr;  /* "__module__" */
+    PyObject *orig_mod;     /* "_orig_mod" */
+    PyObject *grad_fn;      /* "grad_fn" */
+    int ready;
+} T;
+
+static int searching; /* the global module hooks are on (_at_searching) */
+
+/* ---- forward ------------------------------------------------------------- */
+
+/* The class name; for torch.compile's wrapper, the compiled module's type.
+ * Returns a borrowed type. */
+static PyTypeObject *module_type(PyObject *module)
+{
+    PyTypeObject *tp = Py_TYPE(module);
+    if (strcmp(dft_at_type_name(tp), "OptimizedModule") == 0) {
+        PyObject *orig = PyObject_GetAttr(module, T.orig_mod);
+        if (!orig) {
+            PyErr_Clear();
+            return tp;
+        }
+        tp = Py_TYPE(orig);
+        Py_DECREF(orig); /* the type lives on: the wrapper holds orig */
+    }
+    return tp;
+}
+
+/* 1 when tensor type kind is a real tensor (not fake, FX); -1 on error. */
+static int real_tensor_type(PyTypeObject *kind)
+{
+    if ((PyObject *)kind == T.tensor || (PyObject *)kind == T.parameter)
+        return 1;
+    PyObject *mod = PyObject_GetAttr((PyObject *)kind, T.module_attr);
+    if (!mod)
+        return -1;
+    int fake = 0;
+    static const char *const fakes[] = {"torch._subclasses", "torch.fx", "torch._functorch",
+                                        "torch._higher_order_ops"};
+    if (PyUnicode_Check(mod)) {
+        const char *s = PyUnicode_AsUTF8(mod);
+        if (!s) {
+            Py_DECREF(mod);
+            return -1;
+        }
+        for (size_t i = 0; i < sizeof fakes / sizeof *fakes && !fake; i++)
+            fake = strncmp(s, fakes[i], strlen(fakes[i])) == 0;
+    }
+    Py_DECREF(mod);
+    return !fake;
+}
+
+/* grad_fn of the first tensor in out (a tensor, or a tuple, list or dict of
+ * them, two levels deep): a new reference, or NULL (none: no exception; an
+ * error: exception set). */
+static PyObject *first_grad_fn(PyObject *out, int depth)
+{
+    int is_tensor = PyObject_IsInstance(out, T.tensor);
+    if (is_tensor < 0)
+        return NULL;
+    if (is_tensor) {
+        int real = real_tensor_type(Py_TYPE(out));
+        if (real <= 0)
+            return NULL;
+        PyObject *g = PyObject_GetAttr(out, T.grad_fn);
+        if (g == Py_None) {
+            Py_DECREF(g);
+            return NULL;
+        }
+        return g;
+    }
+    if (depth >= 2)
+        return NULL;
+    PyObject *items = NULL;
+    if (PyTuple_Check(out) || PyList_Check(out)) {
+        items = PySequence_GetSlice(out, 0, 8);
+    } else if (PyDict_Check(out)) {
+        items = PyList_New(0);
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (items && PyList_GET_SIZE(items) < 8 && PyDict_Next(out, &pos, &k, &v))
+            if (PyList_Append(items, v) < 0)
+                Py_CLEAR(items);
+    } else {
+        return NULL;
+    }
+    if (!items)
+        return NULL;
+    PyObject *fast = PySequence_Fast(items, "items");
+    Py_DECREF(items);
+    if (!fast)
+        return NULL;
+    PyObject *found = NULL;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); i++) {
+        found = first_grad_fn(PySequence_Fast_GET_ITEM(fast, i), depth + 1);
+        if (found || PyErr_Occurred())
+            break;
+    }
+    Py_DECREF(fast);
+    return found;
+}
+
+static PyTypeObject BackwardReachedType;
+static int64_t forward_seq;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    int64_t seq;
+    PyTypeObject *type; /* the module's class: the event's `module` */
+    int is_loss;
+} BackwardReached;
+
+static void backward_forget(void);
+static PyObject *backward_reached_vc(PyObject *self, PyObject *const *args, size_t nargsf,
+                                     PyObject *kwnames);
+
+/* The end of a top-level forward: its event, and the backward's pre-hook. */
+static void top_forward(PyObject *module, int64_t start, PyObject *output)
+{
+    dft_at_thread *t = dft_at_thread_get();
+    if (!T.ready || t->in_data) /* a transform in a dataset: data loading, not the model */
+        return;
+    PyObject *r = PyObject_CallNoArgs(T.graph_task);
+    if (!r)
+        goto fail;
+    long task = PyLong_AsLong(r);
+    Py_DECREF(r);
+    if (task == -1 && PyErr_Occurred())
+        goto fail;
+    if (task != -1) /* recomputed inside backward (checkpointing) */
+        return;
+    backward_forget(); /* a backward that raised never reached its end */
+    int64_t end = dft_clock_us();
+    PyTypeObject *tp = module_type(module);
+    const char *name = dft_at_type_name(tp);
+    dft_arg a = {.key = "module", .type = DFT_ARG_STR, .v.s = {name, strlen(name)}};
+    dft_at_emit("forward", "compute", start, end, &a, 1);
+    dft_at_activity(start, end);
+    if (searching && T.seen) {
+        r = PyObject_CallOneArg(T.seen, module);
+        if (!r)
+            goto fail;
+        Py_DECREF(r);
+    }
+    r = PyObject_CallNoArgs(T.grad_enabled);
+    if (!r)
+        goto fail;
+    int grad = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (grad < 0)
+        goto fail;
+    if (!grad)
+        return;
+    PyObject *grad_fn = first_grad_fn(output, 0);
+    if (!grad_fn) {
+        if (PyErr_Occurred())
+            goto fail;
+        return;
+    }
+    int is_loss = PyObject_IsInstance(module, T.loss);
+    BackwardReached *b = is_loss < 0 ? NULL
+                                     : PyObject_New(BackwardReached, &BackwardReachedType);
+    if (!b) {
+        Py_DECREF(grad_fn);
+        goto fail;
+    }
+    b->vectorcall = backward_reached_vc;
+    b->seq = forward_seq++;
+    b->type = (PyTypeObject *)Py_NewRef((PyObject *)tp);
+    b->is_loss = is_loss;
+    r = PyObject_CallMethodOneArg(grad_fn, T.register_prehook, (PyObject *)b);
+    Py_DECREF(b);
+    Py_DECREF(grad_fn);
+    if (!r)
+        goto fail;
+    Py_DECREF(r);
+    return;
+fail:
+    dft_at_fail(DFT_AT_MODULES);
+}
+
+static void forward_pre(PyObject *module)
+{
+    dft_at_thread *t = dft_at_thread_get();
+    int d = t->depth++;
+    if (d == 0) {
+        Py_XSETREF(t->top, Py_NewRef(module));
+        t->fwd_start = dft_clock_us();
+        t->fwd_tok = dft_at_span_open("forward", "compute", t->fwd_start, -1);
+    }
+}
+
+static void forward_post(PyObject *module, PyObject *output)
+{
+    dft_at_thread *t = dft_at_thread_get();
+    int d = t->depth - 1;
+    if (d > 0) {
+        t->depth = d;
+        return;
+    }
+    t->depth = 0;
+    dft_at_span_close(&t->fwd_tok);
+    if (d == 0 && t->top == module) {
+        PyObject *top = t->top; /* module holds it for the call */
+        t->top = NULL;
+        top_forward(module, t->fwd_start, output);
+        Py_DECREF(top);
+    }
+}
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    int kind; /* HOOK_* */
+} HookObject;
+
+enum { HOOK_FWD_PRE, HOOK_FWD_POST, HOOK_OPT_PRE, HOOK_OPT_POST };
+
+static void optimizer_pre(PyObject *opt);
+static void optimizer_post(PyObject *opt);
+
+/* torch calls it: forward pre-hook (module, args), forward hook (module, args,
+ * output), optimizer step pre/post hooks (opt, args, kwargs).  Returns None
+ * (the hooks never change what the program sees). */
+static PyObject *hook_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                 PyObject *kwnames)
+{
+    HookObject *h = (HookObject *)self;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t want = h->kind == HOOK_FWD_PRE ? 2 : 3;
+    if (n != want || (kwnames && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_Format(PyExc_TypeError, "dftracer torch hook takes %zd positional arguments",
+                     want);
+        return NULL;
+    }
+    switch (h->kind) {
+    case HOOK_FWD_PRE:
+        if (dft_at_on[DFT_AT_MODULES])
+            forward_pre(args[0]);
+        break;
+    case HOOK_FWD_POST:
+        if (dft_at_on[DFT_AT_MODULES])
+            forward_post(args[0], args[2]);
+        break;
+    case HOOK_OPT_PRE:
+        if (dft_at_on[DFT_AT_OPTIMIZER])
+            optimizer_pre(args[0]);
+        break;
+    default:
+        if (dft_at_on[DFT_AT_OPTIMIZER])
+            optimizer_post(args[0]);
+        break;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyTypeObject HookType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dftracer._core._TorchHook",
+    .tp_basicsize = sizeof(HookObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(HookObject, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_doc = "A torch hook of dftracer's zero-code events, in C.",
+};
+
+/* ---- backward ------------------------------------------------------------ */
+
+static struct {
+    int open;
+    int64_t start, seq, tok;
+    PyTypeObject *type; /* strong */
+    int is_loss;
+} B;
+
+static PyObject *pass_end_fn, *close_fn; /* the engine callbacks */
+
+static void backward_forget(void) { B.open = 0; }
+
+static PyObject *backward_reached_vc(PyObject *self, PyObject *const *args, size_t nargsf,
+                                     PyObject *kwnames)
+{
+    (void)args;
+    (void)nargsf;
+    (void)kwnames;
+    BackwardReached *b = (BackwardReached *)self;
+    if (!dft_at_on[DFT_AT_MODULES])
+        Py_RETURN_NONE;
+    if (!B.open) {
+        B.open = 1;
+        B.start = dft_clock_us();
+        B.seq = b->seq;
+        Py_XSETREF(B.type, (PyTypeObject *)Py_NewRef((PyObject *)b->type));
+        B.is_loss = b->is_loss;
+        B.tok = dft_at_span_open("backward", "compute", B.start, -1);
+        PyObject *r = PyObject_CallOneArg(T.queue_callback, pass_end_fn);
+        if (!r) {
+            B.open = 0;
+            dft_at_span_close(&B.tok);
+            dft_at_fail(DFT_AT_MODULES);
+        }
+        Py_XDECREF(r);
+    } else if ((B.is_loss && !b->is_loss) || (B.is_loss == b->is_loss && b->seq < B.seq)) {
+        B.seq = b->seq;
+        Py_XSETREF(B.type, (PyTypeObject *)Py_NewRef((PyObject *)b->type));
+        B.is_loss = b->is_loss;
+    }
+    Py_RETURN_NONE;
+}
+
+static void backward_reached_dealloc(PyObject *self)
+{
+    Py_XDECREF(((BackwardReached *)self)->type);
+    PyObject_Free(self);
+}
+
+static PyTypeObject BackwardReachedType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dftracer._core._BackwardReached",
+    .tp_basicsize = sizeof(BackwardReached),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(BackwardReached, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dealloc = backward_reached_dealloc,
+    .tp_doc = "The pre-hook a top-level forward puts on its output's grad_fn.",
+};
+
+/* The end of the backward pass. */
+static PyObject *backward_close(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    if (!B.open)
+        Py_RETURN_NONE;
+    B.open = 0;
+    dft_at_span_close(&B.tok);
+    int64_t end = dft_clock_us();
+    const char *name = B.type ? dft_at_type_name(B.type) : "";
+    dft_arg a = {.key = "module", .type = DFT_ARG_STR, .v.s = {name, strlen(name)}};
+    dft_at_emit("backward", "compute", B.start, end, &a, 1);
+    dft_at_activity(B.start, end);
+    Py_RETURN_NONE;
+}
+
+/* Queued again, so that it runs after the callbacks queued during the pass
+ * (DDP queues the wait for its buckets when the first gradient is ready). */
+static PyObject *backward_pass_end(PyObject *m, PyObject *unused)
+{
+    PyObject *r = PyObject_CallOneArg(T.queue_callback, close_fn);
+    if (!r) {
+        PyErr_Clear();
+        return backward_close(m, unused);
+    }
+    Py_DECREF(r);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef pass_end_def = {"_at_backward_pass_end", backward_pass_end, METH_NOARGS,
+                                   NULL};
+static PyMethodDef close_def = {"_at_backward_close", backward_close, METH_NOARGS, NULL};
+
+/* ---- optimizer ----------------------------------------------------------- */
+
+static void optimizer_pre(PyObject *opt)
+{
+    dft_at_thread *t = dft_at_thread_get();
+    if (t->opt_depth && t->opt_owner == opt) /* an earlier step() raised */
+        t->opt_depth = 0;
+    if (++t->opt_depth != 1)
+        return;
+    t->opt_owner = opt;
+    int64_t start = t->opt_start = dft_clock_us();
+    t->opt_tok = dft_at_span_open("optimizer.step", "compute", start, dft_at_step());
+    if (t->depth) { /* a forward that ended without its hooks */
+        t->depth = 0;
+        Py_CLEAR(t->top);
+    }
+    if (dft_at_optimizer_begin((uintptr_t)opt, start) < 0)
+        dft_at_fail(DFT_AT_OPTIMIZER);
+}
+
+static void optimizer_post(PyObject *opt)
+{
+    dft_at_thread *t = dft_at_thread_get();
+    if (t->opt_depth <= 0)
+        return;
+    if (--t->opt_depth != 0 || t->opt_owner != opt)
+        return;
+    t->opt_owner = NULL;
+    dft_at_span_close(&t->opt_tok);
+    int64_t end = dft_clock_us();
+    const char *name = dft_at_type_name(Py_TYPE(opt));
+    dft_arg a[2] = {{.key = "step", .type = DFT_ARG_INT, .v.i = dft_at_step()},
+                    {.key = "optimizer", .type = DFT_ARG_STR, .v.s = {name, strlen(name)}}};
+    dft_at_emit("optimizer.step", "compute", t->opt_start, end, a, 2);
+    if (dft_at_optimizer_end((uintptr_t)opt, end) < 0)
+        dft_at_fail(DFT_AT_OPTIMIZER);
+}
+
+/* ---- setup --------------------------------------------------------------- */
+
+/* _at_setup(tensor, parameter, loss, is_grad_enabled, current_graph_task_id,
+ *           queue_callback, search_seen): what the hooks need of torch. */
+static PyObject *py_setup(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    (void)m;
+    if (n != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_at_setup(tensor, parameter, loss, is_grad_enabled, "
+                        "current_graph_task_id, queue_callback, search_seen)");
+        return NULL;
+    }
+    for (int i = 3; i < 7; i++)
+        if (!PyCallable_Check(args[i]))
+            return PyErr_Format(PyExc_TypeError, "_at_setup: argument %d must be callable",
+                                i + 1);
+    Py_XSETREF(T.tensor, Py_NewRef(args[0]));
+    Py_XSETREF(T.parameter, Py_NewRef(args[1]));
+    Py_XSETREF(T.loss, Py_NewRef(args[2]));
+    Py_XSETREF(T.grad_enabled, Py_NewRef(args[3]));
+    Py_XSETREF(T.graph_task, Py_NewRef(args[4]));
+    Py_XSETREF(T.queue_callback, Py_NewRef(args[5]));
+    Py_XSETREF(T.seen, Py_NewRef(args[6]));
+    T.ready = 1;
+    Py_RETURN_NONE;
+}
+
+/* _at_searching(on): the global module hooks are on (top-level forwards are
+ * reported to search_seen). */
+static PyObject *py_searching(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+    searching = on;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"_at_setup", (PyCFunction)(void (*)(void))py_setup, METH_FASTCALL,
+     "_at_setup(tensor, parameter, loss, is_grad_enabled, current_graph_task_id, "
+     "queue_callback, search_seen)\n\nWhat the torch hooks in C need of torch."},
+    {"_at_searching", py_searching, METH_O,
+     "_at_searching(on)\n\nWhether the global module hooks are searching."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int add_hook(PyObject *module, const char *name, int kind)
+{
+    HookObject *h = PyObject_New(HookObject, &HookType);
+    if (!h)
+        return -1;
+    h->vectorcall = hook_vectorcall;
+    h->kind = kind;
+    int r = PyModule_AddObjectRef(module, name, (PyObject *)h);
+    Py_DECREF(h);
+    return r;
+}
+
+/* GIL held (PyInit__core). */
+int dft_at_hooks_register(PyObject *module)
+{
+    if (PyType_Ready(&HookType) < 0 || PyType_Ready(&BackwardReachedType) < 0)
+        return -1;
+    if (!T.register_prehook &&
+        (!(T.register_prehook = PyUnicode_InternFromString("register_prehook")) ||
+         !(T.module_attr = PyUnicode_InternFromString("__module__")) ||
+         !(T.orig_mod = PyUnicode_InternFromString("_orig_mod")) ||
+         !(T.grad_fn = PyUnicode_InternFromString("grad_fn"))))
+        return -1;
+    if (!pass_end_fn && (!(pass_end_fn = PyCFunction_New(&pass_end_def, NULL)) ||
+                         !(close_fn = PyCFunction_New(&close_def, NULL))))
+        return -1;
+    if (PyModule_AddFunctions(module, methods) < 0 ||
+        add_hook(module, "_at_forward_pre", HOOK_FWD_PRE) < 0 ||
+        add_hook(module, "_at_forward_post", HOOK_FWD_POST) < 0 ||
+        add_hook(module, "_at_optimizer_pre", HOOK_OPT_PRE) < 0 ||
+        add_hook(module, "_at_optimizer_post", HOOK_OPT_POST) < 0)
+        return -1;
+    return 0;
+}

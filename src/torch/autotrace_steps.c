@@ -1,0 +1,430 @@
+/* torch/autotrace_steps.c: the shared state of the zero-code torch hooks in
+ * C (torch/autotrace.h) and the training iterations (`pipeline/iteration`
+ * events), as dftracer/_autotrace/steps.py describes them: an iteration runs
+ * from the end of one optimizer step to the end of the next (with several
+ * optimizers, until all of one iteration's optimizers stepped), or, in a
+ * process where no optimizer ever stepped, from one DataLoader next() to the
+ * next; the first batch iteration is held back until a second one closes.
+ * Everything needs the GIL (it guards the global iteration state) unless
+ * noted. */
+#include "integrations.h"
+#include "torch/autotrace.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+
+int dft_at_on[DFT_AT_NPARTS];
+
+/* ---- per-thread state --------------------------------------------------- */
+
+/* Only a pointer is thread-local (the core's TLS leaves little room). */
+_Thread_local dft_at_thread *dft_at_tl;
+static dft_at_thread tl_fallback; /* when malloc fails */
+static pthread_key_t tl_key;      /* frees a thread's state when it exits */
+
+/* Any thread, no GIL needed. */
+dft_at_thread *dft_at_thread_slow(void)
+{
+    dft_at_thread *t = calloc(1, sizeof *t);
+    if (!t || pthread_setspecific(tl_key, t) != 0) {
+        free(t);
+        return dft_at_tl = &tl_fallback;
+    }
+    return dft_at_tl = t;
+}
+
+/* At thread exit, without the GIL (a forward still open then keeps its
+ * module alive: no reference can be dropped here). */
+static void thread_free(void *p)
+{
+    if (p != &tl_fallback)
+        free(p);
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+void dft_at_emit(const char *name, const char *cat, int64_t start, int64_t end,
+                 const dft_arg *args, unsigned nargs)
+{
+    if (!dft_trace_ready())
+        return;
+    dft_event ev = {.name = name, .name_len = strlen(name), .cat = cat, .cat_len = strlen(cat),
+                    .ts = start, .dur = end > start ? end - start : 0, .ph = DFT_PH_COMPLETE,
+                    .args = args, .nargs = nargs};
+    dft_emit_logged(&ev);
+}
+
+int64_t dft_at_span_open(const char *name, const char *cat, int64_t ts, int64_t seq)
+{
+    if (!dft_trace_active())
+        return 0;
+    dft_open_desc d = {.name = name, .name_len = strlen(name), .cat = cat,
+                       .cat_len = strlen(cat), .ts = ts, .seq = seq};
+    return dft_open_begin(&d);
+}
+
+void dft_at_span_close(int64_t *tok)
+{
+    if (*tok) {
+        dft_open_end(*tok);
+        *tok = 0;
+    }
+}
+
+const char *dft_at_type_name(PyTypeObject *tp)
+{
+    const char *n = tp->tp_name;
+    if (tp->tp_flags & Py_TPFLAGS_HEAPTYPE)
+        return n; /* __name__ itself */
+    const char *dot = strrchr(n, '.');
+    return dot ? dot + 1 : n;
+}
+
+static PyObject *fail_cb; /* _base.c_failed(part, exc) */
+
+void dft_at_fail(int part)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (part >= 0 && part < DFT_AT_NPARTS)
+        dft_at_on[part] = 0; /* off now, whatever the callback manages */
+    if (!fail_cb || !type) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        return;
+    }
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *r = PyObject_CallFunction(fail_cb, "iO", part, value ? value : Py_None);
+    Py_XDECREF(r);
+    PyErr_Clear(); /* the program never sees the tracer's failures */
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+}
+
+/* ---- the iterations ----------------------------------------------------- */
+
+enum { MODE_NONE, MODE_LOADER, MODE_OPTIM };
+
+static struct {
+    int64_t step;           /* number of the current iteration */
+    int has_start;
+    int64_t start;          /* its start, once something happened */
+    int mode;
+    int has_epoch;
+    int64_t epoch;          /* epoch of the loader last fetched from */
+    uintptr_t *stepped;     /* optimizers stepped in this iteration */
+    size_t nstepped, cap;
+    uintptr_t *cycle;       /* the optimizers of one iteration (a set) */
+    size_t ncycle, cycle_cap;
+    int has_cycle;
+    int64_t last_end;       /* end of the last optimizer step */
+    int batch_pending;      /* LOADER: a batch was fetched, not closed */
+    int64_t last_activity;
+    int64_t tok;            /* the open span of the current iteration */
+    int has_held;           /* LOADER: the first iteration, held back */
+    int64_t held_start, held_end, held_step, held_epoch;
+    int held_has_epoch;
+    int loader_sure;        /* LOADER: two batch iterations closed, no optimizer */
+} S;
+
+static void emit_iteration(int64_t start, int64_t end, int64_t step, int has_epoch,
+                           int64_t epoch)
+{
+    dft_arg a[2] = {{.key = "step", .type = DFT_ARG_INT, .v.i = step},
+                    {.key = "epoch", .type = DFT_ARG_INT, .v.i = epoch}};
+    dft_at_emit("iteration", "pipeline", start, end, a, has_epoch ? 2 : 1);
+}
+
+static void reopen(int has, int64_t start)
+{
+    dft_at_span_close(&S.tok);
+    if (has)
+        S.tok = dft_at_span_open("iteration", "pipeline", start, S.step);
+}
+
+static void emit_held(void)
+{
+    if (!S.has_held)
+        return;
+    S.has_held = 0;
+    emit_iteration(S.held_start, S.held_end, S.held_step, S.held_has_epoch, S.held_epoch);
+}
+
+static void close_at(int64_t end)
+{
+    int64_t start = S.has_start && S.start <= end ? S.start : end;
+    int64_t step = S.step;
+    S.step++;
+    S.has_start = 1;
+    S.start = end;
+    reopen(1, end);
+    if (S.mode == MODE_LOADER && !S.loader_sure) {
+        if (!S.has_held) {
+            S.has_held = 1;
+            S.held_start = start;
+            S.held_end = end;
+            S.held_step = step;
+            S.held_has_epoch = S.has_epoch;
+            S.held_epoch = S.epoch;
+            return;
+        }
+        S.loader_sure = 1;
+        emit_held();
+    }
+    emit_iteration(start, end, step, S.has_epoch, S.epoch);
+}
+
+int64_t dft_at_step(void) { return S.step; }
+
+void dft_at_activity(int64_t start, int64_t end)
+{
+    if (!S.has_start) {
+        S.has_start = 1;
+        S.start = start;
+        reopen(1, start);
+    }
+    if (end > S.last_activity)
+        S.last_activity = end;
+}
+
+void dft_at_fetch_begin(int64_t ts)
+{
+    if (S.mode != MODE_OPTIM && S.batch_pending) {
+        S.batch_pending = 0;
+        close_at(ts);
+    }
+    dft_at_activity(ts, 0);
+}
+
+void dft_at_fetch_end(int64_t start, int64_t end, int has_epoch, int64_t epoch)
+{
+    if (has_epoch) {
+        S.has_epoch = 1;
+        S.epoch = epoch;
+    }
+    if (S.mode != MODE_OPTIM) {
+        S.mode = MODE_LOADER;
+        S.batch_pending = 1;
+    }
+    dft_at_activity(start, end);
+}
+
+void dft_at_loader_exhausted(int64_t ts)
+{
+    if (S.mode != MODE_OPTIM && S.batch_pending) {
+        S.batch_pending = 0;
+        close_at(ts);
+        S.has_start = 0;
+        reopen(0, 0);
+    }
+}
+
+static int stepped_has(uintptr_t opt)
+{
+    for (size_t i = 0; i < S.nstepped; i++)
+        if (S.stepped[i] == opt)
+            return 1;
+    return 0;
+}
+
+int dft_at_optimizer_begin(uintptr_t opt, int64_t ts)
+{
+    if (stepped_has(opt)) { /* a new round: the previous iteration ended at the last step */
+        uintptr_t *c = S.cycle;
+        if (S.nstepped > S.cycle_cap) {
+            c = realloc(S.cycle, S.nstepped * sizeof *c);
+            if (!c) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            S.cycle = c;
+            S.cycle_cap = S.nstepped;
+        }
+        S.ncycle = 0;
+        for (size_t i = 0; i < S.nstepped; i++) { /* a set: no repeats */
+            size_t j = 0;
+            while (j < S.ncycle && c[j] != S.stepped[i])
+                j++;
+            if (j == S.ncycle)
+                c[S.ncycle++] = S.stepped[i];
+        }
+        S.has_cycle = 1;
+        S.nstepped = 0;
+        close_at(S.last_end);
+    }
+    dft_at_activity(ts, 0);
+    return 0;
+}
+
+static int cycle_done(void)
+{
+    if (!S.has_cycle)
+        return 0;
+    for (size_t i = 0; i < S.ncycle; i++)
+        if (!stepped_has(S.cycle[i]))
+            return 0;
+    return 1;
+}
+
+int dft_at_optimizer_end(uintptr_t opt, int64_t ts)
+{
+    if (S.has_held) { /* batches were iterations only until an optimizer stepped */
+        S.start = S.held_start;
+        S.has_start = 1;
+        S.has_held = 0;
+        S.step--;
+    }
+    S.mode = MODE_OPTIM;
+    S.batch_pending = 0;
+    if (S.nstepped == S.cap) {
+        size_t cap = S.cap ? S.cap * 2 : 8;
+        uintptr_t *p = realloc(S.stepped, cap * sizeof *p);
+        if (!p) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        S.stepped = p;
+        S.cap = cap;
+    }
+    S.stepped[S.nstepped++] = opt;
+    S.last_end = ts;
+    dft_at_activity(ts, ts);
+    if (cycle_done()) {
+        S.nstepped = 0;
+        close_at(ts);
+    }
+    return 0;
+}
+
+/* ---- Python functions --------------------------------------------------- */
+
+/* _at_part(index, on): a part turned on or off (_base.Part.on). */
+static PyObject *py_part(PyObject *m, PyObject *const *args, Py_ssize_t n)
+{
+    (void)m;
+    if (n != 2) {
+        PyErr_SetString(PyExc_TypeError, "_at_part(index, on)");
+        return NULL;
+    }
+    long i = PyLong_AsLong(args[0]);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    if (i < 0 || i >= DFT_AT_NPARTS)
+        return PyErr_Format(PyExc_ValueError, "_at_part: index %ld out of range", i);
+    int on = PyObject_IsTrue(args[1]);
+    if (on < 0)
+        return NULL;
+    dft_at_on[i] = on;
+    Py_RETURN_NONE;
+}
+
+/* _at_set_fail(callback): callback(part_index, exc) when a C hook fails. */
+static PyObject *py_set_fail(PyObject *m, PyObject *cb)
+{
+    (void)m;
+    if (!PyCallable_Check(cb))
+        return PyErr_Format(PyExc_TypeError, "_at_set_fail: callback must be callable, not %s",
+                            Py_TYPE(cb)->tp_name);
+    Py_XSETREF(fail_cb, Py_NewRef(cb));
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_step(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    return PyLong_FromLongLong(S.step);
+}
+
+/* _at_steps_exit(): the iteration still open at exit (steps.py's atexit). */
+static PyObject *py_steps_exit(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    S.loader_sure = 1; /* what is held is an iteration after all */
+    emit_held();
+    if (S.nstepped) {
+        S.nstepped = 0;
+        close_at(S.last_end);
+    } else if (S.mode == MODE_LOADER && S.batch_pending) {
+        S.batch_pending = 0;
+        close_at(S.last_activity);
+    }
+    Py_RETURN_NONE;
+}
+
+/* _at_thread() -> (depth, top module or None, in_data) of this thread. */
+static PyObject *py_thread(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    dft_at_thread *t = dft_at_thread_get();
+    return Py_BuildValue("iOi", t->depth, t->depth > 0 && t->top ? t->top : Py_None,
+                         t->in_data);
+}
+
+/* _at_set_depth(depth): the forward depth of this thread (0 forgets the top). */
+static PyObject *py_set_depth(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    long d = PyLong_AsLong(arg);
+    if (d == -1 && PyErr_Occurred())
+        return NULL;
+    dft_at_thread *t = dft_at_thread_get();
+    t->depth = (int)d;
+    if (d == 0)
+        Py_CLEAR(t->top);
+    Py_RETURN_NONE;
+}
+
+/* _at_in_data_add(delta) -> int: this thread's dataset-fetch depth moved by
+ * delta (the fetchers written in Python). */
+static PyObject *py_in_data_add(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    long d = PyLong_AsLong(arg);
+    if (d == -1 && PyErr_Occurred())
+        return NULL;
+    dft_at_thread *t = dft_at_thread_get();
+    t->in_data += (int)d;
+    return PyLong_FromLong(t->in_data);
+}
+
+static PyMethodDef methods[] = {
+    {"_at_in_data_add", py_in_data_add, METH_O,
+     "_at_in_data_add(delta) -> int\n\nMoves this thread's dataset-fetch depth."},
+    {"_at_part", (PyCFunction)(void (*)(void))py_part, METH_FASTCALL,
+     "_at_part(index, on)\n\nTurns a part of the torch hooks in C on or off."},
+    {"_at_set_fail", py_set_fail, METH_O,
+     "_at_set_fail(callback)\n\ncallback(part_index, exc) when a C hook fails."},
+    {"_at_step", py_step, METH_NOARGS, "_at_step() -> int\n\nThe current iteration's number."},
+    {"_at_steps_exit", py_steps_exit, METH_NOARGS,
+     "_at_steps_exit()\n\nWrites the iteration still open (at exit)."},
+    {"_at_thread", py_thread, METH_NOARGS,
+     "_at_thread() -> (depth, top, in_data)\n\nThis thread's hook state."},
+    {"_at_set_depth", py_set_depth, METH_O, "_at_set_depth(depth)\n\nSets this thread's depth."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* GIL held (PyInit__core). */
+int dft_autotrace_register(PyObject *module)
+{
+    static int key_made;
+    if (!key_made) {
+        if (pthread_key_create(&tl_key, thread_free) != 0) {
+            PyErr_SetString(PyExc_OSError, "dftracer: pthread_key_create failed");
+            return -1;
+        }
+        key_made = 1;
+    }
+    if (PyModule_AddFunctions(module, methods) < 0)
+        return -1;
+    if (dft_at_hooks_register(module) < 0 || dft_at_data_register(module) < 0)
+        return -1;
+    return 0;
+}

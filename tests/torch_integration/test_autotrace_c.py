@@ -1,0 +1,170 @@
+"""The zero-code torch events written by C hooks (issue 35, part A;
+src/torch/autotrace_*.c): the hooks torch calls are C objects, every event
+of a short training loop is there with its name, category and args, once
+per step, and a forward, a dataset or an optimizer that raises gets its
+exception back while the trace stays right."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tracefile import Trace, find_traces, read_trace, run_python  # noqa: E402
+
+ENV = {"DFTRACER_ENABLE": "1", "DFTRACER_TORCH": "1"}
+
+
+def one_trace(tmp_path) -> Trace:
+    (path,) = find_traces(str(tmp_path), "t")
+    return read_trace(path)
+
+
+def args(e: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in e["args"].items() if k not in ("hhash", "level", "p_idx")}
+
+
+def end(e: Dict[str, Any]) -> int:
+    return e["ts"] + e["dur"]
+
+
+def within(inner: Dict[str, Any], outer: Dict[str, Any]) -> bool:
+    return outer["ts"] <= inner["ts"] and end(inner) <= end(outer)
+
+
+def by_ts(events: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    return sorted(events, key=lambda e: e["ts"])
+
+
+LOOP = """
+import torch
+from dftracer import _core
+import torch.nn.modules.module as m, torch.optim.optimizer as o
+from torch.utils.data import DataLoader, TensorDataset, dataloader as dl
+from torch.utils.data._utils import fetch as f
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(12, 8), torch.randn(12, 2)), batch_size=4)
+kinds = set()
+kinds.add(type(dl._BaseDataLoaderIter.__dict__["__next__"]))
+kinds.add(type(f._MapDatasetFetcher.__dict__["fetch"]))
+kinds.update(type(h) for h in m._global_forward_pre_hooks.values())
+kinds.update(type(h) for h in m._global_forward_hooks.values())
+kinds.update(type(h) for h in o._global_optimizer_pre_hooks.values())
+kinds.update(type(h) for h in o._global_optimizer_post_hooks.values())
+for x, y in loader:
+    opt.zero_grad()
+    out = model(x)
+    torch.nn.functional.mse_loss(out, y).backward()
+    opt.step()
+kinds.update(type(h) for h in model._forward_pre_hooks.values())
+kinds.update(type(h) for h in model._forward_hooks.values())
+print(sorted(f"{k.__module__}.{k.__name__}" for k in kinds))
+print(len(m._global_forward_hooks), len(model._forward_hooks), len(model[0]._forward_hooks))
+"""
+
+
+def test_the_hooks_are_c_objects_and_a_loop_gets_every_event_once_a_step(tmp_path):
+    proc = run_python(LOOP, dict(ENV, DFTRACER_LOG_FILE=str(tmp_path / "t")))
+    kinds, hooks = proc.stdout.splitlines()
+    assert eval(kinds) == ["dftracer._core._AtMapFetch", "dftracer._core._AtNext",
+                           "dftracer._core._TorchHook"]
+    assert hooks == "0 1 0"  # the search ended; only the top-level module keeps hooks
+    trace = one_trace(tmp_path)
+    its = by_ts(trace.of(cat="pipeline", name="iteration"))
+    fetches = by_ts(trace.of(cat="dataloader", name="fetch"))
+    items = by_ts(trace.of(cat="data", name="item"))
+    fwd = by_ts(trace.of(cat="compute", name="forward"))
+    bwd = by_ts(trace.of(cat="compute", name="backward"))
+    steps = by_ts(trace.of(cat="compute", name="optimizer.step"))
+    assert [args(e) for e in its] == [{"step": i, "epoch": 0} for i in range(3)]
+    assert [args(e) for e in fetches] == [{"batch": i, "workers": 0} for i in range(3)]
+    assert [args(e) for e in items] == [{"index": i} for i in range(12)]
+    assert [args(e) for e in fwd] == [{"module": "Sequential"}] * 3
+    assert [args(e) for e in bwd] == [{"module": "Sequential"}] * 3
+    assert [args(e) for e in steps] == [{"step": i, "optimizer": "SGD"} for i in range(3)]
+    for i, it in enumerate(its):
+        # each step's events lie in its iteration, in the order the loop ran them
+        assert within(fetches[i], it) and within(fwd[i], it) and within(steps[i], it)
+        assert all(within(e, fetches[i]) for e in items[4 * i:4 * i + 4])
+        assert end(fetches[i]) <= fwd[i]["ts"] and end(fwd[i]) <= bwd[i]["ts"]
+        assert end(bwd[i]) <= steps[i]["ts"]
+    for e in its + fetches + items + fwd + bwd + steps:
+        assert e["ph"] == "X" and e["dur"] >= 0 and e["tid"] == its[0]["tid"]
+
+
+RAISES = """
+import torch
+from torch.utils.data import DataLoader, Dataset
+from dftracer._autotrace import hooks
+
+class Boom(Exception):
+    pass
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.nn.Linear(4, 4)
+        self.calls = 0
+    def forward(self, x):
+        self.calls += 1
+        y = self.inner(x)
+        if self.calls in (2, 5):
+            raise Boom(f"forward {self.calls}")
+        return y.sum()
+
+class Data(Dataset):
+    def __len__(self):
+        return 4
+    def __getitem__(self, i):
+        if i == 2:
+            raise KeyError(i)
+        return torch.ones(4) * i
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+seen = []
+for step in range(6):
+    try:
+        net(torch.ones(2, 4)).backward()
+    except Boom as exc:
+        seen.append(str(exc))
+    opt.step()
+try:
+    for batch in DataLoader(Data(), batch_size=1):
+        seen.append(int(batch[0, 0]))
+except KeyError as exc:
+    seen.append(f"KeyError {exc}")
+def closure():
+    raise Boom("step")
+try:
+    opt.step(closure)  # raises inside step(): its post-hook never runs
+except Boom as exc:
+    seen.append(str(exc))
+opt.step()
+print(seen)
+print(hooks.status()["modules"], hooks.status()["optimizer"], hooks.status()["dataloader"])
+"""
+
+
+def test_exceptions_propagate_and_the_trace_stays_right(tmp_path):
+    proc = run_python(RAISES, dict(ENV, DFTRACER_LOG_FILE=str(tmp_path / "t")))
+    seen, status = proc.stdout.splitlines()
+    assert eval(seen) == ["forward 2", "forward 5", 0, 1, "KeyError 2", "step"]
+    assert status == "on on on" and proc.stderr == ""
+    trace = one_trace(tmp_path)
+    fwd = by_ts(trace.of(cat="compute", name="forward"))
+    # the forwards that raised end their event too (always_call), those that
+    # returned have a backward each; the nested Linear is never top-level
+    assert [args(e) for e in fwd] == [{"module": "Net"}] * 6
+    assert len(trace.of(cat="compute", name="backward")) == 4
+    items = by_ts(trace.of(cat="data", name="item"))
+    assert [args(e) for e in items] == [{"index": 0}, {"index": 1}]  # 2 raised: no event
+    steps = by_ts(trace.of(cat="compute", name="optimizer.step"))
+    # the step that raised wrote none, and the next step of that optimizer is
+    # still an event
+    assert [args(e)["optimizer"] for e in steps] == ["SGD"] * 7
+    assert [args(e)["step"] for e in steps] == list(range(7))
