@@ -33,6 +33,13 @@ def clean_env(**extra: str) -> dict:
     return env
 
 
+def sigint_default() -> None:
+    """In the child before exec: SIGINT back to its default, so Python installs
+    KeyboardInterrupt's handler even when the suite runs from a background job
+    (whose shell starts it with SIGINT ignored, inherited by every child)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def only_trace(directory) -> str:
     files = find_traces(str(directory))
     assert len(files) == 1, files
@@ -450,7 +457,7 @@ print(subprocess.run(["grep", "SigIgn", "/proc/self/status"], capture_output=Tru
 def test_exits_keep_every_event_and_end_the_trace(tmp_path, ending, status):
     code = BUSY_THREADS.format(path=str(tmp_path / "trace.pfw")) + ending + "\n"
     proc = subprocess.run([sys.executable, "-c", code], env=clean_env(DFTRACER_FLUSH_INTERVAL="0"),
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, preexec_fn=sigint_default)
     assert proc.returncode == status, proc.stderr
     tr = read_trace(only_trace(tmp_path))  # finalized: every event, then the end event
     assert len(tr.of("X", name="main")) == 1000
@@ -520,7 +527,7 @@ except KeyboardInterrupt:
 """
     proc = subprocess.run([sys.executable, "-c", code],
                           env=clean_env(DFTRACER_FLUSH_INTERVAL="0", DFTRACER_BIND_SIGNALS="1"),
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, preexec_fn=sigint_default)
     assert proc.returncode == 0 and proc.stdout.split() == ["interrupted"], proc.stderr
     tr = read_trace(only_trace(tmp_path))
     assert len(tr.of("X", name="main")) == 1000
@@ -536,7 +543,7 @@ def test_crash_with_bind_signals_keeps_every_event(tmp_path, crash, sig):
         path=str(tmp_path / "trace.pfw")) + crash + "\n"
     proc = subprocess.run([sys.executable, "-c", code],
                           env=clean_env(DFTRACER_FLUSH_INTERVAL="0", DFTRACER_BIND_SIGNALS="1"),
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, preexec_fn=sigint_default)
     assert proc.returncode == -sig, proc.stderr
     tr = read_trace(only_trace(tmp_path), require_end=False)
     assert len(tr.of("X", name="main")) == 1000
