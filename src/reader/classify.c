@@ -14,9 +14,11 @@
  *   dftracer                           the tracer's own (no class)
  *   anything else                      other
  *
- * and the POSIX/STDIO calls that move file data, with their direction and
- * what their `ret` counts (the last column of docs/io-tracing.md's table;
- * reader/iobytes.c turns it into bytes).  Pure; runs without the GIL. */
+ * and the POSIX/STDIO calls: the ones that move file data with their
+ * direction and what their `ret` counts (the last column of
+ * docs/io-tracing.md's table; reader/iobytes.c turns it into bytes), and the
+ * Darshan counter each call feeds (`summary --io`, reader/iostats_count.c).
+ * Pure; runs without the GIL. */
 #include "reader/classify.h"
 
 #include <string.h>
@@ -101,85 +103,138 @@ int dft_cls_step_kind(const char *cat, size_t cn, const char *name, size_t nn)
 typedef struct call {
     const char *name;
     size_t len;
-    int io;
+    int io; /* direction | how `ret` counts; 0: moves no data */
+    int op; /* DFT_IO_OP_*: the Darshan counter it feeds (summary --io) */
 } call;
 
 #define R DFT_CLS_IO_READ
 #define W DFT_CLS_IO_WRITE
-#define C(NAME, DIR, KIND) {NAME, sizeof NAME - 1, (DIR) | (KIND)}
+#define C(NAME, DIR, KIND, OP) {NAME, sizeof NAME - 1, (DIR) | (KIND), DFT_IO_OP_##OP}
 
-/* Sorted by name (strcmp) for the binary search below.  docs/io-tracing.md's
- * table says the same for every intercepted call, and
- * tests/io/test_io_bytes.py checks the two against each other. */
+/* Sorted by name (strcmp) for the binary search below: every POSIX/STDIO
+ * call that moves data or that Darshan counts apart from plain metadata.
+ * docs/io-tracing.md's table says the same for every intercepted call, and
+ * tests/io/test_io_bytes.py checks the two against each other.  A call not
+ * here moves no data and is metadata of its family. */
 static const call calls[] = {
-    C("_IO_fgets", R, DFT_CLS_IO_BYTES),
-    C("_IO_fputs", W, DFT_CLS_IO_STRING),
-    C("_IO_fread", R, DFT_CLS_IO_ITEMS),
-    C("_IO_fwrite", W, DFT_CLS_IO_ITEMS),
-    C("_IO_getc", R, DFT_CLS_IO_CHAR),
-    C("_IO_putc", W, DFT_CLS_IO_CHAR),
-    C("__fgets_chk", R, DFT_CLS_IO_BYTES),
-    C("__fgets_unlocked_chk", R, DFT_CLS_IO_BYTES),
-    C("__fprintf_chk", W, DFT_CLS_IO_BYTES),
-    C("__fread_chk", R, DFT_CLS_IO_ITEMS),
-    C("__fread_unlocked_chk", R, DFT_CLS_IO_ITEMS),
-    C("__getdelim", R, DFT_CLS_IO_BYTES),
-    C("__pread64", R, DFT_CLS_IO_BYTES),
-    C("__pread64_chk", R, DFT_CLS_IO_BYTES),
-    C("__pread_chk", R, DFT_CLS_IO_BYTES),
-    C("__pwrite64", W, DFT_CLS_IO_BYTES),
-    C("__read", R, DFT_CLS_IO_BYTES),
-    C("__read_chk", R, DFT_CLS_IO_BYTES),
-    C("__vfprintf_chk", W, DFT_CLS_IO_BYTES),
-    C("__write", W, DFT_CLS_IO_BYTES),
-    C("copy_file_range", R | W, DFT_CLS_IO_BYTES),
-    C("dprintf", W, DFT_CLS_IO_BYTES),
-    C("fgetc", R, DFT_CLS_IO_CHAR),
-    C("fgetc_unlocked", R, DFT_CLS_IO_CHAR),
-    C("fgets", R, DFT_CLS_IO_BYTES),
-    C("fgets_unlocked", R, DFT_CLS_IO_BYTES),
-    C("fprintf", W, DFT_CLS_IO_BYTES),
-    C("fputc", W, DFT_CLS_IO_CHAR),
-    C("fputc_unlocked", W, DFT_CLS_IO_CHAR),
-    C("fputs", W, DFT_CLS_IO_STRING),
-    C("fputs_unlocked", W, DFT_CLS_IO_STRING),
-    C("fread", R, DFT_CLS_IO_ITEMS),
-    C("fread_unlocked", R, DFT_CLS_IO_ITEMS),
-    C("fwrite", W, DFT_CLS_IO_ITEMS),
-    C("fwrite_unlocked", W, DFT_CLS_IO_ITEMS),
-    C("getc", R, DFT_CLS_IO_CHAR),
-    C("getc_unlocked", R, DFT_CLS_IO_CHAR),
-    C("getdelim", R, DFT_CLS_IO_BYTES),
-    C("getline", R, DFT_CLS_IO_BYTES),
-    C("pread", R, DFT_CLS_IO_BYTES),
-    C("pread64", R, DFT_CLS_IO_BYTES),
-    C("preadv", R, DFT_CLS_IO_BYTES),
-    C("preadv2", R, DFT_CLS_IO_BYTES),
-    C("preadv64", R, DFT_CLS_IO_BYTES),
-    C("preadv64v2", R, DFT_CLS_IO_BYTES),
-    C("putc", W, DFT_CLS_IO_CHAR),
-    C("putc_unlocked", W, DFT_CLS_IO_CHAR),
-    C("pwrite", W, DFT_CLS_IO_BYTES),
-    C("pwrite64", W, DFT_CLS_IO_BYTES),
-    C("pwritev", W, DFT_CLS_IO_BYTES),
-    C("pwritev2", W, DFT_CLS_IO_BYTES),
-    C("pwritev64", W, DFT_CLS_IO_BYTES),
-    C("pwritev64v2", W, DFT_CLS_IO_BYTES),
-    C("read", R, DFT_CLS_IO_BYTES),
-    C("readv", R, DFT_CLS_IO_BYTES),
-    C("sendfile", R | W, DFT_CLS_IO_BYTES),
-    C("sendfile64", R | W, DFT_CLS_IO_BYTES),
-    C("splice", R | W, DFT_CLS_IO_BYTES),
-    C("vdprintf", W, DFT_CLS_IO_BYTES),
-    C("vfprintf", W, DFT_CLS_IO_BYTES),
-    C("write", W, DFT_CLS_IO_BYTES),
-    C("writev", W, DFT_CLS_IO_BYTES),
+    C("_IO_fgets", R, DFT_CLS_IO_BYTES, SREAD),
+    C("_IO_fputs", W, DFT_CLS_IO_STRING, SWRITE),
+    C("_IO_fread", R, DFT_CLS_IO_ITEMS, SREAD),
+    C("_IO_fwrite", W, DFT_CLS_IO_ITEMS, SWRITE),
+    C("_IO_getc", R, DFT_CLS_IO_CHAR, SREAD),
+    C("_IO_putc", W, DFT_CLS_IO_CHAR, SWRITE),
+    C("__fgets_chk", R, DFT_CLS_IO_BYTES, SREAD),
+    C("__fgets_unlocked_chk", R, DFT_CLS_IO_BYTES, SREAD),
+    C("__fprintf_chk", W, DFT_CLS_IO_BYTES, SWRITE),
+    C("__fread_chk", R, DFT_CLS_IO_ITEMS, SREAD),
+    C("__fread_unlocked_chk", R, DFT_CLS_IO_ITEMS, SREAD),
+    C("__fxstat", 0, 0, STAT),
+    C("__fxstat64", 0, 0, STAT),
+    C("__fxstatat", 0, 0, STAT),
+    C("__fxstatat64", 0, 0, STAT),
+    C("__getdelim", R, DFT_CLS_IO_BYTES, SREAD),
+    C("__lxstat", 0, 0, STAT),
+    C("__lxstat64", 0, 0, STAT),
+    C("__open64_2", 0, 0, OPEN),
+    C("__open_2", 0, 0, OPEN),
+    C("__openat64_2", 0, 0, OPEN),
+    C("__openat_2", 0, 0, OPEN),
+    C("__pread64", R, DFT_CLS_IO_BYTES, PREAD),
+    C("__pread64_chk", R, DFT_CLS_IO_BYTES, PREAD),
+    C("__pread_chk", R, DFT_CLS_IO_BYTES, PREAD),
+    C("__pwrite64", W, DFT_CLS_IO_BYTES, PWRITE),
+    C("__read", R, DFT_CLS_IO_BYTES, READ),
+    C("__read_chk", R, DFT_CLS_IO_BYTES, READ),
+    C("__vfprintf_chk", W, DFT_CLS_IO_BYTES, SWRITE),
+    C("__write", W, DFT_CLS_IO_BYTES, WRITE),
+    C("__xstat", 0, 0, STAT),
+    C("__xstat64", 0, 0, STAT),
+    C("close", 0, 0, CLOSE),
+    C("copy_file_range", R | W, DFT_CLS_IO_BYTES, XFER),
+    C("creat", 0, 0, OPEN),
+    C("creat64", 0, 0, OPEN),
+    C("dprintf", W, DFT_CLS_IO_BYTES, DPRINTF),
+    C("dup", 0, 0, DUP),
+    C("dup2", 0, 0, DUP),
+    C("dup3", 0, 0, DUP),
+    C("fclose", 0, 0, SCLOSE),
+    C("fcntl", 0, 0, FCNTL),
+    C("fcntl64", 0, 0, FCNTL),
+    C("fdatasync", 0, 0, FDSYNC),
+    C("fdopen", 0, 0, SFDOPEN),
+    C("fflush", 0, 0, SFLUSH),
+    C("fgetc", R, DFT_CLS_IO_CHAR, SREAD),
+    C("fgetc_unlocked", R, DFT_CLS_IO_CHAR, SREAD),
+    C("fgets", R, DFT_CLS_IO_BYTES, SREAD),
+    C("fgets_unlocked", R, DFT_CLS_IO_BYTES, SREAD),
+    C("fopen", 0, 0, SOPEN),
+    C("fopen64", 0, 0, SOPEN),
+    C("fprintf", W, DFT_CLS_IO_BYTES, SWRITE),
+    C("fputc", W, DFT_CLS_IO_CHAR, SWRITE),
+    C("fputc_unlocked", W, DFT_CLS_IO_CHAR, SWRITE),
+    C("fputs", W, DFT_CLS_IO_STRING, SWRITE),
+    C("fputs_unlocked", W, DFT_CLS_IO_STRING, SWRITE),
+    C("fread", R, DFT_CLS_IO_ITEMS, SREAD),
+    C("fread_unlocked", R, DFT_CLS_IO_ITEMS, SREAD),
+    C("fseek", 0, 0, SSEEK),
+    C("fseeko", 0, 0, SSEEK),
+    C("fseeko64", 0, 0, SSEEK),
+    C("fstat", 0, 0, STAT),
+    C("fstat64", 0, 0, STAT),
+    C("fstatat", 0, 0, STAT),
+    C("fstatat64", 0, 0, STAT),
+    C("fsync", 0, 0, FSYNC),
+    C("ftell", 0, 0, STELL),
+    C("ftello", 0, 0, STELL),
+    C("ftello64", 0, 0, STELL),
+    C("fwrite", W, DFT_CLS_IO_ITEMS, SWRITE),
+    C("fwrite_unlocked", W, DFT_CLS_IO_ITEMS, SWRITE),
+    C("getc", R, DFT_CLS_IO_CHAR, SREAD),
+    C("getc_unlocked", R, DFT_CLS_IO_CHAR, SREAD),
+    C("getdelim", R, DFT_CLS_IO_BYTES, SREAD),
+    C("getline", R, DFT_CLS_IO_BYTES, SREAD),
+    C("lseek", 0, 0, SEEK),
+    C("lseek64", 0, 0, SEEK),
+    C("lstat", 0, 0, STAT),
+    C("lstat64", 0, 0, STAT),
+    C("mmap", 0, 0, MMAP),
+    C("mmap64", 0, 0, MMAP),
+    C("open", 0, 0, OPEN),
+    C("open64", 0, 0, OPEN),
+    C("openat", 0, 0, OPEN),
+    C("openat64", 0, 0, OPEN),
+    C("pread", R, DFT_CLS_IO_BYTES, PREAD),
+    C("pread64", R, DFT_CLS_IO_BYTES, PREAD),
+    C("preadv", R, DFT_CLS_IO_BYTES, PREAD),
+    C("preadv2", R, DFT_CLS_IO_BYTES, PREAD),
+    C("preadv64", R, DFT_CLS_IO_BYTES, PREAD),
+    C("preadv64v2", R, DFT_CLS_IO_BYTES, PREAD),
+    C("putc", W, DFT_CLS_IO_CHAR, SWRITE),
+    C("putc_unlocked", W, DFT_CLS_IO_CHAR, SWRITE),
+    C("pwrite", W, DFT_CLS_IO_BYTES, PWRITE),
+    C("pwrite64", W, DFT_CLS_IO_BYTES, PWRITE),
+    C("pwritev", W, DFT_CLS_IO_BYTES, PWRITE),
+    C("pwritev2", W, DFT_CLS_IO_BYTES, PWRITE),
+    C("pwritev64", W, DFT_CLS_IO_BYTES, PWRITE),
+    C("pwritev64v2", W, DFT_CLS_IO_BYTES, PWRITE),
+    C("read", R, DFT_CLS_IO_BYTES, READ),
+    C("readv", R, DFT_CLS_IO_BYTES, READ),
+    C("sendfile", R | W, DFT_CLS_IO_BYTES, XFER),
+    C("sendfile64", R | W, DFT_CLS_IO_BYTES, XFER),
+    C("splice", R | W, DFT_CLS_IO_BYTES, XFER),
+    C("stat", 0, 0, STAT),
+    C("stat64", 0, 0, STAT),
+    C("statx", 0, 0, STAT),
+    C("vdprintf", W, DFT_CLS_IO_BYTES, DPRINTF),
+    C("vfprintf", W, DFT_CLS_IO_BYTES, SWRITE),
+    C("write", W, DFT_CLS_IO_BYTES, WRITE),
+    C("writev", W, DFT_CLS_IO_BYTES, WRITE),
 };
 
-int dft_cls_io(const char *cat, size_t cn, const char *name, size_t nn)
+static const call *find(const char *cat, size_t cn, const char *name, size_t nn)
 {
     if (!is(cat, cn, "POSIX") && !is(cat, cn, "STDIO"))
-        return 0;
+        return NULL;
     size_t lo = 0, hi = sizeof calls / sizeof *calls;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -188,11 +243,25 @@ int dft_cls_io(const char *cat, size_t cn, const char *name, size_t nn)
         if (d == 0)
             d = nn < cl ? -1 : nn > cl;
         if (d == 0)
-            return calls[mid].io;
+            return &calls[mid];
         if (d < 0)
             hi = mid;
         else
             lo = mid + 1;
     }
-    return 0;
+    return NULL;
+}
+
+int dft_cls_io(const char *cat, size_t cn, const char *name, size_t nn)
+{
+    const call *c = find(cat, cn, name, nn);
+    return c ? c->io : 0;
+}
+
+int dft_cls_io_op(const char *cat, size_t cn, const char *name, size_t nn)
+{
+    const call *c = find(cat, cn, name, nn);
+    if (c)
+        return c->op;
+    return is(cat, cn, "STDIO") ? DFT_IO_OP_SMETA : DFT_IO_OP_META;
 }

@@ -43,4 +43,18 @@ int dft_cls_step_kind(const char *cat, size_t cat_n, const char *name, size_t na
  * Pure; no GIL. */
 int dft_cls_io(const char *cat, size_t cat_n, const char *name, size_t name_n);
 
+/* The Darshan counter a POSIX (OP_*) or STDIO (OP_S*) call feeds in the I/O
+ * pass (reader/iostats_count.c); META/SMETA: plain metadata of its family. */
+enum {
+    DFT_IO_OP_META, DFT_IO_OP_OPEN, DFT_IO_OP_CLOSE, DFT_IO_OP_DUP, DFT_IO_OP_FCNTL,
+    DFT_IO_OP_READ, DFT_IO_OP_PREAD, DFT_IO_OP_WRITE, DFT_IO_OP_PWRITE, DFT_IO_OP_XFER,
+    DFT_IO_OP_SEEK, DFT_IO_OP_FSYNC, DFT_IO_OP_FDSYNC, DFT_IO_OP_STAT, DFT_IO_OP_MMAP,
+    DFT_IO_OP_SMETA, DFT_IO_OP_SOPEN, DFT_IO_OP_SFDOPEN, DFT_IO_OP_SCLOSE, DFT_IO_OP_SFLUSH,
+    DFT_IO_OP_STELL, DFT_IO_OP_SSEEK, DFT_IO_OP_SREAD, DFT_IO_OP_SWRITE, DFT_IO_OP_DPRINTF,
+};
+
+/* DFT_IO_OP_* of a POSIX/STDIO call (META for another POSIX call or event,
+ * SMETA for another STDIO call).  Pure; no GIL. */
+int dft_cls_io_op(const char *cat, size_t cat_n, const char *name, size_t name_n);
+
 #endif

@@ -7,81 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reader/classify.h"
 #include "reader/iostats_pass.h"
 
-/* ---- the calls --------------------------------------------------------- */
-
-enum op {
-    OP_META, OP_OPEN, OP_CLOSE, OP_DUP, OP_FCNTL, OP_READ, OP_PREAD, OP_WRITE, OP_PWRITE,
-    OP_XFER, OP_SEEK, OP_FSYNC, OP_FDSYNC, OP_STAT, OP_MMAP,
-    OP_SMETA, OP_SOPEN, OP_SFDOPEN, OP_SCLOSE, OP_SFLUSH, OP_STELL, OP_SSEEK, OP_SREAD,
-    OP_SWRITE, OP_DPRINTF,
-};
-
-typedef struct call {
-    const char *name;
-    enum op op;
-} call;
-
-/* Sorted by name (strcmp); the calls of docs/io-tracing.md's table that are
- * not plain metadata.  A name not here is metadata of its family. */
-static const call calls[] = {
-    {"_IO_fgets", OP_SREAD}, {"_IO_fputs", OP_SWRITE}, {"_IO_fread", OP_SREAD},
-    {"_IO_fwrite", OP_SWRITE}, {"_IO_getc", OP_SREAD}, {"_IO_putc", OP_SWRITE},
-    {"__fgets_chk", OP_SREAD}, {"__fgets_unlocked_chk", OP_SREAD},
-    {"__fprintf_chk", OP_SWRITE}, {"__fread_chk", OP_SREAD},
-    {"__fread_unlocked_chk", OP_SREAD}, {"__fxstat", OP_STAT}, {"__fxstat64", OP_STAT},
-    {"__fxstatat", OP_STAT}, {"__fxstatat64", OP_STAT}, {"__getdelim", OP_SREAD},
-    {"__lxstat", OP_STAT}, {"__lxstat64", OP_STAT}, {"__open64_2", OP_OPEN},
-    {"__open_2", OP_OPEN}, {"__openat64_2", OP_OPEN}, {"__openat_2", OP_OPEN},
-    {"__pread64", OP_PREAD}, {"__pread64_chk", OP_PREAD}, {"__pread_chk", OP_PREAD},
-    {"__pwrite64", OP_PWRITE}, {"__read", OP_READ}, {"__read_chk", OP_READ},
-    {"__vfprintf_chk", OP_SWRITE}, {"__write", OP_WRITE}, {"__xstat", OP_STAT},
-    {"__xstat64", OP_STAT}, {"close", OP_CLOSE}, {"copy_file_range", OP_XFER},
-    {"creat", OP_OPEN}, {"creat64", OP_OPEN}, {"dprintf", OP_DPRINTF}, {"dup", OP_DUP},
-    {"dup2", OP_DUP}, {"dup3", OP_DUP}, {"fclose", OP_SCLOSE}, {"fcntl", OP_FCNTL},
-    {"fcntl64", OP_FCNTL}, {"fdatasync", OP_FDSYNC}, {"fdopen", OP_SFDOPEN},
-    {"fflush", OP_SFLUSH}, {"fgetc", OP_SREAD}, {"fgetc_unlocked", OP_SREAD},
-    {"fgets", OP_SREAD}, {"fgets_unlocked", OP_SREAD}, {"fopen", OP_SOPEN},
-    {"fopen64", OP_SOPEN}, {"fprintf", OP_SWRITE}, {"fputc", OP_SWRITE},
-    {"fputc_unlocked", OP_SWRITE}, {"fputs", OP_SWRITE}, {"fputs_unlocked", OP_SWRITE},
-    {"fread", OP_SREAD}, {"fread_unlocked", OP_SREAD}, {"fseek", OP_SSEEK},
-    {"fseeko", OP_SSEEK}, {"fseeko64", OP_SSEEK}, {"fstat", OP_STAT}, {"fstat64", OP_STAT},
-    {"fstatat", OP_STAT}, {"fstatat64", OP_STAT}, {"fsync", OP_FSYNC}, {"ftell", OP_STELL},
-    {"ftello", OP_STELL}, {"ftello64", OP_STELL}, {"fwrite", OP_SWRITE},
-    {"fwrite_unlocked", OP_SWRITE}, {"getc", OP_SREAD}, {"getc_unlocked", OP_SREAD},
-    {"getdelim", OP_SREAD}, {"getline", OP_SREAD}, {"lseek", OP_SEEK}, {"lseek64", OP_SEEK},
-    {"lstat", OP_STAT}, {"lstat64", OP_STAT}, {"mmap", OP_MMAP}, {"mmap64", OP_MMAP},
-    {"open", OP_OPEN}, {"open64", OP_OPEN}, {"openat", OP_OPEN}, {"openat64", OP_OPEN},
-    {"pread", OP_PREAD}, {"pread64", OP_PREAD}, {"preadv", OP_PREAD}, {"preadv2", OP_PREAD},
-    {"preadv64", OP_PREAD}, {"preadv64v2", OP_PREAD}, {"putc", OP_SWRITE},
-    {"putc_unlocked", OP_SWRITE}, {"pwrite", OP_PWRITE}, {"pwrite64", OP_PWRITE},
-    {"pwritev", OP_PWRITE}, {"pwritev2", OP_PWRITE}, {"pwritev64", OP_PWRITE},
-    {"pwritev64v2", OP_PWRITE}, {"read", OP_READ}, {"readv", OP_READ},
-    {"sendfile", OP_XFER}, {"sendfile64", OP_XFER}, {"splice", OP_XFER}, {"stat", OP_STAT},
-    {"stat64", OP_STAT}, {"statx", OP_STAT}, {"vdprintf", OP_DPRINTF},
-    {"vfprintf", OP_SWRITE}, {"write", OP_WRITE}, {"writev", OP_WRITE},
-};
-
-static enum op op_of(dft_sv cat, dft_sv name)
-{
-    int stdio = SV_IS(cat, "STDIO");
-    size_t lo = 0, hi = sizeof calls / sizeof *calls;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        size_t cn = strlen(calls[mid].name);
-        int d = memcmp(name.p, calls[mid].name, name.n < cn ? name.n : cn);
-        if (d == 0)
-            d = name.n < cn ? -1 : name.n > cn;
-        if (d == 0)
-            return calls[mid].op;
-        if (d < 0)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return stdio ? OP_SMETA : OP_META;
-}
+/* Which counter a call feeds is the one I/O table's (reader/classify.c,
+ * dft_cls_io_op). */
+#define op_of(cat, name) dft_cls_io_op((cat).p, (cat).n, (name).p, (name).n)
 
 /* ---- counting ---------------------------------------------------------- */
 
@@ -268,11 +199,11 @@ int dft_io_event(pass *ps, const char *text, size_t n, const dft_line *l)
                   : (a.have & A_OUT_FILE) ? dft_io_file_of(ps, NULL, &a.out_file) : -2;
     if (file == -1 || out == -1)
         return -1;
-    enum op op = op_of(l->cat, l->name);
+    int op = op_of(l->cat, l->name);
     int64_t bytes = (l->have & DFT_HAVE_IO) ? l->io_bytes : 0;
     int failed = (a.have & A_RET) && a.ret < 0;
     ps->r->io_events++;
-    if (op == OP_XFER)
+    if (op == DFT_IO_OP_XFER)
         return failed ? 0 : xfer(ps, l, &a, bytes, file, out);
     if (file < 0)
         return 0;
@@ -281,7 +212,7 @@ int dft_io_event(pass *ps, const char *text, size_t n, const dft_line *l)
     int64_t o;
     stream *s;
     switch (op) {
-    case OP_OPEN:
+    case DFT_IO_OP_OPEN:
         meta(f, 0, IO_POSIX_OPENS, l);
         if ((a.have & A_RET) && a.ret >= 0) {
             /* O_APPEND: writes go to the end, whose offset is not known */
@@ -290,18 +221,18 @@ int dft_io_event(pass *ps, const char *text, size_t n, const dft_line *l)
                 return -1;
         }
         return 0;
-    case OP_CLOSE:
+    case DFT_IO_OP_CLOSE:
         meta(f, 0, -1, l);
         if (a.have & A_FD)
             dft_io_fd_drop(ps, key);
         return 0;
-    case OP_FCNTL: /* F_DUPFD (0) and F_DUPFD_CLOEXEC (1030) copy the descriptor */
+    case DFT_IO_OP_FCNTL: /* F_DUPFD (0) and F_DUPFD_CLOEXEC (1030) copy the descriptor */
         if (!((a.have & A_CMD) && (a.cmd == 0 || a.cmd == 1030))) {
             meta(f, 0, -1, l);
             return 0;
         }
         /* fall through */
-    case OP_DUP:
+    case DFT_IO_OP_DUP:
         meta(f, 0, IO_POSIX_DUPS, l);
         if ((a.have & (A_FD | A_RET)) == (A_FD | A_RET) && a.ret >= 0 && a.ret != a.fd) {
             o = dft_io_fd_ofd(ps, key, file);
@@ -309,29 +240,29 @@ int dft_io_event(pass *ps, const char *text, size_t n, const dft_line *l)
                 return -1;
         }
         return 0;
-    case OP_READ:
-    case OP_PREAD:
+    case DFT_IO_OP_READ:
+    case DFT_IO_OP_PREAD:
         if (failed)
             return 0;
         o = (a.have & A_FD) ? dft_io_fd_ofd(ps, key, file) : -1;
         if ((a.have & A_FD) && o < 0)
             return -1;
-        return count_read(ps, 0, file, o, op == OP_PREAD ? ((a.have & A_OFFSET) ? a.offset : -1)
+        return count_read(ps, 0, file, o, op == DFT_IO_OP_PREAD ? ((a.have & A_OFFSET) ? a.offset : -1)
                                                          : advance(ps, o, bytes),
                           bytes, l, 1);
-    case OP_WRITE:
-    case OP_PWRITE:
-    case OP_DPRINTF:
+    case DFT_IO_OP_WRITE:
+    case DFT_IO_OP_PWRITE:
+    case DFT_IO_OP_DPRINTF:
         if (failed)
             return 0;
         o = (a.have & A_FD) ? dft_io_fd_ofd(ps, key, file) : -1;
         if ((a.have & A_FD) && o < 0)
             return -1;
-        count_write(f, op == OP_DPRINTF,
-                    op == OP_PWRITE ? ((a.have & A_OFFSET) ? a.offset : -1)
+        count_write(f, op == DFT_IO_OP_DPRINTF,
+                    op == DFT_IO_OP_PWRITE ? ((a.have & A_OFFSET) ? a.offset : -1)
                                     : advance(ps, o, bytes), bytes, l, 1);
         return 0;
-    case OP_SEEK:
+    case DFT_IO_OP_SEEK:
         meta(f, 0, IO_POSIX_SEEKS, l);
         if ((a.have & (A_FD | A_RET)) == (A_FD | A_RET) && a.ret >= 0) {
             if ((o = dft_io_fd_ofd(ps, key, file)) < 0)
@@ -339,26 +270,26 @@ int dft_io_event(pass *ps, const char *text, size_t n, const dft_line *l)
             ps->ofds[o].pos = a.ret;
         }
         return 0;
-    case OP_FSYNC:
-    case OP_FDSYNC: /* Darshan counts their time as write time */
-        f->c[op == OP_FSYNC ? IO_POSIX_FSYNCS : IO_POSIX_FDSYNCS]++;
+    case DFT_IO_OP_FSYNC:
+    case DFT_IO_OP_FDSYNC: /* Darshan counts their time as write time */
+        f->c[op == DFT_IO_OP_FSYNC ? IO_POSIX_FSYNCS : IO_POSIX_FDSYNCS]++;
         timer(f, 1, IO_POSIX_F_WRITE_TIME, l->ts, l->dur);
         return 0;
-    case OP_STAT:
+    case DFT_IO_OP_STAT:
         meta(f, 0, IO_POSIX_STATS, l);
         return 0;
-    case OP_MMAP: /* the bytes read through a mapping are page faults: not seen */
+    case DFT_IO_OP_MMAP: /* the bytes read through a mapping are page faults: not seen */
         meta(f, 0, IO_POSIX_MMAPS, l);
         return 0;
-    case OP_META:
+    case DFT_IO_OP_META:
         meta(f, 0, -1, l);
         return 0;
-    case OP_SOPEN:
-    case OP_SFDOPEN:
-        meta(f, 1, op == OP_SOPEN ? IO_STDIO_OPENS : IO_STDIO_FDOPENS, l);
+    case DFT_IO_OP_SOPEN:
+    case DFT_IO_OP_SFDOPEN:
+        meta(f, 1, op == DFT_IO_OP_SOPEN ? IO_STDIO_OPENS : IO_STDIO_FDOPENS, l);
         if (!(a.have & A_FD) || a.fd < 0)
             return 0;
-        if (op == OP_SOPEN) {
+        if (op == DFT_IO_OP_SOPEN) {
             int append = (a.have & A_MODE) && a.mode.n && a.mode.p[0] == 'a';
             if ((o = dft_io_ofd_new(ps, file, append ? -1 : 0)) < 0 || dft_io_fd_bind(ps, key, o) < 0)
                 return -1;
@@ -372,24 +303,24 @@ int dft_io_event(pass *ps, const char *text, size_t n, const dft_line *l)
         s->pos = ps->ofds[o].pos;
         ps->ofds[o].refs++;
         return 0;
-    case OP_SCLOSE:
+    case DFT_IO_OP_SCLOSE:
         meta(f, 1, -1, l);
         if (a.have & A_FD) {
             dft_io_stream_drop(ps, key);
             dft_io_fd_drop(ps, key); /* fclose closes the descriptor */
         }
         return 0;
-    case OP_SFLUSH: /* Darshan counts fflush's time as write time */
+    case DFT_IO_OP_SFLUSH: /* Darshan counts fflush's time as write time */
         f->c[IO_STDIO_FLUSHES]++;
         timer(f, 4, IO_STDIO_F_WRITE_TIME, l->ts, l->dur);
         return 0;
-    case OP_STELL:
+    case DFT_IO_OP_STELL:
         meta(f, 1, -1, l);
         if ((a.have & (A_FD | A_RET)) == (A_FD | A_RET) && a.ret >= 0 &&
             (s = dft_io_stream_of(ps, key, 0)))
             s->pos = a.ret;
         return 0;
-    case OP_SSEEK:
+    case DFT_IO_OP_SSEEK:
         meta(f, 1, IO_STDIO_SEEKS, l);
         if ((a.have & A_FD) && !failed && (s = dft_io_stream_of(ps, key, 0))) {
             int64_t whence = (a.have & A_WHENCE) ? a.whence : -1;
@@ -401,8 +332,8 @@ int dft_io_event(pass *ps, const char *text, size_t n, const dft_line *l)
                 s->pos = -1; /* SEEK_END: the file's size is not known */
         }
         return 0;
-    case OP_SREAD:
-    case OP_SWRITE: {
+    case DFT_IO_OP_SREAD:
+    case DFT_IO_OP_SWRITE: {
         int64_t off = -1;
         o = -1;
         if (a.have & A_FD) {
@@ -417,7 +348,7 @@ int dft_io_event(pass *ps, const char *text, size_t n, const dft_line *l)
             if (s->pos >= 0)
                 s->pos += bytes;
         }
-        if (op == OP_SREAD)
+        if (op == DFT_IO_OP_SREAD)
             return count_read(ps, 1, file, o, off, bytes, l, 1);
         count_write(f, 1, off, bytes, l, 1);
         return 0;
