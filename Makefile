@@ -212,9 +212,14 @@ wheel: system-deps sdist
 # was built from the same sdist, so the rest would run the same code again).
 # The test extension is built for each Python by its build venv
 # (build/testcore-X.Y).
+# SKIP_PY: versions left out here because `make test` already ran the whole
+# suite against their wheel, built from the sdist (CI passes .venv's).
 SDIST_TESTS := tests/test_install.py tests/core tests/python tests/profile tests/tools/test_cli.py
+SKIP_PY ?=
 test-wheels: wheel
 	@set -e; for v in $(SUPPORTED); do \
+	  case " $(SKIP_PY) " in *" $$v "*) \
+	    echo "== Python $$v: tested by make test (its wheel from the sdist, the whole suite): skipped"; continue;; esac; \
 	  whl=$$(ls $(DIST)/$(DIST_NAME)-cp$${v/./}-*.whl 2>/dev/null | head -1); \
 	  [ -n "$$whl" ] || { echo "no wheel for Python $$v: skipped"; continue; }; \
 	  $(call build_testcore,build/venv-$$v/bin/python,build/testcore-$$v); \
