@@ -36,19 +36,6 @@ void dft_ident_init(dft_ident *id)
 }
 
 /* At most 18 digits, an optional '-': the whole of [p, end). */
-static int int_of(const char *p, const char *end, int64_t *v)
-{
-    int neg = p < end && *p == '-';
-    const char *d = p + neg;
-    int64_t x = 0;
-    const char *q = d;
-    while (q < end && *q >= '0' && *q <= '9' && q - d < 18)
-        x = x * 10 + (*q++ - '0');
-    if (q == d || q != end)
-        return -1;
-    *v = neg ? -x : x;
-    return 0;
-}
 
 static void arg(void *ctx, dft_sv key, const char *v, const char *vend, dft_sv str, int is_str)
 {
@@ -80,7 +67,7 @@ static void arg(void *ctx, dft_sv key, const char *v, const char *vend, dft_sv s
     }
     for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
         if (key.n == strlen(ints[i].key) && memcmp(key.p, ints[i].key, key.n) == 0 &&
-            int_of(v, vend, (int64_t *)((char *)a + ints[i].off)) == 0)
+            dft_members_int(v, vend, (int64_t *)((char *)a + ints[i].off)) == 0)
             a->have |= ints[i].bit;
 }
 

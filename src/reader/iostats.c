@@ -46,20 +46,6 @@ const char *const dft_io_counter_names[IO_NCOUNTERS] = {
 #undef B
 };
 
-static int int_of(const char *p, const char *end, int64_t *v)
-{
-    int neg = p < end && *p == '-';
-    const char *d = p + neg;
-    int64_t x = 0;
-    const char *q = d;
-    while (q < end && *q >= '0' && *q <= '9' && q - d < 18)
-        x = x * 10 + (*q++ - '0');
-    if (q == d || q != end)
-        return -1;
-    *v = neg ? -x : x;
-    return 0;
-}
-
 static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, dft_sv str,
                       int is_str)
 {
@@ -98,7 +84,7 @@ static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, d
         } else if (SV_IS(key, "mode")) {
             a->mode = str;
             a->have |= A_MODE;
-        } else if (SV_IS(key, "value") && int_of(str.p, str.p + str.n, &a->value) == 0) {
+        } else if (SV_IS(key, "value") && dft_members_int(str.p, str.p + str.n, &a->value) == 0) {
             a->have |= A_VALUE; /* the older tools' CM rank: "value": "2" */
         }
         return;
@@ -116,7 +102,7 @@ static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, d
     }
     for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
         if (key.n == strlen(ints[i].key) && memcmp(key.p, ints[i].key, key.n) == 0 &&
-            int_of(vp, vend, (int64_t *)((char *)a + ints[i].off)) == 0)
+            dft_members_int(vp, vend, (int64_t *)((char *)a + ints[i].off)) == 0)
             a->have |= ints[i].bit;
 }
 

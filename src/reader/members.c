@@ -84,3 +84,17 @@ int dft_members_args(const char *text, size_t n, dft_arg_fn fn, void *ctx)
     }
     return rc;
 }
+
+int dft_members_int(const char *p, const char *end, int64_t *v)
+{
+    int neg = p < end && *p == '-';
+    const char *d = p + neg;
+    int64_t x = 0;
+    const char *q = d;
+    while (q < end && *q >= '0' && *q <= '9' && q - d < 18)
+        x = x * 10 + (*q++ - '0');
+    if (q == d || q != end)
+        return -1;
+    *v = neg ? -x : x;
+    return 0;
+}

@@ -59,19 +59,6 @@ typedef struct rk_args {
 } rk_args;
 
 /* An integer token in [p, end) (a string holding one counts too). */
-static int int_of(const char *p, const char *end, int64_t *v)
-{
-    int neg = p < end && *p == '-';
-    const char *d = p + neg;
-    int64_t x = 0;
-    const char *q = d;
-    while (q < end && *q >= '0' && *q <= '9' && q - d < 18)
-        x = x * 10 + (*q++ - '0');
-    if (q == d || q != end)
-        return -1;
-    *v = neg ? -x : x;
-    return 0;
-}
 
 /* One member of args: the value's text in [vp, vend), or its string body. */
 static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, dft_sv str,
@@ -114,7 +101,7 @@ static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, d
     }
     for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
         if (key.n == strlen(ints[i].key) && memcmp(key.p, ints[i].key, key.n) == 0 &&
-            int_of(vp, vend, (int64_t *)((char *)a + ints[i].off)) == 0)
+            dft_members_int(vp, vend, (int64_t *)((char *)a + ints[i].off)) == 0)
             a->have |= ints[i].bit;
 }
 
@@ -267,7 +254,7 @@ static int step_kind(const pass *ps, const dft_line *l, int64_t *number)
             return DFT_RK_KIND_NAMED;
     }
     int kind = dft_cls_step_kind(l->cat.p, l->cat.n, l->name.p, l->name.n);
-    if (kind == DFT_STEP_PROFILER && int_of(l->name.p + 13, l->name.p + l->name.n, number) < 0)
+    if (kind == DFT_STEP_PROFILER && dft_members_int(l->name.p + 13, l->name.p + l->name.n, number) < 0)
         *number = DFT_RK_NO_STEP;
     return kind;
 }

@@ -174,6 +174,10 @@ typedef void (*dft_arg_fn)(void *ctx, dft_sv key, const char *v, const char *ven
                            int is_str);
 int dft_members_args(const char *text, size_t n, dft_arg_fn fn, void *ctx);
 
+/* A JSON integer value (at most 18 digits, optional '-') spanning exactly
+ * [p, end) into *v: 0, or -1 (nothing changed).  Pure; no GIL. */
+int dft_members_int(const char *p, const char *end, int64_t *v);
+
 /* ---- a set of uint64 keys with a pointer each (reader/set.c) ------------ */
 
 typedef struct dft_u64map {
