@@ -3,13 +3,16 @@
  *
  * The fit is a small software PLL.  An anchor (tsc, monotonic) pair is taken
  * at init; every refit takes a fresh pair, estimates the tick rate over the
- * whole baseline since the anchor (so its error shrinks as the run goes on),
- * keeps the converted time continuous at the refit point, and adds a slew of
- * at most SLEW_MAX to the rate so that the remaining error is worked off over
- * the next interval.  Refits come after 10 ms, then at doubling intervals up
- * to one second.  A TSC that disagrees with CLOCK_MONOTONIC by more than
- * STEP_NS is not trusted: running behind, the clock steps forward and starts a
- * new baseline; running ahead, the TSC path is switched off for good. */
+ * whole baseline since the anchor (so its error shrinks as the run goes on)
+ * and goes on from CLOCK_MONOTONIC itself when that is at or after the latest
+ * time the old parameters can have handed out; a converted clock that ran
+ * ahead stays continuous instead and has a slew of at most SLEW_MAX added to
+ * its rate, so that the error is worked off over the next interval.  Refits
+ * come after 10 ms, then at doubling intervals up to one second.  A TSC that
+ * disagrees with CLOCK_MONOTONIC by more than STEP_NS (plus 1000 ppm of the
+ * time since the last fit) is not trusted: running behind, the clock steps
+ * forward and starts a new baseline; running ahead, the TSC path is switched
+ * off for good. */
 #include "core/clock.h"
 
 #include <fcntl.h>
@@ -155,31 +158,44 @@ static int64_t refit(uint64_t s)
     if (s != 0) { /* continue from the current parameters, correcting their error */
         uint64_t d = t - atomic_load_explicit(&dft_tsc.tsc_base, memory_order_relaxed);
         uint64_t mult = atomic_load_explicit(&dft_tsc.mult, memory_order_relaxed);
-        int64_t est = atomic_load_explicit(&dft_tsc.ns_base, memory_order_relaxed) +
-                      (int64_t)(((unsigned __int128)d * mult) >> 32);
+        uint64_t old_span = atomic_load_explicit(&dft_tsc.span, memory_order_relaxed);
+        int64_t old_base = atomic_load_explicit(&dft_tsc.ns_base, memory_order_relaxed);
+        int64_t est = old_base + (int64_t)(((unsigned __int128)d * mult) >> 32);
         int64_t err = m - est; /* > 0: the converted clock runs behind */
-        if (err < -STEP_NS) {
+        /* The old rate's error grows with the time it was extrapolated over:
+         * after an idle gap of minutes a few ppm are more than STEP_NS. */
+        int64_t tol = STEP_NS + (m > old_base ? (m - old_base) / 1000 : 0);
+        if (err < -tol) {
             /* Not logged: this may run in a signal handler.  _clock_info()
              * shows the source. */
             atomic_store_explicit(&tsc_allowed, 0, memory_order_relaxed);
             return now; /* the sequence stays odd: the fast path is off */
         }
-        if (err > STEP_NS) {
+        if (err > tol) {
             /* step forward; the old rate holds until a new baseline is measured */
             start_baseline(t, m);
             rate = mult;
         } else {
-            base_ns = est;
-            now = est;
+            /* The latest time the old parameters can have handed out: reads
+             * past their span come here instead.  Going on from CLOCK_MONOTONIC
+             * itself is exact and, at or after that time, never goes back;
+             * extrapolating the old rate over an idle gap would carry its
+             * error (tens of us after a second idle) into the next interval. */
+            int64_t handed = d < old_span
+                                 ? est
+                                 : old_base + (int64_t)(((unsigned __int128)old_span * mult) >> 32);
             interval_ns = interval_ns * 2 > MAX_INTERVAL_NS ? MAX_INTERVAL_NS : interval_ns * 2;
-            /* work err off over the next interval, within SLEW_MAX_PPM */
-            __int128 slew = (__int128)rate * err / interval_ns;
-            __int128 lim = (__int128)rate * SLEW_MAX_PPM / 1000000;
-            if (slew > lim)
-                slew = lim;
-            if (slew < -lim)
-                slew = -lim;
-            rate = (uint64_t)((__int128)rate + slew);
+            if (m < handed) {
+                /* ran ahead: stay continuous and work the error off over the
+                 * next interval, within SLEW_MAX_PPM */
+                base_ns = handed;
+                now = handed;
+                __int128 slew = (__int128)rate * (m - handed) / interval_ns;
+                __int128 lim = (__int128)rate * SLEW_MAX_PPM / 1000000;
+                if (slew < -lim)
+                    slew = -lim;
+                rate = (uint64_t)((__int128)rate + slew);
+            }
         }
     }
     if (rate == 0) { /* a TSC faster than 4 GHz * 2^32: not usable */

@@ -8,8 +8,8 @@
  * On x86-64, when the kernel itself keeps time with the TSC (its clocksource
  * is "tsc": invariant and synchronised across CPUs), the clock reads the TSC
  * directly (~13 ns) and converts ticks with parameters that core/clock.c refits
- * against CLOCK_MONOTONIC every second, slewing rather than stepping, so the
- * two never drift apart by more than a microsecond or so.  The parameters are
+ * against CLOCK_MONOTONIC every second, never stepping back, so the two never
+ * drift apart by more than a microsecond or so.  The parameters are
  * published under a sequence counter; a reader that sees them being changed,
  * or that is due to refit them, takes the slow path instead of waiting, which
  * keeps every read async-signal-safe.  DFTRACER_CLOCK=monotonic turns the TSC

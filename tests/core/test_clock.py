@@ -105,6 +105,40 @@ def test_forked_child_keeps_a_fitted_clock() -> None:
     assert r.stdout.strip().splitlines()[-1] == "0", r.stdout + r.stderr
 
 
+# The first fit measures the tick rate over 10 ms only; a process that then
+# goes idle (an import, a sleep, a wait on a collective) for a second before
+# its next read must still read CLOCK_MONOTONIC's time, not the short fit's
+# rate extrapolated over the gap (that was 18-55 us off on the development VM,
+# worked off only over the next tens of milliseconds).
+GAP = textwrap.dedent("""
+    import json, time
+    from dftracer import _core
+    off = _core._clock_info()["offset_ns"]
+    def bracket():
+        w0 = time.monotonic_ns(); t = _core.get_time(); w1 = time.monotonic_ns()
+        return max((w0 + off) // 1000 - t, t - (w1 + off) // 1000 - 1)
+    worst = []
+    for gap in (1.5, 0.7, 2.0):
+        end = time.monotonic() + 0.015  # past the first fit (or one refit)
+        while time.monotonic() < end:
+            _core.get_time()
+        time.sleep(gap)
+        worst.append(max(bracket() for _ in range(200)))
+    print(json.dumps({"worst_us": worst, "source": _core._clock_info()["source"]}))
+""")
+
+
+@pytest.mark.skipif(not TSC_EXPECTED, reason="the kernel does not keep time with the TSC here")
+def test_first_read_after_an_idle_gap_is_on_clock_monotonic() -> None:
+    import json
+
+    r = run_python(GAP)
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["source"] == "tsc", res
+    # 3 us: the bound of test_clock_tracks_clock_monotonic_through_refits
+    assert max(res["worst_us"]) <= 3, res
+
+
 SKEW = textwrap.dedent("""
     import json, time
     from dftracer import _core
