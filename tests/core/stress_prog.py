@@ -5,12 +5,15 @@
 For each start method and each of SIGTERM and SIGKILL, ROUNDS times: a child
 started with that method traces from 16 threads; each thread k logs events
 named "t<k>" whose duration is their sequence number.  The child's main thread
-appends to bounds-<pid>.txt, every 2 ms, "C" and the counts the threads have
-reached (those events are committed: a SIGTERM from then on must keep them),
-and every 50-150 ms calls flush() and then appends "F" and the counts read
-before it (those events are on disk for good: even a SIGKILL keeps them).
-The driver kills the child after a random delay and prints one JSON line per
-child: {"method", "sig", "pid", "status", "dir"}.
+appends to bounds-<pid>.txt, every 2 ms, "C", the CLOCK_MONOTONIC time (ns)
+after it read them, and the counts the threads have reached (those events are
+committed: a SIGTERM sent after that time must keep them; a line written
+later may count events logged while the signal's flush ran in another
+thread), and every 50-150 ms calls flush() and then appends "F", the time and
+the counts read before it (those events are on disk for good: even a SIGKILL
+keeps them).  The driver kills the child after a random delay and prints one
+JSON line per child: {"method", "sig", "pid", "status", "dir", "kill_ns"},
+kill_ns the CLOCK_MONOTONIC time just before the kill.
 """
 
 import json
@@ -47,7 +50,8 @@ def child(out):
         rng = random.Random(os.getpid())
         next_flush = time.monotonic()
         while True:
-            seen = " ".join(map(str, counts))
+            counted = " ".join(map(str, counts))
+            seen = "%d %s" % (time.monotonic_ns(), counted)  # the time after the read
             f.write("C " + seen + "\n")
             f.flush()
             if time.monotonic() >= next_flush:
@@ -69,10 +73,11 @@ def main(argv):
                 p = mp.get_context(method).Process(target=child, args=(d,))
                 p.start()
                 time.sleep(rng.uniform(0.2, 1.5))
+                kill_ns = time.monotonic_ns()
                 os.kill(p.pid, sig)
                 p.join(60)
                 print(json.dumps({"method": method, "sig": sig.name, "pid": p.pid,
-                                  "status": p.exitcode, "dir": d}), flush=True)
+                                  "status": p.exitcode, "dir": d, "kill_ns": kill_ns}), flush=True)
 
 
 if __name__ == "__main__":

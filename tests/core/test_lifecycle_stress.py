@@ -3,8 +3,8 @@
 For each start method × SIGTERM/SIGKILL (tests/core/stress_prog.py): every
 event a completed flush() covered is on disk (nothing flushed is ever lost),
 no event is written twice (ids and (thread, sequence) unique), every file
-decodes; SIGTERM keeps every event committed before it, for every thread an
-unbroken run from its first event, and the exit status.
+decodes; SIGTERM keeps every event committed before it was sent, for every
+thread an unbroken run from its first event, and the exit status.
 
 LIFECYCLE_STRESS_ROUNDS (default 2: twelve children, 15-40 s) sets the
 rounds; LIFECYCLE_STRESS_SEED the random delays.
@@ -29,13 +29,15 @@ ROUNDS = int(os.environ.get("LIFECYCLE_STRESS_ROUNDS", "2"))
 SEED = int(os.environ.get("LIFECYCLE_STRESS_SEED", "20"))
 
 
-def last_bounds(directory: str, pid: int, kind: str):
-    """The last whole line of that kind: per thread, how many events it had logged."""
+def last_bounds(directory: str, pid: int, kind: str, before_ns: int | None = None):
+    """The last whole line of that kind (read before before_ns, if given): per
+    thread, how many events it had logged."""
     path = os.path.join(directory, f"bounds-{pid}.txt")
     if not os.path.exists(path):
         return None
     lines = [ln.split() for ln in open(path).read().split("\n")[:-1]]  # a torn last line is not whole
-    lines = [ln[1:] for ln in lines if len(ln) == 17 and ln[0] == kind]
+    lines = [ln[2:] for ln in lines if len(ln) == 18 and ln[0] == kind and
+             (before_ns is None or int(ln[1]) < before_ns)]
     return [int(x) for x in lines[-1]] if lines else None
 
 
@@ -55,8 +57,13 @@ def test_random_kills_lose_nothing_flushed_and_duplicate_nothing(tmp_path):
         where = f"{run['method']} {run['sig']}"
         assert run["status"] == -getattr(signal, run["sig"]), where  # died by the signal
         files = [f for f in find_traces(run["dir"]) if f"-{run['pid']}-app" in f]
-        # SIGKILL keeps what a completed flush() covered; SIGTERM what was committed.
-        bounds = last_bounds(run["dir"], run["pid"], "F" if run["sig"] == "SIGKILL" else "C")
+        # SIGKILL keeps what a completed flush() covered; SIGTERM what was
+        # committed before it was sent (a count read while the signal's flush
+        # ran in another thread may hold events logged after that flush).
+        if run["sig"] == "SIGKILL":
+            bounds = last_bounds(run["dir"], run["pid"], "F")
+        else:
+            bounds = last_bounds(run["dir"], run["pid"], "C", before_ns=run["kill_ns"])
         if not files:
             assert bounds is None, where  # killed before tracing started
             continue
