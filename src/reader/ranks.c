@@ -154,18 +154,12 @@ static int32_t key_of(pass *ps, dft_sv cat, dft_sv name)
             memcmp(e->cat, cat.p, cat.n) == 0 && memcmp(e->name, name.p, name.n) == 0)
             return k;
     }
-    if (r->nkeys == ps->keys_cap) {
-        size_t cap = ps->keys_cap ? ps->keys_cap * 2 : 64;
-        dft_rk_key *k2 = realloc(r->keys, cap * sizeof *k2);
-        if (!k2)
-            return -1;
-        r->keys = k2;
-        uint64_t *h2 = realloc(ps->khash, cap * sizeof *h2);
-        if (!h2)
-            return -1;
-        ps->khash = h2;
-        ps->keys_cap = cap;
-    }
+    /* keys and their hashes side by side: keys_cap is what both hold */
+    size_t kcap = ps->keys_cap, hcap = ps->keys_cap;
+    if (DFT_GROW(r->keys, r->nkeys, kcap, 64) != 0 ||
+        DFT_GROW(ps->khash, r->nkeys, hcap, 64) != 0)
+        return -1;
+    ps->keys_cap = hcap;
     dft_rk_key *e = &r->keys[r->nkeys];
     memset(e, 0, sizeof *e);
     e->cat = malloc(cat.n + 1);
