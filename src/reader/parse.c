@@ -537,6 +537,21 @@ int dft_line_is_bracket(const char *s, size_t n)
     return n == 0 || (n == 1 && (*s == '[' || *s == ']'));
 }
 
+dft_rd_status dft_rd_next_event(dft_rd *r, const char **text, size_t *n, dft_line *l,
+                                const char **why)
+{
+    dft_rd_status st;
+    while ((st = dft_rd_next(r, text, n)) == DFT_RD_OK && dft_line_is_bracket(*text, *n))
+        ;
+    if (st != DFT_RD_OK)
+        return st;
+    while (*n > 0 && ((*text)[*n - 1] == '\r' || (*text)[*n - 1] == ',' || (*text)[*n - 1] == ' '))
+        (*n)--;
+    if (dft_line_parse(*text, *n, DFT_PARSE_LENIENT, l, why) == 0)
+        *why = NULL;
+    return st;
+}
+
 static int utf8_valid(const unsigned char *p, size_t n)
 {
     size_t i = 0;

@@ -145,6 +145,13 @@ int dft_line_parse(const char *s, size_t n, dft_parse_mode mode, dft_line *out,
 /* 1 for the lines that are not events: "[", "]", blank. */
 int dft_line_is_bracket(const char *s, size_t n);
 
+/* How every pass reads a trace: the next line of r that is not a JSON
+ * array's bracket, its text trimmed of a trailing ',', CR and spaces, parsed
+ * leniently into *l.  Returns r's status; with DFT_RD_OK, *why is NULL when
+ * the line parsed, else the parser's reason (a bad line, *l unset).  No GIL. */
+dft_rd_status dft_rd_next_event(dft_rd *r, const char **text, size_t *n, dft_line *l,
+                                const char **why);
+
 /* Lenient scanners for the rewriter: a string at *p (its body in *body) or
  * any value; advance *p past it.  Return 0, or -1 when malformed. */
 int dft_json_scan_string(const char **p, const char *end, dft_sv *body);
