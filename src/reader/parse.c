@@ -306,11 +306,6 @@ static int args_object(pstate *s, dft_line *l)
     if (s->p >= s->end || *s->p != '{')
         return skip_value(s, 1);
     s->p++;
-    ws(s);
-    if (s->p < s->end && *s->p == '}') {
-        s->p++;
-        return 0;
-    }
     dft_sv key;
     dft_members it;
     dft_members_start(&it, s->p, s->end, s->mode);
@@ -408,12 +403,7 @@ static int general(pstate *s, dft_line *l)
     ws(s);
     if (s->p >= s->end || *s->p != '{')
         return fail(s, "not a JSON object");
-    s->p++;
-    ws(s);
-    if (s->p < s->end && *s->p == '}') {
-        s->p++;
-        return 0;
-    }
+    s->p++; /* "{}" too goes on to the check of what follows it */
     dft_sv key;
     dft_members it;
     dft_members_start(&it, s->p, s->end, s->mode);

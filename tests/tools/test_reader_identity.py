@@ -93,3 +93,24 @@ def test_one_member_walk_for_the_line_parser_and_the_passes(tmp_path, args_text,
     problems = [p for f in report["files"] for p in f["problems"]] if "files" in report \
         else report["problems"]
     assert any(why in p for p in problems), problems
+
+
+def test_an_empty_object_followed_by_text_is_a_bad_line(tmp_path):
+    """`{}` went past the parser's check of what follows an object (it
+    returned early), so `{} junk` read as an (empty) object."""
+    import subprocess
+    import sys
+
+    from dftracer import _core
+
+    path = _write(tmp_path / "t-node-7-42-app.pfw", [], {})
+    with open(path, "a") as f:
+        f.write("{} junk\n")
+    rk, io = _core._rank_file(path), _core._io_file(path)
+    assert rk["bad_lines"] == io["bad_lines"] == 1
+    r = subprocess.run([sys.executable, "-m", "dftracer", "validate", "--json", path],
+                       capture_output=True, text=True)
+    report = json.loads(r.stdout)
+    problems = [p for f in report["files"] for p in f["problems"]] if "files" in report \
+        else report["problems"]
+    assert any("text after the object" in p for p in problems), problems
