@@ -17,6 +17,7 @@
 #include "core/clock.h"
 #include "core/sigmask.h"
 #include "core/writer.h"
+#include "format/grow.h"
 
 #define ID_BLOCK 4096
 
@@ -570,14 +571,8 @@ static void rename_thread(dft_tstate *ts)
  * one level less).  Owner's thread, no GIL. */
 static dft_scope *scope_push(dft_tstate *ts, int owned)
 {
-    if (ts->depth == ts->scopes_cap) {
-        int cap = ts->scopes_cap ? ts->scopes_cap * 2 : 16;
-        dft_scope *s = realloc(ts->scopes, (size_t)cap * sizeof *s);
-        if (!s)
-            return NULL;
-        ts->scopes = s;
-        ts->scopes_cap = cap;
-    }
+    if (DFT_GROW(ts->scopes, (size_t)ts->depth, ts->scopes_cap, 16) != 0)
+        return NULL;
     dft_scope *s = &ts->scopes[ts->depth];
     if (ts->depth > 0) {
         s->parent = s[-1].id;

@@ -73,7 +73,8 @@ typedef struct dft_tstate {
     char name[128];        /* the thread_name written to the current file */
     int64_t id_next, id_end;
     dft_scope *scopes;
-    int depth, scopes_cap;
+    int depth;
+    size_t scopes_cap;
     _Atomic int in_emit;   /* recording now: guards against re-entry from signals,
                               and finalize waits for it (relaxed; lock-free) */
     /* The time-based flush (dft_flush_aged_threads), all under lock: hand-offs

@@ -7,6 +7,7 @@
  * one object can be used from many threads at once.  All functions need the
  * GIL. */
 #include "profile/profile.h"
+#include "format/grow.h"
 #include "profile/emit.h"
 #include "profile/loop.h"
 #include "profile/wrap.h"
@@ -34,20 +35,14 @@ typedef struct cm_frame {
  * is not freed when the thread ends (a few hundred bytes). */
 static __thread cm_frame *cm_stack;
 static __thread int cm_depth;    /* frames in cm_stack */
-static __thread int cm_cap;
+static __thread size_t cm_cap;
 static __thread int cm_overflow; /* frames not recorded (out of memory) */
 
 static int cm_push(ProfileObject *p)
 {
-    if (cm_depth == cm_cap) {
-        int cap = cm_cap ? cm_cap * 2 : 16;
-        cm_frame *s = realloc(cm_stack, (size_t)cap * sizeof *s);
-        if (!s) {
-            cm_overflow++;
-            return 0;
-        }
-        cm_stack = s;
-        cm_cap = cap;
+    if (DFT_GROW(cm_stack, (size_t)cm_depth, cm_cap, 16) != 0) {
+        cm_overflow++;
+        return 0;
     }
     cm_frame *f = &cm_stack[cm_depth++];
     f->p = (ProfileObject *)Py_NewRef(p);
@@ -107,7 +102,7 @@ static PyObject *profile_enter(PyObject *self, PyObject *unused)
 
 static PyObject *profile_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (cm_overflow > 0 && cm_depth == cm_cap) {
+    if (cm_overflow > 0 && (size_t)cm_depth == cm_cap) {
         cm_overflow--;
         Py_RETURN_FALSE;
     }

@@ -100,14 +100,13 @@ static int read_events(EventReaderObject *self, pending_event *ev, int max)
     size_t n;
     dft_line l;
     while (k < max) {
-        dft_rd_status st = dft_rd_next(&self->rd, &text, &n);
+        const char *why;
+        dft_rd_status st = dft_rd_next_event(&self->rd, &text, &n, &l, &why);
         if (st != DFT_RD_OK) {
             self->status = (int)st;
             break;
         }
-        const char *why;
-        if (dft_line_is_bracket(text, n) ||
-            dft_line_parse(text, n, DFT_PARSE_LENIENT, &l, &why) < 0)
+        if (why)
             continue;
         if (l.ph != 'X' || (l.have & (DFT_HAVE_TS | DFT_HAVE_DUR)) != (DFT_HAVE_TS | DFT_HAVE_DUR))
             continue;

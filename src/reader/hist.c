@@ -10,6 +10,7 @@
 #include <Python.h>
 
 #include "reader/tools.h"
+#include "format/grow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -69,12 +70,10 @@ int dft_hist_add(dft_hist *h, int64_t v)
             h->dense[bin]++;
             return 0;
         }
-        uint32_t ncap = h->cap ? h->cap * 2 : 4;
-        uint64_t *p = realloc(h->pairs, ncap * sizeof *p);
-        if (!p)
+        size_t cap = h->cap; /* uint32_t in the struct: one per group, kept small */
+        if (DFT_GROW(h->pairs, h->npairs, cap, 4) != 0)
             return -1;
-        h->pairs = p;
-        h->cap = ncap;
+        h->cap = (uint32_t)cap;
     }
     h->pairs[h->npairs++] = ((uint64_t)bin << 48) | 1;
     return 0;

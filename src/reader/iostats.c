@@ -339,12 +339,8 @@ static int read_lines(pass *ps, dft_rd *rd)
     size_t n;
     dft_line l;
     dft_rd_status st;
-    while ((st = dft_rd_next(rd, &text, &n)) == DFT_RD_OK) {
-        if (dft_line_is_bracket(text, n))
-            continue;
-        while (n > 0 && (text[n - 1] == '\r' || text[n - 1] == ',' || text[n - 1] == ' '))
-            n--;
-        if (dft_line_parse(text, n, DFT_PARSE_LENIENT, &l, &why) < 0) {
+    while ((st = dft_rd_next_event(rd, &text, &n, &l, &why)) == DFT_RD_OK) {
+        if (why) {
             if (r->bad_lines++ == 0) {
                 r->first_bad_line = rd->line_no;
                 r->first_bad = why;

@@ -51,34 +51,21 @@ static int after_member(pstate *s, char close, const char *why)
 
 static int string(pstate *s, dft_sv *out);
 
-/* The line parser's one walk over an object's members (the line's own and
- * its args'): reader/members.c's walk, with strict mode's checks of each key
- * and a reason for each failure.  Call with s->p past the '{' and *first set.
- * 1: a key in *key and s->p at its value; 0: the object ended (s->p past the
- * '}'); -1 (why). */
-static int next_member(pstate *s, int *first, dft_sv *key, const char *bad_key,
-                       const char *no_colon, const char *no_sep)
+/* The next member of the object walked by *it (reader/members.c, started in
+ * s->mode), from s->p: 1 with its key and s->p at its value; 0 at the
+ * object's end; -1 with the reason (in_args: the args object's). */
+static int next_member(pstate *s, dft_members *it, dft_sv *key, int in_args)
 {
-    ws(s);
-    if (*first) {
-        *first = 0;
-        if (s->p < s->end && *s->p == '}') {
-            s->p++;
-            return 0;
-        }
-    } else {
-        int more = after_member(s, '}', no_sep);
-        if (more <= 0)
-            return more;
-        ws(s);
-    }
-    if (s->p >= s->end || *s->p != '"' || string(s, key) < 0)
-        return fail(s, bad_key);
-    ws(s);
-    if (s->p >= s->end || *s->p != ':')
-        return fail(s, no_colon);
-    s->p++;
-    return 1;
+    static const char *const why[2][4] = {
+        {"", "bad key", "missing ':'", "missing ',' or '}'"},
+        {"", "bad key in args", "missing ':' in args", "missing ',' or '}' in args"},
+    };
+    it->p = s->p;
+    int rc = dft_members_next(it, key);
+    s->p = it->p;
+    if (rc < 0)
+        return fail(s, it->why ? it->why : why[in_args][it->fault]);
+    return rc;
 }
 
 /* Strict checks of a string body: escapes and control characters. */
@@ -255,33 +242,30 @@ static int skip_value(pstate *s, int depth)
         return literal(s, "false", 5);
     case 'n':
         return literal(s, "null", 4);
-    case '{':
-    case '[': {
-        char close = *s->p == '{' ? '}' : ']';
-        int obj = close == '}';
+    case '{': {
+        s->p++;
+        dft_members it;
+        dft_members_start(&it, s->p, s->end, s->mode);
+        int rc;
+        while ((rc = next_member(s, &it, &sv, 0)) == 1)
+            if (skip_value(s, depth + 1) < 0)
+                return -1;
+        return rc;
+    }
+    case '[':
         s->p++;
         ws(s);
-        if (s->p < s->end && *s->p == close) {
+        if (s->p < s->end && *s->p == ']') {
             s->p++;
             return 0;
         }
         for (;;) {
-            if (obj) {
-                ws(s);
-                if (s->p >= s->end || *s->p != '"' || string(s, &sv) < 0)
-                    return fail(s, "bad object key");
-                ws(s);
-                if (s->p >= s->end || *s->p != ':')
-                    return fail(s, "missing ':'");
-                s->p++;
-            }
             if (skip_value(s, depth + 1) < 0)
                 return -1;
-            int more = after_member(s, close, obj ? "missing ',' or '}'" : "missing ',' or ']'");
+            int more = after_member(s, ']', "missing ',' or ']'");
             if (more <= 0)
                 return more;
         }
-    }
     default:
         return number(s, &iv, &is_int, &sv);
     }
@@ -322,15 +306,11 @@ static int args_object(pstate *s, dft_line *l)
     if (s->p >= s->end || *s->p != '{')
         return skip_value(s, 1);
     s->p++;
-    ws(s);
-    if (s->p < s->end && *s->p == '}') {
-        s->p++;
-        return 0;
-    }
     dft_sv key;
-    int first = 1, rc;
-    while ((rc = next_member(s, &first, &key, "bad key in args", "missing ':' in args",
-                             "missing ',' or '}' in args")) == 1) {
+    dft_members it;
+    dft_members_start(&it, s->p, s->end, s->mode);
+    int rc;
+    while ((rc = next_member(s, &it, &key, 1)) == 1) {
         dft_sv val;
         int64_t iv = 0;
         int is_int = 0;
@@ -423,16 +403,12 @@ static int general(pstate *s, dft_line *l)
     ws(s);
     if (s->p >= s->end || *s->p != '{')
         return fail(s, "not a JSON object");
-    s->p++;
-    ws(s);
-    if (s->p < s->end && *s->p == '}') {
-        s->p++;
-        return 0;
-    }
+    s->p++; /* "{}" too goes on to the check of what follows it */
     dft_sv key;
-    int first = 1, more;
-    while ((more = next_member(s, &first, &key, "bad key", "missing ':'",
-                               "missing ',' or '}'")) == 1) {
+    dft_members it;
+    dft_members_start(&it, s->p, s->end, s->mode);
+    int more;
+    while ((more = next_member(s, &it, &key, 0)) == 1) {
         dft_sv val;
         int64_t iv;
         int is_int;
@@ -551,6 +527,21 @@ int dft_line_is_bracket(const char *s, size_t n)
     return n == 0 || (n == 1 && (*s == '[' || *s == ']'));
 }
 
+dft_rd_status dft_rd_next_event(dft_rd *r, const char **text, size_t *n, dft_line *l,
+                                const char **why)
+{
+    dft_rd_status st;
+    while ((st = dft_rd_next(r, text, n)) == DFT_RD_OK && dft_line_is_bracket(*text, *n))
+        ;
+    if (st != DFT_RD_OK)
+        return st;
+    while (*n > 0 && ((*text)[*n - 1] == '\r' || (*text)[*n - 1] == ',' || (*text)[*n - 1] == ' '))
+        (*n)--;
+    if (dft_line_parse(*text, *n, DFT_PARSE_LENIENT, l, why) == 0)
+        *why = NULL;
+    return st;
+}
+
 static int utf8_valid(const unsigned char *p, size_t n)
 {
     size_t i = 0;
@@ -644,13 +635,22 @@ decimal:
     return 0;
 }
 
-int dft_json_scan_string(const char **p, const char *end, dft_sv *body)
+int dft_json_scan_string_as(const char **p, const char *end, dft_sv *body, dft_parse_mode mode,
+                            const char **why)
 {
-    pstate s = {*p, end, DFT_PARSE_LENIENT, NULL};
-    if (s.p >= end || *s.p != '"' || string(&s, body) < 0)
+    pstate s = {*p, end, mode, NULL};
+    if (s.p >= end || *s.p != '"' || string(&s, body) < 0) {
+        if (why)
+            *why = s.why;
         return -1;
+    }
     *p = s.p;
     return 0;
+}
+
+int dft_json_scan_string(const char **p, const char *end, dft_sv *body)
+{
+    return dft_json_scan_string_as(p, end, body, DFT_PARSE_LENIENT, NULL);
 }
 
 int dft_json_scan_value(const char **p, const char *end)

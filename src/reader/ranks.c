@@ -154,18 +154,12 @@ static int32_t key_of(pass *ps, dft_sv cat, dft_sv name)
             memcmp(e->cat, cat.p, cat.n) == 0 && memcmp(e->name, name.p, name.n) == 0)
             return k;
     }
-    if (r->nkeys == ps->keys_cap) {
-        size_t cap = ps->keys_cap ? ps->keys_cap * 2 : 64;
-        dft_rk_key *k2 = realloc(r->keys, cap * sizeof *k2);
-        if (!k2)
-            return -1;
-        r->keys = k2;
-        uint64_t *h2 = realloc(ps->khash, cap * sizeof *h2);
-        if (!h2)
-            return -1;
-        ps->khash = h2;
-        ps->keys_cap = cap;
-    }
+    /* keys and their hashes side by side: keys_cap is what both hold */
+    size_t kcap = ps->keys_cap, hcap = ps->keys_cap;
+    if (DFT_GROW(r->keys, r->nkeys, kcap, 64) != 0 ||
+        DFT_GROW(ps->khash, r->nkeys, hcap, 64) != 0)
+        return -1;
+    ps->keys_cap = hcap;
     dft_rk_key *e = &r->keys[r->nkeys];
     memset(e, 0, sizeof *e);
     e->cat = malloc(cat.n + 1);
@@ -315,12 +309,8 @@ static int read_lines(pass *ps, dft_rd *rd)
     size_t n;
     dft_line l;
     dft_rd_status st;
-    while ((st = dft_rd_next(rd, &text, &n)) == DFT_RD_OK) {
-        if (dft_line_is_bracket(text, n))
-            continue;
-        while (n > 0 && (text[n - 1] == '\r' || text[n - 1] == ',' || text[n - 1] == ' '))
-            n--;
-        if (dft_line_parse(text, n, DFT_PARSE_LENIENT, &l, &why) < 0) {
+    while ((st = dft_rd_next_event(rd, &text, &n, &l, &why)) == DFT_RD_OK) {
+        if (why) {
             if (r->bad_lines++ == 0) {
                 r->first_bad_line = rd->line_no;
                 r->first_bad = why;

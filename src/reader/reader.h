@@ -145,25 +145,50 @@ int dft_line_parse(const char *s, size_t n, dft_parse_mode mode, dft_line *out,
 /* 1 for the lines that are not events: "[", "]", blank. */
 int dft_line_is_bracket(const char *s, size_t n);
 
+/* How every pass reads a trace: the next line of r that is not a JSON
+ * array's bracket, its text trimmed of a trailing ',', CR and spaces, parsed
+ * leniently into *l.  Returns r's status; with DFT_RD_OK, *why is NULL when
+ * the line parsed, else the parser's reason (a bad line, *l unset).  No GIL. */
+dft_rd_status dft_rd_next_event(dft_rd *r, const char **text, size_t *n, dft_line *l,
+                                const char **why);
+
 /* Lenient scanners for the rewriter: a string at *p (its body in *body) or
  * any value; advance *p past it.  Return 0, or -1 when malformed. */
 int dft_json_scan_string(const char **p, const char *end, dft_sv *body);
+/* The same in mode; on -1 *why says what was wrong (or stays NULL). */
+int dft_json_scan_string_as(const char **p, const char *end, dft_sv *body, dft_parse_mode mode,
+                            const char **why);
 int dft_json_scan_value(const char **p, const char *end);
 
 /* ---- walking a JSON object's members (reader/members.c) ----------------- */
 
+/* Why a walk failed (dft_members.fault). */
+typedef enum dft_members_fault {
+    DFT_MEMBERS_OK = 0,
+    DFT_MEMBERS_BAD_KEY,  /* no key string where one belongs (why: the string's fault, if any) */
+    DFT_MEMBERS_NO_COLON, /* no ':' after a key */
+    DFT_MEMBERS_NO_SEP,   /* neither ',' nor '}' after a value */
+} dft_members_fault;
+
 typedef struct dft_members {
-    const char *p, *end; /* p: after the last thing read */
+    const char *p, *end;   /* p: after the last thing read */
     int first;
+    dft_parse_mode mode;   /* keys as the line parser reads strings in this mode */
+    dft_members_fault fault;
+    const char *why;       /* with DFT_MEMBERS_BAD_KEY: what was wrong with the string, or NULL */
 } dft_members;
 
-/* p (after whitespace) is at '{': starts the walk past it.  0, or -1 when
- * it is not an object. */
+/* p (after whitespace) is at '{': starts a lenient walk past it.  0, or -1
+ * when it is not an object. */
 int dft_members_open(dft_members *it, const char *p, const char *end);
+/* Starts a walk at p, just past an object's '{', reading keys in mode. */
+void dft_members_start(dft_members *it, const char *p, const char *end, dft_parse_mode mode);
 /* The next member: 1 with its key (the string's body) and it->p at its
  * value, which the caller then takes (dft_json_scan_value, or its own
  * reading) by advancing it->p; 0 at the object's end (it->p past the '}');
- * -1 when malformed.  No GIL. */
+ * -1 when malformed (it->fault, it->why say why).  The one walk over an
+ * object's members: the line parser's (reader/parse.c) and the passes'.
+ * No GIL. */
 int dft_members_next(dft_members *it, dft_sv *key);
 
 /* Calls fn for each member of the "args" object of the event line text:

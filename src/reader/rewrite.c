@@ -467,12 +467,8 @@ static int write_events(rewriter *w, dft_rd *r)
     size_t n;
     dft_line l;
     dft_rd_status st;
-    while ((st = dft_rd_next(r, &text, &n)) == DFT_RD_OK) {
-        if (dft_line_is_bracket(text, n))
-            continue;
-        while (n > 0 && (text[n - 1] == '\r' || text[n - 1] == ',' || text[n - 1] == ' '))
-            n--;
-        if (dft_line_parse(text, n, DFT_PARSE_LENIENT, &l, &why) < 0) {
+    while ((st = dft_rd_next_event(r, &text, &n, &l, &why)) == DFT_RD_OK) {
+        if (why) {
             bad_line(w, r, why);
             continue;
         }

@@ -210,12 +210,10 @@ static int summarize(dft_rd *r, summary *s)
     size_t n;
     dft_rd_status st;
     dft_line l;
-    while ((st = dft_rd_next(r, &text, &n)) == DFT_RD_OK) {
+    const char *why;
+    while ((st = dft_rd_next_event(r, &text, &n, &l, &why)) == DFT_RD_OK) {
         s->lines = r->line_no;
-        if (dft_line_is_bracket(text, n))
-            continue;
-        const char *why;
-        if (dft_line_parse(text, n, DFT_PARSE_LENIENT, &l, &why) < 0) {
+        if (why) {
             if (s->first_bad_line == 0) {
                 s->first_bad_line = s->lines;
                 snprintf(s->first_bad, sizeof s->first_bad, "%s", why);

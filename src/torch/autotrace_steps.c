@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "format/grow.h"
 
 int dft_at_on[DFT_AT_NPARTS];
 
@@ -281,15 +282,9 @@ int dft_at_optimizer_end(uintptr_t opt, int64_t ts)
     }
     S.mode = MODE_OPTIM;
     S.batch_pending = 0;
-    if (S.nstepped == S.cap) {
-        size_t cap = S.cap ? S.cap * 2 : 8;
-        uintptr_t *p = realloc(S.stepped, cap * sizeof *p);
-        if (!p) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        S.stepped = p;
-        S.cap = cap;
+    if (DFT_GROW(S.stepped, S.nstepped, S.cap, 8) != 0) {
+        PyErr_NoMemory();
+        return -1;
     }
     S.stepped[S.nstepped++] = opt;
     S.last_end = ts;

@@ -3,6 +3,7 @@
  * and counters, and the Dynamo contexts (the args of one Dynamo instance).
  * Both sit on this file; neither calls the other.  GIL held unless noted. */
 #include "integrations.h"
+#include "format/grow.h"
 #include "torch/dynamo_state.h"
 
 #include <errno.h>
@@ -47,7 +48,8 @@ typedef struct {
 enum { CTX_NAME = 1, CTX_EPOCH = 2, CTX_STEP = 4, CTX_IMAGE_IDX = 8, CTX_IMAGE_SIZE = 16 };
 
 static dyn_context *contexts;
-static int32_t ncontexts, contexts_cap;
+static int32_t ncontexts;
+static size_t contexts_cap;
 
 int32_t dft_dyn_context_count(void) { return ncontexts; }
 
@@ -120,14 +122,8 @@ static PyObject *dyn_context_new(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    if (ncontexts == contexts_cap) {
-        int32_t cap = contexts_cap ? contexts_cap * 2 : 8;
-        dyn_context *c = realloc(contexts, (size_t)cap * sizeof *c);
-        if (!c)
-            return PyErr_NoMemory();
-        contexts = c;
-        contexts_cap = cap;
-    }
+    if (ncontexts == INT32_MAX || DFT_GROW(contexts, (size_t)ncontexts, contexts_cap, 8) != 0)
+        return PyErr_NoMemory();
     memset(&contexts[ncontexts], 0, sizeof *contexts);
     return PyLong_FromLong(ncontexts++);
 }

@@ -10,6 +10,7 @@
  *
  * All functions here are called from Python with the GIL held. */
 #include "core/core.h"
+#include "format/grow.h"
 #include "integrations.h"
 #include "torch/dynamo_state.h"
 
@@ -34,7 +35,8 @@ static const struct {
 } phase_names[] = {{"forward", 7}, {"backward", 8}, {"inference", 9}};
 
 static dyn_op *ops;
-static Py_ssize_t nops, ops_cap;
+static Py_ssize_t nops;
+static size_t ops_cap;
 
 /* _dyn_op(name, graph, phase, ctx) -> op id */
 static PyObject *dyn_op_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -64,14 +66,8 @@ static PyObject *dyn_op_new(PyObject *self, PyObject *const *args, Py_ssize_t na
         PyErr_Format(PyExc_ValueError, "ctx %ld is not a context id", ctx);
         return NULL;
     }
-    if (nops == ops_cap) {
-        Py_ssize_t cap = ops_cap ? ops_cap * 2 : 256;
-        dyn_op *o = realloc(ops, (size_t)cap * sizeof *o);
-        if (!o)
-            return PyErr_NoMemory();
-        ops = o;
-        ops_cap = cap;
-    }
+    if (DFT_GROW(ops, (size_t)nops, ops_cap, 256) != 0)
+        return PyErr_NoMemory();
     dyn_op op = {.graph = graph, .ctx = (int32_t)ctx, .phase = (uint8_t)phase};
     if (!(op.name = dft_dyn_copy_utf8(args[0], "name", &op.name_len)))
         return NULL;

@@ -22,6 +22,7 @@
  * All functions here run with the GIL held: the hook runs on the thread that
  * evaluates the frame. */
 #include "core/core.h"
+#include "format/grow.h"
 #include "integrations.h"
 #include "torch/dynamo_state.h"
 
@@ -292,13 +293,11 @@ static PyObject *hook_add(PyObject *self, PyObject *const *args, Py_ssize_t narg
     while (k < codes_cap && codes[k].code)
         k++;
     if (k == codes_cap) {
-        Py_ssize_t cap = codes_cap ? codes_cap * 2 : 8;
-        traced_code *c = realloc(codes, (size_t)cap * sizeof *c);
-        if (!c)
+        size_t old = (size_t)codes_cap, cap = old;
+        if (DFT_GROW(codes, old, cap, 8) != 0)
             return PyErr_NoMemory();
-        memset(c + codes_cap, 0, (size_t)(cap - codes_cap) * sizeof *c);
-        codes = c;
-        codes_cap = cap;
+        memset(codes + old, 0, (cap - old) * sizeof *codes); /* free slots are zeroed */
+        codes_cap = (Py_ssize_t)cap;
     }
     char *name = malloc((size_t)nlen + 1);
     if (!name)

@@ -4,6 +4,7 @@
  * function runs on any thread without the GIL except dft_pp_compute_shares,
  * whose sort needs its callers serialised (they hold the GIL). */
 #include "torch/profiler_records.h"
+#include "format/grow.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -13,14 +14,8 @@
 
 pp_event *dft_pp_push(pp_vec *v)
 {
-    if (v->n == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 1024;
-        pp_event *p = realloc(v->ev, cap * sizeof *p);
-        if (!p)
-            return NULL;
-        v->ev = p;
-        v->cap = cap;
-    }
+    if (DFT_GROW(v->ev, v->n, v->cap, 1024) != 0)
+        return NULL;
     pp_event *e = &v->ev[v->n++];
     memset(e, 0, sizeof *e);
     return e;
@@ -28,14 +23,8 @@ pp_event *dft_pp_push(pp_vec *v)
 
 static pp_mem *push_mem(pp_vec *v)
 {
-    if (v->nmem == v->capmem) {
-        size_t cap = v->capmem ? v->capmem * 2 : 256;
-        pp_mem *p = realloc(v->mem, cap * sizeof *p);
-        if (!p)
-            return NULL;
-        v->mem = p;
-        v->capmem = cap;
-    }
+    if (DFT_GROW(v->mem, v->nmem, v->capmem, 256) != 0)
+        return NULL;
     return &v->mem[v->nmem++];
 }
 

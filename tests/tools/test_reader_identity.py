@@ -62,3 +62,55 @@ def test_both_passes_read_the_same_identity(tmp_path, meta, start, want):
     assert io["io_events"] == 2 and rk["bad_lines"] == io["bad_lines"] == 0
     [f] = io["files"]
     assert f[0] == "/d/x"
+
+
+@pytest.mark.parametrize("args_text, why", [
+    ('{"fd": 3, "ret": 4,}', "bad key"),                   # a trailing comma
+    ('{"fd": 3 "ret": 4}', "missing ',' or '}'"),
+    ('{"fd": 3, "ret": 4, "x": {"a": 1,}}', "bad key"),    # inside a nested object
+])
+def test_one_member_walk_for_the_line_parser_and_the_passes(tmp_path, args_text, why):
+    """A malformed args object is the same bad line to the line parser
+    (validate's reason) and to the ranks and I/O passes: one walk.  (A key
+    followed by no ':' is not among these: lenient reading takes its quote
+    for one of the older tools' unescaped quotes.)"""
+    import subprocess
+    import sys
+
+    from dftracer import _core
+
+    path = _write(tmp_path / "t-node-7-42-app.pfw", [], {})
+    bad = ('{"id": 93, "name": "read", "cat": "POSIX", "pid": 42, "tid": 42, "ts": 40, '
+           f'"dur": 5, "ph": "X", "args": {args_text}}}')
+    with open(path, "a") as f:
+        f.write(bad + "\n")
+    rk, io = _core._rank_file(path), _core._io_file(path)
+    assert rk["bad_lines"] == io["bad_lines"] == 1
+    assert io["io_events"] == 2  # the good read and write only
+    r = subprocess.run([sys.executable, "-m", "dftracer", "validate", "--json", path],
+                       capture_output=True, text=True)
+    report = json.loads(r.stdout)
+    problems = [p for f in report["files"] for p in f["problems"]] if "files" in report \
+        else report["problems"]
+    assert any(why in p for p in problems), problems
+
+
+def test_an_empty_object_followed_by_text_is_a_bad_line(tmp_path):
+    """`{}` went past the parser's check of what follows an object (it
+    returned early), so `{} junk` read as an (empty) object."""
+    import subprocess
+    import sys
+
+    from dftracer import _core
+
+    path = _write(tmp_path / "t-node-7-42-app.pfw", [], {})
+    with open(path, "a") as f:
+        f.write("{} junk\n")
+    rk, io = _core._rank_file(path), _core._io_file(path)
+    assert rk["bad_lines"] == io["bad_lines"] == 1
+    r = subprocess.run([sys.executable, "-m", "dftracer", "validate", "--json", path],
+                       capture_output=True, text=True)
+    report = json.loads(r.stdout)
+    problems = [p for f in report["files"] for p in f["problems"]] if "files" in report \
+        else report["problems"]
+    assert any("text after the object" in p for p in problems), problems
