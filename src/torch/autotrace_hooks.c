@@ -5,11 +5,17 @@
  *
  *   _at_forward_pre(module, args) / _at_forward_post(module, args, output):
  *     a per-thread depth; the end of the outermost forward writes the event
- *     and puts a pre-hook (a _BackwardReached) on the grad_fn of the first
- *     tensor of its output;
- *   _BackwardReached(grad_outputs): the first one the engine reaches opens
- *     `backward`; two callbacks queued on the engine close it at the end of
- *     the pass, after the callbacks queued during it (DDP's bucket wait);
+ *     and, when its output needs grad, names the model the next backward
+ *     pass is of;
+ *   _AtForward(module, forward): the same around a call, set as a top-level
+ *     module's `forward` attribute where torch's hook path would cost more
+ *     than the event;
+ *   _AtEngineRun(original): torch.autograd's _engine_run_backward, the one
+ *     entry of backward() and grad() into the autograd engine: the call is
+ *     `backward` when a top-level forward on this thread had an output that
+ *     needs grad (since the last optimizer step), and ends when the engine
+ *     returns, after the callbacks queued during the pass (DDP's bucket
+ *     wait);
  *   _at_optimizer_pre / _at_optimizer_post(opt, args, kwargs): the outermost
  *     step() is the event, and moves the iteration (autotrace_steps.c).
  *
@@ -21,6 +27,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include <structmember.h>
 
 /* What _at_setup() hands over from torch (strong references, kept). */
 static struct {
@@ -29,9 +36,7 @@ static struct {
     PyObject *loss;         /* torch.nn.modules.loss._Loss */
     PyObject *grad_enabled; /* torch.is_grad_enabled */
     PyObject *graph_task;   /* torch._C._current_graph_task_id */
-    PyObject *queue_callback; /* the autograd engine's queue_callback */
     PyObject *seen;         /* modules._search_seen(module), while searching */
-    PyObject *register_prehook; /* "register_prehook" */
     PyObject *module_attr;  /* "__module__" */
     PyObject *orig_mod;     /* "_orig_mod" */
     PyObject *grad_fn;      /* "grad_fn" */
@@ -133,22 +138,8 @@ static PyObject *first_grad_fn(PyObject *out, int depth)
     return found;
 }
 
-static PyTypeObject BackwardReachedType;
-static int64_t forward_seq;
-
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    int64_t seq;
-    PyTypeObject *type; /* the module's class: the event's `module` */
-    int is_loss;
-} BackwardReached;
-
-static void backward_forget(void);
-static PyObject *backward_reached_vc(PyObject *self, PyObject *const *args, size_t nargsf,
-                                     PyObject *kwnames);
-
-/* The end of a top-level forward: its event, and the backward's pre-hook. */
+/* The end of a top-level forward: its event, and the model the next backward
+ * pass is of. */
 static void top_forward(PyObject *module, int64_t start, PyObject *output)
 {
     dft_at_thread *t = dft_at_thread_get();
@@ -163,7 +154,6 @@ static void top_forward(PyObject *module, int64_t start, PyObject *output)
         goto fail;
     if (task != -1) /* recomputed inside backward (checkpointing) */
         return;
-    backward_forget(); /* a backward that raised never reached its end */
     int64_t end = dft_clock_us();
     PyTypeObject *tp = module_type(module);
     const char *name = dft_at_type_name(tp);
@@ -191,23 +181,16 @@ static void top_forward(PyObject *module, int64_t start, PyObject *output)
             goto fail;
         return;
     }
-    int is_loss = PyObject_IsInstance(module, T.loss);
-    BackwardReached *b = is_loss < 0 ? NULL
-                                     : PyObject_New(BackwardReached, &BackwardReachedType);
-    if (!b) {
-        Py_DECREF(grad_fn);
-        goto fail;
-    }
-    b->vectorcall = backward_reached_vc;
-    b->seq = forward_seq++;
-    b->type = (PyTypeObject *)Py_NewRef((PyObject *)tp);
-    b->is_loss = is_loss;
-    r = PyObject_CallMethodOneArg(grad_fn, T.register_prehook, (PyObject *)b);
-    Py_DECREF(b);
     Py_DECREF(grad_fn);
-    if (!r)
+    int is_loss = PyObject_IsInstance(module, T.loss);
+    if (is_loss < 0)
         goto fail;
-    Py_DECREF(r);
+    /* the latest model; a loss module only when no other one is pending */
+    if (!t->bwd_pending || !is_loss || t->bwd_is_loss) {
+        Py_XSETREF(t->bwd_type, (PyTypeObject *)Py_NewRef((PyObject *)tp));
+        t->bwd_is_loss = is_loss;
+    }
+    t->bwd_pending = 1;
     return;
 fail:
     dft_at_fail(DFT_AT_MODULES);
@@ -297,99 +280,214 @@ static PyTypeObject HookType = {
     .tp_doc = "A torch hook of dftracer's zero-code events, in C.",
 };
 
-/* ---- backward ------------------------------------------------------------ */
+/* ---- forward in place of the module's own ------------------------------- */
 
-static struct {
-    int open;
-    int64_t start, seq, tok;
-    PyTypeObject *type; /* strong */
-    int is_loss;
-} B;
+/* _AtForward(module, forward): set as a top-level module's `forward`
+ * attribute (modules.py), so that torch's hook-free call path calls it: the
+ * forward event at the cost of one C call, where module hooks send every
+ * call through torch's hook path (a few microseconds).  It calls the forward
+ * it replaced with the arguments untouched and returns its result; the
+ * forward's own attributes (__wrapped__, __func__, __self__, __name__, its
+ * signature through __wrapped__) read through. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *module;  /* strong: the cycle through module.__dict__ is GC's */
+    PyObject *wrapped; /* the forward it replaced (usually a bound method) */
+} ForwardWrapper;
 
-static PyObject *pass_end_fn, *close_fn; /* the engine callbacks */
-
-static void backward_forget(void) { B.open = 0; }
-
-static PyObject *backward_reached_vc(PyObject *self, PyObject *const *args, size_t nargsf,
-                                     PyObject *kwnames)
+static PyObject *forward_wrapper_vc(PyObject *self, PyObject *const *args, size_t nargsf,
+                                    PyObject *kwnames)
 {
-    (void)args;
-    (void)nargsf;
-    (void)kwnames;
-    BackwardReached *b = (BackwardReached *)self;
+    ForwardWrapper *w = (ForwardWrapper *)self;
     if (!dft_at_on[DFT_AT_MODULES])
-        Py_RETURN_NONE;
-    if (!B.open) {
-        B.open = 1;
-        B.start = dft_clock_us();
-        B.seq = b->seq;
-        Py_XSETREF(B.type, (PyTypeObject *)Py_NewRef((PyObject *)b->type));
-        B.is_loss = b->is_loss;
-        B.tok = dft_at_span_open("backward", "compute", B.start, -1);
-        PyObject *r = PyObject_CallOneArg(T.queue_callback, pass_end_fn);
-        if (!r) {
-            B.open = 0;
-            dft_at_span_close(&B.tok);
-            dft_at_fail(DFT_AT_MODULES);
-        }
-        Py_XDECREF(r);
-    } else if ((B.is_loss && !b->is_loss) || (B.is_loss == b->is_loss && b->seq < B.seq)) {
-        B.seq = b->seq;
-        Py_XSETREF(B.type, (PyTypeObject *)Py_NewRef((PyObject *)b->type));
-        B.is_loss = b->is_loss;
+        return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
+    PyObject *module = Py_NewRef(w->module); /* lives through the call */
+    forward_pre(module);
+    PyObject *out = PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
+    if (out) {
+        forward_post(module, out);
+    } else { /* the program's exception: kept across our bookkeeping */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        forward_post(module, Py_None);
+        PyErr_Clear();
+        PyErr_Restore(type, value, tb);
     }
-    Py_RETURN_NONE;
+    Py_DECREF(module);
+    return out;
 }
 
-static void backward_reached_dealloc(PyObject *self)
+static PyObject *forward_wrapper_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
 {
-    Py_XDECREF(((BackwardReached *)self)->type);
-    PyObject_Free(self);
+    PyObject *module, *wrapped;
+    static char *kw[] = {"module", "forward", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:_AtForward", kw, &module, &wrapped))
+        return NULL;
+    if (!PyCallable_Check(wrapped))
+        return PyErr_Format(PyExc_TypeError, "_AtForward: forward must be callable, not %.100s",
+                            Py_TYPE(wrapped)->tp_name);
+    ForwardWrapper *w = (ForwardWrapper *)tp->tp_alloc(tp, 0);
+    if (!w)
+        return NULL;
+    w->vectorcall = forward_wrapper_vc;
+    w->module = Py_NewRef(module);
+    w->wrapped = Py_NewRef(wrapped);
+    return (PyObject *)w;
 }
 
-static PyTypeObject BackwardReachedType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dftracer._core._BackwardReached",
-    .tp_basicsize = sizeof(BackwardReached),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(BackwardReached, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_dealloc = backward_reached_dealloc,
-    .tp_doc = "The pre-hook a top-level forward puts on its output's grad_fn.",
+static int forward_wrapper_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(((ForwardWrapper *)self)->module);
+    Py_VISIT(((ForwardWrapper *)self)->wrapped);
+    return 0;
+}
+
+static int forward_wrapper_clear(PyObject *self)
+{
+    Py_CLEAR(((ForwardWrapper *)self)->module);
+    Py_CLEAR(((ForwardWrapper *)self)->wrapped);
+    return 0;
+}
+
+static void forward_wrapper_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    forward_wrapper_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+/* Our own attributes first, then the wrapped forward's. */
+static PyObject *forward_wrapper_getattro(PyObject *self, PyObject *name)
+{
+    PyObject *r = PyObject_GenericGetAttr(self, name);
+    if (r || !PyErr_ExceptionMatches(PyExc_AttributeError))
+        return r;
+    PyErr_Clear();
+    PyObject *wrapped = ((ForwardWrapper *)self)->wrapped;
+    return wrapped ? PyObject_GetAttr(wrapped, name) : PyErr_Format(PyExc_AttributeError, "%U", name);
+}
+
+static PyObject *forward_wrapper_doc(PyObject *self, void *unused)
+{
+    (void)unused;
+    PyObject *wrapped = ((ForwardWrapper *)self)->wrapped;
+    return wrapped ? PyObject_GetAttrString(wrapped, "__doc__") : Py_NewRef(Py_None);
+}
+
+static PyObject *forward_wrapper_repr(PyObject *self)
+{
+    PyObject *wrapped = ((ForwardWrapper *)self)->wrapped;
+    return PyUnicode_FromFormat("<dftracer forward timing of %R>", wrapped ? wrapped : Py_None);
+}
+
+static PyMemberDef forward_wrapper_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(ForwardWrapper, wrapped), READONLY,
+     "the forward it replaced"},
+    {NULL, 0, 0, 0, NULL},
 };
 
-/* The end of the backward pass. */
-static PyObject *backward_close(PyObject *m, PyObject *unused)
+static PyGetSetDef forward_wrapper_getset[] = {
+    {"__doc__", forward_wrapper_doc, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ForwardWrapperType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dftracer._core._AtForward",
+    .tp_basicsize = sizeof(ForwardWrapper),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_vectorcall_offset = offsetof(ForwardWrapper, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = forward_wrapper_new,
+    .tp_traverse = forward_wrapper_traverse,
+    .tp_clear = forward_wrapper_clear,
+    .tp_dealloc = forward_wrapper_dealloc,
+    .tp_getattro = forward_wrapper_getattro,
+    .tp_repr = forward_wrapper_repr,
+    .tp_members = forward_wrapper_members,
+    .tp_getset = forward_wrapper_getset,
+};
+
+/* ---- backward ------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *original; /* torch.autograd.graph._engine_run_backward */
+} EngineRun;
+
+static PyObject *engine_run_vc(PyObject *self, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames)
 {
-    (void)m;
-    (void)unused;
-    if (!B.open)
-        Py_RETURN_NONE;
-    B.open = 0;
-    dft_at_span_close(&B.tok);
+    PyObject *original = ((EngineRun *)self)->original;
+    dft_at_thread *t = dft_at_thread_get();
+    if (!dft_at_on[DFT_AT_MODULES] || !t->bwd_pending || t->in_backward || !t->bwd_type)
+        return PyObject_Vectorcall(original, args, nargsf, kwnames);
+    PyTypeObject *tp = (PyTypeObject *)Py_NewRef((PyObject *)t->bwd_type);
+    t->in_backward = 1; /* a pass run inside it (reentrant checkpointing) is its part */
+    int64_t start = dft_clock_us();
+    int64_t tok = dft_at_span_open("backward", "compute", start, -1);
+    PyObject *r = PyObject_Vectorcall(original, args, nargsf, kwnames);
+    PyObject *type = NULL, *value = NULL, *tb = NULL;
+    if (!r) /* the program's exception, kept across our bookkeeping */
+        PyErr_Fetch(&type, &value, &tb);
+    dft_at_span_close(&tok);
     int64_t end = dft_clock_us();
-    const char *name = B.type ? dft_at_type_name(B.type) : "";
+    t->in_backward = 0;
+    const char *name = dft_at_type_name(tp);
     dft_arg a = {.key = "module", .type = DFT_ARG_STR, .v.s = {name, strlen(name)}};
-    dft_at_emit("backward", "compute", B.start, end, &a, 1);
-    dft_at_activity(B.start, end);
-    Py_RETURN_NONE;
+    dft_at_emit("backward", "compute", start, end, &a, 1);
+    dft_at_activity(start, end);
+    Py_DECREF(tp);
+    if (!r)
+        PyErr_Restore(type, value, tb);
+    return r;
 }
 
-/* Queued again, so that it runs after the callbacks queued during the pass
- * (DDP queues the wait for its buckets when the first gradient is ready). */
-static PyObject *backward_pass_end(PyObject *m, PyObject *unused)
+static PyObject *engine_run_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
 {
-    PyObject *r = PyObject_CallOneArg(T.queue_callback, close_fn);
-    if (!r) {
-        PyErr_Clear();
-        return backward_close(m, unused);
+    PyObject *original;
+    if (kwds && PyDict_GET_SIZE(kwds)) {
+        PyErr_SetString(PyExc_TypeError, "_AtEngineRun takes no keyword arguments");
+        return NULL;
     }
-    Py_DECREF(r);
-    Py_RETURN_NONE;
+    if (!PyArg_UnpackTuple(args, "_AtEngineRun", 1, 1, &original))
+        return NULL;
+    if (!PyCallable_Check(original))
+        return PyErr_Format(PyExc_TypeError,
+                            "_AtEngineRun: original must be callable, not %.100s",
+                            Py_TYPE(original)->tp_name);
+    EngineRun *e = (EngineRun *)tp->tp_alloc(tp, 0);
+    if (!e)
+        return NULL;
+    e->vectorcall = engine_run_vc;
+    e->original = Py_NewRef(original);
+    return (PyObject *)e;
 }
 
-static PyMethodDef pass_end_def = {"_at_backward_pass_end", backward_pass_end, METH_NOARGS,
-                                   NULL};
-static PyMethodDef close_def = {"_at_backward_close", backward_close, METH_NOARGS, NULL};
+static void engine_run_dealloc(PyObject *self)
+{
+    Py_XDECREF(((EngineRun *)self)->original);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyMemberDef engine_run_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(EngineRun, original), READONLY,
+     "torch's _engine_run_backward"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject EngineRunType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dftracer._core._AtEngineRun",
+    .tp_basicsize = sizeof(EngineRun),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(EngineRun, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = engine_run_new,
+    .tp_dealloc = engine_run_dealloc,
+    .tp_members = engine_run_members,
+    .tp_doc = "torch.autograd's _engine_run_backward, timing `backward` passes.",
+};
 
 /* ---- optimizer ----------------------------------------------------------- */
 
@@ -419,6 +517,7 @@ static void optimizer_post(PyObject *opt)
     if (--t->opt_depth != 0 || t->opt_owner != opt)
         return;
     t->opt_owner = NULL;
+    t->bwd_pending = 0; /* the next backward is of the next forward */
     dft_at_span_close(&t->opt_tok);
     int64_t end = dft_clock_us();
     const char *name = dft_at_type_name(Py_TYPE(opt));
@@ -432,17 +531,17 @@ static void optimizer_post(PyObject *opt)
 /* ---- setup --------------------------------------------------------------- */
 
 /* _at_setup(tensor, parameter, loss, is_grad_enabled, current_graph_task_id,
- *           queue_callback, search_seen): what the hooks need of torch. */
+ *           search_seen): what the hooks need of torch. */
 static PyObject *py_setup(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
     (void)m;
-    if (n != 7) {
+    if (n != 6) {
         PyErr_SetString(PyExc_TypeError,
                         "_at_setup(tensor, parameter, loss, is_grad_enabled, "
-                        "current_graph_task_id, queue_callback, search_seen)");
+                        "current_graph_task_id, search_seen)");
         return NULL;
     }
-    for (int i = 3; i < 7; i++)
+    for (int i = 3; i < 6; i++)
         if (!PyCallable_Check(args[i]))
             return PyErr_Format(PyExc_TypeError, "_at_setup: argument %d must be callable",
                                 i + 1);
@@ -451,8 +550,7 @@ static PyObject *py_setup(PyObject *m, PyObject *const *args, Py_ssize_t n)
     Py_XSETREF(T.loss, Py_NewRef(args[2]));
     Py_XSETREF(T.grad_enabled, Py_NewRef(args[3]));
     Py_XSETREF(T.graph_task, Py_NewRef(args[4]));
-    Py_XSETREF(T.queue_callback, Py_NewRef(args[5]));
-    Py_XSETREF(T.seen, Py_NewRef(args[6]));
+    Py_XSETREF(T.seen, Py_NewRef(args[5]));
     T.ready = 1;
     Py_RETURN_NONE;
 }
@@ -472,7 +570,7 @@ static PyObject *py_searching(PyObject *m, PyObject *arg)
 static PyMethodDef methods[] = {
     {"_at_setup", (PyCFunction)(void (*)(void))py_setup, METH_FASTCALL,
      "_at_setup(tensor, parameter, loss, is_grad_enabled, current_graph_task_id, "
-     "queue_callback, search_seen)\n\nWhat the torch hooks in C need of torch."},
+     "search_seen)\n\nWhat the torch hooks in C need of torch."},
     {"_at_searching", py_searching, METH_O,
      "_at_searching(on)\n\nWhether the global module hooks are searching."},
     {NULL, NULL, 0, NULL},
@@ -493,22 +591,20 @@ static int add_hook(PyObject *module, const char *name, int kind)
 /* GIL held (PyInit__core). */
 int dft_at_hooks_register(PyObject *module)
 {
-    if (PyType_Ready(&HookType) < 0 || PyType_Ready(&BackwardReachedType) < 0)
+    if (PyType_Ready(&HookType) < 0 || PyType_Ready(&EngineRunType) < 0 ||
+        PyType_Ready(&ForwardWrapperType) < 0)
         return -1;
-    if (!T.register_prehook &&
-        (!(T.register_prehook = PyUnicode_InternFromString("register_prehook")) ||
-         !(T.module_attr = PyUnicode_InternFromString("__module__")) ||
-         !(T.orig_mod = PyUnicode_InternFromString("_orig_mod")) ||
-         !(T.grad_fn = PyUnicode_InternFromString("grad_fn"))))
-        return -1;
-    if (!pass_end_fn && (!(pass_end_fn = PyCFunction_New(&pass_end_def, NULL)) ||
-                         !(close_fn = PyCFunction_New(&close_def, NULL))))
+    if (!T.module_attr && (!(T.module_attr = PyUnicode_InternFromString("__module__")) ||
+                           !(T.orig_mod = PyUnicode_InternFromString("_orig_mod")) ||
+                           !(T.grad_fn = PyUnicode_InternFromString("grad_fn"))))
         return -1;
     if (PyModule_AddFunctions(module, methods) < 0 ||
         add_hook(module, "_at_forward_pre", HOOK_FWD_PRE) < 0 ||
         add_hook(module, "_at_forward_post", HOOK_FWD_POST) < 0 ||
         add_hook(module, "_at_optimizer_pre", HOOK_OPT_PRE) < 0 ||
-        add_hook(module, "_at_optimizer_post", HOOK_OPT_POST) < 0)
+        add_hook(module, "_at_optimizer_post", HOOK_OPT_POST) < 0 ||
+        PyModule_AddObjectRef(module, "_AtForward", (PyObject *)&ForwardWrapperType) < 0 ||
+        PyModule_AddObjectRef(module, "_AtEngineRun", (PyObject *)&EngineRunType) < 0)
         return -1;
     return 0;
 }
