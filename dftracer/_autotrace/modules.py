@@ -132,7 +132,7 @@ def hook_module(module: Any) -> None:
         return
     shims = _compiled[0]  # dynamo traces hooks: Python shims that stand aside
     if not shims and _replaceable(module):
-        wrapper = _core._AtForward(module, module.forward)
+        wrapper = _core._AtForward(module)  # holds the module weakly
         module.__dict__["forward"] = wrapper
         _per_module[module] = (None, None, wrapper)
         return

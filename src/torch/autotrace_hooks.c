@@ -7,9 +7,7 @@
  *     a per-thread depth; the end of the outermost forward writes the event
  *     and, when its output needs grad, names the model the next backward
  *     pass is of;
- *   _AtForward(module, forward): the same around a call, set as a top-level
- *     module's `forward` attribute where torch's hook path would cost more
- *     than the event;
+ *     (autotrace_forward.c's _AtForward calls the same around a call);
  *   _AtEngineRun(original): torch.autograd's _engine_run_backward, the one
  *     entry of backward() and grad() into the autograd engine: the call is
  *     `backward` when a top-level forward on this thread had an output that
@@ -196,7 +194,7 @@ fail:
     dft_at_fail(DFT_AT_MODULES);
 }
 
-static void forward_pre(PyObject *module)
+void dft_at_forward_pre(PyObject *module)
 {
     dft_at_thread *t = dft_at_thread_get();
     int d = t->depth++;
@@ -207,7 +205,7 @@ static void forward_pre(PyObject *module)
     }
 }
 
-static void forward_post(PyObject *module, PyObject *output)
+void dft_at_forward_post(PyObject *module, PyObject *output)
 {
     dft_at_thread *t = dft_at_thread_get();
     int d = t->depth - 1;
@@ -253,11 +251,11 @@ static PyObject *hook_vectorcall(PyObject *self, PyObject *const *args, size_t n
     switch (h->kind) {
     case HOOK_FWD_PRE:
         if (dft_at_on[DFT_AT_MODULES])
-            forward_pre(args[0]);
+            dft_at_forward_pre(args[0]);
         break;
     case HOOK_FWD_POST:
         if (dft_at_on[DFT_AT_MODULES])
-            forward_post(args[0], args[2]);
+            dft_at_forward_post(args[0], args[2]);
         break;
     case HOOK_OPT_PRE:
         if (dft_at_on[DFT_AT_OPTIMIZER])
@@ -278,134 +276,6 @@ static PyTypeObject HookType = {
     .tp_vectorcall_offset = offsetof(HookObject, vectorcall),
     .tp_call = PyVectorcall_Call,
     .tp_doc = "A torch hook of dftracer's zero-code events, in C.",
-};
-
-/* ---- forward in place of the module's own ------------------------------- */
-
-/* _AtForward(module, forward): set as a top-level module's `forward`
- * attribute (modules.py), so that torch's hook-free call path calls it: the
- * forward event at the cost of one C call, where module hooks send every
- * call through torch's hook path (a few microseconds).  It calls the forward
- * it replaced with the arguments untouched and returns its result; the
- * forward's own attributes (__wrapped__, __func__, __self__, __name__, its
- * signature through __wrapped__) read through. */
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    PyObject *module;  /* strong: the cycle through module.__dict__ is GC's */
-    PyObject *wrapped; /* the forward it replaced (usually a bound method) */
-} ForwardWrapper;
-
-static PyObject *forward_wrapper_vc(PyObject *self, PyObject *const *args, size_t nargsf,
-                                    PyObject *kwnames)
-{
-    ForwardWrapper *w = (ForwardWrapper *)self;
-    if (!dft_at_on[DFT_AT_MODULES])
-        return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
-    PyObject *module = Py_NewRef(w->module); /* lives through the call */
-    forward_pre(module);
-    PyObject *out = PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
-    if (out) {
-        forward_post(module, out);
-    } else { /* the program's exception: kept across our bookkeeping */
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        forward_post(module, Py_None);
-        PyErr_Clear();
-        PyErr_Restore(type, value, tb);
-    }
-    Py_DECREF(module);
-    return out;
-}
-
-static PyObject *forward_wrapper_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
-{
-    PyObject *module, *wrapped;
-    static char *kw[] = {"module", "forward", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:_AtForward", kw, &module, &wrapped))
-        return NULL;
-    if (!PyCallable_Check(wrapped))
-        return PyErr_Format(PyExc_TypeError, "_AtForward: forward must be callable, not %.100s",
-                            Py_TYPE(wrapped)->tp_name);
-    ForwardWrapper *w = (ForwardWrapper *)tp->tp_alloc(tp, 0);
-    if (!w)
-        return NULL;
-    w->vectorcall = forward_wrapper_vc;
-    w->module = Py_NewRef(module);
-    w->wrapped = Py_NewRef(wrapped);
-    return (PyObject *)w;
-}
-
-static int forward_wrapper_traverse(PyObject *self, visitproc visit, void *arg)
-{
-    Py_VISIT(((ForwardWrapper *)self)->module);
-    Py_VISIT(((ForwardWrapper *)self)->wrapped);
-    return 0;
-}
-
-static int forward_wrapper_clear(PyObject *self)
-{
-    Py_CLEAR(((ForwardWrapper *)self)->module);
-    Py_CLEAR(((ForwardWrapper *)self)->wrapped);
-    return 0;
-}
-
-static void forward_wrapper_dealloc(PyObject *self)
-{
-    PyObject_GC_UnTrack(self);
-    forward_wrapper_clear(self);
-    Py_TYPE(self)->tp_free(self);
-}
-
-/* Our own attributes first, then the wrapped forward's. */
-static PyObject *forward_wrapper_getattro(PyObject *self, PyObject *name)
-{
-    PyObject *r = PyObject_GenericGetAttr(self, name);
-    if (r || !PyErr_ExceptionMatches(PyExc_AttributeError))
-        return r;
-    PyErr_Clear();
-    PyObject *wrapped = ((ForwardWrapper *)self)->wrapped;
-    return wrapped ? PyObject_GetAttr(wrapped, name) : PyErr_Format(PyExc_AttributeError, "%U", name);
-}
-
-static PyObject *forward_wrapper_doc(PyObject *self, void *unused)
-{
-    (void)unused;
-    PyObject *wrapped = ((ForwardWrapper *)self)->wrapped;
-    return wrapped ? PyObject_GetAttrString(wrapped, "__doc__") : Py_NewRef(Py_None);
-}
-
-static PyObject *forward_wrapper_repr(PyObject *self)
-{
-    PyObject *wrapped = ((ForwardWrapper *)self)->wrapped;
-    return PyUnicode_FromFormat("<dftracer forward timing of %R>", wrapped ? wrapped : Py_None);
-}
-
-static PyMemberDef forward_wrapper_members[] = {
-    {"__wrapped__", T_OBJECT, offsetof(ForwardWrapper, wrapped), READONLY,
-     "the forward it replaced"},
-    {NULL, 0, 0, 0, NULL},
-};
-
-static PyGetSetDef forward_wrapper_getset[] = {
-    {"__doc__", forward_wrapper_doc, NULL, NULL, NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static PyTypeObject ForwardWrapperType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dftracer._core._AtForward",
-    .tp_basicsize = sizeof(ForwardWrapper),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
-    .tp_vectorcall_offset = offsetof(ForwardWrapper, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_new = forward_wrapper_new,
-    .tp_traverse = forward_wrapper_traverse,
-    .tp_clear = forward_wrapper_clear,
-    .tp_dealloc = forward_wrapper_dealloc,
-    .tp_getattro = forward_wrapper_getattro,
-    .tp_repr = forward_wrapper_repr,
-    .tp_members = forward_wrapper_members,
-    .tp_getset = forward_wrapper_getset,
 };
 
 /* ---- backward ------------------------------------------------------------ */
@@ -592,7 +462,7 @@ static int add_hook(PyObject *module, const char *name, int kind)
 int dft_at_hooks_register(PyObject *module)
 {
     if (PyType_Ready(&HookType) < 0 || PyType_Ready(&EngineRunType) < 0 ||
-        PyType_Ready(&ForwardWrapperType) < 0)
+        dft_at_forward_register(module) < 0)
         return -1;
     if (!T.module_attr && (!(T.module_attr = PyUnicode_InternFromString("__module__")) ||
                            !(T.orig_mod = PyUnicode_InternFromString("_orig_mod")) ||
@@ -603,7 +473,6 @@ int dft_at_hooks_register(PyObject *module)
         add_hook(module, "_at_forward_post", HOOK_FWD_POST) < 0 ||
         add_hook(module, "_at_optimizer_pre", HOOK_OPT_PRE) < 0 ||
         add_hook(module, "_at_optimizer_post", HOOK_OPT_POST) < 0 ||
-        PyModule_AddObjectRef(module, "_AtForward", (PyObject *)&ForwardWrapperType) < 0 ||
         PyModule_AddObjectRef(module, "_AtEngineRun", (PyObject *)&EngineRunType) < 0)
         return -1;
     return 0;

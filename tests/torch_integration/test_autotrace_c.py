@@ -232,3 +232,42 @@ def test_backward_is_each_call_into_the_engine_after_a_model_forward(tmp_path):
     assert sum(args(e)["module"] == "Sequential" for e in fwd) == 4 + 1 + 1
     for e in bwd:
         assert e["ph"] == "X" and e["dur"] >= 0
+
+
+LIFETIME = """
+import gc, weakref, torch
+gc.disable()  # what is freed must be freed by reference counting, as without dftracer
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 1)
+    def forward(self, x):
+        return self.lin(x)
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(3):  # the search ends: the model gets its C forward
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+kind = type(vars(model).get("forward")).__name__
+# a forward replaced on the class later is the one called (and timed)
+def doubled(self, x):
+    return self.lin(x) * 2
+Net.forward = doubled
+x = torch.ones(1, 4)
+same = torch.equal(model(x), model.lin(x) * 2)
+# the module does not keep itself alive through its C forward
+ref = weakref.ref(model)
+del model
+print(kind, same, ref() is None)
+"""
+
+
+def test_the_c_forward_follows_the_class_and_keeps_no_module_alive(tmp_path):
+    plain = run_python(LIFETIME, {})
+    assert plain.stdout.split() == ["NoneType", "True", "True"], plain.stderr
+    proc = run_python(LIFETIME, dict(ENV, DFTRACER_LOG_FILE=str(tmp_path / "t")))
+    assert proc.stdout.split() == ["_AtForward", "True", "True"], proc.stderr
+    fwd = one_trace(tmp_path).of(cat="compute", name="forward")
+    assert [args(e)["module"] for e in fwd] == ["Net"] * 4
