@@ -4,7 +4,8 @@ docs/ai.md "Events of an unchanged script"), measured side by side in one run.
 1. Per-hook costs, in this process, tracing on, hooks installed and removed
    in alternating rounds: a module call inside a model (torch's dispatch of
    global hooks plus our pair), our hook pair alone, a top-level forward
-   (its event and the backward hook on its output), one optimizer.step,
+   (its event, through the C forward set on the module), backward() of its
+   output (its event, at the autograd engine's entry), one optimizer.step,
    one `item` of a map-style fetch, and @dft_fn.log on an empty function
    (the decorator's cost, for comparison).
 2. DDP's gradient all-reduce per backward: our bucket hook against DDP's
@@ -131,14 +132,22 @@ def hook_costs(rounds: int) -> None:
             "module call in a 1000-module model, after": [],
             "our hook pair alone (a nested module)": [],
             "top-level forward (Linear, output with grad)": [],
+            "backward() of that output (retain_graph)": [],
             "optimizer.step (SGD, one parameter)": [],
             "our optimizer hook pair alone (step + iteration)": [],
             "item (one sample of a map-style fetch)": [],
             "decorator: @dft_fn.log on an empty function": []}
-    base: Dict[str, List[float]] = {"module": [], "top": [], "step": [], "item": [], "call": []}
+    base: Dict[str, List[float]] = {"module": [], "top": [], "bwd": [], "step": [], "item": [],
+                                    "call": []}
+    y = top(x).sum()
+
+    def backward() -> None:
+        y.backward(retain_graph=True)
+
     for _ in range(rounds):
         base["module"].append(per_module())
         base["top"].append(per_call_us(lambda: top(x), 2000))
+        base["bwd"].append(per_call_us(backward, 2000))
         base["step"].append(per_call_us(opt.step, 2000))
         base["item"].append(per_item())
         base["call"].append(per_call_us(empty, 200000))
@@ -157,6 +166,7 @@ def hook_costs(rounds: int) -> None:
         rows["module call in a 1000-module model, after"].append(per_module())
         rows["top-level forward (Linear, output with grad)"].append(
             per_call_us(lambda: top(x), 2000))
+        rows["backward() of that output (retain_graph)"].append(per_call_us(backward, 2000))
         rows["optimizer.step (SGD, one parameter)"].append(per_call_us(opt.step, 2000))
         rows["our optimizer hook pair alone (step + iteration)"].append(
             per_call_us(opt_pair, 20000) - per_call_us(lambda: None, 20000))
@@ -164,8 +174,8 @@ def hook_costs(rounds: int) -> None:
         for name in ("modules", "optimizer", "dataloader"):
             _base.part(name).uninstall()
     off = {k: statistics.median(v) for k, v in base.items()}
-    which = ["module", "module", None, "top", "step", None, "item", "call"]
-    targets = [None, None, 0.3, None, None, 1.0, 0.5, None]
+    which = ["module", "module", None, "top", "bwd", "step", None, "item", "call"]
+    targets = [None, None, 0.3, None, None, None, 1.0, 0.5, None]
     print(f"hook costs, us (median of {rounds} rounds; {cpu()}; tracing to {directory}):")
     print(f"  {'':48} {'off':>7} {'on':>7} {'added':>7} {'target':>7}")
     added = {}
@@ -183,7 +193,7 @@ def hook_costs(rounds: int) -> None:
           f"step {added['our optimizer hook pair alone (step + iteration)'] / deco:.1f}x, "
           f"item {added['item (one sample of a map-style fetch)'] / deco:.1f}x")
     print("  searching: global hooks, torch dispatches hooks on every module call; after:")
-    print("  the top-level modules found have hooks of their own (docs/performance.md)")
+    print("  no module hooks, the top-level modules found have a C forward (docs/performance.md)")
 
 
 # ---- 2. DDP's bucket hook -------------------------------------------------------

@@ -6,22 +6,28 @@ top-level, and only its end writes an event; every other module costs two
 counter updates.  The forward hook is registered with always_call, so a
 forward that raises still closes.
 
-Backward: the end of a top-level forward puts a pre-hook on the grad_fn of
-the first tensor of its output.  The first such hook the autograd engine
-reaches opens the `backward` event; it closes at the end of the backward
-pass, after the callbacks queued before it (DDP's wait for its last bucket).
-The event names the first model forwarded whose output the pass reached (a
-loss module only when nothing else was).
+Backward: torch.autograd's _engine_run_backward, through which backward()
+and torch.autograd.grad() enter the autograd engine, is a C object
+(_core._AtEngineRun): a call into the engine on a thread whose last
+top-level forward since the last optimizer step had an output that needs
+grad is the `backward` event, to the engine's return (after the callbacks
+queued during the pass: DDP's wait for its last bucket).  It names that
+model (a loss module only when no other model forwarded).  No hook is put
+on the autograd graph: registering one per step cost more than the event.
 
 The hooks are C objects (src/torch/autotrace_hooks.c): torch calls C, and
-no Python frame of ours runs per module call, forward or backward.
+no Python frame of ours runs per module call, forward or backward.  A
+top-level module found is timed by a C object set as its `forward`
+attribute (_core._AtForward), not by hooks of its own: a module with hooks
+goes through torch's hook path on every call (a few microseconds), one
+without keeps the hook-free path and calls our forward, which calls its own.
 
 Global hooks make torch dispatch hooks on every module call (about 2 us
 on a slow core), so they only find the top-level modules, and the search is
 bounded: it ends when a top-level module it saw forwards again (one
 iteration seen), at the next iteration, or after 100 top-level forwards;
-the top-level modules seen get hooks of their own, and every other module
-is back to torch's hook-free path.  Each new pass over a DataLoader (an
+the top-level modules seen get their C forward, and every module is back
+to torch's hook-free path.  Each new pass over a DataLoader (an
 epoch, an evaluation loop), each model.train()/model.eval() and each
 torch.load that returns a module (a model reloaded for the test pass) looks
 again, so a model built or loaded late is timed from its next pass.  A model
@@ -30,14 +36,16 @@ first called outside these windows is not timed.
 torch.compile must not see global module hooks (dynamo guards on them, and
 OptimizedModule warns about them): the first compile or OptimizedModule ends
 the search for good; OptimizedModule and DDP models made later get hooks of
-their own.  The per-module hooks stand aside inside a compiled region, are
-left out when a module is pickled (torch.save of a whole model) and while
-torch.jit.script compiles one.
+their own (hooks, which dynamo traces, not the C forward, which it would
+not).  The per-module hooks stand aside inside a compiled region; the C
+forwards and hooks are left out when a module is pickled (torch.save of a
+whole model, copy.deepcopy) and while torch.jit.script compiles one.
 """
 
 from __future__ import annotations
 
 import functools
+import types
 import weakref
 from typing import Any, Callable, List, Optional
 
@@ -106,24 +114,66 @@ def _search_seen(module: Any) -> None:
 # ---- global hooks, then per-module hooks once torch.compile is in use -------
 
 
+def _replaceable(module: Any) -> bool:
+    """Whether module's `forward` can be replaced by a _core._AtForward: its
+    class's forward is a plain function and none is set on the instance."""
+    attrs = getattr(module, "__dict__", None)
+    return (isinstance(attrs, dict) and "forward" not in attrs
+            and isinstance(getattr(type(module), "forward", None), types.FunctionType))
+
+
 def hook_module(module: Any) -> None:
-    """Per-module hooks on a top-level module (they stand aside inside a
-    compiled region, where dynamo would otherwise trace them)."""
+    """Times a top-level module's forward: by a _core._AtForward set as its
+    `forward` attribute (torch keeps its hook-free call path), or, where that
+    cannot be (torch.compile in use: dynamo traces hooks; a forward set on the
+    instance or not a function), by per-module hooks that stand aside inside
+    a compiled region."""
     if not P.on or module in _per_module:
         return
     shims = _compiled[0]  # dynamo traces hooks: Python shims that stand aside
+    if not shims and _replaceable(module):
+        wrapper = _core._AtForward(module)  # holds the module weakly
+        module.__dict__["forward"] = wrapper
+        _per_module[module] = (None, None, wrapper)
+        return
     pre = module.register_forward_pre_hook(_pre_outside_compile if shims else _pre)
     post = module.register_forward_hook(_post_outside_compile if shims else _post,
                                         always_call=True)
     _per_module[module] = (pre, post, shims)
 
 
+def _ours(module: Any, wrapper: Any) -> bool:
+    return getattr(module, "__dict__", {}).get("forward") is wrapper
+
+
+def _unhook(module: Any, entry: Any) -> None:
+    pre, post, kind = entry
+    if pre is None:
+        if _ours(module, kind):
+            del module.__dict__["forward"]
+    else:
+        pre.remove()
+        post.remove()
+
+
+def _close_running(module: Any) -> None:
+    """A module got its _AtForward while running (entered by the global
+    hooks): a hook of one call closes the running call."""
+    handle: List[Any] = []
+
+    def close(mod: Any, args: Any, output: Any) -> None:
+        handle[0].remove()
+        _post(mod, args, output)
+
+    handle.append(module.register_forward_hook(close, always_call=True))
+
+
 def _to_shims() -> None:
-    """torch.compile is in use: per-module hooks in C become Python shims."""
-    for module, (pre, post, shims) in list(_per_module.items()):
-        if not shims:
-            pre.remove()
-            post.remove()
+    """torch.compile is in use: forward wrappers and per-module hooks in C
+    become Python hook shims."""
+    for module, entry in list(_per_module.items()):
+        if entry[2] is not True:
+            _unhook(module, entry)
             del _per_module[module]
             hook_module(module)
 
@@ -153,6 +203,9 @@ def end_search() -> None:
         if running is not None:
             hook_module(running)  # its forward hooks are read when it returns
             _core._at_set_depth(1)
+            entry = _per_module.get(running)
+            if entry is not None and entry[0] is None:
+                _close_running(running)
     except Exception as exc:
         P.fail(exc)
 
@@ -177,9 +230,15 @@ def compile_seen() -> None:
 
 
 def without_module_hooks() -> List[Any]:
-    """Takes the per-module hooks off every module; put_back() puts them back."""
+    """Takes the per-module hooks and forward wrappers off every module;
+    put_back() puts them back."""
     taken = []
-    for module, (pre, post, _) in list(_per_module.items()):
+    for module, (pre, post, kind) in list(_per_module.items()):
+        if pre is None:
+            if _ours(module, kind):
+                del module.__dict__["forward"]
+                taken.append((module, kind))
+            continue
         f_pre = module._forward_pre_hooks.pop(pre.id, None)
         f_post = module._forward_hooks.pop(post.id, None)
         always = module._forward_hooks_always_called.pop(post.id, None)
@@ -188,7 +247,12 @@ def without_module_hooks() -> List[Any]:
 
 
 def put_back(taken: List[Any]) -> None:
-    for module, pre_id, f_pre, post_id, f_post, always in taken:
+    for entry in taken:
+        if len(entry) == 2:
+            module, wrapper = entry
+            module.__dict__.setdefault("forward", wrapper)
+            continue
+        module, pre_id, f_pre, post_id, f_post, always = entry
         if f_pre is not None:
             module._forward_pre_hooks[pre_id] = f_pre
         if f_post is not None:
@@ -204,9 +268,10 @@ def _switch_at_compile(args: Any) -> None:
 def _watch_optimized_init(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if P.on:  # before __init__, which reads the model's forward, and the first
+            compile_seen()  # call, which warns about global hooks
         original(self, *args, **kwargs)
         if P.on:
-            compile_seen()  # before its first call, which warns about global hooks
             hook_if_not_searching(self)
 
     return __init__
@@ -256,7 +321,11 @@ def _wrap_getstate(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
         if ours is None or not isinstance(state, dict):
             return state
         state = dict(state)
-        pre, post, _ = ours
+        pre, post, kind = ours
+        if pre is None:  # our forward wrapper: the class's forward comes back
+            if state.get("forward") is kind:
+                del state["forward"]
+            return state
         for key, hook_id in (("_forward_pre_hooks", pre.id), ("_forward_hooks", post.id),
                              ("_forward_hooks_always_called", post.id)):
             hooks = state.get(key)
@@ -300,9 +369,8 @@ def _remove_global() -> None:
 def _remove_all() -> None:
     _remove_global()
     _global[0] = False
-    for pre, post, _ in list(_per_module.values()):
-        pre.remove()
-        post.remove()
+    for module, entry in list(_per_module.items()):
+        _unhook(module, entry)
     _per_module.clear()
 
 
@@ -318,8 +386,7 @@ def _wrap_train(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def install() -> None:
     _core._at_setup(torch.Tensor, torch.nn.Parameter, torch.nn.modules.loss._Loss,
-                    torch.is_grad_enabled, torch._C._current_graph_task_id,
-                    torch.autograd.Variable._execution_engine.queue_callback, _search_seen)
+                    torch.is_grad_enabled, torch._C._current_graph_task_id, _search_seen)
     _add_global()
     P.undo_with(_remove_all)
     patch(P, nn_module.Module, "train", _wrap_train(nn_module.Module.train))
@@ -327,4 +394,9 @@ def install() -> None:
     script = _wrap_script(torch.jit.script)
     patch(P, torch.jit, "script", script)
     patch(P, torch.jit._script, "script", script)
+    # backward(): both names torch reads (torch.autograd's own, and graph's,
+    # which torch.compiler's non-strict tracing swaps and puts back)
+    engine = _core._AtEngineRun(torch.autograd.graph._engine_run_backward)
+    patch(P, torch.autograd.graph, "_engine_run_backward", engine)
+    patch(P, torch.autograd, "_engine_run_backward", engine)
     P.started()

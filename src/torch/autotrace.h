@@ -2,8 +2,9 @@
  * (dftracer/_autotrace; docs/ai.md, "Events of an unchanged script"):
  * the parts' switches, each thread's hook state, the iteration counter
  * (autotrace_steps.c) and event writing.  The hooks themselves are in
- * autotrace_hooks.c (modules, backward, optimizer) and autotrace_data.c
- * (DataLoader fetch and item).  Everything here needs the GIL. */
+ * autotrace_hooks.c (modules, backward, optimizer), autotrace_forward.c (the
+ * C forward of top-level modules) and autotrace_data.c (DataLoader fetch
+ * and item).  Everything here needs the GIL. */
 #ifndef DFT_TORCH_AUTOTRACE_H
 #define DFT_TORCH_AUTOTRACE_H
 
@@ -27,6 +28,10 @@ typedef struct dft_at_thread {
     int64_t fwd_start;  /* its start */
     int64_t fwd_tok;    /* its open span */
     int in_data;        /* inside a dataset fetch */
+    int bwd_pending;    /* a top-level forward's output needs grad: backward is timed */
+    int bwd_is_loss;    /* bwd_type is a loss module's */
+    int in_backward;    /* inside a timed backward pass (a nested one is not timed) */
+    PyTypeObject *bwd_type; /* the model it names (strong) */
     int opt_depth;      /* optimizer.step() calls running */
     PyObject *opt_owner; /* borrowed, compared only */
     int64_t opt_start;
@@ -66,9 +71,15 @@ void dft_at_loader_exhausted(int64_t ts);
 int dft_at_optimizer_begin(uintptr_t opt, int64_t ts);
 int dft_at_optimizer_end(uintptr_t opt, int64_t ts);
 
+/* A hooked module's forward begins / ends (autotrace_hooks.c): the thread's
+ * depth; the outermost one's end writes `forward`.  output may be None. */
+void dft_at_forward_pre(PyObject *module);
+void dft_at_forward_post(PyObject *module, PyObject *output);
+
 /* Registration of each file's types and functions (autotrace_steps.c calls
- * the other two).  0, or -1 with an exception set. */
+ * hooks and data, hooks calls forward).  0, or -1 with an exception set. */
 int dft_at_hooks_register(PyObject *module);
 int dft_at_data_register(PyObject *module);
+int dft_at_forward_register(PyObject *module);
 
 #endif

@@ -157,12 +157,15 @@ static PyObject *map_data(PyObject *fetcher, PyObject *dataset, PyObject *indice
         return NULL;
     if (!auto_collation)
         return timed_getitem(dataset, indices);
-    PyObject *getitems = PyObject_GetAttr(dataset, D.getitems);
-    if (!getitems) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-            return NULL;
-        PyErr_Clear();
-    }
+    /* hasattr() as torch's fetch does it: a missing attribute builds no
+     * AttributeError (one a batch otherwise) */
+    PyObject *getitems = NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyObject_GetOptionalAttr(dataset, D.getitems, &getitems) < 0)
+#else
+    if (_PyObject_LookupAttr(dataset, D.getitems, &getitems) < 0)
+#endif
+        return NULL;
     int use = getitems ? PyObject_IsTrue(getitems) : 0;
     if (use < 0) {
         Py_DECREF(getitems);

@@ -5,11 +5,15 @@
  *
  *   _at_forward_pre(module, args) / _at_forward_post(module, args, output):
  *     a per-thread depth; the end of the outermost forward writes the event
- *     and puts a pre-hook (a _BackwardReached) on the grad_fn of the first
- *     tensor of its output;
- *   _BackwardReached(grad_outputs): the first one the engine reaches opens
- *     `backward`; two callbacks queued on the engine close it at the end of
- *     the pass, after the callbacks queued during it (DDP's bucket wait);
+ *     and, when its output needs grad, names the model the next backward
+ *     pass is of;
+ *     (autotrace_forward.c's _AtForward calls the same around a call);
+ *   _AtEngineRun(original): torch.autograd's _engine_run_backward, the one
+ *     entry of backward() and grad() into the autograd engine: the call is
+ *     `backward` when a top-level forward on this thread had an output that
+ *     needs grad (since the last optimizer step), and ends when the engine
+ *     returns, after the callbacks queued during the pass (DDP's bucket
+ *     wait);
  *   _at_optimizer_pre / _at_optimizer_post(opt, args, kwargs): the outermost
  *     step() is the event, and moves the iteration (autotrace_steps.c).
  *
@@ -21,6 +25,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include <structmember.h>
 
 /* What _at_setup() hands over from torch (strong references, kept). */
 static struct {
@@ -29,9 +34,7 @@ static struct {
     PyObject *loss;         /* torch.nn.modules.loss._Loss */
     PyObject *grad_enabled; /* torch.is_grad_enabled */
     PyObject *graph_task;   /* torch._C._current_graph_task_id */
-    PyObject *queue_callback; /* the autograd engine's queue_callback */
     PyObject *seen;         /* modules._search_seen(module), while searching */
-    PyObject *register_prehook; /* "register_prehook" */
     PyObject *module_attr;  /* "__module__" */
     PyObject *orig_mod;     /* "_orig_mod" */
     PyObject *grad_fn;      /* "grad_fn" */
@@ -133,22 +136,8 @@ static PyObject *first_grad_fn(PyObject *out, int depth)
     return found;
 }
 
-static PyTypeObject BackwardReachedType;
-static int64_t forward_seq;
-
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    int64_t seq;
-    PyTypeObject *type; /* the module's class: the event's `module` */
-    int is_loss;
-} BackwardReached;
-
-static void backward_forget(void);
-static PyObject *backward_reached_vc(PyObject *self, PyObject *const *args, size_t nargsf,
-                                     PyObject *kwnames);
-
-/* The end of a top-level forward: its event, and the backward's pre-hook. */
+/* The end of a top-level forward: its event, and the model the next backward
+ * pass is of. */
 static void top_forward(PyObject *module, int64_t start, PyObject *output)
 {
     dft_at_thread *t = dft_at_thread_get();
@@ -163,7 +152,6 @@ static void top_forward(PyObject *module, int64_t start, PyObject *output)
         goto fail;
     if (task != -1) /* recomputed inside backward (checkpointing) */
         return;
-    backward_forget(); /* a backward that raised never reached its end */
     int64_t end = dft_clock_us();
     PyTypeObject *tp = module_type(module);
     const char *name = dft_at_type_name(tp);
@@ -191,29 +179,22 @@ static void top_forward(PyObject *module, int64_t start, PyObject *output)
             goto fail;
         return;
     }
-    int is_loss = PyObject_IsInstance(module, T.loss);
-    BackwardReached *b = is_loss < 0 ? NULL
-                                     : PyObject_New(BackwardReached, &BackwardReachedType);
-    if (!b) {
-        Py_DECREF(grad_fn);
-        goto fail;
-    }
-    b->vectorcall = backward_reached_vc;
-    b->seq = forward_seq++;
-    b->type = (PyTypeObject *)Py_NewRef((PyObject *)tp);
-    b->is_loss = is_loss;
-    r = PyObject_CallMethodOneArg(grad_fn, T.register_prehook, (PyObject *)b);
-    Py_DECREF(b);
     Py_DECREF(grad_fn);
-    if (!r)
+    int is_loss = PyObject_IsInstance(module, T.loss);
+    if (is_loss < 0)
         goto fail;
-    Py_DECREF(r);
+    /* the latest model; a loss module only when no other one is pending */
+    if (!t->bwd_pending || !is_loss || t->bwd_is_loss) {
+        Py_XSETREF(t->bwd_type, (PyTypeObject *)Py_NewRef((PyObject *)tp));
+        t->bwd_is_loss = is_loss;
+    }
+    t->bwd_pending = 1;
     return;
 fail:
     dft_at_fail(DFT_AT_MODULES);
 }
 
-static void forward_pre(PyObject *module)
+void dft_at_forward_pre(PyObject *module)
 {
     dft_at_thread *t = dft_at_thread_get();
     int d = t->depth++;
@@ -224,7 +205,7 @@ static void forward_pre(PyObject *module)
     }
 }
 
-static void forward_post(PyObject *module, PyObject *output)
+void dft_at_forward_post(PyObject *module, PyObject *output)
 {
     dft_at_thread *t = dft_at_thread_get();
     int d = t->depth - 1;
@@ -270,11 +251,11 @@ static PyObject *hook_vectorcall(PyObject *self, PyObject *const *args, size_t n
     switch (h->kind) {
     case HOOK_FWD_PRE:
         if (dft_at_on[DFT_AT_MODULES])
-            forward_pre(args[0]);
+            dft_at_forward_pre(args[0]);
         break;
     case HOOK_FWD_POST:
         if (dft_at_on[DFT_AT_MODULES])
-            forward_post(args[0], args[2]);
+            dft_at_forward_post(args[0], args[2]);
         break;
     case HOOK_OPT_PRE:
         if (dft_at_on[DFT_AT_OPTIMIZER])
@@ -299,97 +280,84 @@ static PyTypeObject HookType = {
 
 /* ---- backward ------------------------------------------------------------ */
 
-static struct {
-    int open;
-    int64_t start, seq, tok;
-    PyTypeObject *type; /* strong */
-    int is_loss;
-} B;
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *original; /* torch.autograd.graph._engine_run_backward */
+} EngineRun;
 
-static PyObject *pass_end_fn, *close_fn; /* the engine callbacks */
-
-static void backward_forget(void) { B.open = 0; }
-
-static PyObject *backward_reached_vc(PyObject *self, PyObject *const *args, size_t nargsf,
-                                     PyObject *kwnames)
+static PyObject *engine_run_vc(PyObject *self, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames)
 {
-    (void)args;
-    (void)nargsf;
-    (void)kwnames;
-    BackwardReached *b = (BackwardReached *)self;
-    if (!dft_at_on[DFT_AT_MODULES])
-        Py_RETURN_NONE;
-    if (!B.open) {
-        B.open = 1;
-        B.start = dft_clock_us();
-        B.seq = b->seq;
-        Py_XSETREF(B.type, (PyTypeObject *)Py_NewRef((PyObject *)b->type));
-        B.is_loss = b->is_loss;
-        B.tok = dft_at_span_open("backward", "compute", B.start, -1);
-        PyObject *r = PyObject_CallOneArg(T.queue_callback, pass_end_fn);
-        if (!r) {
-            B.open = 0;
-            dft_at_span_close(&B.tok);
-            dft_at_fail(DFT_AT_MODULES);
-        }
-        Py_XDECREF(r);
-    } else if ((B.is_loss && !b->is_loss) || (B.is_loss == b->is_loss && b->seq < B.seq)) {
-        B.seq = b->seq;
-        Py_XSETREF(B.type, (PyTypeObject *)Py_NewRef((PyObject *)b->type));
-        B.is_loss = b->is_loss;
+    PyObject *original = ((EngineRun *)self)->original;
+    dft_at_thread *t = dft_at_thread_get();
+    if (!dft_at_on[DFT_AT_MODULES] || !t->bwd_pending || t->in_backward || !t->bwd_type)
+        return PyObject_Vectorcall(original, args, nargsf, kwnames);
+    PyTypeObject *tp = (PyTypeObject *)Py_NewRef((PyObject *)t->bwd_type);
+    t->in_backward = 1; /* a pass run inside it (reentrant checkpointing) is its part */
+    int64_t start = dft_clock_us();
+    int64_t tok = dft_at_span_open("backward", "compute", start, -1);
+    PyObject *r = PyObject_Vectorcall(original, args, nargsf, kwnames);
+    PyObject *type = NULL, *value = NULL, *tb = NULL;
+    if (!r) /* the program's exception, kept across our bookkeeping */
+        PyErr_Fetch(&type, &value, &tb);
+    dft_at_span_close(&tok);
+    int64_t end = dft_clock_us();
+    t->in_backward = 0;
+    const char *name = dft_at_type_name(tp);
+    dft_arg a = {.key = "module", .type = DFT_ARG_STR, .v.s = {name, strlen(name)}};
+    dft_at_emit("backward", "compute", start, end, &a, 1);
+    dft_at_activity(start, end);
+    Py_DECREF(tp);
+    if (!r)
+        PyErr_Restore(type, value, tb);
+    return r;
+}
+
+static PyObject *engine_run_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
+{
+    PyObject *original;
+    if (kwds && PyDict_GET_SIZE(kwds)) {
+        PyErr_SetString(PyExc_TypeError, "_AtEngineRun takes no keyword arguments");
+        return NULL;
     }
-    Py_RETURN_NONE;
+    if (!PyArg_UnpackTuple(args, "_AtEngineRun", 1, 1, &original))
+        return NULL;
+    if (!PyCallable_Check(original))
+        return PyErr_Format(PyExc_TypeError,
+                            "_AtEngineRun: original must be callable, not %.100s",
+                            Py_TYPE(original)->tp_name);
+    EngineRun *e = (EngineRun *)tp->tp_alloc(tp, 0);
+    if (!e)
+        return NULL;
+    e->vectorcall = engine_run_vc;
+    e->original = Py_NewRef(original);
+    return (PyObject *)e;
 }
 
-static void backward_reached_dealloc(PyObject *self)
+static void engine_run_dealloc(PyObject *self)
 {
-    Py_XDECREF(((BackwardReached *)self)->type);
-    PyObject_Free(self);
+    Py_XDECREF(((EngineRun *)self)->original);
+    Py_TYPE(self)->tp_free(self);
 }
 
-static PyTypeObject BackwardReachedType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dftracer._core._BackwardReached",
-    .tp_basicsize = sizeof(BackwardReached),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(BackwardReached, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_dealloc = backward_reached_dealloc,
-    .tp_doc = "The pre-hook a top-level forward puts on its output's grad_fn.",
+static PyMemberDef engine_run_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(EngineRun, original), READONLY,
+     "torch's _engine_run_backward"},
+    {NULL, 0, 0, 0, NULL},
 };
 
-/* The end of the backward pass. */
-static PyObject *backward_close(PyObject *m, PyObject *unused)
-{
-    (void)m;
-    (void)unused;
-    if (!B.open)
-        Py_RETURN_NONE;
-    B.open = 0;
-    dft_at_span_close(&B.tok);
-    int64_t end = dft_clock_us();
-    const char *name = B.type ? dft_at_type_name(B.type) : "";
-    dft_arg a = {.key = "module", .type = DFT_ARG_STR, .v.s = {name, strlen(name)}};
-    dft_at_emit("backward", "compute", B.start, end, &a, 1);
-    dft_at_activity(B.start, end);
-    Py_RETURN_NONE;
-}
-
-/* Queued again, so that it runs after the callbacks queued during the pass
- * (DDP queues the wait for its buckets when the first gradient is ready). */
-static PyObject *backward_pass_end(PyObject *m, PyObject *unused)
-{
-    PyObject *r = PyObject_CallOneArg(T.queue_callback, close_fn);
-    if (!r) {
-        PyErr_Clear();
-        return backward_close(m, unused);
-    }
-    Py_DECREF(r);
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef pass_end_def = {"_at_backward_pass_end", backward_pass_end, METH_NOARGS,
-                                   NULL};
-static PyMethodDef close_def = {"_at_backward_close", backward_close, METH_NOARGS, NULL};
+static PyTypeObject EngineRunType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dftracer._core._AtEngineRun",
+    .tp_basicsize = sizeof(EngineRun),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(EngineRun, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = engine_run_new,
+    .tp_dealloc = engine_run_dealloc,
+    .tp_members = engine_run_members,
+    .tp_doc = "torch.autograd's _engine_run_backward, timing `backward` passes.",
+};
 
 /* ---- optimizer ----------------------------------------------------------- */
 
@@ -419,6 +387,7 @@ static void optimizer_post(PyObject *opt)
     if (--t->opt_depth != 0 || t->opt_owner != opt)
         return;
     t->opt_owner = NULL;
+    t->bwd_pending = 0; /* the next backward is of the next forward */
     dft_at_span_close(&t->opt_tok);
     int64_t end = dft_clock_us();
     const char *name = dft_at_type_name(Py_TYPE(opt));
@@ -432,17 +401,17 @@ static void optimizer_post(PyObject *opt)
 /* ---- setup --------------------------------------------------------------- */
 
 /* _at_setup(tensor, parameter, loss, is_grad_enabled, current_graph_task_id,
- *           queue_callback, search_seen): what the hooks need of torch. */
+ *           search_seen): what the hooks need of torch. */
 static PyObject *py_setup(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
     (void)m;
-    if (n != 7) {
+    if (n != 6) {
         PyErr_SetString(PyExc_TypeError,
                         "_at_setup(tensor, parameter, loss, is_grad_enabled, "
-                        "current_graph_task_id, queue_callback, search_seen)");
+                        "current_graph_task_id, search_seen)");
         return NULL;
     }
-    for (int i = 3; i < 7; i++)
+    for (int i = 3; i < 6; i++)
         if (!PyCallable_Check(args[i]))
             return PyErr_Format(PyExc_TypeError, "_at_setup: argument %d must be callable",
                                 i + 1);
@@ -451,8 +420,7 @@ static PyObject *py_setup(PyObject *m, PyObject *const *args, Py_ssize_t n)
     Py_XSETREF(T.loss, Py_NewRef(args[2]));
     Py_XSETREF(T.grad_enabled, Py_NewRef(args[3]));
     Py_XSETREF(T.graph_task, Py_NewRef(args[4]));
-    Py_XSETREF(T.queue_callback, Py_NewRef(args[5]));
-    Py_XSETREF(T.seen, Py_NewRef(args[6]));
+    Py_XSETREF(T.seen, Py_NewRef(args[5]));
     T.ready = 1;
     Py_RETURN_NONE;
 }
@@ -472,7 +440,7 @@ static PyObject *py_searching(PyObject *m, PyObject *arg)
 static PyMethodDef methods[] = {
     {"_at_setup", (PyCFunction)(void (*)(void))py_setup, METH_FASTCALL,
      "_at_setup(tensor, parameter, loss, is_grad_enabled, current_graph_task_id, "
-     "queue_callback, search_seen)\n\nWhat the torch hooks in C need of torch."},
+     "search_seen)\n\nWhat the torch hooks in C need of torch."},
     {"_at_searching", py_searching, METH_O,
      "_at_searching(on)\n\nWhether the global module hooks are searching."},
     {NULL, NULL, 0, NULL},
@@ -493,22 +461,19 @@ static int add_hook(PyObject *module, const char *name, int kind)
 /* GIL held (PyInit__core). */
 int dft_at_hooks_register(PyObject *module)
 {
-    if (PyType_Ready(&HookType) < 0 || PyType_Ready(&BackwardReachedType) < 0)
+    if (PyType_Ready(&HookType) < 0 || PyType_Ready(&EngineRunType) < 0 ||
+        dft_at_forward_register(module) < 0)
         return -1;
-    if (!T.register_prehook &&
-        (!(T.register_prehook = PyUnicode_InternFromString("register_prehook")) ||
-         !(T.module_attr = PyUnicode_InternFromString("__module__")) ||
-         !(T.orig_mod = PyUnicode_InternFromString("_orig_mod")) ||
-         !(T.grad_fn = PyUnicode_InternFromString("grad_fn"))))
-        return -1;
-    if (!pass_end_fn && (!(pass_end_fn = PyCFunction_New(&pass_end_def, NULL)) ||
-                         !(close_fn = PyCFunction_New(&close_def, NULL))))
+    if (!T.module_attr && (!(T.module_attr = PyUnicode_InternFromString("__module__")) ||
+                           !(T.orig_mod = PyUnicode_InternFromString("_orig_mod")) ||
+                           !(T.grad_fn = PyUnicode_InternFromString("grad_fn"))))
         return -1;
     if (PyModule_AddFunctions(module, methods) < 0 ||
         add_hook(module, "_at_forward_pre", HOOK_FWD_PRE) < 0 ||
         add_hook(module, "_at_forward_post", HOOK_FWD_POST) < 0 ||
         add_hook(module, "_at_optimizer_pre", HOOK_OPT_PRE) < 0 ||
-        add_hook(module, "_at_optimizer_post", HOOK_OPT_POST) < 0)
+        add_hook(module, "_at_optimizer_post", HOOK_OPT_POST) < 0 ||
+        PyModule_AddObjectRef(module, "_AtEngineRun", (PyObject *)&EngineRunType) < 0)
         return -1;
     return 0;
 }

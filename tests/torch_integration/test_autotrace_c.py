@@ -62,6 +62,7 @@ for x, y in loader:
     opt.step()
 kinds.update(type(h) for h in model._forward_pre_hooks.values())
 kinds.update(type(h) for h in model._forward_hooks.values())
+kinds.add(type(vars(model).get("forward")))
 print(sorted(f"{k.__module__}.{k.__name__}" for k in kinds))
 print(len(m._global_forward_hooks), len(model._forward_hooks), len(model[0]._forward_hooks))
 """
@@ -70,9 +71,10 @@ print(len(m._global_forward_hooks), len(model._forward_hooks), len(model[0]._for
 def test_the_hooks_are_c_objects_and_a_loop_gets_every_event_once_a_step(tmp_path):
     proc = run_python(LOOP, dict(ENV, DFTRACER_LOG_FILE=str(tmp_path / "t")))
     kinds, hooks = proc.stdout.splitlines()
-    assert eval(kinds) == ["dftracer._core._AtMapFetch", "dftracer._core._AtNext",
-                           "dftracer._core._TorchHook"]
-    assert hooks == "0 1 0"  # the search ended; only the top-level module keeps hooks
+    assert eval(kinds) == ["dftracer._core._AtForward", "dftracer._core._AtMapFetch",
+                           "dftracer._core._AtNext", "dftracer._core._TorchHook"]
+    # the search ended: no module hook is left; the top-level module's forward is ours
+    assert hooks == "0 0 0"
     trace = one_trace(tmp_path)
     its = by_ts(trace.of(cat="pipeline", name="iteration"))
     fetches = by_ts(trace.of(cat="dataloader", name="fetch"))
@@ -168,3 +170,104 @@ def test_exceptions_propagate_and_the_trace_stays_right(tmp_path):
     # still an event
     assert [args(e)["optimizer"] for e in steps] == ["SGD"] * 7
     assert [args(e)["step"] for e in steps] == list(range(7))
+
+
+BACKWARD = """
+import torch
+from torch.utils.checkpoint import checkpoint
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+loss_fn = torch.nn.MSELoss()  # a loss module: top-level too, never the backward's name
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+marks = []
+def mark(what):
+    marks.append(what)
+for step in range(4):  # the search for top-level modules ends in the first steps
+    x = torch.randn(8, 4, requires_grad=True)
+    loss = loss_fn(model(x), torch.zeros(8, 1))
+    # a gradient penalty: torch.autograd.grad, then backward() over both
+    (g,) = torch.autograd.grad(loss, x, create_graph=True)
+    (loss + g.pow(2).sum()).backward()
+    opt.step()
+    opt.zero_grad()
+# an autograd pass with no model forward since the step: no event
+w = torch.ones(3, requires_grad=True)
+(w * 2).sum().backward()
+# a pass that raises (backward twice without retain_graph) still ends its event
+loss = loss_fn(model(torch.randn(8, 4)), torch.zeros(8, 1))
+loss.backward()
+try:
+    loss.backward()
+except RuntimeError:
+    marks.append("raised")
+opt.step()
+# reentrant activation checkpointing runs a backward inside the backward: one event
+y = checkpoint(lambda t: model(t), torch.randn(8, 4, requires_grad=True), use_reentrant=True)
+loss_fn(y, torch.zeros(8, 1)).backward()
+opt.step()
+print(marks, type(torch.autograd._engine_run_backward).__name__,
+      torch.autograd.graph._engine_run_backward is torch.autograd._engine_run_backward)
+"""
+
+
+def test_backward_is_each_call_into_the_engine_after_a_model_forward(tmp_path):
+    proc = run_python(BACKWARD, dict(ENV, DFTRACER_LOG_FILE=str(tmp_path / "t")))
+    assert proc.stdout.split() == ["['raised']", "_AtEngineRun", "True"], proc.stderr
+    trace = one_trace(tmp_path)
+    bwd = by_ts(trace.of(cat="compute", name="backward"))
+    # 4 steps x (grad + backward), the two calls of the step that raised, the
+    # checkpointed step's one; none for the pass without a model
+    assert len(bwd) == 4 * 2 + 2 + 1
+    # the checkpointed model forwards under no_grad (reentrant checkpointing):
+    # its output needs no grad, so the pass is named after the loss module
+    assert [args(e)["module"] for e in bwd] == ["Sequential"] * 10 + ["MSELoss"]
+    steps = by_ts(trace.of(cat="compute", name="optimizer.step"))
+    assert len(steps) == 6
+    for i in range(4):  # each step's two passes come before its optimizer step
+        assert end(bwd[2 * i + 1]) <= steps[i]["ts"]
+        assert i == 0 or end(steps[i - 1]) <= bwd[2 * i]["ts"]
+    # the forward recomputed inside the checkpointed backward is no event
+    fwd = trace.of(cat="compute", name="forward")
+    assert sum(args(e)["module"] == "Sequential" for e in fwd) == 4 + 1 + 1
+    for e in bwd:
+        assert e["ph"] == "X" and e["dur"] >= 0
+
+
+LIFETIME = """
+import gc, weakref, torch
+gc.disable()  # what is freed must be freed by reference counting, as without dftracer
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 1)
+    def forward(self, x):
+        return self.lin(x)
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(3):  # the search ends: the model gets its C forward
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+kind = type(vars(model).get("forward")).__name__
+# a forward replaced on the class later is the one called (and timed)
+def doubled(self, x):
+    return self.lin(x) * 2
+Net.forward = doubled
+x = torch.ones(1, 4)
+same = torch.equal(model(x), model.lin(x) * 2)
+# the module does not keep itself alive through its C forward
+ref = weakref.ref(model)
+del model
+print(kind, same, ref() is None)
+"""
+
+
+def test_the_c_forward_follows_the_class_and_keeps_no_module_alive(tmp_path):
+    plain = run_python(LIFETIME, {})
+    assert plain.stdout.split() == ["NoneType", "True", "True"], plain.stderr
+    proc = run_python(LIFETIME, dict(ENV, DFTRACER_LOG_FILE=str(tmp_path / "t")))
+    assert proc.stdout.split() == ["_AtForward", "True", "True"], proc.stderr
+    fwd = one_trace(tmp_path).of(cat="compute", name="forward")
+    assert [args(e)["module"] for e in fwd] == ["Net"] * 4

@@ -1,5 +1,5 @@
 """What a program can see of the zero-code hooks (tests/torch_integration/test_autotrace_visible.py)."""
-import traceback, torch, json
+import inspect, traceback, torch, json
 class Boom(Exception): pass
 class M(torch.nn.Module):
     def __init__(self):
@@ -10,6 +10,15 @@ class M(torch.nn.Module):
         return self.l(x)
 def counts(mod):
     return [len(mod._forward_pre_hooks), len(mod._forward_hooks)]
+def attrs(mod):
+    """What the module's own __dict__ holds beyond torch's, and what its forward shows."""
+    fwd = mod.forward
+    state = mod.__getstate__()
+    return {"own": sorted(k for k in vars(mod) if not k.startswith("_") and k not in ("training", "l")),
+            "types": sorted({type(v).__name__ for k, v in vars(mod).items() if k == "forward"}),
+            "signature": str(inspect.signature(fwd)), "name": fwd.__name__,
+            "func": fwd.__func__ is M.forward, "self": fwd.__self__ is mod,
+            "pickled": "forward" in state}
 def glob():
     mm = torch.nn.modules.module
     return [len(mm._global_forward_pre_hooks), len(mm._global_forward_hooks)]
@@ -21,9 +30,15 @@ def frames():
 m = M()
 out = {}
 y = m(torch.ones(1, 2))
-out["searching"] = {"global": glob(), "top": counts(m), "sub": counts(m.l), "frames": frames()}
+out["searching"] = {"global": glob(), "top": counts(m), "sub": counts(m.l), "attrs": attrs(m),
+                   "frames": frames()}
 y.sum().backward()
 for _ in range(120):
     m(torch.ones(1, 2))
-out["after"] = {"global": glob(), "top": counts(m), "sub": counts(m.l), "frames": frames()}
+out["after"] = {"global": glob(), "top": counts(m), "sub": counts(m.l), "frames": frames(),
+                "attrs": attrs(m)}
+import torch.autograd.graph as graph
+out["engine"] = [type(torch.autograd._engine_run_backward).__name__,
+                 torch.autograd._engine_run_backward is graph._engine_run_backward,
+                 getattr(graph._engine_run_backward, "__wrapped__", graph._engine_run_backward).__module__]
 print(json.dumps(out))
