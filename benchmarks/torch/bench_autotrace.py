@@ -162,7 +162,7 @@ def hook_costs(rounds: int) -> None:
             per_call_us(pair, 20000) - per_call_us(lambda: None, 20000))
         _core._at_set_depth(0)
         top(x)
-        modules.end_search()  # model and top have hooks of their own now
+        modules.end_search()  # model and top have their C forward now
         rows["module call in a 1000-module model, after"].append(per_module())
         rows["top-level forward (Linear, output with grad)"].append(
             per_call_us(lambda: top(x), 2000))

@@ -156,18 +156,6 @@ def _unhook(module: Any, entry: Any) -> None:
         post.remove()
 
 
-def _close_running(module: Any) -> None:
-    """A module got its _AtForward while running (entered by the global
-    hooks): a hook of one call closes the running call."""
-    handle: List[Any] = []
-
-    def close(mod: Any, args: Any, output: Any) -> None:
-        handle[0].remove()
-        _post(mod, args, output)
-
-    handle.append(module.register_forward_hook(close, always_call=True))
-
-
 def _to_shims() -> None:
     """torch.compile is in use: forward wrappers and per-module hooks in C
     become Python hook shims."""
@@ -200,12 +188,9 @@ def end_search() -> None:
         running: Optional[Any] = top if depth > 0 else None
         for module in list(_seen):
             hook_module(module)
-        if running is not None:
+        if running is not None:  # only from compile_seen(): hooks, not a C forward
             hook_module(running)  # its forward hooks are read when it returns
             _core._at_set_depth(1)
-            entry = _per_module.get(running)
-            if entry is not None and entry[0] is None:
-                _close_running(running)
     except Exception as exc:
         P.fail(exc)
 
