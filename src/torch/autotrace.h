@@ -28,10 +28,11 @@ typedef struct dft_at_thread {
     int64_t fwd_start;  /* its start */
     int64_t fwd_tok;    /* its open span */
     int in_data;        /* inside a dataset fetch */
-    int bwd_pending;    /* a top-level forward's output needs grad: backward is timed */
+    PyTypeObject *bwd_type; /* set (strong) while a backward is timed: the model
+                               of the last top-level forward whose output has a
+                               grad_fn, since the last optimizer step */
     int bwd_is_loss;    /* bwd_type is a loss module's */
     int in_backward;    /* inside a timed backward pass (a nested one is not timed) */
-    PyTypeObject *bwd_type; /* the model it names (strong) */
     int opt_depth;      /* optimizer.step() calls running */
     PyObject *opt_owner; /* borrowed, compared only */
     int64_t opt_start;

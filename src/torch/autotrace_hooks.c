@@ -37,7 +37,8 @@ static struct {
     PyObject *seen;         /* modules._search_seen(module), while searching */
     PyObject *module_attr;  /* "__module__" */
     PyObject *orig_mod;     /* "_orig_mod" */
-    PyObject *grad_fn;      /* "grad_fn" */
+    PyObject *requires_grad; /* "requires_grad" */
+    PyObject *is_leaf;      /* "is_leaf" */
     int ready;
 } T;
 
@@ -86,54 +87,61 @@ static int real_tensor_type(PyTypeObject *kind)
     return !fake;
 }
 
-/* grad_fn of the first tensor in out (a tensor, or a tuple, list or dict of
- * them, two levels deep): a new reference, or NULL (none: no exception; an
- * error: exception set). */
-static PyObject *first_grad_fn(PyObject *out, int depth)
+/* A bool attribute: 1, 0, or -1 with an exception set. */
+static int bool_attr(PyObject *obj, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v)
+        return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* Whether the first tensor in out (a tensor, or a tuple, list or dict of
+ * them, 8 items and two levels deep) has a grad_fn, read as requires_grad
+ * and not is_leaf: no Python object is built for the grad_fn.  1, 0, or -1
+ * with an exception set.  Each item is held while looked at (a Python
+ * __instancecheck__ may change the container). */
+static int first_has_grad_fn(PyObject *out, int depth)
 {
     int is_tensor = PyObject_IsInstance(out, T.tensor);
     if (is_tensor < 0)
-        return NULL;
+        return -1;
     if (is_tensor) {
         int real = real_tensor_type(Py_TYPE(out));
         if (real <= 0)
-            return NULL;
-        PyObject *g = PyObject_GetAttr(out, T.grad_fn);
-        if (g == Py_None) {
-            Py_DECREF(g);
-            return NULL;
-        }
-        return g;
+            return real;
+        int needs = bool_attr(out, T.requires_grad);
+        if (needs <= 0)
+            return needs;
+        int leaf = bool_attr(out, T.is_leaf);
+        return leaf < 0 ? -1 : !leaf;
     }
     if (depth >= 2)
-        return NULL;
-    PyObject *items = NULL;
-    if (PyTuple_Check(out) || PyList_Check(out)) {
-        items = PySequence_GetSlice(out, 0, 8);
-    } else if (PyDict_Check(out)) {
-        items = PyList_New(0);
-        Py_ssize_t pos = 0;
-        PyObject *k, *v;
-        while (items && PyList_GET_SIZE(items) < 8 && PyDict_Next(out, &pos, &k, &v))
-            if (PyList_Append(items, v) < 0)
-                Py_CLEAR(items);
-    } else {
-        return NULL;
+        return 0;
+    int is_dict = PyDict_Check(out);
+    if (!is_dict && !PyTuple_Check(out) && !PyList_Check(out))
+        return 0;
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; i < 8; i++) {
+        PyObject *item, *key;
+        if (is_dict) {
+            if (!PyDict_Next(out, &pos, &key, &item))
+                return 0;
+        } else {
+            Py_ssize_t n = PyTuple_Check(out) ? PyTuple_GET_SIZE(out) : PyList_GET_SIZE(out);
+            if (i >= n)
+                return 0;
+            item = PyTuple_Check(out) ? PyTuple_GET_ITEM(out, i) : PyList_GET_ITEM(out, i);
+        }
+        Py_INCREF(item);
+        int found = first_has_grad_fn(item, depth + 1);
+        Py_DECREF(item);
+        if (found)
+            return found;
     }
-    if (!items)
-        return NULL;
-    PyObject *fast = PySequence_Fast(items, "items");
-    Py_DECREF(items);
-    if (!fast)
-        return NULL;
-    PyObject *found = NULL;
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); i++) {
-        found = first_grad_fn(PySequence_Fast_GET_ITEM(fast, i), depth + 1);
-        if (found || PyErr_Occurred())
-            break;
-    }
-    Py_DECREF(fast);
-    return found;
+    return 0;
 }
 
 /* The end of a top-level forward: its event, and the model the next backward
@@ -173,22 +181,19 @@ static void top_forward(PyObject *module, int64_t start, PyObject *output)
         goto fail;
     if (!grad)
         return;
-    PyObject *grad_fn = first_grad_fn(output, 0);
-    if (!grad_fn) {
-        if (PyErr_Occurred())
-            goto fail;
+    int has_grad_fn = first_has_grad_fn(output, 0);
+    if (has_grad_fn < 0)
+        goto fail;
+    if (!has_grad_fn)
         return;
-    }
-    Py_DECREF(grad_fn);
     int is_loss = PyObject_IsInstance(module, T.loss);
     if (is_loss < 0)
         goto fail;
     /* the latest model; a loss module only when no other one is pending */
-    if (!t->bwd_pending || !is_loss || t->bwd_is_loss) {
+    if (!t->bwd_type || !is_loss || t->bwd_is_loss) {
         Py_XSETREF(t->bwd_type, (PyTypeObject *)Py_NewRef((PyObject *)tp));
         t->bwd_is_loss = is_loss;
     }
-    t->bwd_pending = 1;
     return;
 fail:
     dft_at_fail(DFT_AT_MODULES);
@@ -291,7 +296,7 @@ static PyObject *engine_run_vc(PyObject *self, PyObject *const *args, size_t nar
 {
     PyObject *original = ((EngineRun *)self)->original;
     dft_at_thread *t = dft_at_thread_get();
-    if (!dft_at_on[DFT_AT_MODULES] || !t->bwd_pending || t->in_backward || !t->bwd_type)
+    if (!dft_at_on[DFT_AT_MODULES] || !t->bwd_type || t->in_backward)
         return PyObject_Vectorcall(original, args, nargsf, kwnames);
     PyTypeObject *tp = (PyTypeObject *)Py_NewRef((PyObject *)t->bwd_type);
     t->in_backward = 1; /* a pass run inside it (reentrant checkpointing) is its part */
@@ -387,7 +392,7 @@ static void optimizer_post(PyObject *opt)
     if (--t->opt_depth != 0 || t->opt_owner != opt)
         return;
     t->opt_owner = NULL;
-    t->bwd_pending = 0; /* the next backward is of the next forward */
+    Py_CLEAR(t->bwd_type); /* the next backward is of the next forward */
     dft_at_span_close(&t->opt_tok);
     int64_t end = dft_clock_us();
     const char *name = dft_at_type_name(Py_TYPE(opt));
@@ -466,7 +471,8 @@ int dft_at_hooks_register(PyObject *module)
         return -1;
     if (!T.module_attr && (!(T.module_attr = PyUnicode_InternFromString("__module__")) ||
                            !(T.orig_mod = PyUnicode_InternFromString("_orig_mod")) ||
-                           !(T.grad_fn = PyUnicode_InternFromString("grad_fn"))))
+                           !(T.requires_grad = PyUnicode_InternFromString("requires_grad")) ||
+                           !(T.is_leaf = PyUnicode_InternFromString("is_leaf"))))
         return -1;
     if (PyModule_AddFunctions(module, methods) < 0 ||
         add_hook(module, "_at_forward_pre", HOOK_FWD_PRE) < 0 ||
