@@ -84,6 +84,26 @@ class _AtForward:
     def __init__(self, module: Any, /) -> None: ...
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
     def __getattr__(self, name: str) -> Any: ...
+class _AtCall:
+    """A torch function timed per call (comm.py, funcol.py, checkpoint.py):
+    kind is collective, p2p, funcol, save or load; each argument spec is
+    (position or -1, name, default) or None."""
+    __wrapped__: Callable[..., Any]
+    def __init__(self, original: Callable[..., Any], name: str, kind: str,
+                 data: Optional[Tuple[int, str, Any]], group: Optional[Tuple[int, str, Any]] = ...,
+                 async_op: Optional[Tuple[int, str, Any]] = ...,
+                 peer: Optional[Tuple[int, str, Any]] = ...,
+                 group_peer: Optional[Tuple[int, str, Any]] = ...,
+                 tag: Optional[Tuple[int, str, Any]] = ...,
+                 resolve: Optional[Callable[[Any, Any], Any]] = ..., is_async: bool = ...,
+                 sends: bool = ...) -> None: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+def _at_calls_setup(group_info: Callable[[Any], Any], seq: Dict[Any, int], tensor: type,
+                    process_group: Optional[type], is_compiling: Callable[[], bool],
+                    get_rank: Callable[[], int], get_global_rank: Callable[[Any, int], int],
+                    abspath: Callable[[str], str], module: type,
+                    loaded_module: Callable[[], Any], /) -> None: ...
+def _at_calls_reset() -> None: ...
 class _AtNext:
     """A DataLoader iterator's __next__ writing `fetch` events."""
     __wrapped__: Callable[[Any], Any]

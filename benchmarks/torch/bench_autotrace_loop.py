@@ -9,9 +9,13 @@ It runs under `dftracer run --no-torch` (off) and `dftracer run` (on), R
 alternating runs each; each run reports the median CPU time (process CPU
 clock) per step over its steps after a warm-up.  Printed: the median over
 runs of each, the ratio on/off, and the events per step of the last `on`
-run, counted from its trace.
+run, counted from its trace; also the training thread's own CPU time
+(time.thread_time), so that what the other threads (the tracer's writer)
+add shows apart, and the per-pair ratios (their spread is the machine's
+noise).
 
-    PYTHONPATH=$PWD python benchmarks/torch/bench_autotrace_loop.py [--runs 7] [--steps 600]
+    PYTHONPATH=$PWD python benchmarks/torch/bench_autotrace_loop.py [--runs 7] [--steps 600] \
+        [--env NAME=VALUE ...]
 
 Target: on/off <= 1.03 with all five kinds of events present.
 """
@@ -28,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from typing import Dict, List, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -46,12 +51,12 @@ opt = torch.optim.SGD(model.parameters(), lr=0.01)
 loss_fn = torch.nn.functional.mse_loss
 data = TensorDataset(torch.randn(16 * 64, 32), torch.randn(16 * 64, 32))
 loader = DataLoader(data, batch_size=16, shuffle=False)
-per_step = []
+per_step, per_step_thread = [], []
 done = 0
 while done < steps:
     it = iter(loader)
     while done < steps:
-        c0 = time.process_time_ns()
+        c0, h0 = time.process_time_ns(), time.thread_time_ns()
         try:
             x, y = next(it)
         except StopIteration:
@@ -61,10 +66,12 @@ while done < steps:
         loss = loss_fn(out, y)
         loss.backward()
         opt.step()
+        per_step_thread.append(time.thread_time_ns() - h0)
         per_step.append(time.process_time_ns() - c0)
         done += 1
 warm = len(per_step) // 10
-print("CPU_US", statistics.median(per_step[warm:]) / 1000.0)
+print("CPU_US", statistics.median(per_step[warm:]) / 1000.0,
+      statistics.median(per_step_thread[warm:]) / 1000.0)
 '''
 
 
@@ -79,8 +86,10 @@ def cpu() -> str:
     return f"{os.cpu_count()} CPUs"
 
 
-def run(script: str, steps: int, torch_on: bool, data_dir: str) -> float:
+def run(script: str, steps: int, torch_on: bool, data_dir: str,
+        extra_env: Dict[str, str]) -> Tuple[float, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    env.update(extra_env)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, "-m", "dftracer", "run", "-q", "--log-file", os.path.join(data_dir, "trace")]
     if not torch_on:
@@ -90,7 +99,7 @@ def run(script: str, steps: int, torch_on: bool, data_dir: str) -> float:
                          text=True, check=False)
     for line in out.stdout.splitlines():
         if line.startswith("CPU_US "):
-            return float(line.split()[1])
+            return float(line.split()[1]), float(line.split()[2])
     raise SystemExit(f"run failed ({out.returncode}): {out.stderr[-2000:]}")
 
 
@@ -114,29 +123,41 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                    help="set for both modes (e.g. DFTRACER_TRACE_COMPRESSION=0)")
     a = ap.parse_args()
+    extra = dict(kv.split("=", 1) for kv in a.env)
     with tempfile.TemporaryDirectory(prefix="bench-loop-") as d:
         script = os.path.join(d, "loop.py")
         with open(script, "w") as f:
             f.write(LOOP)
-        med = {"off": [], "on": []}
+        med: Dict[str, List[Tuple[float, float]]] = {"off": [], "on": []}
         last_on = ""
         for r in range(a.runs):
             for mode in ("off", "on"):
                 out = os.path.join(d, f"{mode}{r}")
                 os.mkdir(out)
-                med[mode].append(run(script, a.steps, mode == "on", out))
+                med[mode].append(run(script, a.steps, mode == "on", out, extra))
                 if mode == "on":
                     last_on = out
         counts = events_per_step(last_on)
-    off, on = statistics.median(med["off"]), statistics.median(med["on"])
+    off = statistics.median(p for p, _ in med["off"])
+    on = statistics.median(p for p, _ in med["on"])
+    off_t = statistics.median(t for _, t in med["off"])
+    on_t = statistics.median(t for _, t in med["on"])
+    pairs = [b[0] / a[0] for a, b in zip(med["off"], med["on"])]
     steps = counts.get("optimizer.step", 0) or 1
     print(f"acceptance loop ({a.runs} alternating runs of {a.steps} steps; {cpu()}; "
-          f"Python {sys.version.split()[0]}):")
+          f"Python {sys.version.split()[0]}{''.join(' ' + kv for kv in a.env)}):")
     print(f"  CPU per step, median over runs: --no-torch {off:.1f} us, torch events on "
           f"{on:.1f} us; on/off {on / off:.3f} (+{on - off:.1f} us)")
-    print(f"  runs off: {' '.join(f'{v:.0f}' for v in med['off'])}")
-    print(f"  runs on:  {' '.join(f'{v:.0f}' for v in med['on'])}")
+    print(f"  the training thread alone: --no-torch {off_t:.1f} us, on {on_t:.1f} us "
+          f"(+{on_t - off_t:.1f} us); the other threads (the writer's): "
+          f"+{(on - on_t) - (off - off_t):.1f} us")
+    print(f"  runs off: {' '.join(f'{v:.0f}' for v, _ in med['off'])}")
+    print(f"  runs on:  {' '.join(f'{v:.0f}' for v, _ in med['on'])}")
+    print(f"  per-pair on/off: {' '.join(f'{r:.3f}' for r in pairs)} "
+          f"(median {statistics.median(pairs):.3f})")
     print("  events of the last `on` run per optimizer step: " +
           ", ".join(f"{k} {v / steps:.2f}" for k, v in sorted(counts.items())))
 

@@ -6,7 +6,10 @@ hooks installed and removed in alternating rounds:
   same call unwrapped: FSDP2's `all_gather_single` on a 1-rank gloo group;
 - a functional collective (funcol.py): `all_reduce` on a 1-rank DeviceMesh;
 - `model.train()` on a 1000-module model (the late-model search's trigger,
-  once per pass).
+  once per pass);
+- the collective wrapper alone (_core._AtCall, its event included) around a
+  function that does nothing, with all_reduce's signature, against calling
+  that function: what the wrapper adds to any collective.
 
     PYTHONPATH=. python3 benchmarks/torch/bench_rank_hooks.py [--rounds R]
 
@@ -61,7 +64,13 @@ def main() -> None:
     out, inp = torch.zeros(256), torch.ones(256)
     model = torch.nn.Sequential(*[torch.nn.Identity() for _ in range(1000)])
     names = ["all_gather_single (FSDP2), 1 KiB", "funcol all_reduce, 1 KiB",
-             "model.train(), 1000 modules"]
+             "model.train(), 1000 modules", "the C wrapper alone (a no-op all_reduce)"]
+
+    def noop(tensor: object, op: object = None, group: object = None,
+             async_op: bool = False) -> None:
+        return None
+
+    noop_timed = comm._wrap_collective("all_reduce", noop)
     on: Dict[str, List[float]] = {n: [] for n in names}
     off: Dict[str, List[float]] = {n: [] for n in names}
 
@@ -69,6 +78,8 @@ def main() -> None:
         into[names[0]].append(per_call_us(lambda: dist.all_gather_single(out, inp), 2000))
         into[names[1]].append(per_call_us(lambda: fc.all_reduce(inp, "sum", mesh).wait(), 1000))
         into[names[2]].append(per_call_us(model.train, 200))
+        call = noop_timed if into is on else noop
+        into[names[3]].append(per_call_us(lambda: call(inp), 20000))
 
     for _ in range(rounds):
         measure(off)
@@ -80,10 +91,10 @@ def main() -> None:
         comm.P.uninstall()
         modules.P.uninstall()
     print(f"rank hooks, us per call (median of {rounds} rounds; {cpu()}; tracing to {directory}):")
-    print(f"  {'':36} {'off':>7} {'on':>7} {'added':>7}")
+    print(f"  {'':42} {'off':>7} {'on':>7} {'added':>7}")
     for n in names:
         a, b = statistics.median(off[n]), statistics.median(on[n])
-        print(f"  {n:36} {a:7.2f} {b:7.2f} {b - a:7.2f}")
+        print(f"  {n:42} {a:7.2f} {b:7.2f} {b - a:7.2f}")
     dist.destroy_process_group()
 
 

@@ -4,7 +4,6 @@ parts that turn themselves off when one of their hooks fails."""
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import torch
@@ -17,17 +16,6 @@ span_open: Callable[..., int] = _core._span_open
 span_close: Callable[[int], None] = _core._span_close
 _log_event = _core.logger.log_event
 compiling: Callable[[], bool] = torch.compiler.is_compiling
-
-
-class _Thread(threading.local):
-    """Per-thread state of the hooks written in Python (class attributes are
-    the defaults).  The forward depth, the optimizer step and the dataset
-    fetch depth are the C hooks' (src/torch/autotrace.h): in_data()."""
-
-    in_comm = 0        # inside a traced collective (inner calls are not events)
-
-
-tls = _Thread()
 
 
 def in_data() -> int:
@@ -56,7 +44,8 @@ def _say(line: str) -> None:
 
 # The parts whose hooks are in C (src/torch/autotrace.h numbers them): their
 # `on` is also the C hooks' switch.
-_C_PARTS = {"steps": 0, "modules": 1, "optimizer": 2, "dataloader": 3}
+_C_PARTS = {"steps": 0, "modules": 1, "optimizer": 2, "dataloader": 3, "comm": 4,
+            "checkpoint": 5}
 
 
 class Part:
@@ -144,6 +133,26 @@ def _c_failed(index: int, exc: BaseException) -> None:
 
 
 _core._at_set_fail(_c_failed)
+
+
+def setup_calls() -> None:
+    """What the C wrappers of comm.py, funcol.py and checkpoint.py share
+    (src/torch/autotrace_calls.c): comm's group lookup and counters, and the
+    callables they reach Python through (none of them ours but the group
+    lookup, once per group, and the search once a whole model is loaded)."""
+    from dftracer._autotrace import comm, modules
+
+    have = torch.distributed.is_available()
+    c10d = comm._c10d
+    _core._at_calls_setup(comm.group_info, comm._seq, torch.Tensor,
+                          c10d.ProcessGroup if have and c10d else None, compiling,
+                          c10d.get_rank if have and c10d else _no_group,
+                          c10d.get_global_rank if have and c10d else _no_group,
+                          os.path.abspath, torch.nn.Module, modules.search_again)
+
+
+def _no_group(*args: Any) -> Any:
+    raise RuntimeError("torch.distributed is not available")
 
 # Called once torch.compile is seen: hooks that dynamo could meet move to
 # Python shims that stand aside while compiling (modules.py, optim.py).

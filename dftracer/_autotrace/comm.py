@@ -25,7 +25,8 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import torch
 import torch.distributed as dist
 
-from dftracer._autotrace._base import compiling, emit, now, part, patch, span_close, span_open, tls
+from dftracer import _core
+from dftracer._autotrace._base import part, patch, setup_calls
 
 P = part("comm")
 
@@ -54,23 +55,18 @@ _seq: Dict[Any, int] = {}
 _originals: Dict[str, Callable[..., Any]] = {}
 
 
-class _Arg:
-    """Reads one parameter of a call, whether passed by position or name."""
-
-    def __init__(self, fn: Callable[..., Any], name: Optional[str]) -> None:
-        params = list(inspect.signature(fn).parameters.values()) if name else []
-        found = [p for p in params if p.name == name]
-        self.name = name
-        self.pos = params.index(found[0]) if found else -1
-        self.default = found[0].default if found else None
-        if name and not found:
-            raise TypeError(f"{getattr(fn, '__name__', fn)} has no parameter {name!r}")
-
-    def get(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
-        if 0 <= self.pos < len(args):
-            return args[self.pos]
-        value = kwargs.get(self.name, self.default) if self.name else None
-        return None if value is inspect.Parameter.empty else value
+def arg_spec(fn: Callable[..., Any], name: Optional[str]) -> Optional[Tuple[int, str, Any]]:
+    """Where a call of fn passes parameter `name`, for the C wrapper
+    (_core._AtCall): (position or -1, name, default); None for no name."""
+    if not name:
+        return None
+    params = list(inspect.signature(fn).parameters.values())
+    found = [p for p in params if p.name == name]
+    if not found:
+        raise TypeError(f"{getattr(fn, '__name__', fn)} has no parameter {name!r}")
+    p = found[0]
+    pos = params.index(p) if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) else -1
+    return pos, name, None if p.default is inspect.Parameter.empty else p.default
 
 
 def _ranks_label(ranks: Any) -> str:
@@ -83,7 +79,8 @@ def _ranks_label(ranks: Any) -> str:
 
 def group_info(group: Any) -> Optional[Tuple[Any, str, int]]:
     """(pg, name, size) of a group argument (None: the default group); the
-    same name on every rank.  None when there is no process group yet."""
+    same name on every rank.  None when there is no process group yet.
+    The C wrappers keep what this returns (_core._at_calls_reset forgets)."""
     pg = group if group is not None else _c10d._world.default_pg
     if pg is None:
         return None
@@ -101,130 +98,33 @@ def group_info(group: Any) -> Optional[Tuple[Any, str, int]]:
     return info
 
 
-def nbytes(value: Any) -> int:
-    if isinstance(value, torch.Tensor):
-        return int(value.nbytes)
-    if isinstance(value, (list, tuple)):
-        return sum(int(t.nbytes) for t in value if isinstance(t, torch.Tensor))
-    return 0
-
-
-def next_seq(key: Any) -> int:
-    """The next number of a group's collectives (or of a p2p direction)."""
-    n = _seq.get(key, 0)
-    _seq[key] = n + 1
-    return n
-
-
-def _call(original: Callable[..., Any], args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[Any, int]:
-    t = tls
-    t.in_comm += 1
-    try:
-        return original(*args, **kwargs), now()
-    finally:
-        t.in_comm -= 1
-
-
-def _traced(original: Callable[..., Any],
-            describe: Callable[[Tuple[Any, ...], Dict[str, Any]], Any],
-            record: Callable[[Any, Any, int, int], None],
-            opened: Callable[[Any, int], int]) -> Callable[..., Any]:
-    """original wrapped: describe(args, kwargs) reads the call before it runs
-    (None: not traced), opened(what, start) marks it open on the thread (a
-    token), record(what, result, start, end) emits its event.
-    A failure in either turns the comm events off; the call always runs once."""
-
-    @functools.wraps(original)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if tls.in_comm or not P.on or compiling():
-            return original(*args, **kwargs)
-        try:
-            what = describe(args, kwargs)
-        except Exception as exc:
-            P.fail(exc)
-            what = None
-        if what is None:
-            return original(*args, **kwargs)
-        start = now()
-        tok = opened(what, start)
-        try:
-            result, end = _call(original, args, kwargs)
-        finally:
-            span_close(tok)
-        try:
-            record(what, result, start, end)
-        except Exception as exc:
-            P.fail(exc)
-        return result
-
+def timed(original: Callable[..., Any], op: str, kind: str, **spec: Any) -> Any:
+    """original timed per call in C (src/torch/autotrace_calls.c), with the
+    original's name, doc, signature (__wrapped__) and module."""
+    wrapper = _core._AtCall(original, op, kind, **spec)
+    functools.update_wrapper(wrapper, original)
     return wrapper
 
 
-def _wrap_collective(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
-    data, group_arg, async_arg = _Arg(original, COLLECTIVES[op]), _Arg(original, "group"), None
-    if "async_op" in inspect.signature(original).parameters:
-        async_arg = _Arg(original, "async_op")
-
-    def describe(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
-        info = group_info(group_arg.get(args, kwargs))
-        if info is None or not info[2]:
-            return None
-        ints = {"bytes": nbytes(data.get(args, kwargs)) if data.name else 0,
-                "group_size": info[2], "seq": next_seq(info[1])}
-        if async_arg is not None and async_arg.get(args, kwargs):
-            ints["async"] = 1
-        return ints, info[1]
-
-    def record(what: Any, result: Any, start: int, end: int) -> None:
-        emit(op, "comm", start, end, what[0], {"group": what[1]})
-
-    def opened(what: Any, start: int) -> int:
-        return span_open(op, "comm", start, what[1], what[0]["seq"])
-
-    return _traced(original, describe, record, opened)
+def _wrap_collective(op: str, original: Callable[..., Any]) -> Any:
+    params = inspect.signature(original).parameters
+    return timed(original, op, "collective", data=arg_spec(original, COLLECTIVES[op]),
+                 group=arg_spec(original, "group"),
+                 async_op=arg_spec(original, "async_op") if "async_op" in params else None)
 
 
-def _peer(info: Tuple[Any, str, int], glob: Any, local: Any) -> int:
-    if glob is not None:
-        return int(glob)
-    if local is not None:
-        return int(_c10d.get_global_rank(info[0], local))
-    return -1
-
-
-def _wrap_point_to_point(op: str, original: Callable[..., Any]) -> Callable[..., Any]:
+def _wrap_point_to_point(op: str, original: Callable[..., Any]) -> Any:
     glob_name, local_name, is_async, sends = POINT_TO_POINT[op]
-    tensor_arg, group_arg = _Arg(original, "tensor"), _Arg(original, "group")
-    glob_arg, local_arg = _Arg(original, glob_name), _Arg(original, local_name)
-
-    def describe(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
-        info = group_info(group_arg.get(args, kwargs))
-        if info is None or not info[2]:
-            return None
-        peer = _peer(info, glob_arg.get(args, kwargs), local_arg.get(args, kwargs))
-        return info, peer, nbytes(tensor_arg.get(args, kwargs))
-
-    def record(what: Any, result: Any, start: int, end: int) -> None:
-        info, peer, size = what
-        if peer < 0 and not sends and isinstance(result, int):
-            peer = result  # recv from any source returns the sender
-        me = _c10d.get_rank()
-        ints = {"bytes": size, "group_size": info[2], "peer": peer,
-                "p2p_seq": next_seq((info[1], me, peer) if sends else (info[1], peer, me))}
-        if is_async:
-            ints["async"] = 1
-        emit(op, "comm", start, end, ints, {"group": info[1]})
-
-    def opened(what: Any, start: int) -> int:
-        return span_open(op, "comm", start, what[0][1])
-
-    return _traced(original, describe, record, opened)
+    return timed(original, op, "p2p", data=arg_spec(original, "tensor"),
+                 group=arg_spec(original, "group"), peer=arg_spec(original, glob_name),
+                 group_peer=arg_spec(original, local_name), is_async=is_async, sends=sends)
 
 
 def _wrap_destroy(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
         _groups.clear()  # a new default group may get an old one's id
+        _core._at_calls_reset()
         return original(*args, **kwargs)
 
     return destroy_process_group
@@ -245,6 +145,7 @@ def install() -> None:
     from torch.distributed import distributed_c10d
 
     _c10d = distributed_c10d
+    setup_calls()
     wrappers = {}
     for op in COLLECTIVES:
         if hasattr(_c10d, op):

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import inspect
 import sys
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional
 
+from dftracer import _core
 from dftracer._autotrace import comm
-from dftracer._autotrace._base import emit, patch, span_open
+from dftracer._autotrace._base import patch
 
 P = comm.P
 MODULE = "torch.distributed._functional_collectives"
@@ -40,29 +41,16 @@ FUNCTIONS: Dict[str, str] = {
 }
 
 
-def _wrap(module: Any, fn_name: str, op: str, original: Callable[..., Any]) -> Callable[..., Any]:
+def _wrap(module: Any, fn_name: str, op: str, original: Callable[..., Any]) -> Any:
     params = inspect.signature(original).parameters
-    first = comm._Arg(original, next(iter(params)))  # the input tensor(s)
-    group_arg = comm._Arg(original, "group")
-    tag_arg = comm._Arg(original, "tag") if "tag" in params else None
 
-    def describe(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
-        group = group_arg.get(args, kwargs)
-        tag = tag_arg.get(args, kwargs) if tag_arg is not None else ""
-        pg = _process_group(module, group, tag or "")
-        info = comm.group_info(pg) if pg is not None else None
-        if info is None or not info[2]:
-            return None
-        return {"bytes": comm.nbytes(first.get(args, kwargs)), "group_size": info[2],
-                "seq": comm.next_seq(info[1]), "async": 1}, info[1]
+    def resolve(group: Any, tag: Any) -> Optional[Any]:  # only for a group not a ProcessGroup
+        return _process_group(module, group, tag or "")
 
-    def record(what: Any, result: Any, start: int, end: int) -> None:
-        emit(op, "comm", start, end, what[0], {"group": what[1]})
-
-    def opened(what: Any, start: int) -> int:  # (only the issue: it rarely blocks)
-        return span_open(op, "comm", start, what[1], what[0]["seq"])
-
-    return comm._traced(original, describe, record, opened)
+    return comm.timed(original, op, "funcol", data=comm.arg_spec(original, next(iter(params))),
+                      group=comm.arg_spec(original, "group"),
+                      tag=comm.arg_spec(original, "tag") if "tag" in params else None,
+                      resolve=resolve)
 
 
 def _process_group(module: Any, group: Any, tag: str) -> Optional[Any]:
@@ -78,7 +66,10 @@ def _process_group(module: Any, group: Any, tag: str) -> Optional[Any]:
 
 def install_now() -> None:
     module = sys.modules.get(MODULE)
-    if module is None or not P.on:
+    if module is None:
+        return
+    _remap_originals(module)
+    if not P.on:
         return
     for fn_name, op in FUNCTIONS.items():
         original = getattr(module, fn_name, None)
@@ -87,6 +78,20 @@ def install_now() -> None:
                 patch(P, module, fn_name, _wrap(module, fn_name, op, original))
             except (TypeError, ValueError) as exc:  # a signature we do not know
                 P.fail(exc)
+
+
+def _remap_originals(module: Any) -> None:
+    """torch.compile replaces a c10d collective in a graph by the function
+    that traceable_collective_remaps maps it to.  Imported after comm.py's
+    wrappers were set, the map's keys are the wrappers; dynamo traces a
+    wrapper's original (its __original_fn) and looks that up: the originals
+    are added as keys too (the map stays right if the wrappers go)."""
+    remaps = getattr(module, "traceable_collective_remaps", None)
+    if not isinstance(remaps, dict):
+        return
+    for key, target in list(remaps.items()):
+        if isinstance(key, _core._AtCall):
+            remaps.setdefault(key.__original_fn, target)
 
 
 def install() -> None:

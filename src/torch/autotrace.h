@@ -4,7 +4,8 @@
  * (autotrace_steps.c) and event writing.  The hooks themselves are in
  * autotrace_hooks.c (modules, backward, optimizer), autotrace_forward.c (the
  * C forward of top-level modules) and autotrace_data.c (DataLoader fetch
- * and item).  Everything here needs the GIL. */
+ * and item) and autotrace_calls.c (collectives, torch.save/load).
+ * Everything here needs the GIL. */
 #ifndef DFT_TORCH_AUTOTRACE_H
 #define DFT_TORCH_AUTOTRACE_H
 
@@ -16,7 +17,15 @@
 #include "core/core.h"
 
 /* The parts with hooks in C, as dftracer/_autotrace/_base.py numbers them. */
-enum { DFT_AT_STEPS, DFT_AT_MODULES, DFT_AT_OPTIMIZER, DFT_AT_DATALOADER, DFT_AT_NPARTS };
+enum {
+    DFT_AT_STEPS,
+    DFT_AT_MODULES,
+    DFT_AT_OPTIMIZER,
+    DFT_AT_DATALOADER,
+    DFT_AT_COMM,
+    DFT_AT_CHECKPOINT,
+    DFT_AT_NPARTS
+};
 
 /* 1 while the part is on (Part.on in Python writes it). */
 extern int dft_at_on[DFT_AT_NPARTS];
@@ -28,6 +37,7 @@ typedef struct dft_at_thread {
     int64_t fwd_start;  /* its start */
     int64_t fwd_tok;    /* its open span */
     int in_data;        /* inside a dataset fetch */
+    int in_comm;        /* inside a traced collective (inner ones are not events) */
     PyTypeObject *bwd_type; /* set (strong) while a backward is timed: the model
                                of the last top-level forward whose output has a
                                grad_fn, since the last optimizer step */
@@ -82,5 +92,10 @@ void dft_at_forward_post(PyObject *module, PyObject *output);
 int dft_at_hooks_register(PyObject *module);
 int dft_at_data_register(PyObject *module);
 int dft_at_forward_register(PyObject *module);
+int dft_at_calls_register(PyObject *module);
+
+/* The next number of key in the dict seq (0 first), counted there: 0, or
+ * -1 with an exception set (autotrace_calls.c; the DDP hook's too). */
+int dft_at_next_seq(PyObject *seq, PyObject *key, int64_t *out);
 
 #endif

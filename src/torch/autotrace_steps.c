@@ -419,7 +419,8 @@ int dft_autotrace_register(PyObject *module)
     }
     if (PyModule_AddFunctions(module, methods) < 0)
         return -1;
-    if (dft_at_hooks_register(module) < 0 || dft_at_data_register(module) < 0)
+    if (dft_at_hooks_register(module) < 0 || dft_at_data_register(module) < 0 ||
+        dft_at_calls_register(module) < 0)
         return -1;
     return 0;
 }

@@ -23,6 +23,7 @@
  * thread that completes the work, gloo's worker for gloo). */
 #include "core/core.h"
 #include "integrations.h"
+#include "torch/autotrace.h"
 
 #include <string.h>
 
@@ -117,22 +118,7 @@ static void done_dealloc(PyObject *self)
 /* ---- the hook: scale, all-reduce, chain the completion ------------------ */
 
 /* The next seq of h's group (0 first), counted in h->seq. */
-static int next_seq(DdpHook *h, int64_t *out)
-{
-    PyObject *cur = PyDict_GetItemWithError(h->seq, h->group); /* borrowed */
-    if (!cur && PyErr_Occurred())
-        return -1;
-    long long n = cur ? PyLong_AsLongLong(cur) : 0;
-    if (n == -1 && PyErr_Occurred())
-        return -1;
-    PyObject *next = PyLong_FromLongLong(n + 1);
-    if (!next)
-        return -1;
-    int rc = PyDict_SetItem(h->seq, h->group, next);
-    Py_DECREF(next);
-    *out = n;
-    return rc;
-}
+static int next_seq(DdpHook *h, int64_t *out) { return dft_at_next_seq(h->seq, h->group, out); }
 
 /* The number the bucket is multiplied by (or divided by, h->divide): 1/size,
  * or under join(divide_by_initial_world_size=False) 1/(ranks not yet
