@@ -138,6 +138,9 @@ def main() -> None:
                 out = os.path.join(d, f"{mode}{r}")
                 os.mkdir(out)
                 med[mode].append(run(script, a.steps, mode == "on", out, extra))
+                # each run as it ends, so that a run cut short keeps what it measured
+                print(f"  run {r + 1} {mode}: {med[mode][-1][0]:.1f} us "
+                      f"(training thread {med[mode][-1][1]:.1f})", flush=True)
                 if mode == "on":
                     last_on = out
         counts = events_per_step(last_on)

@@ -3,7 +3,8 @@ real distributed jobs"), measured side by side in one process, tracing on,
 hooks installed and removed in alternating rounds:
 
 - a collective through comm.py's wrapper (its event, `seq`) against the
-  same call unwrapped: FSDP2's `all_gather_single` on a 1-rank gloo group;
+  same call unwrapped: FSDP2's `all_gather_single` on a 1-rank gloo group
+  (`all_gather_into_tensor` on a torch without it);
 - a functional collective (funcol.py): `all_reduce` on a 1-rank DeviceMesh;
 - `model.train()` on a 1000-module model (the late-model search's trigger,
   once per pass);
@@ -74,8 +75,11 @@ def main() -> None:
     on: Dict[str, List[float]] = {n: [] for n in names}
     off: Dict[str, List[float]] = {n: [] for n in names}
 
+    # all_gather_single is torch 2.13's; all_gather_into_tensor before it
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
     def measure(into: Dict[str, List[float]]) -> None:
-        into[names[0]].append(per_call_us(lambda: dist.all_gather_single(out, inp), 2000))
+        into[names[0]].append(per_call_us(lambda: gather(out, inp), 2000))
         into[names[1]].append(per_call_us(lambda: fc.all_reduce(inp, "sum", mesh).wait(), 1000))
         into[names[2]].append(per_call_us(model.train, 200))
         call = noop_timed if into is on else noop

@@ -72,7 +72,7 @@ dft_tstate *dft_tstate_get(void)
         return NULL;
     sigset_t saved;
     dft_signals_hold(&saved);
-    ts->cur = dft_chunk_new();
+    ts->cur = dft_chunk_new_first();
     if (!ts->cur) {
         dft_signals_release(&saved);
         free(ts);
@@ -459,7 +459,7 @@ static __attribute__((noinline)) int emit_at(const dft_event *ev, const dft_scop
     at.tid = ev->tid ? ev->tid : ts->tid;
     dft_record_encode(ts->cur->data + pos, ev, size, &at);
     atomic_store_explicit(&ts->pos, pos + size, memory_order_release);
-    if (__builtin_expect(pos + size >= dft_g.flush_threshold, 0))
+    if (__builtin_expect(pos + size >= ts->cur->limit, 0))
         tstate_handoff(ts, 0);
     atomic_store_explicit(&ts->in_emit, 0, memory_order_relaxed);
     return 0;

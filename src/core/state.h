@@ -19,6 +19,7 @@ typedef struct dft_chunk {
     struct dft_chunk *next;
     char *data;
     size_t cap;
+    size_t limit;      /* records reaching this far are handed off: the write buffer size, at most cap - DFT_REC_MAX */
     size_t start, end; /* the records to write: data[start, end) */
     uint64_t gen;      /* file generation the records belong to */
 } dft_chunk;

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
+#include <stdint.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -39,6 +41,70 @@ dft_writer_state dft_writer = {
 
 /* ---- chunks ------------------------------------------------------------ */
 
+/* A thread's first chunk holds this much before its first hand-off: a thread
+ * that writes a few events keeps a small buffer, and one that writes many
+ * moves to full chunks after its first few kilobytes. */
+#define FIRST_CHUNK ((size_t)16 << 10)
+
+/* The records a chunk of cap bytes takes before it is handed off: the write
+ * buffer size, at most cap - DFT_REC_MAX (room for the last record). */
+static size_t chunk_limit(size_t cap)
+{
+    size_t room = cap - DFT_REC_MAX;
+    return dft_g.flush_threshold < room ? dft_g.flush_threshold : room;
+}
+
+/* Memory for a chunk's records with its first `mapped` bytes' pages already
+ * mapped: a traced thread appending records takes no page fault per event
+ * (on a freshly booted VM a first touch costs tens of microseconds: docs/
+ * performance.md, "Page faults").  The kernel maps them in one call
+ * (MADV_POPULATE_WRITE, Linux 5.14); else one byte a page is written here.
+ * NULL when out of memory.  Any thread, no GIL. */
+static char *chunk_data_alloc(size_t cap, size_t mapped)
+{
+    char *p = malloc(cap);
+    if (!p)
+        return NULL;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t ps = page > 0 ? (size_t)page : 4096;
+#ifdef MADV_POPULATE_WRITE
+    uintptr_t from = ((uintptr_t)p + ps - 1) & ~(uintptr_t)(ps - 1);
+    uintptr_t to = ((uintptr_t)p + mapped + ps - 1) & ~(uintptr_t)(ps - 1);
+    if (to > (uintptr_t)p + cap)
+        to = ((uintptr_t)p + cap) & ~(uintptr_t)(ps - 1);
+    if (to > from && madvise((void *)from, to - from, MADV_POPULATE_WRITE) == 0) {
+        ((volatile char *)p)[0] = 0; /* the page before the first whole one */
+        return p;
+    }
+#endif
+    for (size_t i = 0; i < mapped; i += ps) /* the kernel cannot: touch each page */
+        ((volatile char *)p)[i] = 0;
+    return p;
+}
+
+static dft_chunk *chunk_alloc(size_t cap)
+{
+    dft_chunk *c = malloc(sizeof *c);
+    if (!c)
+        return NULL;
+    c->cap = cap;
+    c->data = chunk_data_alloc(cap, chunk_limit(cap));
+    if (!c->data) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static dft_chunk *chunk_ready(dft_chunk *c)
+{
+    c->next = NULL;
+    c->start = c->end = 0;
+    c->gen = 0;
+    c->limit = chunk_limit(c->cap);
+    return c;
+}
+
 /* Any thread, no GIL. */
 dft_chunk *dft_chunk_new(void)
 {
@@ -50,21 +116,20 @@ dft_chunk *dft_chunk_new(void)
         dft_writer.pool_len--;
     }
     pthread_mutex_unlock(&dft_writer.lock);
-    if (!c) {
-        c = malloc(sizeof *c);
-        if (!c)
-            return NULL;
-        c->cap = dft_g.chunk_cap;
-        c->data = malloc(c->cap);
-        if (!c->data) {
-            free(c);
-            return NULL;
-        }
-    }
-    c->next = NULL;
-    c->start = c->end = 0;
-    c->gen = 0;
-    return c;
+    if (!c && !(c = chunk_alloc(dft_g.chunk_cap)))
+        return NULL;
+    return chunk_ready(c);
+}
+
+/* A thread's first chunk (not pooled: its size is not chunk_cap, unless the
+ * write buffer is as small).  Any thread, no GIL. */
+dft_chunk *dft_chunk_new_first(void)
+{
+    size_t cap = FIRST_CHUNK + DFT_REC_MAX;
+    if (cap >= dft_g.chunk_cap)
+        return dft_chunk_new();
+    dft_chunk *c = chunk_alloc(cap);
+    return c ? chunk_ready(c) : NULL;
 }
 
 /* Any thread, no GIL. */

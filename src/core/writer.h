@@ -19,6 +19,7 @@ typedef struct dft_writer_opts {
 int dft_writer_open(const dft_writer_opts *o, int open_now); /* 0, or -1 with errno */
 extern __thread int dft_no_gil_release;
 dft_chunk *dft_chunk_new(void);                 /* NULL when out of memory */
+dft_chunk *dft_chunk_new_first(void);           /* a thread's first: small; NULL likewise */
 void dft_chunk_free(dft_chunk *c);
 void dft_writer_handoff_begin(void);            /* before dft_writer_submit, under the buffer's lock */
 void dft_writer_submit(dft_chunk *c);           /* takes ownership; may wait */

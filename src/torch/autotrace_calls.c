@@ -541,8 +541,8 @@ static PyObject *at_call_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
         k++;
     if (k == CALL_NKINDS) {
         PyErr_Format(PyExc_ValueError,
-                     "_AtCall: kind must be collective, p2p, funcol, save or load, not %R",
-                     PyTuple_GET_ITEM(args, 2));
+                     "_AtCall: kind must be collective, p2p, funcol, save or load, not '%s'",
+                     kind);
         return NULL;
     }
     if (k == CALL_FUNCOL && !PyCallable_Check(resolve)) {
