@@ -4,7 +4,8 @@
  * (autotrace_steps.c) and event writing.  The hooks themselves are in
  * autotrace_hooks.c (modules, backward, optimizer), autotrace_forward.c (the
  * C forward of top-level modules) and autotrace_data.c (DataLoader fetch
- * and item) and autotrace_calls.c (collectives, torch.save/load).
+ * and item) and autotrace_calls.c with autotrace_comm.c (collectives,
+ * torch.save/load: autotrace_calls.h).
  * Everything here needs the GIL. */
 #ifndef DFT_TORCH_AUTOTRACE_H
 #define DFT_TORCH_AUTOTRACE_H

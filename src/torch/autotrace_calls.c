@@ -11,10 +11,8 @@
  * What each call reads (the data argument, the group, async_op, the peer,
  * the file) was located by name and position when it was made
  * (inspect.signature, in Python); a call reads it from the vectorcall
- * arguments.  Groups are looked up in Python once (comm.group_info) and
- * kept here by identity; the default group's until _at_calls_reset()
- * (destroy_process_group).  A collective made while another one runs on
- * the thread (all_gather inside all_gather_object) is not an event.
+ * arguments.  The collectives' part is autotrace_comm.c; this file is the
+ * wrapper itself, its arguments, torch.save/load and the set-up.
  *
  * To torch.compile a wrapper is what torch.jit.script_if_tracing makes:
  * dynamo traces its `__original_fn` (so c10d collectives are still remapped
@@ -23,84 +21,18 @@
  * A failure of ours turns the part off (dft_at_fail) and the call runs
  * once, untouched.  Everything needs the GIL. */
 #include "integrations.h"
-#include "torch/autotrace.h"
+#include "torch/autotrace_calls.h"
 
 #include <string.h>
 #include <sys/stat.h>
 
 #include "core/clock.h"
 
-enum { CALL_COLLECTIVE, CALL_P2P, CALL_FUNCOL, CALL_SAVE, CALL_LOAD, CALL_NKINDS };
+dft_at_calls_ctx dft_at_calls;
 
-/* One parameter of the wrapped function: by position, else by keyword,
- * else its default. */
-typedef struct {
-    Py_ssize_t pos;   /* -1: keyword only */
-    PyObject *name;   /* NULL: the function has no such parameter (None) */
-    PyObject *dflt;
-} arg_spec;
+static PyObject *tell_name;
 
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    PyObject *dict;     /* __dict__: functools.update_wrapper's attributes */
-    PyObject *original;
-    PyObject *name;     /* the event's name */
-    const char *name_utf8;
-    Py_ssize_t name_len;
-    int kind;
-    int part;           /* DFT_AT_COMM or DFT_AT_CHECKPOINT */
-    int is_async;       /* p2p: isend/irecv */
-    int sends;          /* p2p: send/isend */
-    arg_spec data;      /* the tensor(s) whose bytes the event reports; save/load: the file */
-    arg_spec group;
-    arg_spec async_op;  /* collectives: async_op */
-    arg_spec peer;      /* p2p: the global peer rank */
-    arg_spec group_peer; /* p2p: the peer's rank in the group */
-    arg_spec tag;       /* funcol: tag */
-    PyObject *resolve;  /* funcol: resolve(group, tag) -> ProcessGroup or None */
-} AtCall;
-
-/* What the wrappers share (_at_calls_setup). */
-static struct {
-    PyObject *group_info;   /* comm.group_info(group) -> (pg, name, size) or None */
-    PyObject *seq;          /* dict: group name or p2p key -> the next number */
-    PyObject *tensor_type;  /* torch.Tensor */
-    PyObject *pg_type;      /* ProcessGroup */
-    PyObject *compiling;    /* torch.compiler.is_compiling */
-    PyObject *get_rank;     /* c10d.get_rank */
-    PyObject *global_rank;  /* c10d.get_global_rank(pg, group_rank) */
-    PyObject *abspath;      /* os.path.abspath */
-    PyObject *module_type;  /* torch.nn.Module */
-    PyObject *loaded_module; /* modules.search_again(): a whole model was loaded */
-    PyObject *default_info; /* the default group's info, once found */
-    PyObject *groups;       /* dict: id(pg) -> info */
-} C;
-
-static PyObject *nbytes_name, *tell_name;
-
-/* ---- reading a call's arguments ----------------------------------------- */
-
-/* The argument s names (borrowed), None where the function has none. */
-static PyObject *arg_of(const arg_spec *s, PyObject *const *args, Py_ssize_t n,
-                        PyObject *kwnames)
-{
-    if (!s->name)
-        return Py_None;
-    if (s->pos >= 0 && s->pos < n)
-        return args[s->pos];
-    if (kwnames) {
-        Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
-        for (Py_ssize_t i = 0; i < nk; i++) {
-            PyObject *k = PyTuple_GET_ITEM(kwnames, i);
-            if (k == s->name || PyUnicode_Compare(k, s->name) == 0)
-                return args[n + i];
-        }
-    }
-    return s->dflt;
-}
-
-/* (pos, name or None, default) from _Arg.spec(). */
+/* (pos, name or None, default) from comm.arg_spec(). */
 static int arg_spec_from(arg_spec *s, PyObject *spec, const char *what)
 {
     if (spec == Py_None) {
@@ -130,254 +62,6 @@ static void arg_spec_clear(arg_spec *s)
     Py_CLEAR(s->dflt);
 }
 
-/* Bytes of a tensor, or of the tensors of a list or tuple; 0 otherwise.
- * -1 with an exception set. */
-static int64_t nbytes_of(PyObject *v)
-{
-    if (PyObject_TypeCheck(v, (PyTypeObject *)C.tensor_type)) {
-        PyObject *b = PyObject_GetAttr(v, nbytes_name);
-        if (!b)
-            return -1;
-        long long r = PyLong_AsLongLong(b);
-        Py_DECREF(b);
-        return r == -1 && PyErr_Occurred() ? -1 : r;
-    }
-    if (!PyList_Check(v) && !PyTuple_Check(v))
-        return 0;
-    int64_t sum = 0;
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(v); i++) {
-        PyObject *t = PySequence_Fast_GET_ITEM(v, i);
-        if (!PyObject_TypeCheck(t, (PyTypeObject *)C.tensor_type))
-            continue;
-        int64_t b = nbytes_of(t);
-        if (b < 0)
-            return -1;
-        sum += b;
-    }
-    return sum;
-}
-
-/* The next number of key in C.seq (0 first).  0, or -1 with an exception. */
-int dft_at_next_seq(PyObject *seq, PyObject *key, int64_t *out)
-{
-    PyObject *cur = PyDict_GetItemWithError(seq, key); /* borrowed */
-    if (!cur && PyErr_Occurred())
-        return -1;
-    long long n = cur ? PyLong_AsLongLong(cur) : 0;
-    if (n == -1 && PyErr_Occurred())
-        return -1;
-    PyObject *next = PyLong_FromLongLong(n + 1);
-    if (!next)
-        return -1;
-    int rc = PyDict_SetItem(seq, key, next);
-    Py_DECREF(next);
-    *out = n;
-    return rc;
-}
-
-/* ---- groups ------------------------------------------------------------- */
-
-/* (pg, name, size) of a group argument (None: the default group), a new
- * reference; Py_None (new) where nothing is traced (no group yet); NULL
- * with an exception set. */
-static PyObject *group_of(PyObject *group)
-{
-    if (group == Py_None && C.default_info)
-        return Py_NewRef(C.default_info);
-    PyObject *key = NULL;
-    if (group != Py_None) {
-        if (!(key = PyLong_FromVoidPtr(group)))
-            return NULL;
-        PyObject *hit = PyDict_GetItemWithError(C.groups, key); /* borrowed */
-        if (hit && PyTuple_GET_ITEM(hit, 0) == group) {
-            Py_DECREF(key);
-            return Py_NewRef(hit);
-        }
-        if (PyErr_Occurred()) {
-            Py_DECREF(key);
-            return NULL;
-        }
-    }
-    PyObject *info = PyObject_CallOneArg(C.group_info, group);
-    if (info && info != Py_None) {
-        if (!PyTuple_Check(info) || PyTuple_GET_SIZE(info) != 3 ||
-            !PyUnicode_Check(PyTuple_GET_ITEM(info, 1)) ||
-            !PyLong_Check(PyTuple_GET_ITEM(info, 2))) {
-            PyErr_SetString(PyExc_TypeError, "group_info must return (pg, name, size)");
-            Py_CLEAR(info);
-        } else if (key) {
-            if (PyDict_SetItem(C.groups, key, info) < 0)
-                Py_CLEAR(info);
-        } else {
-            C.default_info = Py_NewRef(info);
-        }
-    }
-    Py_XDECREF(key);
-    return info;
-}
-
-/* ---- one call ----------------------------------------------------------- */
-
-/* What a comm event says, read before the call. */
-typedef struct {
-    PyObject *info;     /* (pg, name, size): a new reference */
-    const char *group;
-    Py_ssize_t group_len;
-    int64_t size, bytes, seq, peer;
-    int async;
-} comm_what;
-
-/* The original, called as the wrapper was; `in_comm` counts it. */
-static PyObject *call_original(AtCall *w, dft_at_thread *t, PyObject *const *args,
-                               size_t nargsf, PyObject *kwnames)
-{
-    t->in_comm++;
-    PyObject *r = PyObject_Vectorcall(w->original, args, nargsf, kwnames);
-    t->in_comm--;
-    return r;
-}
-
-/* Reads a comm call before it runs: 1 traced, 0 not (a rank outside the
- * group, no group yet), -1 with an exception set. */
-static int describe_comm(AtCall *w, comm_what *c, PyObject *const *args, Py_ssize_t n,
-                         PyObject *kwnames)
-{
-    PyObject *group = arg_of(&w->group, args, n, kwnames);
-    if (w->kind == CALL_FUNCOL) {
-        if (C.pg_type == Py_None || !PyObject_TypeCheck(group, (PyTypeObject *)C.pg_type)) {
-            PyObject *tag = w->tag.name ? arg_of(&w->tag, args, n, kwnames) : Py_None;
-            PyObject *pg = PyObject_CallFunctionObjArgs(w->resolve, group, tag, NULL);
-            if (!pg)
-                return -1;
-            c->info = pg == Py_None ? Py_NewRef(Py_None) : group_of(pg);
-            Py_DECREF(pg);
-        } else {
-            c->info = group_of(group);
-        }
-    } else {
-        c->info = group_of(group);
-    }
-    if (!c->info)
-        return -1;
-    if (c->info == Py_None)
-        return 0;
-    c->size = PyLong_AsLongLong(PyTuple_GET_ITEM(c->info, 2));
-    if (c->size == -1 && PyErr_Occurred())
-        return -1;
-    if (c->size == 0)
-        return 0; /* this rank is not in the group */
-    c->group = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(c->info, 1), &c->group_len);
-    if (!c->group)
-        return -1;
-    c->bytes = w->data.name ? nbytes_of(arg_of(&w->data, args, n, kwnames)) : 0;
-    if (c->bytes < 0)
-        return -1;
-    c->async = w->kind == CALL_FUNCOL || w->is_async;
-    c->seq = -1;
-    c->peer = -1;
-    if (w->kind == CALL_P2P) {
-        PyObject *peer = arg_of(&w->peer, args, n, kwnames);
-        PyObject *local = arg_of(&w->group_peer, args, n, kwnames);
-        PyObject *g = NULL; /* the peer's global rank, if given */
-        if (peer != Py_None)
-            g = Py_NewRef(peer);
-        else if (local != Py_None &&
-                 !(g = PyObject_CallFunctionObjArgs(C.global_rank, PyTuple_GET_ITEM(c->info, 0),
-                                                    local, NULL)))
-            return -1;
-        if (g) {
-            c->peer = PyLong_AsLongLong(g);
-            Py_DECREF(g);
-            if (c->peer == -1 && PyErr_Occurred())
-                return -1;
-        }
-        return 1;
-    }
-    if (w->kind == CALL_COLLECTIVE && w->async_op.name) {
-        int a = PyObject_IsTrue(arg_of(&w->async_op, args, n, kwnames));
-        if (a < 0)
-            return -1;
-        c->async = a;
-    }
-    if (dft_at_next_seq(C.seq, PyTuple_GET_ITEM(c->info, 1), &c->seq) < 0)
-        return -1;
-    return 1;
-}
-
-/* The p2p_seq of a finished send or receive (counted per group and
- * direction).  0, or -1 with an exception set. */
-static int p2p_seq(AtCall *w, comm_what *c, PyObject *result, int64_t *out)
-{
-    if (c->peer < 0 && !w->sends && PyLong_Check(result)) {
-        c->peer = PyLong_AsLongLong(result); /* recv from any source: the sender */
-        if (c->peer == -1 && PyErr_Occurred())
-            return -1;
-    }
-    PyObject *me = PyObject_CallNoArgs(C.get_rank);
-    if (!me)
-        return -1;
-    PyObject *peer = PyLong_FromLongLong(c->peer);
-    PyObject *key = peer ? (w->sends ? PyTuple_Pack(3, PyTuple_GET_ITEM(c->info, 1), me, peer)
-                                     : PyTuple_Pack(3, PyTuple_GET_ITEM(c->info, 1), peer, me))
-                         : NULL;
-    Py_DECREF(me);
-    Py_XDECREF(peer);
-    if (!key)
-        return -1;
-    int rc = dft_at_next_seq(C.seq, key, out);
-    Py_DECREF(key);
-    return rc;
-}
-
-static PyObject *comm_call(AtCall *w, dft_at_thread *t, PyObject *const *args, size_t nargsf,
-                           PyObject *kwnames)
-{
-    comm_what c = {0};
-    int traced = describe_comm(w, &c, args, PyVectorcall_NARGS(nargsf), kwnames);
-    if (traced <= 0) {
-        Py_XDECREF(c.info);
-        if (traced < 0)
-            dft_at_fail(w->part);
-        return call_original(w, t, args, nargsf, kwnames);
-    }
-    int64_t start = dft_clock_us();
-    int64_t tok = 0;
-    if (dft_trace_active()) {
-        dft_open_desc d = {.name = w->name_utf8, .name_len = (size_t)w->name_len, .cat = "comm",
-                           .cat_len = 4, .ts = start, .group = c.group,
-                           .group_len = (size_t)c.group_len, .seq = c.seq};
-        tok = dft_open_begin(&d);
-    }
-    PyObject *r = call_original(w, t, args, nargsf, kwnames);
-    int64_t end = dft_clock_us();
-    dft_at_span_close(&tok);
-    if (r) {
-        dft_arg a[6];
-        unsigned na = 0;
-        a[na++] = (dft_arg){.key = "bytes", .key_len = 5, .type = DFT_ARG_INT, .v.i = c.bytes};
-        a[na++] = (dft_arg){.key = "group_size", .key_len = 10, .type = DFT_ARG_INT, .v.i = c.size};
-        if (w->kind == CALL_P2P) {
-            int64_t ps;
-            if (p2p_seq(w, &c, r, &ps) < 0) {
-                dft_at_fail(w->part);
-                Py_DECREF(c.info);
-                return r;
-            }
-            a[na++] = (dft_arg){.key = "peer", .key_len = 4, .type = DFT_ARG_INT, .v.i = c.peer};
-            a[na++] = (dft_arg){.key = "p2p_seq", .key_len = 7, .type = DFT_ARG_INT, .v.i = ps};
-        } else {
-            a[na++] = (dft_arg){.key = "seq", .key_len = 3, .type = DFT_ARG_INT, .v.i = c.seq};
-        }
-        if (c.async)
-            a[na++] = (dft_arg){.key = "async", .key_len = 5, .type = DFT_ARG_INT, .v.i = 1};
-        a[na++] = (dft_arg){.key = "group", .key_len = 5, .type = DFT_ARG_STR,
-                            .v.s = {c.group, (size_t)c.group_len}};
-        dft_at_emit(w->name_utf8, "comm", start, end, a, na);
-    }
-    Py_DECREF(c.info);
-    return r;
-}
-
 /* ---- torch.save / torch.load --------------------------------------------- */
 
 /* The absolute path of a path argument (a new str), Py_None (new) for a
@@ -396,7 +80,7 @@ static PyObject *path_of(PyObject *f)
         if (!p)
             return NULL;
     }
-    Py_SETREF(p, PyObject_CallOneArg(C.abspath, p));
+    Py_SETREF(p, PyObject_CallOneArg(dft_at_calls.abspath, p));
     return p;
 }
 
@@ -465,8 +149,8 @@ static PyObject *checkpoint_call(AtCall *w, PyObject *const *args, size_t nargsf
             dft_at_fail(w->part);
         } else {
             dft_at_emit(w->name_utf8, "checkpoint", start, end, a, na);
-            if (PyObject_TypeCheck(r, (PyTypeObject *)C.module_type)) { /* time its forward */
-                PyObject *s = PyObject_CallNoArgs(C.loaded_module);
+            if (PyObject_TypeCheck(r, (PyTypeObject *)dft_at_calls.module_type)) { /* time its forward */
+                PyObject *s = PyObject_CallNoArgs(dft_at_calls.loaded_module);
                 if (s)
                     Py_DECREF(s);
                 else
@@ -484,7 +168,7 @@ static PyObject *checkpoint_call(AtCall *w, PyObject *const *args, size_t nargsf
  * runs on fake tensors then: not an event); -1 with an exception. */
 static int compiling(void)
 {
-    PyObject *r = PyObject_CallNoArgs(C.compiling);
+    PyObject *r = PyObject_CallNoArgs(dft_at_calls.compiling);
     if (!r)
         return -1;
     int v = PyObject_IsTrue(r);
@@ -497,7 +181,7 @@ static PyObject *at_call_vc(PyObject *self, PyObject *const *args, size_t nargsf
 {
     AtCall *w = (AtCall *)self;
     dft_at_thread *t = dft_at_thread_get();
-    if (!dft_at_on[w->part] || !C.compiling)
+    if (!dft_at_on[w->part] || !dft_at_calls.compiling)
         return PyObject_Vectorcall(w->original, args, nargsf, kwnames);
     int skip = w->part == DFT_AT_COMM ? t->in_comm : t->in_data;
     if (!skip) {
@@ -508,11 +192,11 @@ static PyObject *at_call_vc(PyObject *self, PyObject *const *args, size_t nargsf
         }
     }
     if (skip)
-        return w->part == DFT_AT_COMM ? call_original(w, t, args, nargsf, kwnames)
+        return w->part == DFT_AT_COMM ? dft_at_call_original(w, t, args, nargsf, kwnames)
                                       : PyObject_Vectorcall(w->original, args, nargsf, kwnames);
     if (w->part == DFT_AT_CHECKPOINT)
         return checkpoint_call(w, args, nargsf, kwnames);
-    return comm_call(w, t, args, nargsf, kwnames);
+    return dft_at_comm_call(w, t, args, nargsf, kwnames);
 }
 
 static const char *const kind_names[CALL_NKINDS] = {"collective", "p2p", "funcol", "save",
@@ -686,13 +370,13 @@ static PyObject *py_calls_setup(PyObject *m, PyObject *const *args, Py_ssize_t n
     PyObject *groups = PyDict_New();
     if (!groups)
         return NULL;
-    PyObject **slots[] = {&C.group_info, &C.seq, &C.tensor_type, &C.pg_type, &C.compiling,
-                          &C.get_rank, &C.global_rank, &C.abspath, &C.module_type,
-                          &C.loaded_module};
+    PyObject **slots[] = {&dft_at_calls.group_info, &dft_at_calls.seq, &dft_at_calls.tensor_type, &dft_at_calls.pg_type, &dft_at_calls.compiling,
+                          &dft_at_calls.get_rank, &dft_at_calls.global_rank, &dft_at_calls.abspath, &dft_at_calls.module_type,
+                          &dft_at_calls.loaded_module};
     for (int i = 0; i < 10; i++)
         Py_XSETREF(*slots[i], Py_NewRef(args[i]));
-    Py_CLEAR(C.default_info);
-    Py_XSETREF(C.groups, groups);
+    Py_CLEAR(dft_at_calls.default_info);
+    Py_XSETREF(dft_at_calls.groups, groups);
     Py_RETURN_NONE;
 }
 
@@ -702,9 +386,9 @@ static PyObject *py_calls_reset(PyObject *m, PyObject *unused)
 {
     (void)m;
     (void)unused;
-    Py_CLEAR(C.default_info);
-    if (C.groups)
-        PyDict_Clear(C.groups);
+    Py_CLEAR(dft_at_calls.default_info);
+    if (dft_at_calls.groups)
+        PyDict_Clear(dft_at_calls.groups);
     Py_RETURN_NONE;
 }
 
@@ -721,8 +405,7 @@ int dft_at_calls_register(PyObject *module)
 {
     if (PyType_Ready(&AtCallType) < 0)
         return -1;
-    if ((!nbytes_name && !(nbytes_name = PyUnicode_InternFromString("nbytes"))) ||
-        (!tell_name && !(tell_name = PyUnicode_InternFromString("tell"))))
+    if (dft_at_comm_init() < 0 || (!tell_name && !(tell_name = PyUnicode_InternFromString("tell"))))
         return -1;
     if (PyModule_AddFunctions(module, methods) < 0)
         return -1;
