@@ -11,8 +11,9 @@ clock) per step over its steps after a warm-up.  Printed: the median over
 runs of each, the ratio on/off, and the events per step of the last `on`
 run, counted from its trace; also the training thread's own CPU time
 (time.thread_time), so that what the other threads (the tracer's writer)
-add shows apart, and the per-pair ratios (their spread is the machine's
-noise).
+add shows apart, the share of steps in which the training thread took a
+page fault (docs/performance.md, "Page faults"), and the per-pair ratios
+(their spread is the machine's noise).
 
     PYTHONPATH=$PWD python benchmarks/torch/bench_autotrace_loop.py [--runs 7] [--steps 600] \
         [--env NAME=VALUE ...]
@@ -37,7 +38,7 @@ from typing import Dict, List, Tuple
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 LOOP = r'''
-import sys, time, statistics
+import resource, sys, time, statistics
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 torch.set_num_threads(1)
@@ -51,11 +52,13 @@ opt = torch.optim.SGD(model.parameters(), lr=0.01)
 loss_fn = torch.nn.functional.mse_loss
 data = TensorDataset(torch.randn(16 * 64, 32), torch.randn(16 * 64, 32))
 loader = DataLoader(data, batch_size=16, shuffle=False)
-per_step, per_step_thread = [], []
+per_step, per_step_thread, faulted = [], [], []
+usage, THREAD = resource.getrusage, resource.RUSAGE_THREAD
 done = 0
 while done < steps:
     it = iter(loader)
     while done < steps:
+        f0 = usage(THREAD).ru_minflt
         c0, h0 = time.process_time_ns(), time.thread_time_ns()
         try:
             x, y = next(it)
@@ -68,10 +71,12 @@ while done < steps:
         opt.step()
         per_step_thread.append(time.thread_time_ns() - h0)
         per_step.append(time.process_time_ns() - c0)
+        faulted.append(usage(THREAD).ru_minflt > f0)
         done += 1
 warm = len(per_step) // 10
 print("CPU_US", statistics.median(per_step[warm:]) / 1000.0,
-      statistics.median(per_step_thread[warm:]) / 1000.0)
+      statistics.median(per_step_thread[warm:]) / 1000.0,
+      sum(faulted[warm:]) / len(faulted[warm:]))
 '''
 
 
@@ -87,7 +92,7 @@ def cpu() -> str:
 
 
 def run(script: str, steps: int, torch_on: bool, data_dir: str,
-        extra_env: Dict[str, str]) -> Tuple[float, float]:
+        extra_env: Dict[str, str]) -> Tuple[float, float, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
     env.update(extra_env)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
@@ -99,7 +104,7 @@ def run(script: str, steps: int, torch_on: bool, data_dir: str,
                          text=True, check=False)
     for line in out.stdout.splitlines():
         if line.startswith("CPU_US "):
-            return float(line.split()[1]), float(line.split()[2])
+            return float(line.split()[1]), float(line.split()[2]), float(line.split()[3])
     raise SystemExit(f"run failed ({out.returncode}): {out.stderr[-2000:]}")
 
 
@@ -131,7 +136,7 @@ def main() -> None:
         script = os.path.join(d, "loop.py")
         with open(script, "w") as f:
             f.write(LOOP)
-        med: Dict[str, List[Tuple[float, float]]] = {"off": [], "on": []}
+        med: Dict[str, List[Tuple[float, float, float]]] = {"off": [], "on": []}
         last_on = ""
         for r in range(a.runs):
             for mode in ("off", "on"):
@@ -144,10 +149,12 @@ def main() -> None:
                 if mode == "on":
                     last_on = out
         counts = events_per_step(last_on)
-    off = statistics.median(p for p, _ in med["off"])
-    on = statistics.median(p for p, _ in med["on"])
-    off_t = statistics.median(t for _, t in med["off"])
-    on_t = statistics.median(t for _, t in med["on"])
+    off = statistics.median(r[0] for r in med["off"])
+    on = statistics.median(r[0] for r in med["on"])
+    off_t = statistics.median(r[1] for r in med["off"])
+    on_t = statistics.median(r[1] for r in med["on"])
+    off_f = statistics.median(r[2] for r in med["off"])
+    on_f = statistics.median(r[2] for r in med["on"])
     pairs = [b[0] / a[0] for a, b in zip(med["off"], med["on"])]
     steps = counts.get("optimizer.step", 0) or 1
     print(f"acceptance loop ({a.runs} alternating runs of {a.steps} steps; {cpu()}; "
@@ -157,8 +164,10 @@ def main() -> None:
     print(f"  the training thread alone: --no-torch {off_t:.1f} us, on {on_t:.1f} us "
           f"(+{on_t - off_t:.1f} us); the other threads (the writer's): "
           f"+{(on - on_t) - (off - off_t):.1f} us")
-    print(f"  runs off: {' '.join(f'{v:.0f}' for v, _ in med['off'])}")
-    print(f"  runs on:  {' '.join(f'{v:.0f}' for v, _ in med['on'])}")
+    print(f"  steps in which the training thread took a page fault: --no-torch {off_f:.1%}, "
+          f"on {on_f:.1%}")
+    print(f"  runs off: {' '.join(f'{r[0]:.0f}' for r in med['off'])}")
+    print(f"  runs on:  {' '.join(f'{r[0]:.0f}' for r in med['on'])}")
     print(f"  per-pair on/off: {' '.join(f'{r:.3f}' for r in pairs)} "
           f"(median {statistics.median(pairs):.3f})")
     print("  events of the last `on` run per optimizer step: " +

@@ -142,16 +142,15 @@ def setup_calls() -> None:
     lookup, once per group, and the search once a whole model is loaded)."""
     from dftracer._autotrace import comm, modules
 
-    have = torch.distributed.is_available()
-    c10d = comm._c10d
+    c10d = comm._c10d  # None until comm.install (or without torch.distributed)
     _core._at_calls_setup(comm.group_info, comm._seq, torch.Tensor,
-                          c10d.ProcessGroup if have and c10d else None, compiling,
-                          c10d.get_rank if have and c10d else _no_group,
-                          c10d.get_global_rank if have and c10d else _no_group,
+                          c10d.ProcessGroup if c10d else None, compiling,
+                          c10d.get_rank if c10d else _no_group,
+                          c10d.get_global_rank if c10d else _no_group,
                           os.path.abspath, torch.nn.Module, modules.search_again)
 
 
-def _no_group(*args: Any) -> Any:
+def _no_group(*args: Any) -> Any:  # never called: no collective is wrapped then
     raise RuntimeError("torch.distributed is not available")
 
 # Called once torch.compile is seen: hooks that dynamo could meet move to

@@ -50,7 +50,6 @@ POINT_TO_POINT: Dict[str, Tuple[str, str, bool, bool]] = {
 }
 
 _c10d: Any = None
-_groups: Dict[int, Tuple[Any, str, int]] = {}   # id(pg) -> (pg, name, size); size 0: not a member
 _seq: Dict[Any, int] = {}
 _originals: Dict[str, Callable[..., Any]] = {}
 
@@ -79,23 +78,18 @@ def _ranks_label(ranks: Any) -> str:
 
 def group_info(group: Any) -> Optional[Tuple[Any, str, int]]:
     """(pg, name, size) of a group argument (None: the default group); the
-    same name on every rank.  None when there is no process group yet.
-    The C wrappers keep what this returns (_core._at_calls_reset forgets)."""
+    same name on every rank; size 0 where this rank is not a member.  None
+    when there is no process group yet.  The C wrappers keep what this
+    returns, per group (_core._at_calls_reset forgets)."""
     pg = group if group is not None else _c10d._world.default_pg
     if pg is None:
         return None
-    hit = _groups.get(id(pg))
-    if hit is not None and hit[0] is pg:
-        return hit
     if _c10d._rank_not_in_group(pg):
-        info = (pg, "", 0)
-    elif pg is _c10d._world.default_pg:
-        info = (pg, "world", pg.size())
-    else:
-        label = _ranks_label(_c10d.get_process_group_ranks(pg))
-        info = (pg, f"{_c10d._get_process_group_name(pg)}[{label}]", pg.size())
-    _groups[id(pg)] = info
-    return info
+        return (pg, "", 0)
+    if pg is _c10d._world.default_pg:
+        return (pg, "world", pg.size())
+    label = _ranks_label(_c10d.get_process_group_ranks(pg))
+    return (pg, f"{_c10d._get_process_group_name(pg)}[{label}]", pg.size())
 
 
 def timed(original: Callable[..., Any], op: str, kind: str, **spec: Any) -> Any:
@@ -123,8 +117,7 @@ def _wrap_point_to_point(op: str, original: Callable[..., Any]) -> Any:
 def _wrap_destroy(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
-        _groups.clear()  # a new default group may get an old one's id
-        _core._at_calls_reset()
+        _core._at_calls_reset()  # a new default group may get an old one's address
         return original(*args, **kwargs)
 
     return destroy_process_group
