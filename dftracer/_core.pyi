@@ -99,7 +99,8 @@ class _AtCall:
                  sends: bool = ...) -> None: ...
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 def _at_calls_setup(group_info: Callable[[Any], Any], seq: Dict[Any, int], tensor: type,
-                    process_group: Optional[type], is_compiling: Callable[[], bool],
+                    process_group: Optional[type],
+                    is_compiling: Union[Callable[[], bool], Dict[str, Any]],
                     get_rank: Callable[[], int], get_global_rank: Callable[[Any, int], int],
                     abspath: Callable[[str], str], module: type,
                     loaded_module: Callable[[], Any], /) -> None: ...
