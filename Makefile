@@ -11,6 +11,7 @@
 #   make wheel       dist/: the sdist and a wheel for every supported Python
 #   make test-wheels each supported Python: a fresh venv, the dist/ wheel, the
 #                    tests that need no torch; then the same from the sdist
+#                    (on the SDIST_PY versions only, when given)
 #
 # `make test` (and test-dev, test-asan) also builds, once, the reference the
 # compatibility tests compare with: pydftracer 2.0.6 over dftracer 2.2.0 in
@@ -65,7 +66,8 @@ define build_testcore
 endef
 
 .PHONY: demo test test-dev test-asan test-wheels wheel sdist bench setup setup-test \
-        system-deps browser-deps backends bench-writer tmux-deps testcore reference clean
+        system-deps browser-deps backends bench-writer tmux-deps testcore reference clean \
+        print-oldest-python
 
 # The reference for tests/python/test_compat_reference.py and
 # tests/tools/test_validate_formats.py (the real pydftracer and dftracer),
@@ -214,8 +216,13 @@ wheel: system-deps sdist
 # (build/testcore-X.Y).
 # SKIP_PY: versions left out here because `make test` already ran the whole
 # suite against their wheel, built from the sdist (CI passes .venv's).
+# SDIST_PY: the versions whose sdist is built and tested too (empty: all).
+# Each version's wheel is built from the same sources, so the sdist adds
+# only pip's build from the tarball, which `make test` runs too: CI tests
+# the sdist on one more version (the oldest), not on each.
 SDIST_TESTS := tests/test_install.py tests/core tests/python tests/profile tests/tools/test_cli.py
 SKIP_PY ?=
+SDIST_PY ?=
 test-wheels: wheel
 	@set -e; for v in $(SUPPORTED); do \
 	  case " $(SKIP_PY) " in *" $$v "*) \
@@ -223,7 +230,10 @@ test-wheels: wheel
 	  whl=$$(ls $(DIST)/$(DIST_NAME)-cp$${v/./}-*.whl 2>/dev/null | head -1); \
 	  [ -n "$$whl" ] || { echo "no wheel for Python $$v: skipped"; continue; }; \
 	  $(call build_testcore,build/venv-$$v/bin/python,build/testcore-$$v); \
-	  for what in $$whl $(DIST)/$(DIST_NAME).tar.gz; do \
+	  sdist=$(DIST)/$(DIST_NAME).tar.gz; \
+	  case " $(or $(SDIST_PY),$$v) " in *" $$v "*) ;; *) sdist=; \
+	    echo "== Python $$v: the sdist is tested on $(SDIST_PY) only (SDIST_PY)";; esac; \
+	  for what in $$whl $$sdist; do \
 	    venv=build/test-venv-$$v; rm -rf $$venv; \
 	    build/venv-$$v/bin/python -m venv $$venv; \
 	    echo "== Python $$v: $$what"; \
@@ -257,6 +267,10 @@ backends: setup-test
 	    { rm -rf $$scratch; exit 1; }; \
 	  rm -rf $$scratch; \
 	done
+
+# The oldest supported Python (CI tests the sdist on it).
+print-oldest-python:
+	@echo $(firstword $(SUPPORTED))
 
 bench: setup-test
 	$(PY) benchmarks/core/bench_core.py

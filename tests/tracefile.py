@@ -67,8 +67,10 @@ class Trace:
         ]
 
     def user_events(self):
-        """Complete events other than the tracer's own start/end."""
-        return [e for e in self.events if e["ph"] == "X" and e["cat"] != "dftracer"]
+        """Complete events other than the tracer's own start/end (a program's
+        event may have category "dftracer" too)."""
+        return [e for e in self.events if e["ph"] == "X" and
+                not (e["cat"] == "dftracer" and e["name"] in ("start", "end"))]
 
     def hashes(self, kind: str) -> Dict[str, str]:
         return {e["args"]["value"]: e["args"]["name"] for e in self.of("M", name=kind)}

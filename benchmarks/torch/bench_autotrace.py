@@ -6,7 +6,8 @@ docs/ai.md "Events of an unchanged script"), measured side by side in one run.
    global hooks plus our pair), our hook pair alone, a top-level forward
    (its event, through the C forward set on the module), backward() of its
    output (its event, at the autograd engine's entry), one optimizer.step,
-   one `item` of a map-style fetch, and @dft_fn.log on an empty function
+   one `item` of a map-style and of an iterable-dataset fetch, and
+   @dft_fn.log on an empty function
    (the decorator's cost, for comparison).
 2. DDP's gradient all-reduce per backward: our bucket hook against DDP's
    own (C++) reduction and torch's Python allreduce_hook, three models
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import itertools
 import json
 import os
 import statistics
@@ -105,6 +107,9 @@ def hook_costs(rounds: int) -> None:
     pre, post = _core._at_forward_pre, _core._at_forward_post
     samples = list(range(4096))  # a dataset whose __getitem__ costs next to nothing
     fetcher = fetch_module._MapDatasetFetcher(samples, True, lambda batch: batch, False)
+    # an endless stream whose next() costs next to nothing
+    stream = fetch_module._IterableDatasetFetcher(itertools.repeat(0), True, lambda batch: batch,
+                                                  False)
     batch = list(range(16))
 
     def empty() -> None:
@@ -128,6 +133,9 @@ def hook_costs(rounds: int) -> None:
     def per_item() -> float:
         return per_call_us(lambda: fetcher.fetch(batch), 5000) / len(batch)
 
+    def per_next() -> float:
+        return per_call_us(lambda: stream.fetch(batch), 5000) / len(batch)
+
     rows = {"module call in a 1000-module model, searching": [],
             "module call in a 1000-module model, after": [],
             "our hook pair alone (a nested module)": [],
@@ -136,9 +144,10 @@ def hook_costs(rounds: int) -> None:
             "optimizer.step (SGD, one parameter)": [],
             "our optimizer hook pair alone (step + iteration)": [],
             "item (one sample of a map-style fetch)": [],
+            "item (one sample of an iterable-dataset fetch)": [],
             "decorator: @dft_fn.log on an empty function": []}
     base: Dict[str, List[float]] = {"module": [], "top": [], "bwd": [], "step": [], "item": [],
-                                    "call": []}
+                                    "next": [], "call": []}
     y = top(x).sum()
 
     def backward() -> None:
@@ -150,6 +159,7 @@ def hook_costs(rounds: int) -> None:
         base["bwd"].append(per_call_us(backward, 2000))
         base["step"].append(per_call_us(opt.step, 2000))
         base["item"].append(per_item())
+        base["next"].append(per_next())
         base["call"].append(per_call_us(empty, 200000))
         rows["decorator: @dft_fn.log on an empty function"].append(
             per_call_us(decorated, 200000))
@@ -171,11 +181,12 @@ def hook_costs(rounds: int) -> None:
         rows["our optimizer hook pair alone (step + iteration)"].append(
             per_call_us(opt_pair, 20000) - per_call_us(lambda: None, 20000))
         rows["item (one sample of a map-style fetch)"].append(per_item())
+        rows["item (one sample of an iterable-dataset fetch)"].append(per_next())
         for name in ("modules", "optimizer", "dataloader"):
             _base.part(name).uninstall()
     off = {k: statistics.median(v) for k, v in base.items()}
-    which = ["module", "module", None, "top", "bwd", "step", None, "item", "call"]
-    targets = [None, None, 0.3, None, None, None, 1.0, 0.5, None]
+    which = ["module", "module", None, "top", "bwd", "step", None, "item", "next", "call"]
+    targets = [None, None, 0.3, None, None, None, 1.0, 0.5, 0.5, None]
     print(f"hook costs, us (median of {rounds} rounds; {cpu()}; tracing to {directory}):")
     print(f"  {'':48} {'off':>7} {'on':>7} {'added':>7} {'target':>7}")
     added = {}
@@ -191,7 +202,8 @@ def hook_costs(rounds: int) -> None:
     deco = added["decorator: @dft_fn.log on an empty function"]
     print(f"  per hook / decorator: pair {added['our hook pair alone (a nested module)'] / deco:.1f}x, "
           f"step {added['our optimizer hook pair alone (step + iteration)'] / deco:.1f}x, "
-          f"item {added['item (one sample of a map-style fetch)'] / deco:.1f}x")
+          f"item {added['item (one sample of a map-style fetch)'] / deco:.1f}x, "
+          f"iterable item {added['item (one sample of an iterable-dataset fetch)'] / deco:.1f}x")
     print("  searching: global hooks, torch dispatches hooks on every module call; after:")
     print("  no module hooks, the top-level modules found have a C forward (docs/performance.md)")
 

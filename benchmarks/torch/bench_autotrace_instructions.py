@@ -149,6 +149,8 @@ def run_one(mode: str, steps: int, tmp: str) -> tuple[int, collections.Counter]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=300, help="measured steps (default 300)")
+    ap.add_argument("--keep", metavar="DIR",
+                    help="keep callgrind's output files (off.cg, on.cg) in DIR, for callgrind_annotate")
     args = ap.parse_args()
     if args.steps < 1:
         ap.error("--steps must be at least 1")
@@ -157,8 +159,12 @@ def main() -> None:
             sys.exit(f"{tool} not found: install valgrind")
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")),
                platform.processor())
-    with tempfile.TemporaryDirectory() as tmp:
-        res = {mode: run_one(mode, args.steps, tmp) for mode in ("off", "on")}
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
+        res = {mode: run_one(mode, args.steps, args.keep) for mode in ("off", "on")}
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            res = {mode: run_one(mode, args.steps, tmp) for mode in ("off", "on")}
     (off, poff), (on, pon) = res["off"], res["on"]
     n = args.steps
     print(f"acceptance loop in instructions ({n} steps after 100 warm-up, all threads; {cpu}, "

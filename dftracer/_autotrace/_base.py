@@ -18,6 +18,17 @@ _log_event = _core.logger.log_event
 compiling: Callable[[], bool] = torch.compiler.is_compiling
 
 
+def compiling_flag() -> Any:
+    """What the C wrappers ask whether torch compiles: torch.compiler's
+    globals where is_compiling() only returns their `_is_compiling_flag`
+    (read there, no call), else the function itself."""
+    code = getattr(compiling, "__code__", None)
+    if (code is not None and "_is_compiling_flag" in vars(torch.compiler)
+            and set(code.co_names) <= {"torch", "jit", "is_scripting", "_is_compiling_flag"}):
+        return vars(torch.compiler)
+    return compiling
+
+
 def in_data() -> int:
     """Inside a dataset fetch on this thread (worker or main process)."""
     return _core._at_thread()[2]
@@ -144,7 +155,7 @@ def setup_calls() -> None:
 
     c10d = comm._c10d  # None until comm.install (or without torch.distributed)
     _core._at_calls_setup(comm.group_info, comm._seq, torch.Tensor,
-                          c10d.ProcessGroup if c10d else None, compiling,
+                          c10d.ProcessGroup if c10d else None, compiling_flag(),
                           c10d.get_rank if c10d else _no_group,
                           c10d.get_global_rank if c10d else _no_group,
                           os.path.abspath, torch.nn.Module, modules.search_again)

@@ -16,8 +16,9 @@ persistent_workers every epoch starts new processes, and the id is what
 ties one epoch's worker 0 to the next one's.
 
 What runs per batch and per item is C (src/torch/autotrace_data.c): the
-iterator's __next__ and the map-style fetcher are C callables; the
-iterable-dataset fetcher and a fetcher of unknown code stay in Python.
+iterator's __next__ and both fetchers are C callables; only a fetcher of
+unknown code is timed in Python, one event per fetch. An iterable dataset's
+`item` index counts the samples its fetcher (one per worker) yielded.
 """
 
 from __future__ import annotations
@@ -121,54 +122,6 @@ def _timed_item(get: Callable[[Any], Any], idx: Any, ints: Optional[Dict[str, in
     return value
 
 
-class _Counter:
-    """Items an iterable-dataset fetcher has yielded (its item index)."""
-
-    def __init__(self) -> None:
-        self.n = 0
-
-
-_iter_counts: "weakref.WeakKeyDictionary[Any, _Counter]" = weakref.WeakKeyDictionary()
-
-
-def _timed_next(self: Any) -> Any:
-    counter = _iter_counts.get(self)
-    if counter is None:
-        counter = _iter_counts[self] = _Counter()
-    start = now()
-    value = next(self.dataset_iter)  # StopIteration passes through, no event
-    emit("item", "data", start, now(), {"index": counter.n})
-    counter.n += 1
-    return value
-
-
-def _iterable_fetch(self: Any, possibly_batched_index: Any) -> Any:
-    """_IterableDatasetFetcher.fetch, timing each next() on the dataset."""
-    if not P.on:
-        return _ORIGINAL["iterable"](self, possibly_batched_index)
-    if not _Once.noted:
-        _note_worker()
-    if self.ended:
-        raise StopIteration
-    data_enter(1)
-    try:
-        if self.auto_collation:
-            data = []
-            for _ in possibly_batched_index:
-                try:
-                    data.append(_timed_next(self))
-                except StopIteration:
-                    self.ended = True
-                    break
-            if len(data) == 0 or (self.drop_last and len(data) < len(possibly_batched_index)):
-                raise StopIteration
-        else:
-            data = _timed_next(self)
-    finally:
-        data_enter(-1)
-    return self.collate_fn(data)
-
-
 def _whole_fetch(original: Callable[..., Any]) -> Callable[..., Any]:
     """A fetcher of unknown code: one `item` event per fetch."""
     @functools.wraps(original)
@@ -189,8 +142,8 @@ def _whole_fetch(original: Callable[..., Any]) -> Callable[..., Any]:
     return fetch
 
 
-# The names torch's fetchers use: their code is what the C map fetcher
-# (_core._AtMapFetch) and _iterable_fetch reproduce only when these match.
+# The names torch's fetchers use: their code is what the C fetchers
+# (_core._AtMapFetch, _core._AtIterFetch) reproduce only when these match.
 _KNOWN = {
     "map": {"auto_collation", "hasattr", "dataset", "__getitems__", "collate_fn"},
     "iterable": {"ended", "StopIteration", "auto_collation", "append", "next", "dataset_iter",
@@ -204,7 +157,7 @@ def _replace_fetch(kind: str, cls: Any, ours: Callable[..., Any]) -> None:
     _ORIGINAL[kind] = original
     code = getattr(original, "__code__", None)
     if code is not None and set(code.co_names) == _KNOWN[kind]:
-        replacement = ours(original) if kind == "map" else functools.wraps(original)(ours)
+        replacement = ours(original)
     else:
         replacement = _whole_fetch(original)
     patch(P, cls, "fetch", replacement)
@@ -214,5 +167,5 @@ def install() -> None:
     patch(P, dl._BaseDataLoaderIter, "__next__", _wrap_next(dl._BaseDataLoaderIter.__next__))
     patch(P, dl.DataLoader, "__iter__", _wrap_iter(dl.DataLoader.__iter__))
     _replace_fetch("map", fetch_module._MapDatasetFetcher, _core._AtMapFetch)
-    _replace_fetch("iterable", fetch_module._IterableDatasetFetcher, _iterable_fetch)
+    _replace_fetch("iterable", fetch_module._IterableDatasetFetcher, _core._AtIterFetch)
     P.started()

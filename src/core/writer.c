@@ -54,46 +54,106 @@ static size_t chunk_limit(size_t cap)
     return dft_g.flush_threshold < room ? dft_g.flush_threshold : room;
 }
 
+/* Maps the pages of [from, to) writable (MADV_POPULATE_WRITE, Linux 5.14)
+ * without touching them, so another thread may be writing records there.
+ * 0, or -1 where the kernel cannot.  Any thread, no GIL. */
+static int map_pages(char *from, char *to)
+{
+#ifdef MADV_POPULATE_WRITE
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t ps = page > 0 ? (uintptr_t)page : 4096;
+    uintptr_t a = ((uintptr_t)from + ps - 1) & ~(ps - 1), b = (uintptr_t)to & ~(ps - 1);
+    if (b <= a)
+        return 0;
+    if (madvise((void *)a, b - a, MADV_POPULATE_WRITE) == 0)
+        return 0;
+#else
+    (void)from;
+    (void)to;
+#endif
+    return -1;
+}
+
+/* 1 once the kernel has mapped pages for us (map_pages), 0 once it refused:
+ * only then may a writer map a traced thread's chunk behind it. */
+static _Atomic int kernel_maps = -1;
+
 /* Memory for a chunk's records with its first `mapped` bytes' pages already
  * mapped: a traced thread appending records takes no page fault per event
  * (on a freshly booted VM a first touch costs tens of microseconds: docs/
- * performance.md, "Page faults").  The kernel maps them in one call
- * (MADV_POPULATE_WRITE, Linux 5.14); else one byte a page is written here.
- * NULL when out of memory.  Any thread, no GIL. */
+ * performance.md, "Page faults").  The kernel maps them in one call; else
+ * one byte a page is written here.  NULL when out of memory.  Any thread,
+ * no GIL. */
 static char *chunk_data_alloc(size_t cap, size_t mapped)
 {
     char *p = malloc(cap);
     if (!p)
         return NULL;
+    if (mapped > cap)
+        mapped = cap;
+    if (atomic_load(&kernel_maps) != 0) {
+        int ok = map_pages(p, p + mapped) == 0;
+        atomic_store(&kernel_maps, ok);
+        if (ok) {
+            ((volatile char *)p)[0] = 0; /* the page before the first whole one */
+            if (mapped)
+                ((volatile char *)p)[mapped - 1] = 0; /* and the one after the last */
+            return p;
+        }
+    }
     long page = sysconf(_SC_PAGESIZE);
     size_t ps = page > 0 ? (size_t)page : 4096;
-#ifdef MADV_POPULATE_WRITE
-    uintptr_t from = ((uintptr_t)p + ps - 1) & ~(uintptr_t)(ps - 1);
-    uintptr_t to = ((uintptr_t)p + mapped + ps - 1) & ~(uintptr_t)(ps - 1);
-    if (to > (uintptr_t)p + cap)
-        to = ((uintptr_t)p + cap) & ~(uintptr_t)(ps - 1);
-    if (to > from && madvise((void *)from, to - from, MADV_POPULATE_WRITE) == 0) {
-        ((volatile char *)p)[0] = 0; /* the page before the first whole one */
-        return p;
-    }
-#endif
     for (size_t i = 0; i < mapped; i += ps) /* the kernel cannot: touch each page */
         ((volatile char *)p)[i] = 0;
     return p;
 }
 
-static dft_chunk *chunk_alloc(size_t cap)
+static dft_chunk *chunk_alloc(size_t cap, size_t mapped)
 {
     dft_chunk *c = malloc(sizeof *c);
     if (!c)
         return NULL;
     c->cap = cap;
-    c->data = chunk_data_alloc(cap, chunk_limit(cap));
+    c->data = chunk_data_alloc(cap, mapped);
     if (!c->data) {
         free(c);
         return NULL;
     }
     return c;
+}
+
+/* A full-size chunk a traced thread takes when the pool is empty (its
+ * second chunk, or the writers are behind) has only its first MAP_NOW bytes
+ * mapped by that thread: the rest, 1 MiB by default (1 to 9 ms on a fresh
+ * VM), is mapped by the writer that the hand-off taking it wakes, while the
+ * thread goes on writing records into the first pages.  One chunk at a time
+ * (another is mapped whole by its thread).  to_map is read without the lock
+ * only to skip it; map_lock is held while a writer maps the chunk, and
+ * dft_chunk_free takes it for that chunk, so it is never freed while mapped. */
+#define MAP_NOW FIRST_CHUNK
+static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(dft_chunk *) to_map;
+
+/* A writer thread, before its chunk: maps the waiting chunk's pages, then,
+ * since a traced thread found the pool empty, puts a mapped chunk there for
+ * the next one that does (a thread's third chunk: its second is still being
+ * written out).  No GIL. */
+static void map_waiting_chunk(void)
+{
+    if (!atomic_load_explicit(&to_map, memory_order_relaxed))
+        return;
+    pthread_mutex_lock(&map_lock);
+    dft_chunk *c = atomic_load(&to_map);
+    if (c) {
+        map_pages(c->data + MAP_NOW, c->data + c->limit);
+        atomic_store(&to_map, NULL);
+    }
+    pthread_mutex_unlock(&map_lock);
+    pthread_mutex_lock(&dft_writer.lock);
+    int empty = !dft_writer.pool;
+    pthread_mutex_unlock(&dft_writer.lock);
+    if (c && empty && (c = chunk_alloc(dft_g.chunk_cap, chunk_limit(dft_g.chunk_cap))))
+        dft_chunk_free(c); /* into the pool */
 }
 
 static dft_chunk *chunk_ready(dft_chunk *c)
@@ -116,9 +176,22 @@ dft_chunk *dft_chunk_new(void)
         dft_writer.pool_len--;
     }
     pthread_mutex_unlock(&dft_writer.lock);
-    if (!c && !(c = chunk_alloc(dft_g.chunk_cap)))
+    if (c)
+        return chunk_ready(c);
+    size_t limit = chunk_limit(dft_g.chunk_cap);
+    int later = atomic_load(&kernel_maps) == 1 && limit > MAP_NOW &&
+                !atomic_load_explicit(&to_map, memory_order_relaxed);
+    if (!(c = chunk_alloc(dft_g.chunk_cap, later ? MAP_NOW : limit)))
         return NULL;
-    return chunk_ready(c);
+    chunk_ready(c);
+    if (later) {
+        pthread_mutex_lock(&map_lock);
+        dft_chunk *none = NULL;
+        if (!atomic_compare_exchange_strong(&to_map, &none, c))
+            map_pages(c->data + MAP_NOW, c->data + limit); /* another waits: map it here */
+        pthread_mutex_unlock(&map_lock);
+    }
+    return c;
 }
 
 /* A thread's first chunk (not pooled: its size is not chunk_cap, unless the
@@ -128,7 +201,7 @@ dft_chunk *dft_chunk_new_first(void)
     size_t cap = FIRST_CHUNK + DFT_REC_MAX;
     if (cap >= dft_g.chunk_cap)
         return dft_chunk_new();
-    dft_chunk *c = chunk_alloc(cap);
+    dft_chunk *c = chunk_alloc(cap, chunk_limit(cap));
     return c ? chunk_ready(c) : NULL;
 }
 
@@ -137,6 +210,12 @@ void dft_chunk_free(dft_chunk *c)
 {
     if (!c)
         return;
+    if (atomic_load(&to_map) == c) { /* not freed while a writer maps it */
+        pthread_mutex_lock(&map_lock);
+        dft_chunk *mine = c;
+        atomic_compare_exchange_strong(&to_map, &mine, NULL);
+        pthread_mutex_unlock(&map_lock);
+    }
     pthread_mutex_lock(&dft_writer.lock);
     if (dft_writer.pool_len < dft_writer.max_inflight + 2 && c->cap == dft_g.chunk_cap) {
         c->next = dft_writer.pool;
@@ -179,6 +258,7 @@ static void *worker_main(void *arg)
         wk->hurry = dft_writer.waiting > 0 ||
                     dft_writer.queued + dft_writer.busy > dft_writer.max_inflight / 2;
         pthread_mutex_unlock(&dft_writer.lock);
+        map_waiting_chunk();
         dft_writer_process_chunk(wk, c);
         dft_chunk_free(c);
         pthread_mutex_lock(&dft_writer.lock);
@@ -356,6 +436,7 @@ void dft_writer_close(void)
  * and consistent.  The queue was drained just before. */
 void dft_writer_atfork_prepare(void)
 {
+    pthread_mutex_lock(&map_lock);
     pthread_mutex_lock(&dft_writer.lock);
     pthread_mutex_lock(&dft_writer.file_lock);
 }
@@ -364,6 +445,7 @@ void dft_writer_atfork_parent(void)
 {
     pthread_mutex_unlock(&dft_writer.file_lock);
     pthread_mutex_unlock(&dft_writer.lock);
+    pthread_mutex_unlock(&map_lock);
 }
 
 /* In the child: no writer thread exists and the parent's file is not ours.
@@ -371,6 +453,8 @@ void dft_writer_atfork_parent(void)
 void dft_writer_atfork_child(void)
 {
     atomic_store(&dft_writer.in_flight, 0); /* hand-offs of threads that do not exist here */
+    pthread_mutex_init(&map_lock, NULL);
+    atomic_store(&to_map, NULL); /* its pages fault in as they are written */
     pthread_mutex_init(&dft_writer.lock, NULL);
     pthread_mutex_init(&dft_writer.file_lock, NULL);
     pthread_cond_init(&dft_writer.nonempty, NULL);

@@ -30,7 +30,7 @@
 
 dft_at_calls_ctx dft_at_calls;
 
-static PyObject *tell_name;
+static PyObject *tell_name, *compiling_flag_name;
 
 /* (pos, name or None, default) from comm.arg_spec(). */
 static int arg_spec_from(arg_spec *s, PyObject *spec, const char *what)
@@ -165,9 +165,16 @@ static PyObject *checkpoint_call(AtCall *w, PyObject *const *args, size_t nargsf
 /* ---- the wrapper ---------------------------------------------------------- */
 
 /* 1 while torch.compile or torch.export traces (the program's own Python
- * runs on fake tensors then: not an event); -1 with an exception. */
+ * runs on fake tensors then: not an event); -1 with an exception.  Where
+ * torch.compiler.is_compiling() only returns its module's
+ * `_is_compiling_flag`, setup hands over that module's dict and the flag is
+ * read there: no Python call on a collective's path. */
 static int compiling(void)
 {
+    if (PyDict_Check(dft_at_calls.compiling)) {
+        PyObject *flag = PyDict_GetItemWithError(dft_at_calls.compiling, compiling_flag_name);
+        return flag ? PyObject_IsTrue(flag) : (PyErr_Occurred() ? -1 : 0);
+    }
     PyObject *r = PyObject_CallNoArgs(dft_at_calls.compiling);
     if (!r)
         return -1;
@@ -356,7 +363,8 @@ static PyTypeObject AtCallType = {
 /* ---- set-up --------------------------------------------------------------- */
 
 /* _at_calls_setup(group_info, seq, Tensor, ProcessGroup or None, is_compiling,
- *                 get_rank, get_global_rank, abspath, Module, loaded_module) */
+ *                 get_rank, get_global_rank, abspath, Module, loaded_module);
+ * is_compiling: the function, or the dict holding `_is_compiling_flag`. */
 static PyObject *py_calls_setup(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
     (void)m;
@@ -405,7 +413,8 @@ int dft_at_calls_register(PyObject *module)
 {
     if (PyType_Ready(&AtCallType) < 0)
         return -1;
-    if (dft_at_comm_init() < 0 || (!tell_name && !(tell_name = PyUnicode_InternFromString("tell"))))
+    if (dft_at_comm_init() < 0 || (!tell_name && !(tell_name = PyUnicode_InternFromString("tell"))) ||
+        (!compiling_flag_name && !(compiling_flag_name = PyUnicode_InternFromString("_is_compiling_flag"))))
         return -1;
     if (PyModule_AddFunctions(module, methods) < 0)
         return -1;

@@ -43,7 +43,7 @@ typedef struct {
     PyObject *seq;          /* dict: group name or p2p key -> the next number */
     PyObject *tensor_type;  /* torch.Tensor */
     PyObject *pg_type;      /* ProcessGroup */
-    PyObject *compiling;    /* torch.compiler.is_compiling */
+    PyObject *compiling;    /* torch.compiler.is_compiling, or its module dict (the flag) */
     PyObject *get_rank;     /* c10d.get_rank */
     PyObject *global_rank;  /* c10d.get_global_rank(pg, group_rank) */
     PyObject *abspath;      /* os.path.abspath */

@@ -7,7 +7,10 @@
  *   _AtMapFetch(original): _MapDatasetFetcher.fetch, torch's code with a
  *     clock read around each dataset access: one `item` in `data` per
  *     sample (or per __getitems__ call), in the worker or, without workers,
- *     in the main process.
+ *     in the main process;
+ *   _AtIterFetch(original): _IterableDatasetFetcher.fetch likewise, a clock
+ *     read around each next() on the dataset's iterator, `index` counting
+ *     the samples that fetcher yielded (kept on it as `_dftracer_items`).
  *
  * Both bind like functions (set on a class, called with the instance first)
  * and forward the call untouched when their part is off.  A failure of ours
@@ -26,7 +29,7 @@ static struct {
     PyObject *note_worker; /* data._note_worker(): once per process */
     PyObject *epoch_done;  /* data._epoch_done(iterator) */
     PyObject *num_yielded, *num_workers, *epoch, *dataset, *auto_collation, *getitems,
-        *collate_fn;
+        *collate_fn, *ended, *dataset_iter, *drop_last, *items;
 } D;
 
 static int worker_noted; /* reset in a forked child */
@@ -38,10 +41,10 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *original;
-    int kind; /* DATA_NEXT, DATA_MAP */
+    int kind; /* DATA_NEXT, DATA_MAP, DATA_ITER */
 } DataWrapper;
 
-enum { DATA_NEXT, DATA_MAP };
+enum { DATA_NEXT, DATA_MAP, DATA_ITER };
 
 /* An int attribute of obj; dflt when missing or not an int. */
 static int64_t int_attr(PyObject *obj, PyObject *name, int64_t dflt, int *found)
@@ -224,18 +227,30 @@ static PyObject *map_data(PyObject *fetcher, PyObject *dataset, PyObject *indice
     return data;
 }
 
-static PyObject *map_call(DataWrapper *w, PyObject *fetcher, PyObject *indices)
+/* Once per process: which DataLoader worker this is (data._note_worker). */
+static void note_worker(void)
 {
-    if (!dft_at_on[DFT_AT_DATALOADER]) {
-        PyObject *a[2] = {fetcher, indices};
-        return PyObject_Vectorcall(w->original, a, 2, NULL);
-    }
     if (!worker_noted) {
         worker_noted = 1;
         PyObject *r = D.note_worker ? PyObject_CallNoArgs(D.note_worker) : NULL;
         Py_XDECREF(r);
         PyErr_Clear(); /* no id: readers count the process as a worker of its own */
     }
+}
+
+/* The result of the batch's data: collate_fn(data); steals data. */
+static PyObject *collate(PyObject *fetcher, PyObject *data)
+{
+    PyObject *fn = PyObject_GetAttr(fetcher, D.collate_fn);
+    PyObject *r = fn ? PyObject_CallOneArg(fn, data) : NULL;
+    Py_XDECREF(fn);
+    Py_DECREF(data);
+    return r;
+}
+
+static PyObject *map_call(DataWrapper *w, PyObject *fetcher, PyObject *indices)
+{
+    note_worker();
     PyObject *dataset = PyObject_GetAttr(fetcher, D.dataset);
     if (!dataset)
         return NULL;
@@ -244,13 +259,116 @@ static PyObject *map_call(DataWrapper *w, PyObject *fetcher, PyObject *indices)
     PyObject *data = map_data(fetcher, dataset, indices);
     t->in_data--;
     Py_DECREF(dataset);
-    if (!data)
+    (void)w;
+    return data ? collate(fetcher, data) : NULL;
+}
+
+/* next(it) timed, as torch's fetcher calls it: a new reference, or NULL
+ * with the exception (StopIteration at the end).  *count: the samples the
+ * fetcher yielded so far, the event's index, kept on it after each one (so
+ * that a dataset's exception in a worker, which goes on, loses no count). */
+static PyObject *timed_next(PyObject *fetcher, PyObject *it, int64_t *count)
+{
+    if (!PyIter_Check(it))
+        return PyErr_Format(PyExc_TypeError, "'%.200s' object is not an iterator",
+                            Py_TYPE(it)->tp_name);
+    int64_t start = dft_clock_us();
+    PyObject *v = Py_TYPE(it)->tp_iternext(it);
+    if (!v) {
+        if (!PyErr_Occurred())
+            PyErr_SetNone(PyExc_StopIteration);
         return NULL;
-    PyObject *collate = PyObject_GetAttr(fetcher, D.collate_fn);
-    PyObject *r = collate ? PyObject_CallOneArg(collate, data) : NULL;
-    Py_XDECREF(collate);
+    }
+    emit_item(start, 1, (*count)++);
+    PyObject *n = PyLong_FromLongLong(*count);
+    if (!n || PyObject_SetAttr(fetcher, D.items, n) < 0) {
+        PyErr_Clear(); /* the count is ours: not the program's error */
+        dft_at_fail(DFT_AT_DATALOADER);
+    }
+    Py_XDECREF(n);
+    return v;
+}
+
+/* The data of one batch (torch's _IterableDatasetFetcher.fetch before
+ * collate); NULL with StopIteration once the dataset is done. */
+static PyObject *iter_data(PyObject *fetcher, PyObject *it, PyObject *indices, int64_t *count)
+{
+    PyObject *ac = PyObject_GetAttr(fetcher, D.auto_collation);
+    int auto_collation = ac ? PyObject_IsTrue(ac) : -1;
+    Py_XDECREF(ac);
+    if (auto_collation <= 0)
+        return auto_collation < 0 ? NULL : timed_next(fetcher, it, count);
+    PyObject *each = PyObject_GetIter(indices);
+    PyObject *data = each ? PyList_New(0) : NULL;
+    if (!data) {
+        Py_XDECREF(each);
+        return NULL;
+    }
+    PyObject *idx;
+    while ((idx = PyIter_Next(each))) {
+        Py_DECREF(idx);
+        PyObject *v = timed_next(fetcher, it, count);
+        if (!v) {
+            if (!PyErr_ExceptionMatches(PyExc_StopIteration) ||
+                (PyErr_Clear(), PyObject_SetAttr(fetcher, D.ended, Py_True) < 0))
+                goto fail;
+            break;
+        }
+        int r = PyList_Append(data, v);
+        Py_DECREF(v);
+        if (r < 0)
+            goto fail;
+    }
+    if (PyErr_Occurred())
+        goto fail;
+    Py_DECREF(each);
+    int stop = PyList_GET_SIZE(data) == 0;
+    if (!stop) {
+        PyObject *dl = PyObject_GetAttr(fetcher, D.drop_last);
+        int drop = dl ? PyObject_IsTrue(dl) : -1;
+        Py_XDECREF(dl);
+        Py_ssize_t want = drop > 0 ? PyObject_Size(indices) : 0;
+        if (drop < 0 || want < 0) {
+            Py_DECREF(data);
+            return NULL;
+        }
+        stop = drop && PyList_GET_SIZE(data) < want;
+    }
+    if (stop) {
+        Py_DECREF(data);
+        PyErr_SetNone(PyExc_StopIteration);
+        return NULL;
+    }
+    return data;
+fail:
+    Py_DECREF(each);
     Py_DECREF(data);
-    return r;
+    return NULL;
+}
+
+static PyObject *iter_call(DataWrapper *w, PyObject *fetcher, PyObject *indices)
+{
+    note_worker();
+    PyObject *ended = PyObject_GetAttr(fetcher, D.ended);
+    int done = ended ? PyObject_IsTrue(ended) : -1;
+    Py_XDECREF(ended);
+    if (done) {
+        if (done > 0)
+            PyErr_SetNone(PyExc_StopIteration);
+        return NULL;
+    }
+    PyObject *it = PyObject_GetAttr(fetcher, D.dataset_iter);
+    if (!it)
+        return NULL;
+    int found;
+    int64_t count = int_attr(fetcher, D.items, 0, &found);
+    dft_at_thread *t = dft_at_thread_get();
+    t->in_data++;
+    PyObject *data = iter_data(fetcher, it, indices, &count);
+    t->in_data--;
+    Py_DECREF(it);
+    (void)w;
+    return data ? collate(fetcher, data) : NULL;
 }
 
 static PyObject *data_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
@@ -259,9 +377,17 @@ static PyObject *data_vectorcall(PyObject *self, PyObject *const *args, size_t n
     DataWrapper *w = (DataWrapper *)self;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     Py_ssize_t want = w->kind == DATA_NEXT ? 1 : 2;
-    if (n != want || (kwnames && PyTuple_GET_SIZE(kwnames))) /* not ours to time */
+    if (n != want || (kwnames && PyTuple_GET_SIZE(kwnames)) || /* not ours to time */
+        (w->kind != DATA_NEXT && !dft_at_on[DFT_AT_DATALOADER]))
         return PyObject_Vectorcall(w->original, args, nargsf, kwnames);
-    return w->kind == DATA_NEXT ? next_call(w, args[0]) : map_call(w, args[0], args[1]);
+    switch (w->kind) {
+    case DATA_NEXT:
+        return next_call(w, args[0]);
+    case DATA_MAP:
+        return map_call(w, args[0], args[1]);
+    default:
+        return iter_call(w, args[0], args[1]);
+    }
 }
 
 static PyObject *data_new(PyTypeObject *tp, PyObject *args, PyObject *kw, int kind)
@@ -293,6 +419,11 @@ static PyObject *next_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 static PyObject *map_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 {
     return data_new(tp, args, kw, DATA_MAP);
+}
+
+static PyObject *iter_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
+{
+    return data_new(tp, args, kw, DATA_ITER);
 }
 
 static int data_traverse(PyObject *self, visitproc visit, void *arg)
@@ -356,6 +487,9 @@ static PyTypeObject NextType = DATA_TYPE(
 static PyTypeObject MapFetchType = DATA_TYPE(
     "dftracer._core._AtMapFetch", map_new,
     "_AtMapFetch(original): _MapDatasetFetcher.fetch writing one `item` per sample.");
+static PyTypeObject IterFetchType = DATA_TYPE(
+    "dftracer._core._AtIterFetch", iter_new,
+    "_AtIterFetch(original): _IterableDatasetFetcher.fetch writing one `item` per sample.");
 
 /* _at_data_setup(note_worker, epoch_done). */
 static PyObject *py_data_setup(PyObject *m, PyObject *const *args, Py_ssize_t n)
@@ -395,13 +529,17 @@ int dft_at_data_register(PyObject *module)
     if (intern(&D.num_yielded, "_num_yielded") < 0 || intern(&D.num_workers, "_num_workers") < 0 ||
         intern(&D.epoch, "_dftracer_epoch") < 0 || intern(&D.dataset, "dataset") < 0 ||
         intern(&D.auto_collation, "auto_collation") < 0 ||
-        intern(&D.getitems, "__getitems__") < 0 || intern(&D.collate_fn, "collate_fn") < 0)
+        intern(&D.getitems, "__getitems__") < 0 || intern(&D.collate_fn, "collate_fn") < 0 ||
+        intern(&D.ended, "ended") < 0 || intern(&D.dataset_iter, "dataset_iter") < 0 ||
+        intern(&D.drop_last, "drop_last") < 0 || intern(&D.items, "_dftracer_items") < 0)
         return -1;
-    if (PyType_Ready(&NextType) < 0 || PyType_Ready(&MapFetchType) < 0)
+    if (PyType_Ready(&NextType) < 0 || PyType_Ready(&MapFetchType) < 0 ||
+        PyType_Ready(&IterFetchType) < 0)
         return -1;
     if (PyModule_AddFunctions(module, methods) < 0 ||
         PyModule_AddObjectRef(module, "_AtNext", (PyObject *)&NextType) < 0 ||
-        PyModule_AddObjectRef(module, "_AtMapFetch", (PyObject *)&MapFetchType) < 0)
+        PyModule_AddObjectRef(module, "_AtMapFetch", (PyObject *)&MapFetchType) < 0 ||
+        PyModule_AddObjectRef(module, "_AtIterFetch", (PyObject *)&IterFetchType) < 0)
         return -1;
     return 0;
 }

@@ -42,6 +42,22 @@ def our_frames(call):
     return frames
 
 
+def all_frames(call):
+    """The Python functions (file:name) entered during call(), in order."""
+    frames = []
+
+    def prof(frame, event, arg):
+        if event == "call":
+            frames.append(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
+
+    sys.setprofile(prof)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return frames
+
+
 t = torch.ones(4)
 path = os.path.join(os.getcwd(), "ck.pt")
 
@@ -67,6 +83,10 @@ out = {
         "save": our_frames(lambda: torch.save({"t": t}, path)),
         "load": our_frames(lambda: torch.load(path)),
     },
+    # every Python function a collective runs, torch's own included: the
+    # same traced or not (the wrapper asks torch whether it compiles by
+    # reading torch.compiler's flag, not by calling is_compiling())
+    "all_frames": all_frames(lambda: dist.all_reduce(t)),
     # torch.compile still turns the collective into a functional one (no
     # graph break: fullgraph), and the compiled call records no event
     "compiled": compiled(torch.ones(3)).tolist(),
@@ -83,4 +103,12 @@ buf = io.BytesIO()
 torch.save(t, buf)
 buf.seek(0)
 torch.load(buf)
+# while torch.export traces the program's Python it sets the flag that
+# torch.compiler.is_compiling() returns: a collective then is no event
+torch.compiler._is_compiling_flag = True
+try:
+    dist.all_reduce(t)
+finally:
+    torch.compiler._is_compiling_flag = False
+dist.all_reduce(t)
 dist.destroy_process_group()

@@ -6,6 +6,7 @@ exception back while the trace stays right."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Dict, List
 
 import pytest
@@ -271,3 +272,76 @@ def test_the_c_forward_follows_the_class_and_keeps_no_module_alive(tmp_path):
     assert proc.stdout.split() == ["_AtForward", "True", "True"], proc.stderr
     fwd = one_trace(tmp_path).of(cat="compute", name="forward")
     assert [args(e)["module"] for e in fwd] == ["Net"] * 4
+
+
+ITERABLE = """
+import json
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+from torch.utils.data._utils import fetch as f
+
+class Stream(IterableDataset):
+    def __init__(self, n, fail_at=None):
+        self.n, self.fail_at = n, fail_at
+    def __iter__(self):
+        info = get_worker_info()
+        first, step = (info.id, info.num_workers) if info else (0, 1)
+        for i in range(first, self.n, step):
+            if i == self.fail_at:
+                raise ValueError(f"sample {i}")
+            yield torch.tensor([float(i)])
+
+out = {"kind": type(f._IterableDatasetFetcher.__dict__["fetch"]).__name__}
+out["batched"] = [b.flatten().tolist() for b in DataLoader(Stream(10), batch_size=4)]
+out["drop_last"] = [b.flatten().tolist()
+                    for b in DataLoader(Stream(10), batch_size=4, drop_last=True)]
+out["single"] = [b.tolist() for b in DataLoader(Stream(3), batch_size=None)]
+try:
+    list(DataLoader(Stream(6, fail_at=3), batch_size=2))
+except ValueError as exc:
+    out["error"] = str(exc)
+out["workers"] = sorted(b.flatten().tolist()
+                        for b in DataLoader(Stream(8), batch_size=2, num_workers=2))
+print(json.dumps(out))
+"""
+
+
+def test_an_iterable_dataset_gets_one_item_per_sample_from_c(tmp_path):
+    """_IterableDatasetFetcher.fetch is a C callable too: one `item` per
+    next() on the dataset's iterator, `index` counting what that fetcher
+    (one per loader iterator and worker) yielded; batches, drop_last, the
+    end of the data and a dataset's exception are what torch gives."""
+    plain = run_python(ITERABLE, {})
+    traced = run_python(ITERABLE, dict(ENV, DFTRACER_LOG_FILE=str(tmp_path / "t")))
+    seen = json.loads(traced.stdout)
+    assert seen.pop("kind") == "_AtIterFetch"
+    want = json.loads(plain.stdout)
+    assert want.pop("kind") == "function"
+    assert seen == want
+    assert want["batched"] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert want["error"] == "sample 3"
+    main, workers = None, []
+    for path in find_traces(str(tmp_path), "t"):
+        trace = read_trace(path)
+        if trace.of(cat="dataloader", name="fetch"):
+            main = trace
+        else:
+            workers.append(trace)
+    assert main is not None and len(workers) == 2
+    items = by_ts(main.of(cat="data", name="item"))
+    # batched: 10 samples; drop_last: the same 10 read (the last 2 then
+    # dropped, as torch reads them); single: 3; the failing stream: 3 read
+    # before sample 3 raised (no event for it)
+    assert [args(e) for e in items] == \
+        [{"index": i} for i in list(range(10)) * 2 + [0, 1, 2] * 2]
+    fetches = by_ts(main.of(cat="dataloader", name="fetch"))
+    # each lies in its batch's `fetch`, but for the samples of a next() that
+    # ended the data (drop_last's last 2) or raised (the failing stream's
+    # sample 2): such a next() is no `fetch` event
+    outside = [n for n, i in enumerate(items) if not any(within(i, f) for f in fetches)]
+    assert outside == [18, 19, 25]
+    for w in workers:  # each worker's fetcher counts its own 4 samples
+        assert [args(e) for e in by_ts(w.of(cat="data", name="item"))] == \
+            [{"index": i} for i in range(4)]
+    for e in items:
+        assert e["ph"] == "X" and e["dur"] >= 0

@@ -60,14 +60,16 @@ def test_the_wrappers_are_c_and_look_like_the_functions(runs):
     # no Python frame of dftracer's runs in a call (after the first, which
     # looks the default group up once)
     assert traced["frames"] == plain["frames"] == {"all_reduce": [], "save": [], "load": []}
+    # nor one of torch's that the untraced call does not run
+    assert plain["all_frames"] and traced["all_frames"] == plain["all_frames"]
 
 
 def test_torch_compile_still_remaps_a_collective_in_a_full_graph(runs):
     plain, traced, trace, _ = runs
     assert traced["compiled"] == plain["compiled"] == [3.0, 3.0, 3.0]
     # the compiled call is no event: the all_reduce events are the eager
-    # calls (seq 3 and 5 are the broadcast and all_gather_object)
-    assert [e["args"]["seq"] for e in trace.of(cat="comm", name="all_reduce")] == [0, 1, 2, 4, 6]
+    # calls (seq 4 and 6 are the broadcast and all_gather_object)
+    assert [e["args"]["seq"] for e in trace.of(cat="comm", name="all_reduce")] == [0, 1, 2, 3, 5, 7, 8]
 
 
 def test_comm_and_checkpoint_events(runs):
@@ -80,13 +82,16 @@ def test_comm_and_checkpoint_events(runs):
         ("all_reduce", dict(world, bytes=16, seq=0)),
         ("all_reduce", dict(world, bytes=16, seq=1)),
         ("all_reduce", dict(world, bytes=16, seq=2)),
-        ("broadcast", dict(world, bytes=16, seq=3)),
-        ("all_reduce", dict(world, bytes=16, seq=4, **{"async": 1})),
+        ("all_reduce", dict(world, bytes=16, seq=3)),
+        ("broadcast", dict(world, bytes=16, seq=4)),
+        ("all_reduce", dict(world, bytes=16, seq=5, **{"async": 1})),
         # all_gather_object's own all_gathers are part of it, no events
-        ("all_gather_object", dict(world, bytes=0, seq=5)),
+        ("all_gather_object", dict(world, bytes=0, seq=6)),
         # the functional all_reduce over the ranks [0] (the default group
         # here): the issue, counted with the group's other collectives
-        ("all_reduce", dict(world, bytes=16, seq=6, **{"async": 1})),
+        ("all_reduce", dict(world, bytes=16, seq=7, **{"async": 1})),
+        # the one run while torch.compiler's flag said compiling is none
+        ("all_reduce", dict(world, bytes=16, seq=8)),
     ]
     ckpt = [(e["name"], e["args"].get("path"), e["args"].get("bytes"))
             for e in trace.of(cat="checkpoint")]
