@@ -127,8 +127,8 @@ static dft_chunk *chunk_alloc(size_t cap, size_t mapped)
  * mapped by that thread: the rest, 1 MiB by default (1 to 9 ms on a fresh
  * VM), is mapped by the writer that the hand-off taking it wakes, while the
  * thread goes on writing records into the first pages.  One chunk at a time
- * (another is mapped whole by its thread).  to_map is read without the lock
- * only to skip it; map_lock is held while a writer maps the chunk, and
+ * (another is mapped whole by its thread).  A chunk is published in to_map
+ * by an atomic exchange; map_lock is held while a writer maps it, and
  * dft_chunk_free takes it for that chunk, so it is never freed while mapped. */
 #define MAP_NOW FIRST_CHUNK
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -184,13 +184,9 @@ dft_chunk *dft_chunk_new(void)
     if (!(c = chunk_alloc(dft_g.chunk_cap, later ? MAP_NOW : limit)))
         return NULL;
     chunk_ready(c);
-    if (later) {
-        pthread_mutex_lock(&map_lock);
-        dft_chunk *none = NULL;
-        if (!atomic_compare_exchange_strong(&to_map, &none, c))
-            map_pages(c->data + MAP_NOW, c->data + limit); /* another waits: map it here */
-        pthread_mutex_unlock(&map_lock);
-    }
+    dft_chunk *none = NULL; /* published by the exchange: no lock, no wait here */
+    if (later && !atomic_compare_exchange_strong(&to_map, &none, c))
+        map_pages(c->data + MAP_NOW, c->data + limit); /* another waits: map it here */
     return c;
 }
 

@@ -26,22 +26,6 @@ def seen(fn):
             "pickled": pickle.loads(pickle.dumps(fn)) is fn, "callable": callable(fn)}
 
 
-def our_frames(call):
-    """Python frames of dftracer's code entered during call()."""
-    frames = []
-
-    def prof(frame, event, arg):
-        if event == "call" and any(o in frame.f_code.co_filename for o in ours):
-            frames.append(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
-
-    sys.setprofile(prof)
-    try:
-        call()
-    finally:
-        sys.setprofile(None)
-    return frames
-
-
 def all_frames(call):
     """The Python functions (file:name) entered during call(), in order."""
     frames = []
@@ -56,6 +40,11 @@ def all_frames(call):
     finally:
         sys.setprofile(None)
     return frames
+
+
+def our_frames(call):
+    """Python frames of dftracer's code entered during call()."""
+    return [f for f in all_frames(call) if any(o in f.rpartition(":")[0] for o in ours)]
 
 
 t = torch.ones(4)
