@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -76,15 +77,37 @@ class Trace:
         return {e["args"]["value"]: e["args"]["name"] for e in self.of("M", name=kind)}
 
 
-def read_lines(path: str) -> List[str]:
+def whole_members_text(path: str) -> str:
+    """The text of every whole gzip member of path, leaving out a torn last one
+    (docs/trace-format.md: a process killed inside a member's write() leaves
+    it torn; one never precedes another member) or a zero-filled tail."""
+    data = open(path, "rb").read()
+    out = []
+    while data and data.strip(b"\0"):
+        assert data[:2] == b"\x1f\x8b", f"{path}: {len(data)} bytes left that are no gzip member"
+        d = zlib.decompressobj(31)
+        text = d.decompress(data)
+        if not d.eof:  # torn: the last bytes of the file
+            break
+        out.append(text)
+        data = d.unused_data
+    return b"".join(out).decode("utf-8")
+
+
+def read_lines(path: str, torn_tail: bool = False) -> List[str]:
+    if torn_tail and path.endswith(".gz"):
+        return whole_members_text(path).split("\n")
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
         return f.read().split("\n")
 
 
-def read_trace(path: str, check: bool = True, require_end: bool = True) -> Trace:
-    """Decodes every member, parses every line and checks the format."""
-    lines = read_lines(path)
+def read_trace(path: str, check: bool = True, require_end: bool = True,
+               torn_tail: bool = False) -> Trace:
+    """Decodes every member, parses every line and checks the format.
+    torn_tail: the process may have been killed inside a write(), so a torn
+    last member is left out (every member before it must be whole)."""
+    lines = read_lines(path, torn_tail)
     assert lines[0] == "[", f"{path}: first line is {lines[0]!r}, not '['"
     assert lines[-1] == "", f"{path}: last line is not newline-terminated"
     trace = Trace(path)
