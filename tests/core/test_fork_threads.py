@@ -153,7 +153,7 @@ def test_flusher_comes_back_after_a_fork(tmp_path):
         proc.wait()
     assert threads >= 2  # the main thread and the flusher (and the writers it woke)
     mine = [f for f in find_traces(str(tmp_path)) if f"-{proc.pid}-app" in f]
-    tr = read_trace(mine[0], require_end=False)
+    tr = read_trace(mine[0], require_end=False, torn_tail=True)  # a kill may tear the last member
     assert len(tr.of("X", name="after")) == 1000
     assert not tr.of("X", name="end")
 
