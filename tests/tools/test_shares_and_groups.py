@@ -97,7 +97,11 @@ def test_idle_workers_do_not_dilute_the_main_process(tmp_path):
     assert row["total_us"] == sum(e["dur"] for e in forward)
     assert row["process_wall_us"] == main_wall
     assert row["share"] == pytest.approx(row["total_us"] / main_wall)
-    assert row["share"] > 0.4  # 8 x 50 ms busy in a main process that mostly runs forward
+    assert row["total_us"] >= 8 * 50000  # 8 forwards busy for 50 ms each
+    # undiluted: over all five processes' time it would be under half of this
+    # (how much of the main process's wall is forward depends on the machine's
+    # load: workers start slower on a busy one; 0.38 was seen beside other work)
+    assert row["share"] > 2 * row["total_us"] / summary["overview"]["traced_us"]
     # the workers' lifetimes are in the traced time, but in no share
     traced = summary["overview"]["traced_us"]
     assert traced == main_wall + sum(file_span(t) for t in workers)
