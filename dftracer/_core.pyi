@@ -293,8 +293,9 @@ def _dyn_counters() -> Tuple[int, int, int, int]: ...
 
 class _DdpHook:
     """DDP's communication hook in C (src/torch/ddp_hook.c): registered with
-    torch.distributed._register_comm_hook(reducer, hook, hook); called as
-    hook(state, bucket) -> Future, one comm/all_reduce event per bucket."""
+    torch.distributed._register_comm_hook(reducer, hook, hook), or held by the
+    native hook; called as hook(state, bucket) -> Future, one comm/all_reduce
+    event per bucket.  Buckets are numbered (seq) per group name, in C."""
 
     user: Optional[Tuple[object, Callable[..., object]]]
     join_work: object
@@ -309,10 +310,13 @@ class _DdpHook:
         group: str,
         size: int,
         opts: object,
-        seq: Dict[str, int],
         divisor_fn: Callable[["_DdpHook"], int],
     ) -> None: ...
     def __call__(self, state: object, bucket: object) -> object: ...
+
+# A capsule "dftracer._core._ddp_native_api" (src/torch/ddp_native_api.h): what
+# the native DDP hook (src/libtorch/ddp_native.cpp) calls in _core.
+_ddp_native_api: object
 # False on a CPython newer than FRAME_HOOK_MAX_PYTHON: the _frame_hook_*
 # functions are then absent (src/torch/frame_hook.c).
 FRAME_HOOK: bool

@@ -18,14 +18,32 @@
  * program registers later (`user`) is called instead; `divide` switches to
  * torch's built-in ALLREDUCE hook's arithmetic (bucket / size).
  *
- * Everything here runs with the GIL held: the reducer calls the hook from the
- * autograd thread holding it, the future calls _DdpDone holding it (on the
- * thread that completes the work, gloo's worker for gloo). */
+ * The hook and _DdpDone run with the GIL held: the reducer calls the hook
+ * from the autograd thread holding it, the future calls _DdpDone holding it
+ * (on the thread that completes the work, gloo's worker for gloo).  Where the
+ * native hook is built (src/libtorch/ddp_native.cpp, docs/ai.md), DDP calls
+ * that instead, without the GIL; it uses this hook's state through
+ * dft_ddp_native_api (the capsule _ddp_native_api) and calls the hook itself
+ * only in its slow cases (DFT_DDP_SLOW). */
 #include "core/core.h"
 #include "integrations.h"
 #include "torch/autotrace.h"
+#include "torch/ddp_native_api.h"
 
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* The next DDP bucket `seq` of one group, shared by the group's models and
+ * by both hooks.  Listed under the GIL (hook_new) and never freed: a hook
+ * keeps a pointer to its group's counter and counts without the GIL. */
+typedef struct group_seq {
+    struct group_seq *next;
+    _Atomic int64_t next_seq;
+    size_t len;
+    char name[];
+} group_seq;
+static group_seq *group_seqs;
 
 typedef struct {
     PyObject_HEAD
@@ -33,7 +51,7 @@ typedef struct {
     PyObject *pg;         /* the ProcessGroup */
     PyObject *opts;       /* AllreduceOptions() */
     PyObject *group;      /* its name (str) */
-    PyObject *seq;        /* dict: group name -> the next DDP bucket seq */
+    group_seq *seq;       /* its group's bucket count */
     PyObject *divisor_fn; /* divisor_fn(hook) -> int, only when join_work is set */
     PyObject *user;       /* None, or (state, hook) of the program's own hook */
     PyObject *join_work;  /* None, or the Join context's work (uneven inputs) */
@@ -42,8 +60,9 @@ typedef struct {
     const char *group_utf8; /* borrowed from group */
     Py_ssize_t group_len;
     int64_t size;
-    int64_t last_end; /* end of the previous bucket's event */
-    int divide;       /* 1: the built-in ALLREDUCE hook's bucket / size */
+    _Atomic int64_t last_end; /* end of the previous bucket's event */
+    _Atomic int mode;         /* DFT_DDP_* bits: user or join_work set, divide */
+    int divide;               /* 1: the built-in ALLREDUCE hook's bucket / size */
 } DdpHook;
 
 typedef struct {
@@ -58,6 +77,32 @@ static PyObject *s_buffer, *s_index, *s_nbytes, *s_mul_, *s_div_, *s_allreduce, 
     *s_then, *s_value;
 
 /* ---- the completion: one event ------------------------------------------ */
+
+/* The event of a bucket issued at start and complete now.  It starts no
+ * earlier than the previous bucket's end (the backend runs them in order).
+ * Any thread, no GIL (the group name is never changed). */
+static void bucket_done(DdpHook *h, int64_t start, int64_t bytes, int64_t index, int64_t seq)
+{
+    int64_t end = dft_now_us();
+    int64_t prev = atomic_exchange_explicit(&h->last_end, end, memory_order_relaxed);
+    if (prev > start)
+        start = prev;
+    if (!dft_trace_active())
+        return;
+    dft_arg a[6] = {
+        {.key = "bytes", .key_len = 5, .type = DFT_ARG_INT, .v.i = bytes},
+        {.key = "group_size", .key_len = 10, .type = DFT_ARG_INT, .v.i = h->size},
+        {.key = "ddp_bucket", .key_len = 10, .type = DFT_ARG_INT, .v.i = index},
+        {.key = "async", .key_len = 5, .type = DFT_ARG_INT, .v.i = 1},
+        {.key = "seq", .key_len = 3, .type = DFT_ARG_INT, .v.i = seq},
+        {.key = "group", .key_len = 5, .type = DFT_ARG_STR,
+         .v.s = {h->group_utf8, (size_t)h->group_len}},
+    };
+    dft_event ev = {.name = "all_reduce", .name_len = 10, .cat = "comm", .cat_len = 4,
+                    .ts = start, .dur = end > start ? end - start : 0,
+                    .ph = DFT_PH_COMPLETE, .args = a, .nargs = 6};
+    dft_emit_logged(&ev);
+}
 
 static PyObject *done_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                                  PyObject *kwnames)
@@ -74,25 +119,7 @@ static PyObject *done_vectorcall(PyObject *self, PyObject *const *args, size_t n
     Py_DECREF(value);
     if (!tensor)
         return NULL;
-    DdpHook *h = d->hook;
-    int64_t end = dft_now_us();
-    int64_t start = d->start > h->last_end ? d->start : h->last_end;
-    h->last_end = end;
-    if (dft_trace_active()) {
-        dft_arg a[6] = {
-            {.key = "bytes", .key_len = 5, .type = DFT_ARG_INT, .v.i = d->bytes},
-            {.key = "group_size", .key_len = 10, .type = DFT_ARG_INT, .v.i = h->size},
-            {.key = "ddp_bucket", .key_len = 10, .type = DFT_ARG_INT, .v.i = d->index},
-            {.key = "async", .key_len = 5, .type = DFT_ARG_INT, .v.i = 1},
-            {.key = "seq", .key_len = 3, .type = DFT_ARG_INT, .v.i = d->seq},
-            {.key = "group", .key_len = 5, .type = DFT_ARG_STR,
-             .v.s = {h->group_utf8, (size_t)h->group_len}},
-        };
-        dft_event ev = {.name = "all_reduce", .name_len = 10, .cat = "comm", .cat_len = 4,
-                        .ts = start, .dur = end > start ? end - start : 0,
-                        .ph = DFT_PH_COMPLETE, .args = a, .nargs = 6};
-        dft_emit_logged(&ev);
-    }
+    bucket_done(d->hook, d->start, d->bytes, d->index, d->seq);
     return tensor;
 }
 
@@ -117,8 +144,40 @@ static void done_dealloc(PyObject *self)
 
 /* ---- the hook: scale, all-reduce, chain the completion ------------------ */
 
-/* The next seq of h's group (0 first), counted in h->seq. */
-static int next_seq(DdpHook *h, int64_t *out) { return dft_at_next_seq(h->seq, h->group, out); }
+/* The next seq of h's group (0 first).  Any thread, no GIL. */
+static int64_t next_seq(DdpHook *h)
+{
+    return atomic_fetch_add_explicit(&h->seq->next_seq, 1, memory_order_relaxed);
+}
+
+/* The counter of the group named name (len bytes), listed if new; NULL with
+ * MemoryError.  Under the GIL. */
+static group_seq *group_seq_of(const char *name, size_t len)
+{
+    for (group_seq *g = group_seqs; g; g = g->next)
+        if (g->len == len && memcmp(g->name, name, len) == 0)
+            return g;
+    group_seq *g = malloc(sizeof *g + len + 1);
+    if (!g) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    atomic_init(&g->next_seq, 0);
+    g->len = len;
+    memcpy(g->name, name, len);
+    g->name[len] = '\0';
+    g->next = group_seqs;
+    group_seqs = g;
+    return g;
+}
+
+/* The DFT_DDP_* bits of h's settings.  Under the GIL (the setters). */
+static void update_mode(DdpHook *h)
+{
+    int m = (h->user != Py_None || h->join_work != Py_None ? DFT_DDP_SLOW : 0) |
+            (h->divide ? DFT_DDP_DIVIDE : 0);
+    atomic_store_explicit(&h->mode, m, memory_order_release);
+}
 
 /* The number the bucket is multiplied by (or divided by, h->divide): 1/size,
  * or under join(divide_by_initial_world_size=False) 1/(ranks not yet
@@ -198,9 +257,9 @@ static PyObject *hook_vectorcall(PyObject *self, PyObject *const *args, size_t n
     d->hook = (DdpHook *)Py_NewRef(self);
     d->start = start;
     PyObject_GC_Track(d);
-    if (!int_attr(tensor, s_nbytes, 0, &d->bytes) || !int_attr(bucket, s_index, 1, &d->index) ||
-        next_seq(h, &d->seq) < 0)
+    if (!int_attr(tensor, s_nbytes, 0, &d->bytes) || !int_attr(bucket, s_index, 1, &d->index))
         goto out;
+    d->seq = next_seq(h);
     if (!(list = PyList_New(1)))
         goto out;
     PyList_SET_ITEM(list, 0, Py_NewRef(tensor));
@@ -220,14 +279,14 @@ out:
     return r;
 }
 
-/* _DdpHook(pg, group, size, opts, seq, divisor_fn) */
+/* _DdpHook(pg, group, size, opts, divisor_fn) */
 static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kw[] = {"pg", "group", "size", "opts", "seq", "divisor_fn", NULL};
-    PyObject *pg, *group, *opts, *seq, *divisor_fn;
+    static char *kw[] = {"pg", "group", "size", "opts", "divisor_fn", NULL};
+    PyObject *pg, *group, *opts, *divisor_fn;
     long long size;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OULOO!O:_DdpHook", kw, &pg, &group, &size, &opts,
-                                     &PyDict_Type, &seq, &divisor_fn))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OULOO:_DdpHook", kw, &pg, &group, &size, &opts,
+                                     &divisor_fn))
         return NULL;
     if (size <= 0)
         return PyErr_Format(PyExc_ValueError, "size must be > 0, not %lld", size);
@@ -238,6 +297,9 @@ static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     const char *utf8 = PyUnicode_AsUTF8AndSize(group, &len);
     if (!utf8)
         return NULL;
+    group_seq *counter = group_seq_of(utf8, (size_t)len);
+    if (!counter)
+        return NULL;
     DdpHook *h = (DdpHook *)type->tp_alloc(type, 0);
     if (!h)
         return NULL;
@@ -247,7 +309,9 @@ static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     h->group = Py_NewRef(group);
     h->group_utf8 = utf8;
     h->group_len = len;
-    h->seq = Py_NewRef(seq);
+    h->seq = counter;
+    atomic_init(&h->last_end, 0);
+    atomic_init(&h->mode, 0);
     h->divisor_fn = Py_NewRef(divisor_fn);
     h->user = Py_NewRef(Py_None);
     h->join_work = Py_NewRef(Py_None);
@@ -266,7 +330,6 @@ static int hook_traverse(PyObject *self, visitproc visit, void *arg)
     DdpHook *h = (DdpHook *)self;
     Py_VISIT(h->pg);
     Py_VISIT(h->opts);
-    Py_VISIT(h->seq);
     Py_VISIT(h->divisor_fn);
     Py_VISIT(h->user);
     Py_VISIT(h->join_work);
@@ -278,7 +341,6 @@ static int hook_clear(PyObject *self)
     DdpHook *h = (DdpHook *)self;
     Py_CLEAR(h->pg);
     Py_CLEAR(h->opts);
-    Py_CLEAR(h->seq);
     Py_CLEAR(h->divisor_fn);
     Py_CLEAR(h->user);
     Py_CLEAR(h->join_work);
@@ -311,6 +373,7 @@ static int set_user(PyObject *self, PyObject *v, void *c)
         return -1;
     }
     Py_SETREF(((DdpHook *)self)->user, Py_NewRef(v));
+    update_mode((DdpHook *)self);
     return 0;
 }
 
@@ -328,6 +391,7 @@ static int set_join_work(PyObject *self, PyObject *v, void *c)
         return -1;
     }
     Py_SETREF(((DdpHook *)self)->join_work, Py_NewRef(v));
+    update_mode((DdpHook *)self);
     return 0;
 }
 
@@ -347,6 +411,7 @@ static int set_divide(PyObject *self, PyObject *v, void *c)
         return -1;
     }
     ((DdpHook *)self)->divide = on;
+    update_mode((DdpHook *)self);
     return 0;
 }
 
@@ -400,6 +465,38 @@ static PyTypeObject DdpDoneType = {
     .tp_dealloc = done_dealloc,
 };
 
+/* ---- for the native hook (src/libtorch/ddp_native.cpp) ------------------ */
+
+#define DDP_NATIVE_CAPSULE "dftracer._core._ddp_native_api"
+
+/* Each of these: any thread, no GIL; hook is a live _DdpHook (the native
+ * hook holds a reference). */
+static int native_mode(void *hook)
+{
+    return atomic_load_explicit(&((DdpHook *)hook)->mode, memory_order_acquire);
+}
+
+static int64_t native_group_size(void *hook) { return ((DdpHook *)hook)->size; }
+
+static int64_t native_now_us(void) { return dft_now_us(); }
+
+static int64_t native_next_seq(void *hook) { return next_seq((DdpHook *)hook); }
+
+static void native_done(void *hook, int64_t start, int64_t bytes, int64_t index, int64_t seq)
+{
+    bucket_done((DdpHook *)hook, start, bytes, index, seq);
+}
+
+static const dft_ddp_native_api native_api = {
+    .version = DFT_DDP_NATIVE_API_VERSION,
+    .size = sizeof(dft_ddp_native_api),
+    .mode = native_mode,
+    .group_size = native_group_size,
+    .now_us = native_now_us,
+    .next_seq = native_next_seq,
+    .done = native_done,
+};
+
 int dft_ddp_hook_register(PyObject *module)
 {
     struct {
@@ -413,5 +510,13 @@ int dft_ddp_hook_register(PyObject *module)
             return -1;
     if (PyType_Ready(&DdpHookType) < 0 || PyType_Ready(&DdpDoneType) < 0)
         return -1;
+    PyObject *api = PyCapsule_New((void *)&native_api, DDP_NATIVE_CAPSULE, NULL);
+    if (!api)
+        return -1;
+    int rc = PyModule_AddObject(module, "_ddp_native_api", api);
+    if (rc < 0) {
+        Py_DECREF(api);
+        return -1;
+    }
     return PyModule_AddObjectRef(module, "_DdpHook", (PyObject *)&DdpHookType);
 }
