@@ -37,16 +37,32 @@ def _version():
     return m.group(1)
 
 
+# The native DDP hook's sources, built on the user's machine against their
+# torch (dftracer/_autotrace/ddp_native.py), go into the package.
+# (laid out as under src/: native/libtorch/ddp_native.cpp includes
+# "torch/ddp_native_api.h").
+NATIVE_SOURCES = ["libtorch/ddp_native.cpp", "torch/ddp_native_api.h"]
+NATIVE_DIR = os.path.join("dftracer", "_autotrace", "native")
+
+
 class build_py_with_pth(build_py):
     """Also puts the start-up hook at the root of the wheel, i.e. into
-    site-packages, where the interpreter reads .pth files (`dftracer run`)."""
+    site-packages, where the interpreter reads .pth files (`dftracer run`),
+    and the native DDP hook's sources into dftracer/_autotrace/native/."""
+
+    def native_outputs(self):
+        return [os.path.join(self.build_lib, NATIVE_DIR, p) for p in NATIVE_SOURCES]
 
     def run(self):
         super().run()
         self.copy_file(os.path.join(HERE, PTH), os.path.join(self.build_lib, PTH))
+        for src, dst in zip(NATIVE_SOURCES, self.native_outputs()):
+            self.mkpath(os.path.dirname(dst))
+            self.copy_file(os.path.join(HERE, "src", src), dst)
 
     def get_outputs(self, include_bytecode=1):
-        return super().get_outputs(include_bytecode) + [os.path.join(self.build_lib, PTH)]
+        return (super().get_outputs(include_bytecode) + [os.path.join(self.build_lib, PTH)] +
+                self.native_outputs())
 
 
 BUILD_STAMP = "dftracer-build-config"

@@ -1,5 +1,10 @@
+import importlib.util
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
+import time
 
 import pytest
 
@@ -21,17 +26,61 @@ def _is_within(path: str, folder: str) -> bool:
     return os.path.commonpath([path, folder]) == folder
 
 
+# The native DDP hook (dftracer/_autotrace/ddp_native.py) is built once per
+# session into a cache of the session's own (XDG_CACHE_HOME, which every
+# subprocess inherits), so every traced DDP model in the tests gets it, as a
+# user's runs do after the first, and no test starts a background build.  Only
+# sessions with tests that run DDP build it (about a minute).
+_NATIVE = {"cache": "", "state": "not built (no DDP tests)"}
+DDP_TESTS = ("torch_integration", "tools", "test_readme.py")
+
+
+def pytest_collection_finish(session):
+    here = [os.path.relpath(str(item.path), TESTS) for item in session.items]
+    if any(p.split(os.sep)[0] in DDP_TESTS for p in here):
+        _build_native_ddp_hook()
+
+
+def _build_native_ddp_hook() -> None:
+    if importlib.util.find_spec("torch") is None:
+        _NATIVE["state"] = "not built (no torch)"
+        return
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "dftracer._autotrace.ddp_native", "build"],
+                          env=env, capture_output=True, text=True, cwd=_NATIVE["cache"])
+    took = time.monotonic() - start
+    if proc.returncode == 0:
+        _NATIVE["state"] = f"built in {took:.0f} s: {proc.stdout.strip()}"
+    else:
+        _NATIVE["state"] = f"NOT built ({proc.stderr.strip()[-2000:]})"
+
+
 def pytest_report_header(config):
     import dftracer
 
     return f"dftracer {dftracer.__version__} from {os.path.dirname(dftracer.__file__)}"
 
 
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.write_line(f"native DDP hook {_NATIVE['state']}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _NATIVE["cache"]:
+        shutil.rmtree(_NATIVE["cache"], ignore_errors=True)
+
+
 def pytest_sessionstart(session):
     """With DFTRACER_TEST_INSTALLED=1 (set by the Makefile's installed-package
-    runs), stops at once when dftracer is the source tree's own folder."""
-    if os.environ.get("DFTRACER_TEST_INSTALLED") != "1":
-        return
+    runs), stops at once when dftracer is the source tree's own folder; gives
+    the session its own cache (above)."""
+    if os.environ.get("DFTRACER_TEST_INSTALLED") == "1":
+        _check_installed()
+    _NATIVE["cache"] = os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="dftracer-cache-")
+
+
+def _check_installed():
     import dftracer
 
     if _is_within(dftracer.__file__, os.path.join(SOURCE_TREE, "dftracer")):

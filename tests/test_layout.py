@@ -22,6 +22,8 @@ ALLOWED = {
     "gpu": {"format", "core"},
     "hang": {"format", "core"},
     "reader": {"format"},
+    # C++ built against the program's torch (not in _core): the DDP hook's API only
+    "libtorch": {"torch"},
     # the test extension (never in the wheel) sits above everything
     "testing": {"format", "core", "binding", "profile", "torch", "io", "gpu", "hang", "reader"},
 }
@@ -39,7 +41,7 @@ def sources():
         pytest.skip("no source tree next to the tests (installed-package run)")
     for root, _, files in os.walk(SRC):
         for f in files:
-            if f.endswith((".c", ".h")):
+            if f.endswith((".c", ".h", ".cpp")):
                 yield os.path.relpath(os.path.join(root, f), SRC)
 
 

@@ -6,8 +6,12 @@ and time `loss.backward()` (it waits for the buckets' all-reduce) in
 interleaved rounds:
 
 - untraced: DDP's own C++ reduction, no hook;
-- dftracer: the hook `dftracer run` registers (_core._DdpHook, in C), one
-  comm/all_reduce event per bucket written to a trace;
+- dftracer (native): the hook `dftracer run` registers where it is built
+  (src/libtorch/ddp_native.cpp, a C++ hook built against this torch: built
+  first if missing, DFTRACER_DDP_HOOK=native), one comm/all_reduce event per
+  bucket written to a trace;
+- dftracer (C hook): the one it registers where that is not built
+  (_core._DdpHook, a C callable DDP calls through Python, DFTRACER_DDP_HOOK=c);
 - torch's allreduce_hook: the Python communication hook of
   torch.distributed.algorithms.ddp_comm_hooks.default_hooks, what a
   per-bucket Python hook (dftracer's before issue 35) costs;
@@ -37,8 +41,8 @@ from typing import Any, Dict, List
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_autotrace import cpu  # type: ignore[import-not-found]  # noqa: E402
 
-VARIANTS = ["untraced", "dftracer (C hook)", "torch allreduce_hook (Python)",
-            "torch built-in ALLREDUCE (C++)"]
+VARIANTS = ["untraced", "dftracer native (C++)", "dftracer (C hook)",
+            "torch allreduce_hook (Python)", "torch built-in ALLREDUCE (C++)"]
 
 
 def models() -> Dict[str, Any]:
@@ -82,8 +86,11 @@ def measure(rank: int, world: int, directory: str, rounds: int, steps: int) -> D
         for v in VARIANTS:
             model = DDP(copy.deepcopy(net), **kw)  # the same weights in each
             if v.startswith("dftracer"):
+                native = "native" in v
+                os.environ["DFTRACER_DDP_HOOK"] = "native" if native else "c"
                 ours._attach(model)
                 assert model in ours._states, "the hook was not attached"
+                assert ours._native[model] == native, f"{v}: not that hook"
             elif v.startswith("torch allreduce_hook"):
                 model.register_comm_hook(None, default_hooks.allreduce_hook)
             elif v.startswith("torch built-in"):
@@ -119,7 +126,8 @@ def measure(rank: int, world: int, directory: str, rounds: int, steps: int) -> D
 
 def per_bucket(ours: Any, comm: Any, n: int = 2000) -> Dict[str, Any]:
     """The hook alone, per bucket, in a tight loop (the least a busy machine
-    can disturb: best of 5 alternating tries): our C hook on a bucket of
+    can disturb: best of 5 alternating tries): our C hook (the native one
+    takes a GradBucket, which only DDP makes) on a bucket of
     21 floats (the tutorial's Linear(20, 1)) until its future's value,
     against what DDP's own path calls, pg.allreduce([bucket]) and wait.  The
     bucket stands in for DDP's GradBucket with C-level callables only."""
@@ -134,8 +142,7 @@ def per_bucket(ours: Any, comm: Any, n: int = 2000) -> Dict[str, Any]:
     bucket = types.SimpleNamespace(buffer=itertools.repeat(t).__next__,
                                    index=itertools.repeat(0).__next__)
     info = comm.group_info(pg)
-    hook = ours._core._DdpHook(pg, info[1], info[2], dist.AllreduceOptions(), {},
-                               lambda h: h.size)
+    hook = ours._core._DdpHook(pg, info[1], info[2], dist.AllreduceOptions(), lambda h: h.size)
     opts = dist.AllreduceOptions()
 
     def plain() -> None:
@@ -162,6 +169,9 @@ def main() -> None:
                     help="ranks (1: the hook's own cost without the network's noise)")
     a = ap.parse_args()
     directory = tempfile.mkdtemp(prefix="bench-ddp-hook-")
+    from dftracer._autotrace import ddp_native
+
+    ddp_native._build_once()  # before the ranks start: none of them waits for it
     ctx = mp.get_context("fork")
     q = ctx.Queue()
     procs = [ctx.Process(target=rank_main, args=(r, a.world, directory, a.rounds, a.steps, q))

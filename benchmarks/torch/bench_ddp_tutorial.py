@@ -74,7 +74,10 @@ def torchrun() -> List[str]:
 
 
 def clean_env() -> Dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    """The environment less dftracer's settings, but for which DDP hook and
+    where it is built."""
+    keep = ("DFTRACER_DDP_HOOK", "DFTRACER_CACHE_DIR")
+    return {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_") or k in keep}
 
 
 def one_run(work: str, runner: str, script: str, traced: bool, n: int,
@@ -119,6 +122,14 @@ def main() -> None:
     a = ap.parse_args()
     SKIP = a.skip
     script = os.path.abspath(a.script)
+    # `dftracer run` uses the native DDP hook where it is built (docs/ai.md):
+    # built here first, so that every traced run has it, as a user's runs
+    # after the first do (DFTRACER_DDP_HOOK=c in the environment: the C hook)
+    if os.environ.get("DFTRACER_DDP_HOOK", "auto") != "c":
+        from dftracer._autotrace import ddp_native
+
+        print(f"native DDP hook: {ddp_native.module_path()}", flush=True)
+        ddp_native._build_once()
     work = tempfile.mkdtemp(prefix="bench-ddp-tutorial-")
     runner = os.path.join(work, "timed_runner.py")
     with open(runner, "w") as f:

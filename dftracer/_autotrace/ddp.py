@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import functools
 import weakref
-from typing import Any, Callable, Dict
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
 
 from dftracer import _core
-from dftracer._autotrace import comm, modules
+from dftracer._autotrace import comm, ddp_native, modules
 from dftracer._autotrace._base import part, patch
 
 P = part("ddp")
@@ -51,9 +51,9 @@ _BUILTIN_NAMES = {"AssertionError", "_register_builtin_comm_hook", "_set_comm_ho
                   "dist", "logger", "reducer", "str"}
 
 
-# the next `seq` of each group's DDP buckets (shared by the group's models)
-_seq: Dict[str, int] = {}
 _states: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()  # DDP -> _DdpHook
+# DDP -> whether DDP calls the native hook (ddp_native.py) or the C one
+_native: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
 
 
 def _divisor(ddp_ref: "weakref.ref[Any]", hook: Any) -> int:
@@ -82,13 +82,21 @@ def _attach(ddp: Any) -> None:
     info = comm.group_info(ddp.process_group)
     if info is None or not info[2]:
         return
-    hook = _core._DdpHook(ddp.process_group, info[1], info[2], dist.AllreduceOptions(), _seq,
+    hook = _core._DdpHook(ddp.process_group, info[1], info[2], dist.AllreduceOptions(),
                           functools.partial(_divisor, weakref.ref(ddp)))
-    try:
-        dist._register_comm_hook(ddp.reducer, hook, hook)
-    except RuntimeError:  # a subclass registered a (built-in) hook in __init__
-        return
+    native = ddp_native.for_ddp()
+    if native is not None:
+        try:
+            native.register(ddp.reducer, ddp.process_group, hook, _core._ddp_native_api)
+        except Exception:  # hooked already (then so is the C hook below), or a misfit build
+            native = None
+    if native is None:
+        try:
+            dist._register_comm_hook(ddp.reducer, hook, hook)
+        except RuntimeError:  # a subclass registered a (built-in) hook in __init__
+            return
     _states[ddp] = hook
+    _native[ddp] = native is not None
 
 
 def _wrap_init(original: Callable[..., Any]) -> Callable[..., Any]:

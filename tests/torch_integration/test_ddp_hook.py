@@ -1,4 +1,5 @@
-"""DDP's bucket hook in C (issue 35, src/torch/ddp_hook.c): three gloo
+"""DDP's bucket hook (issue 35), the C one (src/torch/ddp_hook.c) and the
+native one built against this torch (src/libtorch/ddp_native.cpp): three gloo
 ranks train the same models traced and untraced for a few SGD steps, with
 several buckets, torch's built-in ALLREDUCE hook and a Join context over
 uneven inputs (divide_by_initial_world_size=False): the parameters must be
@@ -65,7 +66,7 @@ def rank_main(rank):
     out = []
     net, ref = pair(0)                               # DDP's own reduction
     a, b = ddp(net, True), ddp(ref, False)
-    out.append(a in ours._states and b not in ours._states)
+    out.append(a in ours._states and b not in ours._states and ours._native[a] == {native})
     train(a, rank, STEPS)
     train(b, rank, STEPS)
     out.append(same(net, ref))
@@ -109,9 +110,12 @@ if __name__ == "__main__":
 """
 
 
-def test_ddp_c_hook_keeps_parameters_bit_identical_and_records_each_bucket(tmp_path):
-    proc = run_python(SCRIPT.format(tmp=str(tmp_path), steps=STEPS),
-                      {"DFTRACER_ENABLE": "1", "DFTRACER_TORCH": "1",
+@pytest.mark.parametrize("hook", ["c", "native"])
+def test_ddp_hook_keeps_parameters_bit_identical_and_records_each_bucket(tmp_path, hook):
+    # native: the build conftest.py made for this session (DFTRACER_DDP_HOOK=native
+    # would build one now if it were missing: the test checks it was used)
+    proc = run_python(SCRIPT.format(tmp=str(tmp_path), steps=STEPS, native=hook == "native"),
+                      {"DFTRACER_ENABLE": "1", "DFTRACER_TORCH": "1", "DFTRACER_DDP_HOOK": hook,
                        "DFTRACER_LOG_FILE": str(tmp_path / "t")})
     # traced model hooked, same parameters plain / built-in / Join, the subclass's hook won
     assert sorted(proc.stdout.splitlines()) == [f"{r} True True True True True"
