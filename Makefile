@@ -89,7 +89,8 @@ reference: $(REFERENCE_VENV)/.ready
 
 # zlib's headers are all the build needs; ISA-L's and libdeflate's, when
 # present, give the writer a faster deflate (docs/performance.md), so they are
-# installed too where apt can (best effort: the build falls back to zlib).
+# installed too where apt can (best effort: the build falls back to zlib).  A
+# C++ compiler builds the native DDP hook against torch in the tests.
 system-deps:
 	@test -f /usr/include/zlib.h || { \
 	  echo "installing zlib headers"; \
@@ -98,6 +99,9 @@ system-deps:
 	  echo "installing the optional deflate libraries (libisal-dev, libdeflate-dev)"; \
 	  (apt-get update -qq && apt-get install -y -qq libisal-dev libdeflate-dev) >/dev/null 2>&1 || \
 	  echo "could not install them: the writer uses zlib"; }
+	@command -v c++ >/dev/null || { \
+	  echo "installing g++ (the tests build the native DDP hook, docs/ai.md)"; \
+	  (apt-get update -qq && apt-get install -y -qq g++) >/dev/null; }
 
 $(VENV)/.ready:
 	$(PYTHON) -m venv $(VENV)
