@@ -9,9 +9,10 @@ docs/ai.md "Events of an unchanged script"), measured side by side in one run.
    one `item` of a map-style and of an iterable-dataset fetch, and
    @dft_fn.log on an empty function
    (the decorator's cost, for comparison).
-2. DDP's gradient all-reduce per backward: our bucket hook against DDP's
-   own (C++) reduction and torch's Python allreduce_hook, three models
-   side by side in the same 2 ranks (forked, gloo), alternating each step.
+2. DDP's gradient all-reduce per backward: our bucket hook (the native one,
+   built first unless DFTRACER_DDP_HOOK=c) against DDP's own (C++)
+   reduction and torch's Python allreduce_hook, three models side by side
+   in the same 2 ranks (forked, gloo), alternating each step.
 3. Per-step time of two unchanged programs, run alternately without
    dftracer (off), under `dftracer run --no-torch` (tracing, no torch
    events) and under `dftracer run` (on): tests/torch_integration/ddp_script.py under
@@ -235,7 +236,8 @@ def _ddp_rank_steps(rank: int, store: str, steps: int, out: Any) -> None:
 
     with_ours = DDP(net())
     ours.P.on = False
-    models = {"DDP's own reduction (C++)": DDP(net()), "our bucket hook": with_ours,
+    kind = "native C++" if ours._native.get(with_ours) else "C"
+    models = {"DDP's own reduction (C++)": DDP(net()), f"our bucket hook ({kind})": with_ours,
               "torch's allreduce_hook (Python)": DDP(net())}
     models["torch's allreduce_hook (Python)"].register_comm_hook(None, default_hooks.allreduce_hook)
     x = torch.randn(8, 8)
@@ -256,6 +258,10 @@ def ddp_hook_cost(steps: int = 400) -> None:
     import dftracer._autotrace.hooks as hooks
 
     hooks.install()  # tracing is on (hook_costs ran): DDP models get our hook
+    if os.environ.get("DFTRACER_DDP_HOOK", "auto") != "c":
+        from dftracer._autotrace import ddp_native
+
+        ddp_native._build_once()  # the hook `dftracer run` uses once built (docs/ai.md)
     ctx = mp.get_context("fork")
     out = ctx.Queue()
     with tempfile.TemporaryDirectory(prefix="bench-autotrace-") as d:
