@@ -39,7 +39,7 @@ import torch.distributed as dist
 
 from dftracer import _core
 from dftracer._autotrace import comm, ddp_native, modules
-from dftracer._autotrace._base import part, patch
+from dftracer._autotrace._base import _say, part, patch
 
 P = part("ddp")
 
@@ -97,6 +97,8 @@ def _attach(ddp: Any) -> None:
             return
     _states[ddp] = hook
     _native[ddp] = native is not None
+    if len(_native) == 1:  # the first model: which hook (DFTRACER_LOG_LEVEL=INFO)
+        _say(f"DDP buckets timed by the {'native' if native is not None else 'C'} hook")
 
 
 def _wrap_init(original: Callable[..., Any]) -> Callable[..., Any]:
