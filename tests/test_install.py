@@ -32,6 +32,10 @@ PACKAGE_SRC = os.path.join(SOURCE_TREE, "dftracer")
 INSTALLED = os.environ.get("DFTRACER_TEST_INSTALLED") == "1"  # read before _clean_env
 BUILT = re.compile(r"(^|/)__pycache__(/|$)|\.(so|o|py[co])$")
 EXT = "dftracer/_core" + sysconfig.get_config_var("EXT_SUFFIX")
+# The native DDP hook's sources, which setup.py copies from src/ into the
+# package (built on the user's machine: docs/ai.md, "The native DDP hook").
+NATIVE = {f"dftracer/_autotrace/native/{p}": f"src/{p}"
+          for p in ("libtorch/ddp_native.cpp", "torch/ddp_native_api.h")}
 
 
 def _installed_dist():
@@ -73,12 +77,12 @@ def test_installed_distribution_holds_exactly_the_source_tree_package():
             installed.add(p)
     # the test extension (_dftracer_testcore) is never part of the package
     assert not [str(f) for f in dist.files if "testcore" in str(f)]
-    expected = _source_files() | {"dftracer-preload.pth", EXT}
+    expected = _source_files() | {"dftracer-preload.pth", EXT} | set(NATIVE)
     assert sorted(expected - installed) == [], "in the source tree, not installed"
     assert sorted(installed - expected) == [], "installed, not in the source tree"
     # ... with the same content: the suite runs the code of this tree
     for rel in sorted(expected - {EXT}):
-        with open(os.path.join(SOURCE_TREE, rel), "rb") as a:
+        with open(os.path.join(SOURCE_TREE, NATIVE.get(rel, rel)), "rb") as a:
             with open(str(dist.locate_file(rel)), "rb") as b:
                 assert a.read() == b.read(), f"{rel}: the installed file differs"
     assert os.path.realpath(_core.__file__) == os.path.realpath(str(dist.locate_file(EXT)))
