@@ -154,6 +154,7 @@ def build(quiet: bool = True) -> str:
         if done.returncode != 0:
             raise OSError(f"{cxx} exited with {done.returncode}" +
                           (f": {done.stderr.strip()[-1500:]}" if done.stderr else ""))
+        os.chmod(tmp, 0o755)  # mkstemp's 0600 would keep it from a shared cache's other users
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):
