@@ -4,7 +4,8 @@ or ``0``/``false``/``no``/``off``/``n``, in any case; unset or empty is the
 default; any other value is the default, with one warning line naming the
 variable and the value used.  ``dftracer-preload.pth`` applies the same
 tuples inline (it must import nothing but ``os``); tests/python/test_envflag.py
-holds the three to the same spellings.  Imports only ``os``."""
+holds the three to the same spellings.  ``choice`` is the same rule for a
+variable that names one of a few values.  Imports only ``os``."""
 
 from __future__ import annotations
 
@@ -17,12 +18,12 @@ OFF: Tuple[str, ...] = ("0", "false", "no", "off", "n")
 _warned: Set[Tuple[str, str]] = set()
 
 
-def _warn(var: str, value: str, used: str) -> None:
+def _warn(var: str, value: str, used: str,
+          what: str = "a boolean (1/true/yes/on or 0/false/no/off)") -> None:
     if (var, value) in _warned:
         return
     _warned.add((var, value))
-    line = (f"dftracer: warning: {var}='{value}' is not a boolean "
-            f"(1/true/yes/on or 0/false/no/off); using {used}\n")
+    line = f"dftracer: warning: {var}='{value}' is not {what}; using {used}\n"
     try:
         os.write(2, line.encode("utf-8", "replace"))  # one write, as the C warnings
     except OSError:
@@ -43,6 +44,18 @@ def flag(var: str, default: bool = False, warn: bool = False) -> bool:
         return False
     if warn:
         _warn(var, value, "1" if default else "0")
+    return default
+
+
+def choice(var: str, choices: Tuple[str, ...], default: str) -> str:
+    """The environment variable var, one of choices (any case); unset or empty
+    is default, any other value default with one warning line."""
+    value = os.environ.get(var, "")
+    if not value:
+        return default
+    if value.lower() in choices:
+        return value.lower()
+    _warn(var, value, default, "one of " + "/".join(choices))
     return default
 
 

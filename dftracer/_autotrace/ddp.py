@@ -88,7 +88,8 @@ def _attach(ddp: Any) -> None:
     if native is not None:
         try:
             native.register(ddp.reducer, ddp.process_group, hook, _core._ddp_native_api)
-        except Exception:  # hooked already (then so is the C hook below), or a misfit build
+        except Exception as exc:  # hooked already (then the C hook fails too), or a misfit build
+            _say(f"native DDP hook not registered ({type(exc).__name__}: {exc})")
             native = None
     if native is None:
         try:

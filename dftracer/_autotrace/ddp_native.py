@@ -36,6 +36,8 @@ import tempfile
 import time
 from typing import Any, List, Optional
 
+from dftracer._envflag import choice
+
 NAME = "_dftracer_ddp_native"
 MODES = ("auto", "native", "c")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -49,25 +51,12 @@ _started = False  # a background build started (or found running) by this proces
 
 
 def mode() -> str:
-    value = os.environ.get("DFTRACER_DDP_HOOK", "")
-    if not value:
-        return "auto"
-    if value.lower() in MODES:
-        return value.lower()
-    _warn_once(f"dftracer: warning: DFTRACER_DDP_HOOK='{value}' is not one of "
-               f"{'/'.join(MODES)}; using auto\n")
-    return "auto"
+    return choice("DFTRACER_DDP_HOOK", MODES, "auto")
 
 
-_warned: set = set()
-
-
-def _warn_once(line: str) -> None:
-    if line in _warned:
-        return
-    _warned.add(line)
+def _warn(line: str) -> None:
     try:
-        os.write(2, line.encode("utf-8", "replace"))
+        os.write(2, line.encode("utf-8", "replace"))  # one write, as the core's warnings
     except OSError:
         pass
 
@@ -259,8 +248,8 @@ def for_ddp() -> Any:
         try:
             _build_once()
         except Exception as exc:
-            _build_failed = True
-            _warn_once(f"dftracer: warning: the native DDP hook could not be built "
+            _build_failed = True  # so this warns once
+            _warn(f"dftracer: warning: the native DDP hook could not be built "
                        f"({type(exc).__name__}: {str(exc).strip()[-500:]}); using the C hook\n")
             return None
         _tried = False
