@@ -265,9 +265,9 @@ static PyObject *map_call(DataWrapper *w, PyObject *fetcher, PyObject *indices)
 
 /* next(it) timed, as torch's fetcher calls it: a new reference, or NULL
  * with the exception (StopIteration at the end).  *count: the samples the
- * fetcher yielded so far, the event's index, kept on it after each one (so
- * that a dataset's exception in a worker, which goes on, loses no count). */
-static PyObject *timed_next(PyObject *fetcher, PyObject *it, int64_t *count)
+ * fetcher yielded so far, the event's index (iter_call keeps it on the
+ * fetcher once per batch). */
+static PyObject *timed_next(PyObject *it, int64_t *count)
 {
     if (!PyIter_Check(it))
         return PyErr_Format(PyExc_TypeError, "'%.200s' object is not an iterator",
@@ -280,13 +280,23 @@ static PyObject *timed_next(PyObject *fetcher, PyObject *it, int64_t *count)
         return NULL;
     }
     emit_item(start, 1, (*count)++);
-    PyObject *n = PyLong_FromLongLong(*count);
+    return v;
+}
+
+/* Keeps count (the samples the fetcher yielded so far) on the fetcher, also
+ * after a batch that raised (a dataset's exception in a worker, which goes
+ * on, loses no count); an exception pending stays as it was. */
+static void keep_count(PyObject *fetcher, int64_t count)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *n = PyLong_FromLongLong(count);
     if (!n || PyObject_SetAttr(fetcher, D.items, n) < 0) {
         PyErr_Clear(); /* the count is ours: not the program's error */
         dft_at_fail(DFT_AT_DATALOADER);
     }
     Py_XDECREF(n);
-    return v;
+    PyErr_Restore(type, value, tb);
 }
 
 /* The data of one batch (torch's _IterableDatasetFetcher.fetch before
@@ -297,7 +307,7 @@ static PyObject *iter_data(PyObject *fetcher, PyObject *it, PyObject *indices, i
     int auto_collation = ac ? PyObject_IsTrue(ac) : -1;
     Py_XDECREF(ac);
     if (auto_collation <= 0)
-        return auto_collation < 0 ? NULL : timed_next(fetcher, it, count);
+        return auto_collation < 0 ? NULL : timed_next(it, count);
     PyObject *each = PyObject_GetIter(indices);
     PyObject *data = each ? PyList_New(0) : NULL;
     if (!data) {
@@ -307,7 +317,7 @@ static PyObject *iter_data(PyObject *fetcher, PyObject *it, PyObject *indices, i
     PyObject *idx;
     while ((idx = PyIter_Next(each))) {
         Py_DECREF(idx);
-        PyObject *v = timed_next(fetcher, it, count);
+        PyObject *v = timed_next(it, count);
         if (!v) {
             if (!PyErr_ExceptionMatches(PyExc_StopIteration) ||
                 (PyErr_Clear(), PyObject_SetAttr(fetcher, D.ended, Py_True) < 0))
@@ -361,11 +371,13 @@ static PyObject *iter_call(DataWrapper *w, PyObject *fetcher, PyObject *indices)
     if (!it)
         return NULL;
     int found;
-    int64_t count = int_attr(fetcher, D.items, 0, &found);
+    int64_t count = int_attr(fetcher, D.items, 0, &found), before = count;
     dft_at_thread *t = dft_at_thread_get();
     t->in_data++;
     PyObject *data = iter_data(fetcher, it, indices, &count);
     t->in_data--;
+    if (count != before)
+        keep_count(fetcher, count);
     Py_DECREF(it);
     (void)w;
     return data ? collate(fetcher, data) : NULL;

@@ -300,6 +300,27 @@ try:
     list(DataLoader(Stream(6, fail_at=3), batch_size=2))
 except ValueError as exc:
     out["error"] = str(exc)
+class GoesOn(IterableDataset):  # raises for one sample, then goes on
+    def __iter__(self):
+        return self
+    def __init__(self):
+        self.i = -1
+    def __next__(self):
+        self.i += 1
+        if self.i == 3:
+            raise ValueError("sample 3")
+        if self.i == 6:
+            raise StopIteration
+        return torch.tensor([float(self.i)])
+
+it, out["goes_on"] = iter(DataLoader(GoesOn(), batch_size=2)), []
+while True:
+    try:
+        out["goes_on"].append(next(it).flatten().tolist())
+    except ValueError as exc:
+        out["goes_on"].append(str(exc))
+    except StopIteration:
+        break
 out["workers"] = sorted(b.flatten().tolist()
                         for b in DataLoader(Stream(8), batch_size=2, num_workers=2))
 print(json.dumps(out))
@@ -320,6 +341,7 @@ def test_an_iterable_dataset_gets_one_item_per_sample_from_c(tmp_path):
     assert seen == want
     assert want["batched"] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
     assert want["error"] == "sample 3"
+    assert want["goes_on"] == [[0, 1], "sample 3", [4, 5]]
     main, workers = None, []
     for path in find_traces(str(tmp_path), "t"):
         trace = read_trace(path)
@@ -331,15 +353,17 @@ def test_an_iterable_dataset_gets_one_item_per_sample_from_c(tmp_path):
     items = by_ts(main.of(cat="data", name="item"))
     # batched: 10 samples; drop_last: the same 10 read (the last 2 then
     # dropped, as torch reads them); single: 3; the failing stream: 3 read
-    # before sample 3 raised (no event for it)
+    # before sample 3 raised (no event for it); the stream that goes on
+    # after its sample 3 raised: 5 read, the count going on over the batch
+    # that raised
     assert [args(e) for e in items] == \
-        [{"index": i} for i in list(range(10)) * 2 + [0, 1, 2] * 2]
+        [{"index": i} for i in list(range(10)) * 2 + [0, 1, 2] * 2 + list(range(5))]
     fetches = by_ts(main.of(cat="dataloader", name="fetch"))
     # each lies in its batch's `fetch`, but for the samples of a next() that
     # ended the data (drop_last's last 2) or raised (the failing stream's
-    # sample 2): such a next() is no `fetch` event
+    # sample 2, the other's sample 2): such a next() is no `fetch` event
     outside = [n for n, i in enumerate(items) if not any(within(i, f) for f in fetches)]
-    assert outside == [18, 19, 25]
+    assert outside == [18, 19, 25, 28]
     for w in workers:  # each worker's fetcher counts its own 4 samples
         assert [args(e) for e in by_ts(w.of(cat="data", name="item"))] == \
             [{"index": i} for i in range(4)]
