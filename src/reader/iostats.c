@@ -341,10 +341,7 @@ static int read_lines(pass *ps, dft_rd *rd)
     dft_rd_status st;
     while ((st = dft_rd_next_event(rd, &text, &n, &l, &why)) == DFT_RD_OK) {
         if (why) {
-            if (r->bad_lines++ == 0) {
-                r->first_bad_line = rd->line_no;
-                r->first_bad = why;
-            }
+            dft_rd_bad_line(&r->bad, rd, why);
             continue;
         }
         r->events++;
@@ -364,7 +361,7 @@ static int read_lines(pass *ps, dft_rd *rd)
         }
     }
     r->long_lines = rd->long_lines;
-    r->bad_lines += rd->long_lines;
+    dft_rd_bad_end(&r->bad, rd);
     return (int)st;
 }
 

@@ -69,8 +69,8 @@ typedef struct dft_io_mark {
 typedef struct dft_io_result {
     int status; /* dft_rd_status that ended the file, or -1 (out of memory) */
     char err[256];
-    uint64_t members, events, io_events, bad_lines, first_bad_line, long_lines;
-    const char *first_bad;
+    uint64_t members, events, io_events, long_lines;
+    dft_rd_bad bad;
     dft_ident who; /* who wrote the file (reader/identity.c) */
     int64_t read_ts_min, read_ts_max; /* of the reads (read_ts_min > max: none) */
     dft_io_file *files;

@@ -111,15 +111,13 @@ static PyObject *io_file(PyObject *module, PyObject *args, PyObject *kwargs)
                                             (long long)r.read_ts_max)
                             : Py_NewRef(Py_None);
     PyObject *out = read_ts ? Py_BuildValue(
-        "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:z,s:K,s:K,s:N,s:N,s:N}",
+        "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:N,s:N,s:N}",
         "path", path, "status", dft_rd_status_name(r.status), "message", r.err, "members",
         (unsigned long long)r.members, "events", (unsigned long long)r.events, "io_events",
-        (unsigned long long)r.io_events, "bad_lines", (unsigned long long)r.bad_lines,
-        "first_bad", r.bad_lines ? r.first_bad : NULL, "first_bad_line",
-        (unsigned long long)r.first_bad_line, "long_lines", (unsigned long long)r.long_lines,
+        (unsigned long long)r.io_events, "long_lines", (unsigned long long)r.long_lines,
         "read_ts", read_ts, "files",
         files_list(&r), "marks", marks_list(&r)) : NULL;
-    if (out && dft_ident_add_to(out, &r.who) < 0)
+    if (out && (dft_rd_bad_add_to(out, &r.bad) < 0 || dft_ident_add_to(out, &r.who) < 0))
         Py_CLEAR(out);
     dft_io_free(&r);
     return out;

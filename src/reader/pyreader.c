@@ -62,6 +62,18 @@ const char *dft_rd_status_name(int st)
     return st == 1 ? "ok" : st == 2 ? "truncated" : st == 3 ? "corrupt" : "error";
 }
 
+int dft_rd_bad_add_to(PyObject *d, const dft_rd_bad *b)
+{
+    PyObject *v = Py_BuildValue("{s:K,s:z,s:K}", "bad_lines", (unsigned long long)b->lines,
+                                "first_bad", b->first, "first_bad_line",
+                                (unsigned long long)b->first_line);
+    if (!v)
+        return -1;
+    int rc = PyDict_Update(d, v);
+    Py_DECREF(v);
+    return rc;
+}
+
 int dft_ident_add_to(PyObject *d, const dft_ident *id)
 {
     PyObject *v = Py_BuildValue(

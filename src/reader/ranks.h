@@ -44,8 +44,8 @@ typedef struct dft_rk_sync {
 typedef struct dft_rk_result {
     int status; /* dft_rd_status that ended the file, or -1 (out of memory) */
     char err[256];
-    uint64_t members, events, bad_lines, first_bad_line, long_lines, first_long_line;
-    const char *first_bad;
+    uint64_t members, events, long_lines, first_long_line;
+    dft_rd_bad bad;
     dft_ident who; /* who wrote the file (reader/identity.c) */
     int finalized, have_ts;
     int64_t ts_min, end_max;

@@ -98,12 +98,10 @@ static PyObject *rank_file(PyObject *module, PyObject *args, PyObject *kwargs)
         return PyErr_NoMemory();
     }
     PyObject *out = Py_BuildValue(
-        "{s:O,s:s,s:s,s:K,s:K,s:K,s:z,s:K,s:K,s:K,s:O,s:O,s:L,s:L,s:z,s:N,s:i,s:N,s:N,"
+        "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:O,s:O,s:L,s:L,s:z,s:N,s:i,s:N,s:N,"
         "s:(KLLL)}",
         "path", path, "status", dft_rd_status_name(r.status), "message", r.err, "members",
-        (unsigned long long)r.members, "events", (unsigned long long)r.events, "bad_lines",
-        (unsigned long long)r.bad_lines, "first_bad", r.bad_lines ? r.first_bad : NULL,
-        "first_bad_line", (unsigned long long)r.first_bad_line, "long_lines",
+        (unsigned long long)r.members, "events", (unsigned long long)r.events, "long_lines",
         (unsigned long long)r.long_lines, "first_long_line",
         (unsigned long long)r.first_long_line, "finalized",
         r.finalized ? Py_True : Py_False, "has_ts", r.have_ts ? Py_True : Py_False, "ts_min",
@@ -111,7 +109,7 @@ static PyObject *rank_file(PyObject *module, PyObject *args, PyObject *kwargs)
         "steps", steps_bytes(&r), "step_fields", STEP_FIELDS, "sync", sync_bytes(&r), "keys",
         keys_list(&r), "clock", (unsigned long long)r.clock_pairs, (long long)r.clock_first,
         (long long)r.clock_min, (long long)r.clock_max);
-    if (out && dft_ident_add_to(out, &r.who) < 0)
+    if (out && (dft_rd_bad_add_to(out, &r.bad) < 0 || dft_ident_add_to(out, &r.who) < 0))
         Py_CLEAR(out);
     dft_rk_free(&r);
     return out;

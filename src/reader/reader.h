@@ -152,6 +152,29 @@ int dft_line_is_bracket(const char *s, size_t n);
 dft_rd_status dft_rd_next_event(dft_rd *r, const char **text, size_t *n, dft_line *l,
                                 const char **why);
 
+/* A pass's lines that are not events, counted one way by every pass: the
+ * lines the parser refused and, once the pass ends, the lines the reader
+ * skipped as too long; the first refused line's number and reason.
+ * Zero-initialised is none. */
+typedef struct dft_rd_bad {
+    uint64_t lines;      /* bad_lines */
+    uint64_t first_line; /* first_bad_line: 0 when no line was refused */
+    const char *first;   /* first_bad: the parser's reason (static), or NULL */
+} dft_rd_bad;
+
+/* Counts the line r returned last as refused for why.  No GIL. */
+static inline void dft_rd_bad_line(dft_rd_bad *b, const dft_rd *r, const char *why)
+{
+    if (!b->first) {
+        b->first_line = r->line_no;
+        b->first = why;
+    }
+    b->lines++;
+}
+
+/* At the end of the pass over r: its over-long lines are bad lines too.  No GIL. */
+static inline void dft_rd_bad_end(dft_rd_bad *b, const dft_rd *r) { b->lines += r->long_lines; }
+
 /* Lenient scanners for the rewriter: a string at *p (its body in *body) or
  * any value; advance *p past it.  Return 0, or -1 when malformed. */
 int dft_json_scan_string(const char **p, const char *end, dft_sv *body);

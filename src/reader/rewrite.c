@@ -35,9 +35,9 @@ typedef struct rewriter {
     int chrome;
     dft_sbuf buf;
     FILE *out;
-    uint64_t events, bad_lines, first_bad_line;
+    uint64_t events;
     uint64_t no_id; /* dftracer 2.x events without an id so far */
-    const char *first_bad;
+    dft_rd_bad bad;
     char err[256];
 } rewriter;
 
@@ -452,14 +452,6 @@ oom:
     return -1;
 }
 
-static void bad_line(rewriter *w, const dft_rd *r, const char *why)
-{
-    if (w->bad_lines++ == 0) {
-        w->first_bad_line = r->line_no;
-        w->first_bad = why;
-    }
-}
-
 /* Pass 2. */
 static int write_events(rewriter *w, dft_rd *r)
 {
@@ -469,14 +461,14 @@ static int write_events(rewriter *w, dft_rd *r)
     dft_rd_status st;
     while ((st = dft_rd_next_event(r, &text, &n, &l, &why)) == DFT_RD_OK) {
         if (why) {
-            bad_line(w, r, why);
+            dft_rd_bad_line(&w->bad, r, why);
             continue;
         }
         if (hash_def(&l) || (l.ph == 'M' && NAME_IS(l, "process_name")))
             continue;
         int64_t add_id = (l.have & DFT_HAVE_ID) ? -1 : NO_ID_BASE + (int64_t)w->no_id++;
         if (put_event(w, text, text + n, add_id) < 0) {
-            bad_line(w, r, "not JSON");
+            dft_rd_bad_line(&w->bad, r, "not JSON");
             continue;
         }
         w->events++;
@@ -485,7 +477,7 @@ static int write_events(rewriter *w, dft_rd *r)
     }
     if (flush_member(w) < 0)
         return -1;
-    w->bad_lines += r->long_lines;
+    dft_rd_bad_end(&w->bad, r);
     return (int)st;
 }
 
@@ -560,14 +552,14 @@ PyObject *dft_tools_rewrite_file(PyObject *module, PyObject *args, PyObject *kwa
         const char *status = st == DFT_RD_EOF ? "ok" : st == DFT_RD_TRUNCATED ? "truncated"
                                                    : st == DFT_RD_CORRUPT     ? "corrupt"
                                                                               : "error";
-        result = Py_BuildValue("{s:O,s:s,s:s,s:K,s:K,s:z,s:K,s:K,s:K,s:K}", "path", path,
-                               "status", status, "message", st == DFT_RD_EOF ? "" : r2.err,
-                               "events", (unsigned long long)w.events, "bad_lines",
-                               (unsigned long long)w.bad_lines, "first_bad", w.first_bad,
-                               "first_bad_line", (unsigned long long)w.first_bad_line,
-                               "members", (unsigned long long)r2.members, "long_lines",
+        result = Py_BuildValue("{s:O,s:s,s:s,s:K,s:K,s:K,s:K}", "path", path, "status",
+                               status, "message", st == DFT_RD_EOF ? "" : r2.err, "events",
+                               (unsigned long long)w.events, "members",
+                               (unsigned long long)r2.members, "long_lines",
                                (unsigned long long)r2.long_lines, "first_long_line",
                                (unsigned long long)r2.first_long_line);
+        if (result && dft_rd_bad_add_to(result, &w.bad) < 0)
+            Py_CLEAR(result);
     }
     dft_u64map_free(&w.names, 0);
     dft_sbuf_free(&w.strs);

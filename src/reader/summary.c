@@ -34,11 +34,11 @@ typedef struct summary {
     agg *slots;
     size_t cap, used;
     /* file facts */
-    uint64_t lines, events, bad_lines, ph_x, ph_i, ph_c, ph_m, other;
+    uint64_t lines, events, ph_x, ph_i, ph_c, ph_m, other;
     int64_t ts_min, end_max, pid, rank, num_events;
     int have_ts, have_pid, finalized;
-    char host[256], process_name[512], first_bad[160];
-    uint64_t first_bad_line;
+    char host[256], process_name[512];
+    dft_rd_bad bad;
     uint64_t bad_dur, first_bad_dur_line; /* complete events with a bad duration */
     int64_t first_bad_dur;
 } summary;
@@ -214,11 +214,7 @@ static int summarize(dft_rd *r, summary *s)
     while ((st = dft_rd_next_event(r, &text, &n, &l, &why)) == DFT_RD_OK) {
         s->lines = r->line_no;
         if (why) {
-            if (s->first_bad_line == 0) {
-                s->first_bad_line = s->lines;
-                snprintf(s->first_bad, sizeof s->first_bad, "%s", why);
-            }
-            s->bad_lines++;
+            dft_rd_bad_line(&s->bad, r, why);
             continue;
         }
         s->events++;
@@ -288,7 +284,7 @@ static int summarize(dft_rd *r, summary *s)
         }
     }
     s->lines = r->line_no;
-    s->bad_lines += r->long_lines; /* skipped by the reader: see long_lines */
+    dft_rd_bad_end(&s->bad, r); /* skipped by the reader: see long_lines */
     return (int)st;
 }
 
@@ -422,11 +418,10 @@ PyObject *dft_tools_summarize_file(PyObject *module, PyObject *arg)
         "s:O,s:L,s:K,s:K,s:K,s:K,s:L,s:N}",
         "path", arg, "status", status_name(rc), "message", r.err, "members",
         (unsigned long long)r.members, "lines", (unsigned long long)s.lines, "events",
-        (unsigned long long)s.events, "bad_lines", (unsigned long long)s.bad_lines, "complete",
+        (unsigned long long)s.events, "bad_lines", (unsigned long long)s.bad.lines, "complete",
         (unsigned long long)s.ph_x, "instant", (unsigned long long)s.ph_i, "counter",
         (unsigned long long)s.ph_c, "metadata", (unsigned long long)s.ph_m, "first_bad",
-        s.bad_lines ? s.first_bad : NULL, "first_bad_line",
-        (unsigned long long)s.first_bad_line, "host", host, "process_name", pname,
+        s.bad.first, "first_bad_line", (unsigned long long)s.bad.first_line, "host", host, "process_name", pname,
         "pid", (long long)(s.have_pid ? s.pid : -1), "rank", (long long)s.rank, "has_ts",
         s.have_ts ? Py_True : Py_False, "ts_min", (long long)s.ts_min, "end_max",
         (long long)s.end_max, "finalized", s.finalized ? Py_True : Py_False, "num_events",

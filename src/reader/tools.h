@@ -58,5 +58,10 @@ const char *dft_rd_status_name(int status);
  * rank_source, worker, num_workers.  0, or -1 with an exception.  GIL held. */
 struct dft_ident;
 int dft_ident_add_to(PyObject *d, const struct dft_ident *id);
+/* Adds a pass's bad lines (reader.h's dft_rd_bad) to its result dict d:
+ * bad_lines, first_bad (None when no line was refused), first_bad_line.
+ * 0, or -1 with an exception.  GIL held. */
+struct dft_rd_bad;
+int dft_rd_bad_add_to(PyObject *d, const struct dft_rd_bad *b);
 
 #endif

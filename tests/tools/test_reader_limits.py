@@ -289,3 +289,42 @@ def test_duplicate_ids_are_found_however_the_ids_are_spread(tmp_path):
     r = json.loads(cli("validate", str(p), "--json").stdout)
     expected = len(ids) - len(set(ids) | {1, 2, 3}) + 3
     assert r["duplicate_ids"] == expected >= 250
+
+
+def test_every_pass_counts_bad_lines_one_way(hostile, tmp_path):
+    """The summary, ranks, I/O and rewrite passes count a file's lines that
+    are not events by one rule (reader.h's dft_rd_bad): the refused lines and
+    the over-long ones, with the first refused line's number and reason."""
+    from dftracer import _core
+
+    p = str(hostile)
+    results = {
+        "summary": _core._summarize_file(p),
+        "ranks": _core._rank_file(p),
+        "io": _core._io_file(p),
+        "rewrite": _core._rewrite_file(p, str(tmp_path / "part"), "pfw", -1, -1, 1, 0),
+    }
+    for name, r in results.items():
+        # line 7 is over the limit (skipped by the reader), line 9 refused
+        assert (r["bad_lines"], r["first_bad_line"], r["first_bad"], r["long_lines"]) == \
+            (2, 9, "nested too deeply", 1), name
+
+
+def test_a_file_whose_only_bad_line_is_too_long_names_no_refused_line(tmp_path):
+    """Over-long lines count as bad lines, but no pass names a reason for a
+    line it never parsed: first_bad is None and first_bad_line 0 in every
+    pass (the summary said "" before)."""
+    from dftracer import _core
+
+    p = tmp_path / "long-5-app.pfw.gz"
+    with open(p, "wb") as f:
+        f.write(member(("\n".join(HEADER + [event(10)]) + "\n").encode()))
+        f.write(member(b'{"id":40,"name":"' + b"x" * (LIMIT + 10) + b'","ph":"X"}\n'))
+        f.write(member((event(11) + "\n").encode()))
+    for name, r in (("summary", _core._summarize_file(str(p))),
+                    ("ranks", _core._rank_file(str(p))),
+                    ("io", _core._io_file(str(p))),
+                    ("rewrite", _core._rewrite_file(str(p), str(tmp_path / "part"), "pfw",
+                                                    -1, -1, 1, 0))):
+        assert (r["bad_lines"], r["first_bad_line"], r["first_bad"], r["long_lines"]) == \
+            (1, 0, None, 1), name
