@@ -542,6 +542,18 @@ dft_rd_status dft_rd_next_event(dft_rd *r, const char **text, size_t *n, dft_lin
     return st;
 }
 
+dft_rd_status dft_rd_next_parsed(dft_rd *r, const char **text, size_t *n, dft_line *l,
+                                 dft_rd_bad *bad)
+{
+    const char *why;
+    dft_rd_status st;
+    while ((st = dft_rd_next_event(r, text, n, l, &why)) == DFT_RD_OK && why)
+        dft_rd_bad_line(bad, r, why);
+    if (st != DFT_RD_OK)
+        bad->lines += r->long_lines;
+    return st;
+}
+
 static int utf8_valid(const unsigned char *p, size_t n)
 {
     size_t i = 0;

@@ -305,15 +305,11 @@ static int add_event(pass *ps, const char *text, size_t n, const dft_line *l)
 static int read_lines(pass *ps, dft_rd *rd)
 {
     dft_rk_result *r = ps->r;
-    const char *text, *why;
+    const char *text;
     size_t n;
     dft_line l;
     dft_rd_status st;
-    while ((st = dft_rd_next_event(rd, &text, &n, &l, &why)) == DFT_RD_OK) {
-        if (why) {
-            dft_rd_bad_line(&r->bad, rd, why);
-            continue;
-        }
+    while ((st = dft_rd_next_parsed(rd, &text, &n, &l, &r->bad)) == DFT_RD_OK) {
         r->events++;
         if (dft_ident_line(&r->who, text, n, &l)) {
             metadata(ps, text, n, &l);
@@ -342,7 +338,6 @@ static int read_lines(pass *ps, dft_rd *rd)
     }
     r->long_lines = rd->long_lines;
     r->first_long_line = rd->first_long_line;
-    dft_rd_bad_end(&r->bad, rd);
     return (int)st;
 }
 

@@ -172,8 +172,12 @@ static inline void dft_rd_bad_line(dft_rd_bad *b, const dft_rd *r, const char *w
     b->lines++;
 }
 
-/* At the end of the pass over r: its over-long lines are bad lines too.  No GIL. */
-static inline void dft_rd_bad_end(dft_rd_bad *b, const dft_rd *r) { b->lines += r->long_lines; }
+/* The line loop of a pass: dft_rd_next_event, the refused lines counted in
+ * *bad and skipped.  Returns r's status; with DFT_RD_OK, *l is the next line
+ * that parsed; otherwise the pass is over, and r's over-long lines are
+ * counted in *bad too.  No GIL. */
+dft_rd_status dft_rd_next_parsed(dft_rd *r, const char **text, size_t *n, dft_line *l,
+                                 dft_rd_bad *bad);
 
 /* Lenient scanners for the rewriter: a string at *p (its body in *body) or
  * any value; advance *p past it.  Return 0, or -1 when malformed. */

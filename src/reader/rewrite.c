@@ -455,15 +455,11 @@ oom:
 /* Pass 2. */
 static int write_events(rewriter *w, dft_rd *r)
 {
-    const char *text, *why;
+    const char *text;
     size_t n;
     dft_line l;
     dft_rd_status st;
-    while ((st = dft_rd_next_event(r, &text, &n, &l, &why)) == DFT_RD_OK) {
-        if (why) {
-            dft_rd_bad_line(&w->bad, r, why);
-            continue;
-        }
+    while ((st = dft_rd_next_parsed(r, &text, &n, &l, &w->bad)) == DFT_RD_OK) {
         if (hash_def(&l) || (l.ph == 'M' && NAME_IS(l, "process_name")))
             continue;
         int64_t add_id = (l.have & DFT_HAVE_ID) ? -1 : NO_ID_BASE + (int64_t)w->no_id++;
@@ -477,7 +473,6 @@ static int write_events(rewriter *w, dft_rd *r)
     }
     if (flush_member(w) < 0)
         return -1;
-    dft_rd_bad_end(&w->bad, r);
     return (int)st;
 }
 

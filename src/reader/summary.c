@@ -210,13 +210,8 @@ static int summarize(dft_rd *r, summary *s)
     size_t n;
     dft_rd_status st;
     dft_line l;
-    const char *why;
-    while ((st = dft_rd_next_event(r, &text, &n, &l, &why)) == DFT_RD_OK) {
+    while ((st = dft_rd_next_parsed(r, &text, &n, &l, &s->bad)) == DFT_RD_OK) {
         s->lines = r->line_no;
-        if (why) {
-            dft_rd_bad_line(&s->bad, r, why);
-            continue;
-        }
         s->events++;
         if (!s->have_pid && (l.have & DFT_HAVE_PID)) {
             s->pid = l.pid;
@@ -284,7 +279,6 @@ static int summarize(dft_rd *r, summary *s)
         }
     }
     s->lines = r->line_no;
-    dft_rd_bad_end(&s->bad, r); /* skipped by the reader: see long_lines */
     return (int)st;
 }
 
