@@ -50,60 +50,27 @@ static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, d
                       int is_str)
 {
     io_args *a = ctx;
-    static const struct {
-        const char *key;
-        unsigned bit;
-        size_t off;
-    } ints[] = {
-        {"fd", A_FD, offsetof(io_args, fd)},
-        {"out_fd", A_OUT_FD, offsetof(io_args, out_fd)},
-        {"ret", A_RET, offsetof(io_args, ret)},
-        {"offset", A_OFFSET, offsetof(io_args, offset)},
-        {"out_offset", A_OUT_OFFSET, offsetof(io_args, out_offset)},
-        {"whence", A_WHENCE, offsetof(io_args, whence)},
-        {"cmd", A_CMD, offsetof(io_args, cmd)},
-        {"flags", A_FLAGS, offsetof(io_args, flags)},
-        {"epoch", A_EPOCH, offsetof(io_args, epoch)},
-        {"ppid", A_PPID, offsetof(io_args, ppid)},
-        {"value", A_VALUE, offsetof(io_args, value)},
-        {"num_workers", A_NUM_WORKERS, offsetof(io_args, num_workers)},
+#define INT(k, bit, f) {k, bit, offsetof(io_args, f), DFT_ARG_FIELD_INT}
+#define STR(k, bit, f) {k, bit, offsetof(io_args, f), DFT_ARG_FIELD_STR}
+    static const dft_arg_field fields[] = {
+        INT("fd", A_FD, fd), INT("out_fd", A_OUT_FD, out_fd), INT("ret", A_RET, ret),
+        INT("offset", A_OFFSET, offset), INT("out_offset", A_OUT_OFFSET, out_offset),
+        INT("whence", A_WHENCE, whence), INT("cmd", A_CMD, cmd), INT("flags", A_FLAGS, flags),
+        INT("epoch", A_EPOCH, epoch), INT("ppid", A_PPID, ppid),
+        /* the older tools' CM rank: "value": "2" */
+        {"value", A_VALUE, offsetof(io_args, value), DFT_ARG_FIELD_INT_TEXT},
+        INT("num_workers", A_NUM_WORKERS, num_workers), STR("fhash", A_FHASH, fhash),
+        STR("out_fhash", A_OUT_FHASH, out_fhash), STR("file", A_FILE, file),
+        STR("out_file", A_OUT_FILE, out_file), STR("mode", A_MODE, mode),
     };
-    if (is_str) {
-        if (SV_IS(key, "fhash")) {
-            a->fhash = str;
-            a->have |= A_FHASH;
-        } else if (SV_IS(key, "out_fhash")) {
-            a->out_fhash = str;
-            a->have |= A_OUT_FHASH;
-        } else if (SV_IS(key, "file")) {
-            a->file = str;
-            a->have |= A_FILE;
-        } else if (SV_IS(key, "out_file")) {
-            a->out_file = str;
-            a->have |= A_OUT_FILE;
-        } else if (SV_IS(key, "mode")) {
-            a->mode = str;
-            a->have |= A_MODE;
-        } else if (SV_IS(key, "value") && dft_members_int(str.p, str.p + str.n, &a->value) == 0) {
-            a->have |= A_VALUE; /* the older tools' CM rank: "value": "2" */
-        }
-        return;
+#undef INT
+#undef STR
+    if (!is_str && (SV_IS(key, "fhash") || SV_IS(key, "out_fhash"))) {
+        str = (dft_sv){vp, (size_t)(vend - vp)}; /* the older tools' integers: their text */
+        is_str = 1;
     }
-    if (SV_IS(key, "fhash") || SV_IS(key, "out_fhash")) { /* the older tools' integers */
-        dft_sv t = {vp, (size_t)(vend - vp)};
-        if (key.n == 5) {
-            a->fhash = t;
-            a->have |= A_FHASH;
-        } else {
-            a->out_fhash = t;
-            a->have |= A_OUT_FHASH;
-        }
-        return;
-    }
-    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
-        if (key.n == strlen(ints[i].key) && memcmp(key.p, ints[i].key, key.n) == 0 &&
-            dft_members_int(vp, vend, (int64_t *)((char *)a + ints[i].off)) == 0)
-            a->have |= ints[i].bit;
+    dft_arg_fields_read(fields, sizeof fields / sizeof *fields, a, &a->have, key, vp, vend, str,
+                        is_str);
 }
 
 /* The members of the args object of a line that parsed as an event. */

@@ -99,6 +99,31 @@ int dft_members_args(const char *text, size_t n, dft_arg_fn fn, void *ctx)
     return rc;
 }
 
+int dft_arg_fields_read(const dft_arg_field *fields, size_t n, void *obj, unsigned *have,
+                        dft_sv key, const char *v, const char *vend, dft_sv str, int is_str)
+{
+    for (size_t i = 0; i < n; i++) {
+        const dft_arg_field *f = &fields[i];
+        if (key.n != strlen(f->key) || memcmp(key.p, f->key, key.n) != 0)
+            continue;
+        char *at = (char *)obj + f->off;
+        int64_t x;
+        if (f->kind == DFT_ARG_FIELD_STR) {
+            if (is_str) {
+                memcpy(at, &str, sizeof str);
+                *have |= f->bit;
+            }
+        } else if (is_str ? f->kind == DFT_ARG_FIELD_INT_TEXT &&
+                                dft_members_int(str.p, str.p + str.n, &x) == 0
+                          : dft_members_int(v, vend, &x) == 0) {
+            memcpy(at, &x, sizeof x);
+            *have |= f->bit;
+        }
+        return 1;
+    }
+    return 0;
+}
+
 int dft_members_int(const char *p, const char *end, int64_t *v)
 {
     int neg = p < end && *p == '-';

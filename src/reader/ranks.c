@@ -58,51 +58,25 @@ typedef struct rk_args {
     dft_sv group, job_id, source;
 } rk_args;
 
-/* An integer token in [p, end) (a string holding one counts too). */
-
 /* One member of args: the value's text in [vp, vend), or its string body. */
 static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, dft_sv str,
                       int is_str)
 {
     rk_args *a = ctx;
-    static const struct {
-        const char *key;
-        unsigned bit;
-        size_t off;
-    } ints[] = {
-        {"step", A_STEP, offsetof(rk_args, step)},
-        {"seq", A_SEQ, offsetof(rk_args, seq)},
-        {"async", A_ASYNC, offsetof(rk_args, async)},
-        {"value", A_VALUE, offsetof(rk_args, value)},
-        {"local_rank", A_LOCAL, offsetof(rk_args, local_rank)},
-        {"world_size", A_WORLD, offsetof(rk_args, world_size)},
-        {"ppid", A_PPID, offsetof(rk_args, ppid)},
-        {"wall_us", A_WALL, offsetof(rk_args, wall_us)},
-        {"ddp_bucket", A_DDP, offsetof(rk_args, ddp_bucket)},
+/* the ranks pass takes any integer written as a string too */
+#define INT(k, bit, f) {k, bit, offsetof(rk_args, f), DFT_ARG_FIELD_INT_TEXT}
+#define STR(k, bit, f) {k, bit, offsetof(rk_args, f), DFT_ARG_FIELD_STR}
+    static const dft_arg_field fields[] = {
+        INT("step", A_STEP, step), INT("seq", A_SEQ, seq), INT("async", A_ASYNC, async),
+        INT("value", A_VALUE, value), INT("local_rank", A_LOCAL, local_rank),
+        INT("world_size", A_WORLD, world_size), INT("ppid", A_PPID, ppid),
+        INT("wall_us", A_WALL, wall_us), INT("ddp_bucket", A_DDP, ddp_bucket),
+        STR("group", A_GROUP, group), STR("job_id", A_JOB, job_id), STR("source", A_SOURCE, source),
     };
-    if (is_str) {
-        if (SV_IS(key, "group")) {
-            a->group = str;
-            a->have |= A_GROUP;
-            return;
-        }
-        if (SV_IS(key, "job_id")) {
-            a->job_id = str;
-            a->have |= A_JOB;
-            return;
-        }
-        if (SV_IS(key, "source")) {
-            a->source = str;
-            a->have |= A_SOURCE;
-            return;
-        }
-        vp = str.p; /* "value": "2" (the older tools' CM rank) */
-        vend = str.p + str.n;
-    }
-    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
-        if (key.n == strlen(ints[i].key) && memcmp(key.p, ints[i].key, key.n) == 0 &&
-            dft_members_int(vp, vend, (int64_t *)((char *)a + ints[i].off)) == 0)
-            a->have |= ints[i].bit;
+#undef INT
+#undef STR
+    dft_arg_fields_read(fields, sizeof fields / sizeof *fields, a, &a->have, key, vp, vend, str,
+                        is_str);
 }
 
 /* The members of the args object of a line that parsed as an event. */

@@ -230,6 +230,27 @@ int dft_members_args(const char *text, size_t n, dft_arg_fn fn, void *ctx);
  * [p, end) into *v: 0, or -1 (nothing changed).  Pure; no GIL. */
 int dft_members_int(const char *p, const char *end, int64_t *v);
 
+/* One arg a pass reads into a struct of its own: its key, the bit it sets
+ * in the struct's set of args seen, where it goes (off) and its kind. */
+enum {
+    DFT_ARG_FIELD_INT,      /* a JSON integer, into an int64_t */
+    DFT_ARG_FIELD_INT_TEXT, /* the same, or a string holding one (the older tools') */
+    DFT_ARG_FIELD_STR,      /* a string's body, into a dft_sv */
+};
+typedef struct dft_arg_field {
+    const char *key;
+    unsigned bit;
+    size_t off;
+    int kind;
+} dft_arg_field;
+
+/* Reads one member of args, as a dft_arg_fn gets it, into the field of obj
+ * that fields[0..n) names for key, and sets its bit in *have; a value of the
+ * wrong kind leaves both as they were.  1 when a field is named key, else 0.
+ * No GIL. */
+int dft_arg_fields_read(const dft_arg_field *fields, size_t n, void *obj, unsigned *have,
+                        dft_sv key, const char *v, const char *vend, dft_sv str, int is_str);
+
 /* ---- a set of uint64 keys with a pointer each (reader/set.c) ------------ */
 
 typedef struct dft_u64map {

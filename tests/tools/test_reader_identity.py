@@ -114,3 +114,31 @@ def test_an_empty_object_followed_by_text_is_a_bad_line(tmp_path):
     problems = [p for f in report["files"] for p in f["problems"]] if "files" in report \
         else report["problems"]
     assert any("text after the object" in p for p in problems), problems
+
+
+
+def test_the_passes_read_their_args_by_one_table(tmp_path):
+    """The ranks and I/O passes read their args through one table reader
+    (src/reader/members.c, dft_arg_fields_read): the ranks pass takes an
+    integer written as a string (as the older tools wrote some) as the
+    integer; the I/O pass takes a file's path and its calls' integers."""
+    from dftracer import _core
+
+    def trace(name, q):
+        ev = [{"id": 1, "name": "start", "cat": "dftracer", "pid": 42, "tid": 42, "ts": 10,
+               "dur": 0, "ph": "X", "args": {}},
+              {"id": 2, "name": "read", "cat": "POSIX", "pid": 42, "tid": 42, "ts": 20, "dur": 5,
+               "ph": "X", "args": {"fd": 3, "ret": 10, "file": "/d/x"}},
+              {"id": 3, "name": "all_reduce", "cat": "comm", "pid": 42, "tid": 42, "ts": 30,
+               "dur": 5, "ph": "X", "args": {"group": "g", "seq": q(0)}},
+              {"id": 4, "name": "all_reduce", "cat": "comm", "pid": 42, "tid": 42, "ts": 40,
+               "dur": 5, "ph": "X", "args": {"group": "g", "seq": q(1)}}]
+        path = tmp_path / f"{name}-42-app.pfw"
+        path.write_text("[\n" + "\n".join(json.dumps(e) for e in ev) + "\n")
+        return str(path)
+
+    as_int, as_str = trace("int", lambda v: v), trace("str", str)
+    rk_int, rk_str = _core._rank_file(as_int), _core._rank_file(as_str)
+    assert len(rk_int["sync"]) == 2 * 16 and rk_str["sync"] == rk_int["sync"]
+    io = _core._io_file(as_int)
+    assert [f[0] for f in io["files"]] == ["/d/x"]
