@@ -60,10 +60,19 @@ static inline dft_at_thread *dft_at_thread_get(void)
 
 /* One complete event from start to end, as log_event writes it (in the
  * innermost scope).  Nothing when tracing is off. */
-void dft_at_emit(const char *name, const char *cat, int64_t start, int64_t end,
-                 const dft_arg *args, unsigned nargs);
+void dft_at_emit_n(const char *name, size_t name_len, const char *cat, size_t cat_len,
+                   int64_t start, int64_t end, const dft_arg *args, unsigned nargs);
 /* Open spans (docs/trace-format.md, "Open spans"): 0 when none was opened. */
-int64_t dft_at_span_open(const char *name, const char *cat, int64_t ts, int64_t seq);
+int64_t dft_at_span_open_n(const char *name, size_t name_len, const char *cat, size_t cat_len,
+                           int64_t ts, int64_t seq);
+/* The same with a string literal's name and category: their lengths are
+ * known when compiling ("" refuses anything but a literal), not counted per
+ * event.  DFT_AT_KEY does it for an argument's key. */
+#define DFT_AT_LIT(s) "" s, sizeof(s) - 1
+#define dft_at_emit(name, cat, ...) dft_at_emit_n(DFT_AT_LIT(name), DFT_AT_LIT(cat), __VA_ARGS__)
+#define dft_at_span_open(name, cat, ...) \
+    dft_at_span_open_n(DFT_AT_LIT(name), DFT_AT_LIT(cat), __VA_ARGS__)
+#define DFT_AT_KEY(k) .key = "" k, .key_len = sizeof(k) - 1
 void dft_at_span_close(int64_t *tok);
 
 /* The part failed with the exception set now: it is cleared and handed to

@@ -148,7 +148,7 @@ static PyObject *checkpoint_call(AtCall *w, PyObject *const *args, size_t nargsf
         if (path != Py_None && !p) {
             dft_at_fail(w->part);
         } else {
-            dft_at_emit(w->name_utf8, "checkpoint", start, end, a, na);
+            dft_at_emit_n(w->name_utf8, (size_t)w->name_len, DFT_AT_LIT("checkpoint"), start, end, a, na);
             if (PyObject_TypeCheck(r, (PyTypeObject *)dft_at_calls.module_type)) { /* time its forward */
                 PyObject *s = PyObject_CallNoArgs(dft_at_calls.loaded_module);
                 if (s)

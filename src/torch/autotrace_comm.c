@@ -260,7 +260,7 @@ PyObject *dft_at_comm_call(AtCall *w, dft_at_thread *t, PyObject *const *args, s
             a[na++] = (dft_arg){.key = "async", .key_len = 5, .type = DFT_ARG_INT, .v.i = 1};
         a[na++] = (dft_arg){.key = "group", .key_len = 5, .type = DFT_ARG_STR,
                             .v.s = {c.group, (size_t)c.group_len}};
-        dft_at_emit(w->name_utf8, "comm", start, end, a, na);
+        dft_at_emit_n(w->name_utf8, (size_t)w->name_len, DFT_AT_LIT("comm"), start, end, a, na);
     }
     Py_DECREF(c.info);
     return r;

@@ -92,8 +92,8 @@ static PyObject *next_call(DataWrapper *w, PyObject *it)
     int64_t end = dft_clock_us();
     int64_t n = int_attr(it, D.num_yielded, 0, &found);
     int64_t workers = int_attr(it, D.num_workers, 0, &found);
-    dft_arg a[2] = {{.key = "batch", .type = DFT_ARG_INT, .v.i = n - 1},
-                    {.key = "workers", .type = DFT_ARG_INT, .v.i = workers}};
+    dft_arg a[2] = {{DFT_AT_KEY("batch"), .type = DFT_ARG_INT, .v.i = n - 1},
+                    {DFT_AT_KEY("workers"), .type = DFT_ARG_INT, .v.i = workers}};
     dft_at_emit("fetch", "dataloader", start, end, a, 2);
     int has_epoch;
     int64_t epoch = int_attr(it, D.epoch, 0, &has_epoch);
@@ -130,26 +130,59 @@ static int index_of(PyObject *idx, int64_t *out)
     return r;
 }
 
-static void emit_item(int64_t start, int has_index, int64_t index)
+/* A batch's `item` events are held while its samples are read and written
+ * together after it (at most ITEMS_HELD at a time, and before the fetcher
+ * returns or raises): the event writing then runs in one burst, warm in the
+ * instruction cache, not once between each two samples' dataset code, which
+ * evicts it (benchmarks/torch/bench_autotrace_instructions.py).  Each
+ * sample's times are taken when it is read. */
+#define ITEMS_HELD 32
+typedef struct {
+    int64_t start, end, index;
+    int has_index;
+} held_item;
+typedef struct {
+    int n;
+    held_item at[ITEMS_HELD];
+} held_items;
+
+static void items_write(held_items *h)
 {
-    dft_arg a = {.key = "index", .type = DFT_ARG_INT, .v.i = index};
-    dft_at_emit("item", "data", start, dft_clock_us(), &a, has_index ? 1 : 0);
+    for (int i = 0; i < h->n; i++) {
+        const held_item *it = &h->at[i];
+        dft_arg a = {DFT_AT_KEY("index"), .type = DFT_ARG_INT, .v.i = it->index};
+        dft_at_emit("item", "data", it->start, it->end, &a, it->has_index ? 1 : 0);
+    }
+    h->n = 0;
+}
+
+/* One sample read from start until now. */
+static void item_done(held_items *h, int64_t start, int has_index, int64_t index)
+{
+    held_item *it = &h->at[h->n];
+    it->end = dft_clock_us();
+    it->start = start;
+    it->index = index;
+    it->has_index = has_index;
+    if (++h->n == ITEMS_HELD)
+        items_write(h);
 }
 
 /* dataset[idx] timed: a new reference, or NULL with the program's exception. */
-static PyObject *timed_getitem(PyObject *dataset, PyObject *idx)
+static PyObject *timed_getitem(held_items *h, PyObject *dataset, PyObject *idx)
 {
     int64_t index = 0;
     int has = index_of(idx, &index);
     int64_t start = dft_clock_us();
     PyObject *v = PyObject_GetItem(dataset, idx);
     if (v)
-        emit_item(start, has, index);
+        item_done(h, start, has, index);
     return v;
 }
 
-/* The data of one batch (torch's _MapDatasetFetcher.fetch before collate). */
-static PyObject *map_data(PyObject *fetcher, PyObject *dataset, PyObject *indices)
+/* The data of one batch (torch's _MapDatasetFetcher.fetch before collate);
+ * its item events are in h. */
+static PyObject *map_data(held_items *h, PyObject *fetcher, PyObject *dataset, PyObject *indices)
 {
     PyObject *ac = PyObject_GetAttr(fetcher, D.auto_collation);
     if (!ac)
@@ -159,7 +192,7 @@ static PyObject *map_data(PyObject *fetcher, PyObject *dataset, PyObject *indice
     if (auto_collation < 0)
         return NULL;
     if (!auto_collation)
-        return timed_getitem(dataset, indices);
+        return timed_getitem(h, dataset, indices);
     /* hasattr() as torch's fetch does it: a missing attribute builds no
      * AttributeError (one a batch otherwise) */
     PyObject *getitems = NULL;
@@ -195,7 +228,7 @@ static PyObject *map_data(PyObject *fetcher, PyObject *dataset, PyObject *indice
         PyObject *v = PyObject_CallOneArg(getitems, indices);
         Py_DECREF(getitems);
         if (v)
-            emit_item(start, has, index);
+            item_done(h, start, has, index);
         return v;
     }
     Py_XDECREF(getitems);
@@ -209,7 +242,7 @@ static PyObject *map_data(PyObject *fetcher, PyObject *dataset, PyObject *indice
     }
     PyObject *idx;
     while ((idx = PyIter_Next(iter))) {
-        PyObject *v = timed_getitem(dataset, idx);
+        PyObject *v = timed_getitem(h, dataset, idx);
         Py_DECREF(idx);
         if (!v || PyList_Append(data, v) < 0) {
             Py_XDECREF(v);
@@ -256,7 +289,10 @@ static PyObject *map_call(DataWrapper *w, PyObject *fetcher, PyObject *indices)
         return NULL;
     dft_at_thread *t = dft_at_thread_get();
     t->in_data++;
-    PyObject *data = map_data(fetcher, dataset, indices);
+    held_items h;
+    h.n = 0;
+    PyObject *data = map_data(&h, fetcher, dataset, indices);
+    items_write(&h); /* C only: a pending exception stays as it is */
     t->in_data--;
     Py_DECREF(dataset);
     (void)w;
@@ -267,7 +303,7 @@ static PyObject *map_call(DataWrapper *w, PyObject *fetcher, PyObject *indices)
  * with the exception (StopIteration at the end).  *count: the samples the
  * fetcher yielded so far, the event's index (iter_call keeps it on the
  * fetcher once per batch). */
-static PyObject *timed_next(PyObject *it, int64_t *count)
+static PyObject *timed_next(held_items *h, PyObject *it, int64_t *count)
 {
     if (!PyIter_Check(it))
         return PyErr_Format(PyExc_TypeError, "'%.200s' object is not an iterator",
@@ -279,7 +315,7 @@ static PyObject *timed_next(PyObject *it, int64_t *count)
             PyErr_SetNone(PyExc_StopIteration);
         return NULL;
     }
-    emit_item(start, 1, (*count)++);
+    item_done(h, start, 1, (*count)++);
     return v;
 }
 
@@ -301,13 +337,14 @@ static void keep_count(PyObject *fetcher, int64_t count)
 
 /* The data of one batch (torch's _IterableDatasetFetcher.fetch before
  * collate); NULL with StopIteration once the dataset is done. */
-static PyObject *iter_data(PyObject *fetcher, PyObject *it, PyObject *indices, int64_t *count)
+static PyObject *iter_data(held_items *h, PyObject *fetcher, PyObject *it, PyObject *indices,
+                           int64_t *count)
 {
     PyObject *ac = PyObject_GetAttr(fetcher, D.auto_collation);
     int auto_collation = ac ? PyObject_IsTrue(ac) : -1;
     Py_XDECREF(ac);
     if (auto_collation <= 0)
-        return auto_collation < 0 ? NULL : timed_next(it, count);
+        return auto_collation < 0 ? NULL : timed_next(h, it, count);
     PyObject *each = PyObject_GetIter(indices);
     PyObject *data = each ? PyList_New(0) : NULL;
     if (!data) {
@@ -317,7 +354,7 @@ static PyObject *iter_data(PyObject *fetcher, PyObject *it, PyObject *indices, i
     PyObject *idx;
     while ((idx = PyIter_Next(each))) {
         Py_DECREF(idx);
-        PyObject *v = timed_next(it, count);
+        PyObject *v = timed_next(h, it, count);
         if (!v) {
             if (!PyErr_ExceptionMatches(PyExc_StopIteration) ||
                 (PyErr_Clear(), PyObject_SetAttr(fetcher, D.ended, Py_True) < 0))
@@ -374,7 +411,10 @@ static PyObject *iter_call(DataWrapper *w, PyObject *fetcher, PyObject *indices)
     int64_t count = int_attr(fetcher, D.items, 0, &found), before = count;
     dft_at_thread *t = dft_at_thread_get();
     t->in_data++;
-    PyObject *data = iter_data(fetcher, it, indices, &count);
+    held_items h;
+    h.n = 0;
+    PyObject *data = iter_data(&h, fetcher, it, indices, &count);
+    items_write(&h); /* C only: a pending exception stays as it is */
     t->in_data--;
     if (count != before)
         keep_count(fetcher, count);

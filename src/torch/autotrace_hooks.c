@@ -163,7 +163,7 @@ static void top_forward(PyObject *module, int64_t start, PyObject *output)
     int64_t end = dft_clock_us();
     PyTypeObject *tp = module_type(module);
     const char *name = dft_at_type_name(tp);
-    dft_arg a = {.key = "module", .type = DFT_ARG_STR, .v.s = {name, strlen(name)}};
+    dft_arg a = {DFT_AT_KEY("module"), .type = DFT_ARG_STR, .v.s = {name, strlen(name)}};
     dft_at_emit("forward", "compute", start, end, &a, 1);
     dft_at_activity(start, end);
     if (searching && T.seen) {
@@ -310,7 +310,7 @@ static PyObject *engine_run_vc(PyObject *self, PyObject *const *args, size_t nar
     int64_t end = dft_clock_us();
     t->in_backward = 0;
     const char *name = dft_at_type_name(tp);
-    dft_arg a = {.key = "module", .type = DFT_ARG_STR, .v.s = {name, strlen(name)}};
+    dft_arg a = {DFT_AT_KEY("module"), .type = DFT_ARG_STR, .v.s = {name, strlen(name)}};
     dft_at_emit("backward", "compute", start, end, &a, 1);
     dft_at_activity(start, end);
     Py_DECREF(tp);
@@ -396,8 +396,8 @@ static void optimizer_post(PyObject *opt)
     dft_at_span_close(&t->opt_tok);
     int64_t end = dft_clock_us();
     const char *name = dft_at_type_name(Py_TYPE(opt));
-    dft_arg a[2] = {{.key = "step", .type = DFT_ARG_INT, .v.i = dft_at_step()},
-                    {.key = "optimizer", .type = DFT_ARG_STR, .v.s = {name, strlen(name)}}};
+    dft_arg a[2] = {{DFT_AT_KEY("step"), .type = DFT_ARG_INT, .v.i = dft_at_step()},
+                    {DFT_AT_KEY("optimizer"), .type = DFT_ARG_STR, .v.s = {name, strlen(name)}}};
     dft_at_emit("optimizer.step", "compute", t->opt_start, end, a, 2);
     if (dft_at_optimizer_end((uintptr_t)opt, end) < 0)
         dft_at_fail(DFT_AT_OPTIMIZER);

@@ -47,23 +47,24 @@ static void thread_free(void *p)
 
 /* ---- writing ------------------------------------------------------------ */
 
-void dft_at_emit(const char *name, const char *cat, int64_t start, int64_t end,
-                 const dft_arg *args, unsigned nargs)
+void dft_at_emit_n(const char *name, size_t name_len, const char *cat, size_t cat_len,
+                   int64_t start, int64_t end, const dft_arg *args, unsigned nargs)
 {
     if (!dft_trace_ready())
         return;
-    dft_event ev = {.name = name, .name_len = strlen(name), .cat = cat, .cat_len = strlen(cat),
+    dft_event ev = {.name = name, .name_len = name_len, .cat = cat, .cat_len = cat_len,
                     .ts = start, .dur = end > start ? end - start : 0, .ph = DFT_PH_COMPLETE,
                     .args = args, .nargs = nargs};
     dft_emit_logged(&ev);
 }
 
-int64_t dft_at_span_open(const char *name, const char *cat, int64_t ts, int64_t seq)
+int64_t dft_at_span_open_n(const char *name, size_t name_len, const char *cat, size_t cat_len,
+                           int64_t ts, int64_t seq)
 {
     if (!dft_trace_active())
         return 0;
-    dft_open_desc d = {.name = name, .name_len = strlen(name), .cat = cat,
-                       .cat_len = strlen(cat), .ts = ts, .seq = seq};
+    dft_open_desc d = {.name = name, .name_len = name_len, .cat = cat, .cat_len = cat_len,
+                       .ts = ts, .seq = seq};
     return dft_open_begin(&d);
 }
 
@@ -136,8 +137,8 @@ static struct {
 static void emit_iteration(int64_t start, int64_t end, int64_t step, int has_epoch,
                            int64_t epoch)
 {
-    dft_arg a[2] = {{.key = "step", .type = DFT_ARG_INT, .v.i = step},
-                    {.key = "epoch", .type = DFT_ARG_INT, .v.i = epoch}};
+    dft_arg a[2] = {{DFT_AT_KEY("step"), .type = DFT_ARG_INT, .v.i = step},
+                    {DFT_AT_KEY("epoch"), .type = DFT_ARG_INT, .v.i = epoch}};
     dft_at_emit("iteration", "pipeline", start, end, a, has_epoch ? 2 : 1);
 }
 

@@ -369,3 +369,60 @@ def test_an_iterable_dataset_gets_one_item_per_sample_from_c(tmp_path):
             [{"index": i} for i in range(4)]
     for e in items:
         assert e["ph"] == "X" and e["dur"] >= 0
+
+
+BIG_BATCHES = """
+import json, torch
+from dftracer.python import dftracer
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+log = dftracer.get_instance()
+
+class Samples(Dataset):  # each sample logs an event of its own while it is read
+    def __init__(self, n, fail_at=None):
+        self.n, self.fail_at = n, fail_at
+    def __len__(self):
+        return self.n
+    def __getitem__(self, i):
+        log.log_event("read", "app", log.get_time(), 1, {"sample": i})
+        if i == self.fail_at:
+            raise ValueError(f"sample {i}")
+        return torch.tensor([float(i)])
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        for i in range(75):
+            log.log_event("read", "app", log.get_time(), 1, {"sample": 1000 + i})
+            yield torch.tensor([float(i)])
+
+out = {"map": [len(b) for b in DataLoader(Samples(150), batch_size=70)]}
+try:
+    list(DataLoader(Samples(80, fail_at=45), batch_size=80))
+except ValueError as exc:
+    out["error"] = str(exc)
+out["iterable"] = [len(b) for b in DataLoader(Stream(), batch_size=75)]
+print(json.dumps(out))
+"""
+
+
+def test_items_of_batches_larger_than_those_held_are_each_written_once(tmp_path):
+    """A batch's `item` events are held while its samples are read and
+    written after (32 at a time, src/torch/autotrace_data.c): batches of 70,
+    80 and 75 samples get one event per sample, in order, each around what
+    its sample's own code logged, and a sample that raises after more than
+    32 were read leaves the events of those before it."""
+    proc = run_python(BIG_BATCHES, dict(ENV, DFTRACER_LOG_FILE=str(tmp_path / "t")))
+    assert json.loads(proc.stdout) == {"map": [70, 70, 10], "error": "sample 45",
+                                       "iterable": [75]}
+    trace = one_trace(tmp_path)
+    items = by_ts(trace.of(cat="data", name="item"))
+    reads = by_ts(trace.of(cat="app", name="read"))
+    want = list(range(150)) + list(range(45)) + list(range(75))
+    assert [args(e) for e in items] == [{"index": i} for i in want]
+    # every sample read logged once (the one that raised too, without an item)
+    assert [e["args"]["sample"] for e in reads] == \
+        list(range(150)) + list(range(46)) + [1000 + i for i in range(75)]
+    del reads[150 + 45]  # sample 45 of the failing batch: no item
+    for item, read in zip(items, reads):
+        assert within(read, item), (item, read)
+    for a, b in zip(items, items[1:]):  # one sample after the other
+        assert end(a) <= b["ts"]
