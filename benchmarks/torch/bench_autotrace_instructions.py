@@ -15,7 +15,13 @@ instructions are: dftracer's writer (formatting, deflate, the file),
 dftracer's hooks and event building (the rest of src/), and everything else
 (torch's hook dispatch, the interpreter, libc).
 
-    PYTHONPATH=$PWD python benchmarks/torch/bench_autotrace_instructions.py [--steps 300]
+    PYTHONPATH=$PWD python benchmarks/torch/bench_autotrace_instructions.py [--steps 300] [--caches]
+
+With --caches, callgrind also simulates the caches and branch predictors
+(about twice as slow) and the instruction-cache misses, data-cache misses
+and mispredicted branches per step are printed too: an event's code that
+the program's own code evicts between two events costs misses that an
+instruction count does not show.
 
 Needs valgrind (callgrind, callgrind_control, callgrind_annotate).  The
 clock is DFTRACER_CLOCK=monotonic (valgrind's TSC is not the kernel's), as in
@@ -105,7 +111,26 @@ def annotate(out: str, inclusive: bool) -> list[tuple[int, str]]:
     return rows
 
 
-def run_one(mode: str, steps: int, tmp: str) -> tuple[int, collections.Counter]:
+SIMULATED = ("I1mr", "D1mr", "Bcm", "Bim")
+
+
+def simulated(out: str) -> dict[str, int]:
+    """The simulated cache misses and mispredictions of all threads, from
+    callgrind's totals line."""
+    events: list[str] = []
+    totals: list[int] = []
+    with open(out) as f:
+        for ln in f:
+            if ln.startswith("events:"):
+                events = ln.split()[1:]
+            elif ln.startswith("totals:"):
+                totals = [int(v) for v in ln.split()[1:]]
+    got = dict(zip(events, totals))
+    return {k: got.get(k, 0) for k in SIMULATED}
+
+
+def run_one(mode: str, steps: int, tmp: str,
+            caches: bool = False) -> tuple[int, collections.Counter]:
     out = os.path.join(tmp, f"{mode}.cg")
     env = dict(os.environ, DFTRACER_ENABLE="1", DFTRACER_INIT="PRELOAD",
                DFTRACER_LOG_FILE=os.path.join(tmp, f"trace-{mode}"), DFTRACER_CLOCK="monotonic",
@@ -115,7 +140,8 @@ def run_one(mode: str, steps: int, tmp: str) -> tuple[int, collections.Counter]:
     script = os.path.join(tmp, "loop.py")
     with open(script, "w") as f:
         f.write(LOOP)
-    proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--instr-atstart=no",
+    sim = ["--cache-sim=yes", "--branch-sim=yes"] if caches else []
+    proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--instr-atstart=no", *sim,
                              f"--callgrind-out-file={out}", sys.executable, script, str(steps)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, cwd=tmp)
@@ -143,6 +169,8 @@ def run_one(mode: str, steps: int, tmp: str) -> tuple[int, collections.Counter]:
     parts["hooks"] = sum(n for n, name in annotate(out, False)
                          if ours(name) and not WRITER.search(name.rpartition(":")[2]))
     parts["other"] = int(m.group(1)) - parts["writer"] - parts["hooks"]
+    if caches:
+        parts.update(simulated(out))
     return int(m.group(1)), parts
 
 
@@ -151,6 +179,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=300, help="measured steps (default 300)")
     ap.add_argument("--keep", metavar="DIR",
                     help="keep callgrind's output files (off.cg, on.cg) in DIR, for callgrind_annotate")
+    ap.add_argument("--caches", action="store_true",
+                    help="simulate the caches and branch predictors too (slower)")
     args = ap.parse_args()
     if args.steps < 1:
         ap.error("--steps must be at least 1")
@@ -161,10 +191,10 @@ def main() -> None:
                platform.processor())
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
-        res = {mode: run_one(mode, args.steps, args.keep) for mode in ("off", "on")}
+        res = {mode: run_one(mode, args.steps, args.keep, args.caches) for mode in ("off", "on")}
     else:
         with tempfile.TemporaryDirectory() as tmp:
-            res = {mode: run_one(mode, args.steps, tmp) for mode in ("off", "on")}
+            res = {mode: run_one(mode, args.steps, tmp, args.caches) for mode in ("off", "on")}
     (off, poff), (on, pon) = res["off"], res["on"]
     n = args.steps
     print(f"acceptance loop in instructions ({n} steps after 100 warm-up, all threads; {cpu}, "
@@ -176,6 +206,13 @@ def main() -> None:
                        ("other", "torch, the interpreter, libc")):
         d = (pon[part] - poff[part]) / n
         print(f"  added by {what}: {d:+,.0f} a step ({d * n / off:+.2%} of the step)")
+    for key, what in (("I1mr", "instruction-cache misses (L1)"), ("D1mr", "data-cache read misses (L1)"),
+                      ("Bcm", "mispredicted conditional branches"),
+                      ("Bim", "mispredicted indirect branches")):
+        if args.caches:
+            a, b = poff[key] / n, pon[key] / n
+            print(f"  {what} per step: --no-torch {a:,.0f}, on {b:,.0f} ({b - a:+,.0f}, "
+                  f"{b / a if a else 0:.3f}x)")
 
 
 if __name__ == "__main__":
