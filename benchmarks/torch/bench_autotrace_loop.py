@@ -16,7 +16,14 @@ page fault (docs/performance.md, "Page faults"), and the per-pair ratios
 (their spread is the machine's noise).
 
     PYTHONPATH=$PWD python benchmarks/torch/bench_autotrace_loop.py [--runs 7] [--steps 600] \
-        [--env NAME=VALUE ...]
+        [--env NAME=VALUE ...] [--without PART,...]
+
+--without takes parts of the torch events (dftracer/_autotrace/hooks.py:
+steps, modules, optimizer, dataloader, comm, ddp, checkpoint) off again in
+the `on` runs right after torch's import: the process imports and installs
+what `dftracer run` does, and runs the loop without those parts' hooks, so
+that what each part costs per step, and what installing them costs, show
+apart.
 
 Target: on/off <= 1.03 with all five kinds of events present.
 """
@@ -39,8 +46,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 LOOP = r'''
 import resource, sys, time, statistics
+import os
 import torch
 from torch.utils.data import DataLoader, TensorDataset
+if os.environ.get("BENCH_WITHOUT"):  # --without: these parts off again
+    from dftracer._autotrace import _base
+    for name in os.environ["BENCH_WITHOUT"].split(","):
+        _base.part(name).uninstall()
 torch.set_num_threads(1)
 torch.manual_seed(0)
 steps = int(sys.argv[1])
@@ -92,9 +104,12 @@ def cpu() -> str:
 
 
 def run(script: str, steps: int, torch_on: bool, data_dir: str,
-        extra_env: Dict[str, str]) -> Tuple[float, float, float]:
+        extra_env: Dict[str, str], without: str = "") -> Tuple[float, float, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
     env.update(extra_env)
+    env.pop("BENCH_WITHOUT", None)
+    if torch_on and without:
+        env["BENCH_WITHOUT"] = without
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, "-m", "dftracer", "run", "-q", "--log-file", os.path.join(data_dir, "trace")]
     if not torch_on:
@@ -130,7 +145,14 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                     help="set for both modes (e.g. DFTRACER_TRACE_COMPRESSION=0)")
+    ap.add_argument("--without", default="", metavar="PART,...",
+                    help="parts of the torch events taken off again in the `on` runs "
+                         "(steps, modules, optimizer, dataloader, comm, ddp, checkpoint)")
     a = ap.parse_args()
+    parts = ("steps", "modules", "optimizer", "dataloader", "comm", "ddp", "checkpoint")
+    unknown = [p for p in a.without.split(",") if p and p not in parts]
+    if unknown:
+        ap.error(f"--without: no part named {', '.join(unknown)} (parts: {', '.join(parts)})")
     extra = dict(kv.split("=", 1) for kv in a.env)
     with tempfile.TemporaryDirectory(prefix="bench-loop-") as d:
         script = os.path.join(d, "loop.py")
@@ -142,7 +164,7 @@ def main() -> None:
             for mode in ("off", "on"):
                 out = os.path.join(d, f"{mode}{r}")
                 os.mkdir(out)
-                med[mode].append(run(script, a.steps, mode == "on", out, extra))
+                med[mode].append(run(script, a.steps, mode == "on", out, extra, a.without))
                 # each run as it ends, so that a run cut short keeps what it measured
                 print(f"  run {r + 1} {mode}: {med[mode][-1][0]:.1f} us "
                       f"(training thread {med[mode][-1][1]:.1f})", flush=True)
@@ -158,7 +180,8 @@ def main() -> None:
     pairs = [b[0] / a[0] for a, b in zip(med["off"], med["on"])]
     steps = counts.get("optimizer.step", 0) or 1
     print(f"acceptance loop ({a.runs} alternating runs of {a.steps} steps; {cpu()}; "
-          f"Python {sys.version.split()[0]}{''.join(' ' + kv for kv in a.env)}):")
+          f"Python {sys.version.split()[0]}{''.join(' ' + kv for kv in a.env)}"
+          f"{'; on without ' + a.without if a.without else ''}):")
     print(f"  CPU per step, median over runs: --no-torch {off:.1f} us, torch events on "
           f"{on:.1f} us; on/off {on / off:.3f} (+{on - off:.1f} us)")
     print(f"  the training thread alone: --no-torch {off_t:.1f} us, on {on_t:.1f} us "
