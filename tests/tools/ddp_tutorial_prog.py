@@ -4,10 +4,13 @@ PyTorch, nothing of dftracer.  Like the tutorial it peeks at its loader once
 an epoch (`next(iter(loader))`) and saves a snapshot from rank 0.
 
     torchrun --standalone --nproc_per_node 4 ddp_tutorial_prog.py EPOCHS SAVE_EVERY
-        [--batch_size B] [--samples N] [--slow-rank R --slow data|forward --slow-ms MS]
+        [--batch_size B] [--samples N] [--device-ms MS]
+        [--slow-rank R --slow data|forward --slow-ms MS]
 
---slow data: rank R's batches take MS longer to load (a sleep in the
-collate); --slow forward: rank R's model spins MS longer in forward.
+--device-ms: every rank's forward waits MS for its "device" (a spin to a
+deadline, as a host waits for a GPU: a busy machine's CPU load does not
+stretch it); --slow data: rank R's batches take MS longer to load (a sleep in
+the collate); --slow forward: rank R's forward spins MS longer.
 """
 
 from __future__ import annotations
@@ -89,6 +92,7 @@ def main():
     p.add_argument("save_every", type=int)
     p.add_argument("--batch_size", type=int, default=32)
     p.add_argument("--samples", type=int, default=2048)
+    p.add_argument("--device-ms", type=float, default=0.0)
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slow", choices=("data", "forward"), default="data")
     p.add_argument("--slow-ms", type=float, default=0.0)
@@ -107,7 +111,7 @@ def main():
     dataset = MyTrainDataset(a.samples)
     loader = DataLoader(dataset, batch_size=a.batch_size, shuffle=False, collate_fn=collate,
                         sampler=DistributedSampler(dataset))
-    model = Model(slow if a.slow == "forward" else 0.0)
+    model = Model(a.device_ms / 1e3 + (slow if a.slow == "forward" else 0.0))
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     Trainer(model, loader, optimizer, a.save_every, a.snapshot).train(a.total_epochs)
     destroy_process_group()

@@ -27,6 +27,7 @@ torch = pytest.importorskip("torch", reason="the distributed job needs torch")
 PROG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_tutorial_prog.py")
 EPOCHS, BATCH = 2, 32
 SLOW_RANK, SLOW_MS = 1, 25
+DEVICE_MS = 20
 
 
 def env():
@@ -148,7 +149,13 @@ def test_merge_aligns_hosts_on_ddp_buckets(slow_data, tmp_path):
 
 
 def test_a_balanced_two_rank_job_has_no_straggler(tmp_path):
-    runs = run(tmp_path, 2, 2 * BATCH * 6)
+    # Each forward waits DEVICE_MS for its "device", as a host waits for a GPU.
+    # Without it a step is ~2 ms of CPU, and a loaded 2-core machine (the CI's,
+    # two burners beside the suite) slows one rank by 0.5-1 ms in half the steps
+    # or more: then it really is the step's straggler (1 run in 20 under
+    # burners named one, 10 of 12 steps).  With it, 20 runs under two burners:
+    # nobody named, at most 4 of 12 steps for one rank (6 are needed).
+    runs = run(tmp_path, 2, 2 * BATCH * 6, "--device-ms", str(DEVICE_MS))
     proc = cli("summary", str(runs), "--ranks", "--json")
     assert proc.returncode == 0, proc.stderr
     a = json.loads(proc.stdout)
