@@ -6,9 +6,11 @@ The iterator's __next__ is wrapped on the base class every DataLoader
 iterator derives from; DataLoader.__iter__ is wrapped to count epochs (the
 passes over each loader that ran to the end, so a peek with
 next(iter(loader)) is no epoch).  The fetchers of torch.utils.data._utils.fetch
-are replaced by versions that time each __getitem__ (torch's code, with a
-clock read around each access); if torch's fetchers are not the code they
-were written against, the whole fetch is one `item` event instead.
+are replaced by versions that time each __getitem__ (torch's code with a
+clock read around each access, or, for a batch read sample by sample,
+torch's own fetch over indices that read the clock as they are handed out);
+if torch's fetchers are not the code they were written against, the whole
+fetch is one `item` event instead.
 
 A worker process says once, at its first fetch, which worker of its loader
 it is (a `worker` metadata event, docs/trace-format.md "Workers"): without

@@ -4,10 +4,14 @@
  *   _AtNext(original): the DataLoader iterators' __next__; `fetch` in
  *     `dataloader` (the loop waiting for a batch) and the iteration's
  *     batch boundaries (autotrace_steps.c);
- *   _AtMapFetch(original): _MapDatasetFetcher.fetch, torch's code with a
- *     clock read around each dataset access: one `item` in `data` per
- *     sample (or per __getitems__ call), in the worker or, without workers,
- *     in the main process;
+ *   _AtMapFetch(original): _MapDatasetFetcher.fetch: one `item` in `data`
+ *     per sample (or per __getitems__ call), in the worker or, without
+ *     workers, in the main process.  For a batch read one sample at a time,
+ *     torch's own fetch runs, iterating a _TimedIndices that reads the clock
+ *     as it hands out each index: its list comprehension calls __getitem__
+ *     in the interpreter's own frame, which from C costs ~300 ns a sample
+ *     more (a new interpreter entry each); the other cases (__getitems__, no
+ *     auto-collation) run torch's code here, a clock read around the access;
  *   _AtIterFetch(original): _IterableDatasetFetcher.fetch likewise, a clock
  *     read around each next() on the dataset's iterator, `index` counting
  *     the samples that fetcher yielded (kept on it as `_dftracer_items`).
@@ -156,16 +160,22 @@ static void items_write(held_items *h)
     h->n = 0;
 }
 
-/* One sample read from start until now. */
-static void item_done(held_items *h, int64_t start, int has_index, int64_t index)
+/* One sample read from start to end. */
+static void item_held(held_items *h, int64_t start, int64_t end, int has_index, int64_t index)
 {
     held_item *it = &h->at[h->n];
-    it->end = dft_clock_us();
+    it->end = end;
     it->start = start;
     it->index = index;
     it->has_index = has_index;
     if (++h->n == ITEMS_HELD)
         items_write(h);
+}
+
+/* One sample read from start until now. */
+static void item_done(held_items *h, int64_t start, int has_index, int64_t index)
+{
+    item_held(h, start, dft_clock_us(), has_index, index);
 }
 
 /* dataset[idx] timed: a new reference, or NULL with the program's exception. */
@@ -180,84 +190,166 @@ static PyObject *timed_getitem(held_items *h, PyObject *dataset, PyObject *idx)
     return v;
 }
 
-/* The data of one batch (torch's _MapDatasetFetcher.fetch before collate);
- * its item events are in h. */
-static PyObject *map_data(held_items *h, PyObject *fetcher, PyObject *dataset, PyObject *indices)
+/* _TimedIndices: a batch's indices as torch's own map fetch iterates them
+ * ([self.dataset[idx] for idx in possibly_batched_index]).  Handing out an
+ * index starts that sample; the next call ends it: its time is the
+ * dataset access and the comprehension's own step (an append, tens of ns).
+ * A sample that raises leaves no item: the comprehension never comes back. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *it;      /* the indices' iterator */
+    int pending;       /* an index was handed out and its sample not ended */
+    int in_data;       /* counted in the thread's in_data (until the samples end) */
+    int has_index;
+    int64_t index, start;
+    held_items h;
+} TimedIndices;
+
+static PyTypeObject TimedIndicesType;
+
+/* The samples are read: collate is not data loading (a module run there is
+ * the model's), as in the other ways of reading a batch. */
+static void samples_end(TimedIndices *s)
 {
+    if (s->in_data) {
+        s->in_data = 0;
+        dft_at_thread_get()->in_data--;
+    }
+}
+
+static PyObject *timed_indices_next(PyObject *self)
+{
+    TimedIndices *s = (TimedIndices *)self;
+    if (s->pending) {
+        s->pending = 0;
+        item_held(&s->h, s->start, dft_clock_us(), s->has_index, s->index);
+    }
+    PyObject *idx = s->it ? Py_TYPE(s->it)->tp_iternext(s->it) : NULL;
+    if (!idx) {
+        items_write(&s->h); /* before collate, as torch's fetch goes on with it */
+        samples_end(s);
+        return NULL;        /* the end (no exception set), or the iterator's error */
+    }
+    s->has_index = index_of(idx, &s->index);
+    s->pending = 1;
+    s->start = dft_clock_us();
+    return idx;
+}
+
+static int timed_indices_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(((TimedIndices *)self)->it);
+    return 0;
+}
+
+static int timed_indices_clear(PyObject *self)
+{
+    Py_CLEAR(((TimedIndices *)self)->it);
+    return 0;
+}
+
+static void timed_indices_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    timed_indices_clear(self);
+    PyObject_GC_Del(self);
+}
+
+static PyTypeObject TimedIndicesType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dftracer._core._TimedIndices",
+    .tp_basicsize = sizeof(TimedIndices),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .tp_iter = PyObject_SelfIter, .tp_iternext = timed_indices_next,
+    .tp_dealloc = timed_indices_dealloc, .tp_traverse = timed_indices_traverse,
+    .tp_clear = timed_indices_clear,
+    .tp_doc = "A batch's indices, timing each sample as torch's map fetch reads it.",
+};
+
+/* original(fetcher, _TimedIndices(indices)): torch's own fetch, collate
+ * included; the items are written when the indices run out or, when the
+ * fetch raises, here. */
+static PyObject *map_fetch_timed(DataWrapper *w, PyObject *fetcher, PyObject *indices)
+{
+    PyObject *it = PyObject_GetIter(indices);
+    if (!it)
+        return NULL;
+    TimedIndices *s = PyObject_GC_New(TimedIndices, &TimedIndicesType);
+    if (!s) {
+        Py_DECREF(it);
+        return NULL;
+    }
+    s->it = it;
+    s->pending = 0;
+    s->h.n = 0;
+    s->in_data = 1;
+    dft_at_thread_get()->in_data++;
+    PyObject_GC_Track(s);
+    PyObject *args[2] = {fetcher, (PyObject *)s};
+    PyObject *r = PyObject_Vectorcall(w->original, args, 2, NULL);
+    items_write(&s->h); /* C only: a pending exception stays as it is */
+    samples_end(s);
+    s->pending = 0;     /* a traceback may keep it: nothing more is timed */
+    Py_CLEAR(s->it);
+    Py_DECREF(s);
+    return r;
+}
+
+/* How torch's map fetch reads a batch: */
+enum {
+    MAP_FAILED = -1, /* an exception is set */
+    MAP_WHOLE,       /* no auto-collation: dataset[indices] */
+    MAP_GETITEMS,    /* dataset.__getitems__(indices), in *getitems */
+    MAP_EACH         /* [dataset[idx] for idx in indices] */
+};
+
+static int map_way(PyObject *fetcher, PyObject *dataset, PyObject **getitems)
+{
+    *getitems = NULL;
     PyObject *ac = PyObject_GetAttr(fetcher, D.auto_collation);
     if (!ac)
-        return NULL;
+        return MAP_FAILED;
     int auto_collation = PyObject_IsTrue(ac);
     Py_DECREF(ac);
-    if (auto_collation < 0)
-        return NULL;
-    if (!auto_collation)
-        return timed_getitem(h, dataset, indices);
+    if (auto_collation <= 0)
+        return auto_collation < 0 ? MAP_FAILED : MAP_WHOLE;
     /* hasattr() as torch's fetch does it: a missing attribute builds no
      * AttributeError (one a batch otherwise) */
-    PyObject *getitems = NULL;
 #if PY_VERSION_HEX >= 0x030D0000
-    if (PyObject_GetOptionalAttr(dataset, D.getitems, &getitems) < 0)
+    int found = PyObject_GetOptionalAttr(dataset, D.getitems, getitems);
 #else
-    if (_PyObject_LookupAttr(dataset, D.getitems, &getitems) < 0)
+    int found = _PyObject_LookupAttr(dataset, D.getitems, getitems);
 #endif
+    if (found <= 0)
+        return found < 0 ? MAP_FAILED : MAP_EACH;
+    int use = PyObject_IsTrue(*getitems);
+    if (use <= 0)
+        Py_CLEAR(*getitems);
+    return use < 0 ? MAP_FAILED : use ? MAP_GETITEMS : MAP_EACH;
+}
+
+/* The data of a batch read whole (MAP_WHOLE, MAP_GETITEMS: torch's
+ * _MapDatasetFetcher.fetch before collate), its item event in h. */
+static PyObject *map_data(held_items *h, PyObject *dataset, PyObject *getitems, PyObject *indices)
+{
+    if (!getitems)
+        return timed_getitem(h, dataset, indices);
+    Py_ssize_t n = PyObject_Size(indices);
+    if (n < 0)
         return NULL;
-    int use = getitems ? PyObject_IsTrue(getitems) : 0;
-    if (use < 0) {
-        Py_DECREF(getitems);
-        return NULL;
-    }
-    if (use) {
-        Py_ssize_t n = PyObject_Size(indices);
-        if (n < 0) {
-            Py_DECREF(getitems);
+    int64_t index = 0;
+    int has = 0;
+    if (n) {
+        PyObject *first = PySequence_GetItem(indices, 0);
+        if (!first)
             return NULL;
-        }
-        int64_t index = 0;
-        int has = 0;
-        if (n) {
-            PyObject *first = PySequence_GetItem(indices, 0);
-            if (!first) {
-                Py_DECREF(getitems);
-                return NULL;
-            }
-            has = index_of(first, &index);
-            Py_DECREF(first);
-        }
-        int64_t start = dft_clock_us();
-        PyObject *v = PyObject_CallOneArg(getitems, indices);
-        Py_DECREF(getitems);
-        if (v)
-            item_done(h, start, has, index);
-        return v;
+        has = index_of(first, &index);
+        Py_DECREF(first);
     }
-    Py_XDECREF(getitems);
-    PyObject *iter = PyObject_GetIter(indices);
-    if (!iter)
-        return NULL;
-    PyObject *data = PyList_New(0);
-    if (!data) {
-        Py_DECREF(iter);
-        return NULL;
-    }
-    PyObject *idx;
-    while ((idx = PyIter_Next(iter))) {
-        PyObject *v = timed_getitem(h, dataset, idx);
-        Py_DECREF(idx);
-        if (!v || PyList_Append(data, v) < 0) {
-            Py_XDECREF(v);
-            Py_DECREF(data);
-            Py_DECREF(iter);
-            return NULL;
-        }
-        Py_DECREF(v);
-    }
-    Py_DECREF(iter);
-    if (PyErr_Occurred()) {
-        Py_DECREF(data);
-        return NULL;
-    }
-    return data;
+    int64_t start = dft_clock_us();
+    PyObject *v = PyObject_CallOneArg(getitems, indices);
+    if (v)
+        item_done(h, start, has, index);
+    return v;
 }
 
 /* Once per process: which DataLoader worker this is (data._note_worker). */
@@ -287,16 +379,23 @@ static PyObject *map_call(DataWrapper *w, PyObject *fetcher, PyObject *indices)
     PyObject *dataset = PyObject_GetAttr(fetcher, D.dataset);
     if (!dataset)
         return NULL;
-    dft_at_thread *t = dft_at_thread_get();
-    t->in_data++;
-    held_items h;
-    h.n = 0;
-    PyObject *data = map_data(&h, fetcher, dataset, indices);
-    items_write(&h); /* C only: a pending exception stays as it is */
-    t->in_data--;
+    PyObject *getitems;
+    int way = map_way(fetcher, dataset, &getitems);
+    PyObject *r = NULL;
+    if (way == MAP_EACH) {
+        r = map_fetch_timed(w, fetcher, indices);
+    } else if (way != MAP_FAILED) {
+        dft_at_thread *t = dft_at_thread_get();
+        t->in_data++;
+        held_items h;
+        h.n = 0;
+        r = map_data(&h, dataset, getitems, indices);
+        items_write(&h); /* C only: a pending exception stays as it is */
+        t->in_data--;
+    }
+    Py_XDECREF(getitems);
     Py_DECREF(dataset);
-    (void)w;
-    return data ? collate(fetcher, data) : NULL;
+    return r && way != MAP_EACH ? collate(fetcher, r) : r;
 }
 
 /* next(it) timed, as torch's fetcher calls it: a new reference, or NULL
@@ -586,7 +685,7 @@ int dft_at_data_register(PyObject *module)
         intern(&D.drop_last, "drop_last") < 0 || intern(&D.items, "_dftracer_items") < 0)
         return -1;
     if (PyType_Ready(&NextType) < 0 || PyType_Ready(&MapFetchType) < 0 ||
-        PyType_Ready(&IterFetchType) < 0)
+        PyType_Ready(&IterFetchType) < 0 || PyType_Ready(&TimedIndicesType) < 0)
         return -1;
     if (PyModule_AddFunctions(module, methods) < 0 ||
         PyModule_AddObjectRef(module, "_AtNext", (PyObject *)&NextType) < 0 ||

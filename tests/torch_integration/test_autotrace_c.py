@@ -426,3 +426,64 @@ def test_items_of_batches_larger_than_those_held_are_each_written_once(tmp_path)
         assert within(read, item), (item, read)
     for a, b in zip(items, items[1:]):  # one sample after the other
         assert end(a) <= b["ts"]
+
+
+DATA_AND_MODEL = """
+import json
+import torch
+from dftracer import _core
+from torch.utils.data import DataLoader, Dataset
+
+class Scale(torch.nn.Module):  # a transform: data loading
+    def forward(self, x):
+        return x * 2
+
+class Stack(torch.nn.Module):  # run by the collate_fn: the model's
+    def forward(self, xs):
+        return torch.stack(xs)
+
+scale, stack = Scale(), Stack()
+got, in_collate = [], []
+
+class Each(Dataset):
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        return scale(torch.full((2,), float(i)))
+
+class Many(Each):
+    def __getitems__(self, indices):
+        got.append(type(indices).__name__)
+        return [self[i] for i in indices]
+
+def collate(batch):
+    in_collate.append(_core._at_thread()[2])
+    return stack(batch)
+
+for ds in (Each(), Many()):
+    for b in DataLoader(ds, batch_size=4, collate_fn=collate):
+        assert b.shape == (4, 2)
+print(json.dumps({"got": got, "in_collate": in_collate, "after": _core._at_thread()[2]}))
+"""
+
+
+def test_a_module_in_a_dataset_is_data_loading_one_in_collate_the_models(tmp_path):
+    """torch's own fetch reads a batch sample by sample through C-timed
+    indices (src/torch/autotrace_data.c, _TimedIndices): a module a sample's
+    __getitem__ runs is data loading (no `forward`), the collate_fn's is the
+    model's, as with __getitems__, which gets the indices as torch passes
+    them (a list), never ours; the thread is out of data loading after."""
+    proc = run_python(DATA_AND_MODEL, dict(ENV, DFTRACER_LOG_FILE=str(tmp_path / "t")))
+    assert json.loads(proc.stdout) == {"got": ["list", "list"], "in_collate": [0, 0, 0, 0],
+                                       "after": 0}
+    trace = one_trace(tmp_path)
+    fwd = by_ts(trace.of(cat="compute", name="forward"))
+    assert [args(e) for e in fwd] == [{"module": "Stack"}] * 4
+    items = by_ts(trace.of(cat="data", name="item"))
+    # one per sample, then one per __getitems__ call (its first index)
+    assert [args(e) for e in items] == [{"index": i} for i in range(8)] + \
+        [{"index": 0}, {"index": 4}]
+    fetches = by_ts(trace.of(cat="dataloader", name="fetch"))
+    assert len(fetches) == 4
+    for item in items:  # each inside its batch's fetch
+        assert any(within(item, f) for f in fetches), item
