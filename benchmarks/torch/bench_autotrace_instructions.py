@@ -15,7 +15,12 @@ instructions are: dftracer's writer (formatting, deflate, the file),
 dftracer's hooks and event building (the rest of src/), and everything else
 (torch's hook dispatch, the interpreter, libc).
 
-    PYTHONPATH=$PWD python benchmarks/torch/bench_autotrace_instructions.py [--steps 300] [--caches]
+    PYTHONPATH=$PWD python benchmarks/torch/bench_autotrace_instructions.py [--steps 300] [--caches] \
+        [--training-thread]
+
+With --training-thread, the training thread (callgrind's thread 1, with
+--separate-threads=yes) is also printed alone: what the events cost where
+the step runs, apart from the writer threads' work on another core.
 
 With --caches, callgrind also simulates the caches and branch predictors
 (about twice as slow) and the instruction-cache misses, data-cache misses
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import glob
 import os
 import platform
 import re
@@ -111,27 +117,36 @@ def annotate(out: str, inclusive: bool) -> list[tuple[int, str]]:
     return rows
 
 
-SIMULATED = ("I1mr", "D1mr", "Bcm", "Bim")
+# callgrind's simulated events (--caches), as printed
+SIMULATED = {"I1mr": "instruction-cache misses (L1)", "D1mr": "data-cache read misses (L1)",
+             "Bcm": "mispredicted conditional branches", "Bim": "mispredicted indirect branches"}
 
 
-def simulated(out: str) -> dict[str, int]:
-    """The simulated cache misses and mispredictions of all threads, from
-    callgrind's totals line."""
+def thread_files(out: str) -> list[str]:
+    """callgrind's output files of one run: out, or with --separate-threads
+    one per thread (out-01 is the main thread, the training loop's)."""
+    return sorted(glob.glob(glob.escape(out) + "-[0-9]*")) or [out]
+
+
+def totals(out: str) -> dict[str, int]:
+    """Every event's total in one callgrind file, from its totals line."""
     events: list[str] = []
-    totals: list[int] = []
+    values: list[int] = []
     with open(out) as f:
         for ln in f:
             if ln.startswith("events:"):
                 events = ln.split()[1:]
             elif ln.startswith("totals:"):
-                totals = [int(v) for v in ln.split()[1:]]
-    got = dict(zip(events, totals))
-    return {k: got.get(k, 0) for k in SIMULATED}
+                values = [int(v) for v in ln.split()[1:]]
+    return dict(zip(events, values))
 
 
-def run_one(mode: str, steps: int, tmp: str,
-            caches: bool = False) -> tuple[int, collections.Counter]:
+def run_one(mode: str, steps: int, tmp: str, caches: bool = False,
+            per_thread: bool = False) -> tuple[int, collections.Counter]:
     out = os.path.join(tmp, f"{mode}.cg")
+    for old in thread_files(out):  # a kept directory's earlier run
+        if os.path.exists(old):
+            os.remove(old)
     env = dict(os.environ, DFTRACER_ENABLE="1", DFTRACER_INIT="PRELOAD",
                DFTRACER_LOG_FILE=os.path.join(tmp, f"trace-{mode}"), DFTRACER_CLOCK="monotonic",
                PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "dftracer", "_startup"), ROOT]))
@@ -141,6 +156,8 @@ def run_one(mode: str, steps: int, tmp: str,
     with open(script, "w") as f:
         f.write(LOOP)
     sim = ["--cache-sim=yes", "--branch-sim=yes"] if caches else []
+    if per_thread:
+        sim.append("--separate-threads=yes")
     proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--instr-atstart=no", *sim,
                              f"--callgrind-out-file={out}", sys.executable, script, str(steps)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -162,15 +179,21 @@ def run_one(mode: str, steps: int, tmp: str,
     if not m:
         sys.exit(f"{mode}: no count from callgrind:\n{err[-3000:]}")
     parts: collections.Counter = collections.Counter()
-    # the writer threads: everything under their thread function, libc included
-    parts["writer"] = sum(n for n, name in annotate(out, True)
-                          if ours(name) and re.search(r":worker_main( |$)", name))
-    # the hooks and event building: the rest of dftracer's own code
-    parts["hooks"] = sum(n for n, name in annotate(out, False)
-                         if ours(name) and not WRITER.search(name.rpartition(":")[2]))
+    files = thread_files(out)
+    for f in files:
+        # the writer threads: everything under their thread function, libc included
+        parts["writer"] += sum(n for n, name in annotate(f, True)
+                               if ours(name) and re.search(r":worker_main( |$)", name))
+        # the hooks and event building: the rest of dftracer's own code
+        parts["hooks"] += sum(n for n, name in annotate(f, False)
+                              if ours(name) and not WRITER.search(name.rpartition(":")[2]))
+        if caches:
+            parts.update({k: v for k, v in totals(f).items() if k in SIMULATED})
     parts["other"] = int(m.group(1)) - parts["writer"] - parts["hooks"]
-    if caches:
-        parts.update(simulated(out))
+    if per_thread:
+        main_thread = totals(files[0])
+        for k in ("Ir", *SIMULATED):
+            parts["training " + k] = main_thread.get(k, 0)
     return int(m.group(1)), parts
 
 
@@ -181,6 +204,8 @@ def main() -> None:
                     help="keep callgrind's output files (off.cg, on.cg) in DIR, for callgrind_annotate")
     ap.add_argument("--caches", action="store_true",
                     help="simulate the caches and branch predictors too (slower)")
+    ap.add_argument("--training-thread", action="store_true",
+                    help="also count the training thread alone (callgrind --separate-threads=yes)")
     args = ap.parse_args()
     if args.steps < 1:
         ap.error("--steps must be at least 1")
@@ -189,12 +214,16 @@ def main() -> None:
             sys.exit(f"{tool} not found: install valgrind")
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")),
                platform.processor())
+    def both(where: str) -> dict:
+        return {mode: run_one(mode, args.steps, where, args.caches, args.training_thread)
+                for mode in ("off", "on")}
+
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
-        res = {mode: run_one(mode, args.steps, args.keep, args.caches) for mode in ("off", "on")}
+        res = both(args.keep)
     else:
         with tempfile.TemporaryDirectory() as tmp:
-            res = {mode: run_one(mode, args.steps, tmp, args.caches) for mode in ("off", "on")}
+            res = both(tmp)
     (off, poff), (on, pon) = res["off"], res["on"]
     n = args.steps
     print(f"acceptance loop in instructions ({n} steps after 100 warm-up, all threads; {cpu}, "
@@ -206,13 +235,16 @@ def main() -> None:
                        ("other", "torch, the interpreter, libc")):
         d = (pon[part] - poff[part]) / n
         print(f"  added by {what}: {d:+,.0f} a step ({d * n / off:+.2%} of the step)")
-    for key, what in (("I1mr", "instruction-cache misses (L1)"), ("D1mr", "data-cache read misses (L1)"),
-                      ("Bcm", "mispredicted conditional branches"),
-                      ("Bim", "mispredicted indirect branches")):
+    for key, what in SIMULATED.items():
         if args.caches:
             a, b = poff[key] / n, pon[key] / n
             print(f"  {what} per step: --no-torch {a:,.0f}, on {b:,.0f} ({b - a:+,.0f}, "
                   f"{b / a if a else 0:.3f}x)")
+    if args.training_thread:
+        print("  the training thread alone, added per step (on against --no-torch):")
+        for key, what in [("Ir", "instructions")] + (list(SIMULATED.items()) if args.caches else []):
+            a, b = poff["training " + key] / n, pon["training " + key] / n
+            print(f"    {what}: --no-torch {a:,.0f}, on {b:,.0f} ({b - a:+,.0f})")
 
 
 if __name__ == "__main__":
