@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 
 from dftracer import _core, _envflag
 
@@ -73,6 +74,12 @@ def install() -> None:
     from multiprocessing import util
 
     util.register_after_fork(_token, _in_forked_worker)
+    # The parent's flusher back at once after os.fork(), so that a parent that
+    # forks and then blocks still answers `dftracer stacks` (docs/hang.md).
+    # CPython 3.12 counts threads for its fork warning before these hooks run,
+    # 3.14 too; 3.13 after them (there the next event starts it).
+    if sys.version_info[:2] != (3, 13):
+        os.register_at_fork(after_in_parent=_core._after_fork_parent)
     # torch events of an unchanged program (dftracer run, DFTRACER_TORCH=1):
     # waits for torch to be imported, never imports it.
     from dftracer import _autotrace

@@ -24,6 +24,7 @@ int dft_ddp_hook_register(PyObject *module);       /* torch/ddp_hook.c: DDP's bu
 int dft_hang_spans_register(PyObject *module);     /* hang/spans_py.c: open spans */
 int dft_hang_stacks_register(PyObject *module);    /* hang/stacks.c: stacks on request */
 int dft_autotrace_register(PyObject *module);      /* torch/autotrace_*.c: torch hooks */
+int dft_memory_register(PyObject *module);         /* torch/memory_py.c: MemoryTracker */
 
 /* module.c: a module made from def holding what dftracer._core holds (the
  * logger type, the module functions, every integration in table order).
@@ -46,6 +47,7 @@ static const dft_integration_fn dft_integrations[] = {
     dft_hang_spans_register,
     dft_hang_stacks_register,
     dft_autotrace_register,
+    dft_memory_register,
 };
 #endif
 

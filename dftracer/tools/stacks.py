@@ -1,24 +1,25 @@
 """dftracer stacks: the Python stacks of every thread of the live traced
 processes whose traces are in DIR, on this host (docs/hang.md).
 
-Each process is asked with the tracer's request signal (SIGRTMAX-3): its
-handler only wakes the tracer's flusher thread, which reads the stacks
-without the GIL and writes them into the process's own trace as `stack`
-events (docs/trace-format.md, "Stacks").  This command reads them back from
-the new end of each file and prints them.  Only processes that are alive,
-hold their trace file open and handle the signal are asked: a signal the
-process does not handle would kill it."""
+No signal is sent.  Each process is asked by a request file beside its trace,
+"<...>-stacks.req" for "<...>-app.pfw[.gz]" (trace_name.request_path), made
+anew for each request: the process's flusher thread looks at it at each wake
+(every half DFTRACER_FLUSH_INTERVAL), reads the stacks without the GIL and
+writes them into the process's own trace as `stack` events
+(docs/trace-format.md, "Stacks").  This command reads them back from the new
+end of each file and prints them.  Only processes that are alive and hold
+their trace file open are waited for: nothing else can answer."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import linecache
 import os
 import socket
 import sys
 import time
-import zlib
 from typing import Any, Dict, List, Optional, Tuple
 
 from dftracer.tools import common, hang, paths as _paths, trace_name
@@ -28,8 +29,6 @@ EXAMPLE = """example:
   dftracer stacks ./runs --json > stacks.json
   srun --overlap --ntasks-per-node=1 dftracer stacks ./runs   # every node of a Slurm job
 """
-
-HEAD_BYTES = 4 << 20   # compressed bytes read from a file's start to find its rank
 
 
 def add_parser(sub: Any) -> None:
@@ -53,24 +52,46 @@ def _on_this_host(name: trace_name.TraceName) -> bool:
     return any(name.on_host(h) for h in trace_name.hosts())
 
 
-def _handles(pid: int, sig: int) -> bool:
-    """Whether pid catches signal sig (/proc/PID/status SigCgt)."""
+PID_MAX = 1 << 22  # the kernel's highest pid_max: a larger pid in a name is no process's
+
+
+def _write_request(path: str) -> Optional[str]:
+    """Makes the request file of the trace at path anew (a new file renamed
+    over the old one: the process sees it change however fine its
+    filesystem's clock is).  None, or why it could not."""
+    req = trace_name.request_path(path)
+    if req is None:
+        return "not a trace file's name"
+    tmp = f"{req}.{os.getpid()}.tmp"
     try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("SigCgt:"):
-                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
-    except (OSError, ValueError):
-        pass
-    return False
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:
+            os.write(fd, f"stacks asked by pid {os.getpid()} at {time.time():.6f}\n".encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, req)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return f"cannot write its request file {req}: {exc.strerror}"
+    return None
 
 
 def _holds(pid: int, path: str) -> bool:
     """Whether pid has path open (so the pid is the trace's writer, not a
-    later process that got the same pid)."""
+    later process that got the same pid); True when that cannot be seen (a
+    process of another user: asking it costs a file, nothing more)."""
+    if not 0 < pid <= PID_MAX:
+        return False
     want = os.path.realpath(path)
     try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except PermissionError:
+        return os.path.exists(f"/proc/{pid}")
+    except OSError:
+        return False
+    try:
+        for fd in fds:
             try:
                 if os.readlink(f"/proc/{pid}/fd/{fd}") == want:
                     return True
@@ -91,47 +112,26 @@ def _ppid(pid: int) -> Optional[int]:
 
 def _events_from(path: str, offset: int) -> List[Dict[str, Any]]:
     """The `stack` events written after offset (a gzip member boundary when it
-    was the file's size; a member torn or still being written is skipped)."""
+    was the file's size; a member torn or still being written ends the
+    reading), as {tid, args}: the C reader's (_core._stack_events)."""
+    from dftracer import _core
+
     try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            data = fh.read()
-    except OSError:
+        evs = _core._stack_events(path, offset)
+    except (OSError, MemoryError):
         return []
-    text = b""
-    if path.endswith(".gz"):
-        while data:
-            start = data.find(b"\x1f\x8b\x08")
-            if start < 0:
-                break
-            d = zlib.decompressobj(31)
-            try:
-                text += d.decompress(data[start:])
-            except zlib.error:
-                data = data[start + 3:]
-                continue
-            if not d.eof:
-                break
-            data = d.unused_data
-    else:
-        text = data
-    out = []
-    for line in text.split(b"\n"):
-        if b'"name":"stack"' not in line:
-            continue
-        try:
-            ev = json.loads(line.strip(b" \t\r,"))
-        except ValueError:
-            continue
-        if isinstance(ev, dict) and ev.get("name") == "stack" and isinstance(ev.get("args"), dict):
-            out.append(ev)
-    return out
+    for ev in evs:
+        a = ev["args"]
+        a["value"], a["frames"] = hang.unescape(a["value"]), hang.unescape(a["frames"])
+    return evs
 
 
 def _rank(path: str) -> Tuple[Optional[int], Optional[str]]:
     """(rank, host) from the head of the trace (its header and rank events)."""
-    info = hang.scan(path, limit=HEAD_BYTES)
-    return info["rank"], info["host"]
+    from dftracer.tools import work
+
+    info = work.file_info(path)  # the C line reader over the file's first batches
+    return info["rank"], info["host"] or None
 
 
 def _frames(args: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -142,36 +142,26 @@ def _frames(args: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 def ask(files: List[str], timeout: float) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     """(answers, not asked): one dict per process asked, with its threads."""
-    from dftracer import _core
-
-    sig = int(_core._STACKS_SIGNAL)
     asked: List[Dict[str, Any]] = []
     skipped: List[Dict[str, Any]] = []
     for path in files:
         m = trace_name.parse(path)
-        if not m:
-            continue
+        if not m or not _on_this_host(m):
+            continue  # not a trace; another node's: its own `dftracer stacks` asks it
         pid = m.pid
-        why = None
-        if not _on_this_host(m):
-            continue  # another node's: its own `dftracer stacks` asks it
-        if not os.path.exists(f"/proc/{pid}"):
-            continue  # ended
         if not _holds(pid, path):
-            continue  # the trace of an earlier process with the same pid
-        if not _handles(pid, sig):
-            why = "does not handle the request signal (SIGRTMAX-3): not asked"
+            continue  # ended, or the trace of an earlier process with the same pid
         rank, host = _rank(path)
         p = {"rank": rank, "pid": pid, "host": host or m.host, "path": path,
              "ppid": _ppid(pid), "threads": []}
-        if why:
-            skipped.append(dict(p, why=why))
-            continue
         try:
             p["offset"] = os.path.getsize(path)
-            os.kill(pid, sig)
         except OSError as exc:
-            skipped.append(dict(p, why=f"cannot signal it: {exc.strerror}"))
+            skipped.append(dict(p, why=f"cannot read its trace: {exc.strerror}"))
+            continue
+        why = _write_request(path)
+        if why:
+            skipped.append(dict(p, why=why))
             continue
         asked.append(p)
     deadline = time.monotonic() + timeout
@@ -182,36 +172,36 @@ def ask(files: List[str], timeout: float) -> Tuple[List[Dict[str, Any]], List[Di
             evs = _events_from(p["path"], p["offset"])
             if not evs:
                 continue
-            req = max(e["args"].get("req", 0) for e in evs)
-            mine = [e for e in evs if e["args"].get("req", 0) == req]
-            n = mine[0]["args"].get("n", len(mine))
+            req = max(_int(e["args"].get("req")) for e in evs)
+            mine = [e for e in evs if _int(e["args"].get("req")) == req]
+            n = _int(mine[0]["args"].get("n", len(mine)))
             if len(mine) >= n:
-                mine.sort(key=lambda e: e["args"].get("k", 0))
+                mine.sort(key=lambda e: _int(e["args"].get("k")))
                 p["threads"] = [{"name": e["args"].get("value", ""), "tid": e.get("tid"),
                                  "frames": _frames(e["args"])} for e in mine]
                 waiting.remove(p)
     for p in waiting:
-        p["why"] = f"no answer within {timeout:g} s"
+        if not os.path.exists(f"/proc/{p['pid']}"):
+            p["why"] = "ended before it answered"
+        else:
+            p["why"] = (f"no answer within {timeout:g} s (a process traced by an older "
+                        f"dftracer, or whose tracer's flusher is not running: see docs/hang.md)")
     for p in asked:
         p.pop("offset", None)
     return asked, skipped
 
 
+def _int(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
 def request(path: str, pid: int) -> bool:
     """Asks one process for its stacks without waiting for them: only a live
-    process of this host that holds path open and handles the signal."""
-    from dftracer import _core
-
+    process of this host that holds path open.  True when asked."""
     m = trace_name.parse(path)
-    sig = int(_core._STACKS_SIGNAL)
-    if not m or not _on_this_host(m) or m.pid != pid or \
-            not _holds(pid, path) or not _handles(pid, sig):
+    if not m or not _on_this_host(m) or m.pid != pid or not _holds(pid, path):
         return False
-    try:
-        os.kill(pid, sig)
-    except OSError:
-        return False
-    return True
+    return _write_request(path) is None
 
 
 def _order(p: Dict[str, Any]) -> Tuple[Any, ...]:

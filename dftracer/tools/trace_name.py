@@ -67,6 +67,19 @@ def build(stem_: str, host: str, pid: "int | str", k: int = 0, compressed: bool 
     return f"{stem_}-{host}-{pid}{num}{TAIL}{'.gz' if compressed else ''}"
 
 
+REQUEST_TAIL = "-stacks.req"
+
+
+def request_path(trace_path: str) -> Optional[str]:
+    """The stacks request file of a trace file: "<...>-stacks.req" beside
+    "<...>-app.pfw[.gz]" (src/core/stacks.c watches it), or None when
+    trace_path is not a trace file's name."""
+    for tail in (TAIL + ".gz", TAIL):
+        if trace_path.endswith(tail) and len(trace_path) > len(tail):
+            return trace_path[: -len(tail)] + REQUEST_TAIL
+    return None
+
+
 def pattern(stem_: str) -> str:
     """A glob matching every trace file written under stem_."""
     return glob.escape(stem_) + "-*" + TAIL + "*"

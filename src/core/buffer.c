@@ -85,6 +85,7 @@ dft_tstate *dft_tstate_get(void)
         return NULL;
     }
     ts->tid = (int64_t)syscall(SYS_gettid);
+    ts->ident = (unsigned long)pthread_self();
     ts->gen = 0; /* announce to the current file on the first event */
     tls_state = ts;
     pthread_setspecific(tstate_key, ts);
@@ -297,6 +298,7 @@ void dft_tstate_forget_others(dft_tstate *keep)
         keep->prev = keep->next = NULL;
         dft_g.threads = keep;
         keep->tid = (int64_t)syscall(SYS_gettid);
+        keep->ident = (unsigned long)pthread_self();
         keep->flushed = 0;
         keep->handoffs = keep->tick_handoffs = 0;
         keep->tick_pos = keep->tick_flushed = 0;

@@ -8,7 +8,10 @@
  * safe) to write every thread's committed records and drain the writer queue
  * while the handler waits: the handler itself takes no lock and allocates
  * nothing, and the flush runs on a thread that holds no lock of the
- * interrupted one.  All signals are blocked here; no GIL, never Python. */
+ * interrupted one.  Each wake also looks once at the stacks request file
+ * (core/stacks.c); with the time-based flush off it still wakes every
+ * STACKS_POLL_S for that alone.  All signals are blocked here; no GIL, never
+ * Python. */
 #include "core/flusher.h"
 
 #include <errno.h>
@@ -20,11 +23,14 @@
 
 #include "core/buffer.h"
 #include "core/identity.h"
+#include "core/memory.h"
 #include "core/open_spans.h"
 #include "core/sigmask.h"
 #include "core/stacks.h"
 #include "core/state.h"
 #include "core/writer.h"
+
+#define STACKS_POLL_S 1 /* the wake for stacks requests when the flush is off */
 
 static struct {
     pthread_t thread;
@@ -74,9 +80,13 @@ static void *flusher_main(void *arg)
                                     (int64_t)(flusher.period * 2e6) * DFT_CLOCK_PAIR_EVERY, 0);
                 dft_identity_clock_tick();
                 dft_writer_tick(); /* kept lines (a header) no member carried */
+                dft_mem_tick();    /* the resident memory: docs/memory.md */
             }
         } else {
-            sem_wait(&flusher.wake);
+            struct timespec t;
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            t.tv_sec += STACKS_POLL_S;
+            sem_clockwait(&flusher.wake, CLOCK_MONOTONIC, &t);
         }
     }
     atomic_store(&flusher.alive, 0);
@@ -95,6 +105,7 @@ void dft_flusher_start(void)
         }
         flusher.sem_ready = 1;
     }
+    dft_stacks_arm(dft_writer_path()); /* before the thread: it reads what this sets */
     double iv = dft_g.cfg.flush_interval;
     flusher.period = iv > 0 ? iv / 2 : 0;
     atomic_store(&flusher.stop, 0);

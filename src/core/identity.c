@@ -16,6 +16,7 @@
  * intervals from the flusher and at finalize show how far NTP moved the wall
  * clock since. */
 #include "core/identity.h"
+#include "core/memory.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -129,6 +130,7 @@ int dft_identity_emit_worker(int64_t id, int64_t num_workers)
         args[n++] = (dft_arg){.key = "num_workers", .type = DFT_ARG_INT, .v.i = num_workers};
     dft_event ev = {.name = "worker", .name_len = 6, .cat = "dftracer", .cat_len = 8,
                     .ph = DFT_PH_METADATA, .args = args, .nargs = n};
+    dft_mem_set_worker(id, num_workers); /* its batches are its steps (core/memory_counters.c) */
     return dft_emit(&ev);
 }
 

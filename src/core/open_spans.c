@@ -10,7 +10,9 @@
  * lock per slot, so marking costs a few stores and no lock; the flusher
  * copies them (retrying nothing: a slot being written is skipped this tick)
  * and writes an `open` metadata event per span once the innermost has been
- * open for a whole flush interval. */
+ * open for a whole flush interval.  The collectives a thread launched and
+ * another completes (core/inflight.c) are shown among its spans, at their
+ * launch time. */
 #include "core/open_spans.h"
 
 #include <stdio.h>
@@ -18,6 +20,7 @@
 
 #include "core/buffer.h"
 #include "core/clock.h"
+#include "core/inflight.h"
 #include "core/state.h"
 #include "core/writer.h"
 
@@ -159,6 +162,8 @@ static int read_io(const dft_open_io *io, dft_open_span *out)
         return 0;
     out->serial = s1 | 1u << 31; /* changes with every call */
     out->seq_arg = -1;
+    out->bucket = -1;
+    out->inflight = 0;
     out->group_len = 0;
     put_str(out->name, &out->name_len, sizeof out->name, name, nl);
     put_str(out->cat, &out->cat_len, sizeof out->cat, cat, cl);
@@ -177,6 +182,8 @@ static int read_slot(const dft_open_span *sp, dft_open_span *out)
     out->seq_arg = sp->seq_arg;
     out->fhash = sp->fhash;
     out->gen = sp->gen;
+    out->bucket = -1;
+    out->inflight = 0;
     out->name_len = sp->name_len;
     out->cat_len = sp->cat_len;
     out->group_len = sp->group_len;
@@ -195,7 +202,7 @@ static int read_slot(const dft_open_span *sp, dft_open_span *out)
 /* One `open` event (sp NULL: the empty one).  The flusher, no GIL. */
 static void write_open(int64_t tid, int64_t now, int n, int k, const dft_open_span *sp)
 {
-    dft_arg a[10];
+    dft_arg a[12];
     unsigned na = 0;
     a[na++] = (dft_arg){.key = "name", .type = DFT_ARG_STR, .v.s = {"open", 4}};
     a[na++] = (dft_arg){.key = "value", .type = DFT_ARG_STR,
@@ -216,6 +223,10 @@ static void write_open(int64_t tid, int64_t now, int n, int k, const dft_open_sp
         if (sp->seq_arg >= 0)
             a[na++] = (dft_arg){.key = comm ? "seq" : "step", .type = DFT_ARG_INT,
                                 .v.i = sp->seq_arg};
+        if (sp->bucket >= 0)
+            a[na++] = (dft_arg){.key = "bucket", .type = DFT_ARG_INT, .v.i = sp->bucket};
+        if (sp->inflight) /* launched here, completing on another thread */
+            a[na++] = (dft_arg){.key = "async", .type = DFT_ARG_INT, .v.i = 1};
         if (sp->fhash && sp->gen == dft_trace_gen())
             a[na++] = (dft_arg){.key = "fhash", .type = DFT_ARG_HASH, .v.hash = sp->fhash};
     }
@@ -224,11 +235,39 @@ static void write_open(int64_t tid, int64_t now, int n, int k, const dft_open_sp
     dft_write_meta_now(&ev);
 }
 
+/* In-flight collectives shown per thread: the oldest, which the later ones
+ * queue behind in their backend. */
+#define INFLIGHT_SHOWN 4
+
+/* The live in-flight collectives, copied once a tick.  The flusher only. */
+static dft_inflight_view inflight[DFT_INFLIGHT_MAX];
+
+/* Adds tid's in-flight collectives (of live[0, nlive), oldest first) into
+ * snap[0, *n), each after the spans that opened before it.  The flusher,
+ * no GIL. */
+static void merge_inflight(int64_t tid, const dft_inflight_view *live, int nlive,
+                           dft_open_span *snap, int *n)
+{
+    int shown = 0;
+    for (int i = 0; i < nlive && shown < INFLIGHT_SHOWN; i++) {
+        if (live[i].tid != tid)
+            continue;
+        int at = *n;
+        while (at > 0 && snap[at - 1].ts > live[i].span.ts)
+            at--;
+        memmove(&snap[at + 1], &snap[at], (size_t)(*n - at) * sizeof *snap);
+        snap[at] = live[i].span;
+        (*n)++;
+        shown++;
+    }
+}
+
 /* The flusher thread, no GIL. */
 void dft_open_spans_tick(int64_t age_us, int64_t repeat_us, int force)
 {
     int64_t now = dft_clock_us();
-    dft_open_span snap[DFT_OPEN_MAX];
+    dft_open_span snap[DFT_OPEN_MAX + INFLIGHT_SHOWN + 1];
+    int nlive = dft_inflight_collect(inflight);
     pthread_mutex_lock(&dft_g.registry_lock);
     for (dft_tstate *ts = dft_g.threads; ts; ts = ts->next) {
         int depth = atomic_load_explicit(&ts->open_depth, memory_order_acquire);
@@ -239,8 +278,10 @@ void dft_open_spans_tick(int64_t age_us, int64_t repeat_us, int force)
         for (int k = 0; k < depth; k++)
             if (read_slot(&ts->spans[k], &snap[n]))
                 n++;
+        if (nlive)
+            merge_inflight(ts->tid, inflight, nlive, snap, &n);
         if (read_io(&ts->open_io, &snap_io)) /* innermost: no span opens inside a call */
-            snap[n < DFT_OPEN_MAX ? n++ : DFT_OPEN_MAX - 1] = snap_io;
+            snap[n++] = snap_io;
         if (n > 0 && now - snap[n - 1].ts >= age_us) {
             uint64_t sig = (uint64_t)n;
             for (int k = 0; k < n; k++)
@@ -261,14 +302,16 @@ void dft_open_spans_tick(int64_t age_us, int64_t repeat_us, int force)
     pthread_mutex_unlock(&dft_g.registry_lock);
 }
 
-/* Any thread, no GIL. */
-int dft_open_thread_name(int64_t tid, char *buf, size_t cap)
+/* Any thread, no GIL.  The newest entry matches first (registry_add puts
+ * it at the head): an ident reused by a later thread names that thread. */
+int dft_open_thread_name(int64_t *tid, unsigned long ident, char *buf, size_t cap)
 {
     int found = 0;
     pthread_mutex_lock(&dft_g.registry_lock);
     for (dft_tstate *ts = dft_g.threads; ts; ts = ts->next)
-        if (ts->tid == tid && ts->name[0]) {
+        if ((*tid > 0 ? ts->tid == *tid : ts->ident == ident) && ts->name[0]) {
             snprintf(buf, cap, "%s", ts->name);
+            *tid = ts->tid;
             found = 1;
             break;
         }

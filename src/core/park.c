@@ -12,7 +12,10 @@
  * them in the after-fork handlers: the writers start again at the next
  * chunk handed to them (core/writer.c), the flusher at the next event
  * recorded (dft_threads_resume, from the hot path while dft_threads_parked
- * is set).  A forked child starts its flusher for its header (core/tracer.c).
+ * is set), or from the program's after-fork hook in the parent where the
+ * interpreter has counted by then (dft_threads_resume_after_fork: every
+ * CPython but 3.13, which counts after the hooks).  A forked child starts its
+ * flusher for its header (core/tracer.c).
  *
  * Events the forking thread records in the first PARK_GRACE_NS after fork()
  * (its own after-fork hooks, or CPython's read of /proc/self/stat itself when
@@ -115,6 +118,16 @@ void dft_threads_resume(int64_t tid)
     if (tid == atomic_load(&forker_tid) && dft_signal_clock_ns() < atomic_load(&grace_end_ns))
         return;
     if (pthread_mutex_trylock(&dft_g.life_lock) != 0)
+        return;
+    resume_locked();
+    pthread_mutex_unlock(&dft_g.life_lock);
+}
+
+/* The forking thread, GIL held (never released here: life_lock is only
+ * tried, the next event retries when it is taken). */
+void dft_threads_resume_after_fork(void)
+{
+    if (!atomic_load(&dft_threads_parked) || pthread_mutex_trylock(&dft_g.life_lock) != 0)
         return;
     resume_locked();
     pthread_mutex_unlock(&dft_g.life_lock);

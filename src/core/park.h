@@ -23,6 +23,13 @@ void dft_threads_after_fork_parent(int64_t tid);
  * flusher again.  Any thread, no GIL. */
 void dft_threads_resume(int64_t tid);
 
+/* From the program's after-fork hook in the parent (os.register_at_fork's
+ * after_in_parent, dftracer/_lifecycle.py), where the interpreter no longer
+ * counts threads: starts the flusher at once, so a parent that forks and then
+ * blocks without an event still answers stacks requests and flushes on time.
+ * The forking thread, GIL held. */
+void dft_threads_resume_after_fork(void);
+
 /* Clears dft_threads_parked: start, finalize and a forked child start or
  * stop the threads themselves.  Under life_lock or single-threaded. */
 void dft_threads_unpark(void);

@@ -48,6 +48,8 @@ typedef struct dft_open_span {
     int64_t seq_arg;   /* a collective's seq, or -1 */
     uint64_t fhash;    /* the file of an I/O call, or 0 */
     uint64_t gen;      /* the trace file fhash is defined in */
+    int64_t bucket;    /* an in-flight DDP bucket's index, or -1 (core/inflight.c) */
+    uint8_t inflight;  /* 1: launched by the thread, completing on another */
     uint8_t name_len, cat_len, group_len;
     char name[48], cat[16], group[64];
 } dft_open_span;
@@ -69,6 +71,8 @@ typedef struct dft_tstate {
     size_t flushed;        /* start of records not yet handed off; under lock */
     pthread_mutex_t lock;  /* slow path only: hand-off and snapshots */
     int64_t tid;
+    unsigned long ident;   /* pthread_self(): Python's thread ident (a stack's
+                            * thread found by it where CPython keeps no tid) */
     uint64_t gen;          /* file generation this thread announced itself to */
     int name_final;        /* the thread_name written is the Python thread's */
     char name[128];        /* the thread_name written to the current file */

@@ -16,11 +16,11 @@
 #include "core/clock.h"
 #include "core/flusher.h"
 #include "core/identity.h"
+#include "core/inflight.h"
 #include "core/intern.h"
 #include "core/park.h"
 #include "core/sigmask.h"
 #include "core/signals.h"
-#include "core/stacks.h"
 #include "core/state.h"
 #include "core/trace_file.h"
 #include "core/trace_name.h"
@@ -349,7 +349,6 @@ static int start_held(const char *log_file, const char *data_dir, int64_t proces
     atomic_store(&dft_trace.active, 1);
     install_process_hooks();
     dft_signals_install(dft_g.cfg.bind_signals);
-    dft_stacks_install();
     dft_dropped_take(); /* a count left by an earlier trace's finalize */
     dft_args_dropped_take();
     emit_header();
@@ -481,6 +480,7 @@ static void fork_child(void)
     pthread_mutex_init(&dft_g.life_lock, NULL);
     dft_intern_after_fork_child();
     dft_tstate_reset_current();
+    dft_inflight_after_fork_child(); /* the parent's collectives are not the child's */
     dft_flusher_after_fork_child();
     dft_threads_unpark(); /* the flusher starts below, with the child's header */
     dft_dropped_take();

@@ -63,7 +63,5 @@ static PyMethodDef methods[] = {
 /* GIL held (PyInit__core). */
 int dft_hang_spans_register(PyObject *module)
 {
-    if (PyModule_AddFunctions(module, methods) < 0)
-        return -1;
-    return PyModule_AddIntConstant(module, "_STACKS_SIGNAL", dft_stacks_signal());
+    return PyModule_AddFunctions(module, methods);
 }

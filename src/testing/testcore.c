@@ -274,7 +274,47 @@ done:
     return ret;
 }
 
+/* _inflight_begin(name, cat, ts, group, seq, bucket) -> token: a collective
+ * in flight from this thread (core/inflight.c).  GIL held. */
+static PyObject *inflight_begin(PyObject *m, PyObject *args)
+{
+    (void)m;
+    const char *name, *cat, *group;
+    Py_ssize_t nl, cl, gl;
+    long long ts, seq, bucket;
+    if (!PyArg_ParseTuple(args, "s#s#Ls#LL:_inflight_begin", &name, &nl, &cat, &cl, &ts, &group,
+                          &gl, &seq, &bucket))
+        return NULL;
+    dft_open_desc d = {.name = name, .name_len = (size_t)nl, .cat = cat, .cat_len = (size_t)cl,
+                       .group = group, .group_len = (size_t)gl, .ts = ts, .seq = seq};
+    return PyLong_FromLongLong(dft_inflight_begin(&d, bucket));
+}
+
+/* _inflight_end(token): ends it, from any thread.  GIL held. */
+static PyObject *inflight_end(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    long long tok = PyLong_AsLongLong(arg);
+    if (tok == -1 && PyErr_Occurred())
+        return NULL;
+    dft_inflight_end(tok);
+    Py_RETURN_NONE;
+}
+
+/* _inflight_missed() -> int.  GIL held. */
+static PyObject *inflight_missed(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    return PyLong_FromLongLong(dft_inflight_missed());
+}
+
 static PyMethodDef testcore_methods[] = {
+    {"_inflight_begin", inflight_begin, METH_VARARGS,
+     "_inflight_begin(name, cat, ts, group, seq, bucket) -> int: a collective in flight."},
+    {"_inflight_end", inflight_end, METH_O, "_inflight_end(token): no longer in flight."},
+    {"_inflight_missed", inflight_missed, METH_NOARGS,
+     "_inflight_missed() -> int: collectives not kept (the table was full)."},
     {"_json_string", json_string, METH_O, "The JSON string dftracer writes for bytes."},
     {"_hash64", hash64, METH_O, "XXH64 (seed 0) of a bytes-like object."},
     {"_clock_read_cost", clock_read_cost, METH_O,
@@ -303,7 +343,8 @@ static struct PyModuleDef testcore_module = {
 PyMODINIT_FUNC PyInit__dftracer_testcore(void)
 {
     PyObject *m = dft_core_module_create(&testcore_module);
-    if (m && (dft_testing_cupti_register(m) < 0 || dft_testing_torch_register(m) < 0))
+    if (m && (dft_testing_cupti_register(m) < 0 || dft_testing_torch_register(m) < 0 ||
+              dft_testing_walk_register(m) < 0))
         Py_CLEAR(m);
     return m;
 }

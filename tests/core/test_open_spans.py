@@ -13,9 +13,6 @@ import sys
 import textwrap
 import time
 
-import pytest
-
-from dftracer import _core
 from tracefile import find_traces, read_trace
 
 PROG = textwrap.dedent(r"""
@@ -92,8 +89,7 @@ HOLD = textwrap.dedent(r"""
         go.wait()  # mark:waiter
     threading.Thread(target=waiter, name="waiter").start()
     print("ready", flush=True)
-    # blocked in C with the GIL held: PyDLL does not release it (sleep() again
-    # when the request signal cut it short: libc's sleep is not restarted)
+    # blocked in C with the GIL held: PyDLL does not release it
     libc, end = ctypes.PyDLL(None), time.monotonic() + 4
     while time.monotonic() < end: libc.sleep(1)  # mark:held
     go.set()
@@ -101,8 +97,6 @@ HOLD = textwrap.dedent(r"""
 """)
 
 
-@pytest.mark.skipif(not _core._STACKS, reason="this interpreter does not export "
-                    "_Py_DumpTracebackThreads (3.13, some builds): no stacks")
 def test_stacks_while_the_gil_is_held_in_c(tmp_path):
     prog = tmp_path / "hold.py"
     prog.write_text(HOLD)
