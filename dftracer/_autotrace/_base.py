@@ -154,7 +154,7 @@ def setup_calls() -> None:
     from dftracer._autotrace import comm, modules
 
     c10d = comm._c10d  # None until comm.install (or without torch.distributed)
-    _core._at_calls_setup(comm.group_info, comm._seq, torch.Tensor,
+    _core._at_calls_setup(comm.group_info, comm._p2p_seq, torch.Tensor,
                           c10d.ProcessGroup if c10d else None, compiling_flag(),
                           c10d.get_rank if c10d else _no_group,
                           c10d.get_global_rank if c10d else _no_group,

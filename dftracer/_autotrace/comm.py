@@ -4,14 +4,16 @@ torch.distributed Python API.
 The public functions of torch.distributed.distributed_c10d are replaced (in
 that module and in torch.distributed) by wrappers that time the call.  Each
 collective gets the group's name (`world` for the default group), its size,
-and `seq`, its number among the collectives of that group in this process:
-every rank of a group makes the same calls in the same order, so
-(`group`, `seq`, name) names the same collective on every rank.
+and `seq`, its number among the collectives of that group in this process,
+counted in C (src/torch/comm_seq.c) with DDP's bucket all_reduces: every
+rank of a group makes the same calls in the same order, so (`group`, `seq`,
+name) names one collective, the same on every rank.
 Point-to-point calls get `peer` (the other rank) and `p2p_seq`, counted per
 group and direction, instead of `seq`.  A call made inside another traced
 call (all_gather inside all_gather_object's work, say) is not an event of
 its own, and a rank outside the group records nothing.  With async_op=True
-the event is only the issue (`async`: 1).  FSDP2 (fully_shard) communicates
+the event is only the issue (`async`: 1); the collective then stays open
+(in flight) on the issuing thread until its Work completes.  FSDP2 (fully_shard) communicates
 through all_gather_single and reduce_scatter_single (torch 2.13), covered
 here; the functional collectives (DeviceMesh-based parallelism) in funcol.py.
 """
@@ -50,7 +52,7 @@ POINT_TO_POINT: Dict[str, Tuple[str, str, bool, bool]] = {
 }
 
 _c10d: Any = None
-_seq: Dict[Any, int] = {}
+_p2p_seq: Dict[Any, int] = {}  # (group, sender, receiver) -> next p2p_seq
 _originals: Dict[str, Callable[..., Any]] = {}
 
 

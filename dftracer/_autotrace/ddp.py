@@ -14,9 +14,12 @@ The event starts when the bucket's all-reduce is issued, or when the
 previous bucket's finished if that is later (a backend queues them in
 order; gloo's two worker threads may still finish two at once), and ends
 when its future completes (on NCCL, when the work is enqueued).  It carries
-`ddp_bucket`, `async`: 1 and `seq`, its number among the group's DDP
-buckets: every rank issues the buckets in the same order, so it is a sync
-point for merge's clock alignment like any collective.
+`ddp_bucket`, `async`: 1 and `seq`, its number among the group's
+collectives (one counter per group, shared with the program's own calls:
+src/torch/comm_seq.c): every rank issues them in the same order, so it is a
+sync point for merge's clock alignment like any collective.  From its issue
+until it completes the bucket is in flight: open on the issuing thread, so
+ranks waiting for it are seen waiting (docs/hang.md).
 
 DDP accepts one hook per model.  A hook the program registers later
 (register_comm_hook, _register_builtin_comm_hook) replaces ours: DDP's

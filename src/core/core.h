@@ -194,16 +194,34 @@ void *dft_open_io_begin(const char *name, size_t name_len, const char *cat, size
                         int64_t ts, uint64_t fhash);
 void dft_open_io_end(void *h);
 
-/* Stacks on request (core/stacks.c): the signal `dftracer stacks` sends,
- * and the dumper the stacks integration sets, which the flusher calls with
- * why ("request" or "SIGTERM") and the request's number.  No GIL. */
-int dft_stacks_signal(void);
+/* In-flight collectives (core/inflight.c): one launched by the calling
+ * thread and completed by whichever thread completes its work; shown among
+ * the launching thread's open spans until then.  d as for dft_open_begin
+ * (fhash unused); bucket: a DDP bucket's index, or -1.  Returns the token
+ * that ends it (0: not kept: tracing off, or the table full).  Any thread,
+ * no GIL. */
+int64_t dft_inflight_begin(const dft_open_desc *d, int64_t bucket);
+/* Ends tok's collective; a token already ended (or 0) is ignored.  Any
+ * thread, no GIL. */
+void dft_inflight_end(int64_t tok);
+/* Collectives not shown because the table was full.  Any thread, no GIL. */
+int64_t dft_inflight_missed(void);
+
+/* Stacks on request (core/stacks.c): the dumper the stacks integration
+ * sets, which the flusher calls with why ("request" or "SIGTERM") and the
+ * request's number.  No GIL. */
 void dft_set_stack_dumper(void (*dump)(const char *why, unsigned req));
+/* From the program's after-fork hook in the parent (core/park.c): starts
+ * the flusher at once, so a parent that forks and then blocks still answers
+ * stacks requests.  The forking thread, GIL held. */
+void dft_threads_resume_after_fork(void);
 /* Writes one event (its tid set) straight to the file, with an id of its
  * own: the flusher's `open` and `stack` events.  The flusher, no GIL. */
 void dft_write_meta_now(const dft_event *ev);
-/* The name the tracer knows for thread tid into buf; 0 when none. */
-int dft_open_thread_name(int64_t tid, char *buf, size_t cap);
+/* The name the tracer knows for thread *tid into buf; 0 when none.  With
+ * *tid <= 0 (CPython 3.10 keeps no tid) the thread is found by its ident
+ * (pthread_self()) and *tid set. */
+int dft_open_thread_name(int64_t *tid, unsigned long ident, char *buf, size_t cap);
 
 /* Names the lane (pid, tid) (a GPU stream, a device) with a thread_name
  * event the first time it appears in the current trace file, and, when
@@ -228,6 +246,44 @@ int dft_identity_emit_rank(const dft_rank_info *ri);
  * unknown) of a pool such as a DataLoader's.  Returns dft_emit's result.
  * Any thread, no GIL. */
 int dft_identity_emit_worker(int64_t id, int64_t num_workers);
+
+/* Memory (core/memory_read.c, memory_counters.c, memory_watch.c;
+ * docs/memory.md): the process's resident memory and its limit read from
+ * /proc and the cgroup files, the `memory` counter samples, and the peak
+ * sampler of MemoryTracker. */
+/* Resident bytes of this process (/proc/self/statm, field 2): one pread on
+ * a descriptor kept open (reopened in a forked child), no allocation.
+ * -1 when it cannot be read.  Any thread, no GIL. */
+int64_t dft_mem_rss(void);
+
+/* The kernel's high-water mark of resident bytes (VmHWM in
+ * /proc/self/status), -1 when unknown.  Any thread, no GIL. */
+int64_t dft_mem_hwm(void);
+
+/* The memory limit of this process's cgroup (v2 memory.max, else v1
+ * memory.limit_in_bytes), 0 when none applies, -1 when unknown; *source is
+ * set to "cgroup2", "cgroup1" or "". Any thread, no GIL. */
+int64_t dft_mem_limit(const char **source);
+
+/* A step boundary: a counter sample with `step` = step when the resident
+ * memory moved since the last one written (or every tenth step).  The
+ * calling (traced) thread, GIL or not. */
+void dft_mem_step(int64_t step);
+
+/* Peak sampling for MemoryTracker: begin returns a slot (-1: none free)
+ * whose peak the sampler thread raises every DFT_MEM_WATCH_US until end,
+ * which returns the peak seen (at least the resident bytes at end).
+ * Any thread, no GIL. */
+#define DFT_MEM_WATCH_US 2000
+int dft_mem_watch_begin(void);
+int64_t dft_mem_watch_end(int slot);
+
+/* In a DataLoader worker (core/identity.c tells it so with the `worker`
+ * event): at the end of each batch its fetcher read, a sample whose `step`
+ * is the loader's index of that batch, k x num_workers + id for the
+ * worker's k-th batch (torch hands batches to its workers in turn); nothing
+ * in other processes.  The fetching thread, GIL held. */
+void dft_mem_batch(void);
 
 #ifdef DFT_TESTING
 /* ---- test hooks: only in the test extension (src/testing/) ------------------ */

@@ -56,9 +56,8 @@ static inline mode_t open_mode(int flags, va_list ap)
 static int open_common(const char *name, int (*real)(int, const char *, int, ...), int dirfd,
                        const char *path, int flags, mode_t mode)
 {
-    PATH_BEGIN(name, dirfd, path, fresh_fd(real(dirfd, path, flags, mode)));
+    PATH_BEGIN_HASHED(name, dirfd, path, fresh_fd(real(dirfd, path, flags, mode)), h);
     CALL(int, real(dirfd, path, flags, mode));
-    uint64_t h = PATH_HASH();
     if (r_ >= 0)
         dft_io_fd_track(r_, h);
     dft_io_hash(&ev_, "fhash", h);

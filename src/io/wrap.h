@@ -133,6 +133,23 @@ DFT_IO_INLINE void dft_io_str(dft_io_ev *e, const char *key, const char *s)
 
 #define PATH_HASH() dft_intern(DFT_INTERN_FILE, abs_, n_)
 
+/* PATH_BEGIN for a call that can block on its path (open of a FIFO, of a
+ * file on a dead filesystem): the path is interned first, so that its open
+ * span names the file (docs/trace-format.md, "Open spans"); H gets the hash
+ * (PATH_HASH's, read once). */
+#define PATH_BEGIN_HASHED(NAME, DIRFD, PATH, PASS, H)                               \
+    if (!dft_io_enter())                                                            \
+        return PASS;                                                                \
+    char abs_[PATH_MAX];                                                            \
+    size_t n_ = dft_io_path_traced(DIRFD, PATH, abs_, sizeof abs_);                 \
+    if (!n_) {                                                                      \
+        dft_io_leave();                                                             \
+        return PASS;                                                                \
+    }                                                                               \
+    uint64_t H = PATH_HASH();                                                       \
+    dft_io_ev ev_;                                                                  \
+    dft_io_begin_on(&ev_, NAME, CAT, H)
+
 /* Records e (adding errno when failed), clears the busy flag and restores
  * err as errno.  Any thread, no GIL. */
 void dft_io_finish(dft_io_ev *e, int failed, int err);

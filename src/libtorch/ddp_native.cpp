@@ -7,8 +7,9 @@
 // ABI changes between torch releases and _core links no torch.  It does what
 // the C hook does (src/torch/ddp_hook.c): scale the bucket as DDP scales a
 // gradient (by 1/size, or / size for torch's built-in ALLREDUCE hook),
-// all-reduce it with default options, and record one comm/all_reduce event
-// when the all-reduce completes, through _core's dft_ddp_native_api.  When
+// all-reduce it with default options, mark it in flight until it completes
+// and then record one comm/all_reduce event, through _core's
+// dft_ddp_native_api.  When
 // the program registers its own hook or a Join context is active (the slow
 // cases, DFT_DDP_SLOW), it calls the C hook with the GIL, as DDP calls a
 // Python hook.
@@ -55,16 +56,24 @@ class NativeHook : public c10d::CppCommHookInterface<PG> {
       buffer.div_(api_->group_size(hook_));
     else
       buffer.mul_(inv_);  // as DDP scales each gradient without a hook
-    int64_t seq = api_->next_seq(hook_);
     int64_t bytes = static_cast<int64_t>(buffer.nbytes());
     int64_t index = static_cast<int64_t>(bucket.getIndex());
-    std::vector<at::Tensor> tensors = {buffer};
-    auto fut = state_->allreduce(tensors)->getFuture();
-    PyObject* hook = hook_;  // alive: this object holds it, and DDP this object
+    int64_t seq = 0;
+    int64_t token = api_->launch(hook_, start, index, &seq);  // in flight from here
     const dft_ddp_native_api* api = api_;
+    std::vector<at::Tensor> tensors = {buffer};
+    c10::intrusive_ptr<c10::ivalue::Future> fut;
+    try {
+      fut = state_->allreduce(tensors)->getFuture();
+    } catch (...) {
+      api->landed(token);
+      throw;
+    }
+    PyObject* hook = hook_;  // alive: this object holds it, and DDP this object
     // Runs on the thread that completes the work (gloo's worker), no GIL.
     return fut->then(
-        [hook, api, start, bytes, index, seq](c10::ivalue::Future& done) {
+        [hook, api, start, bytes, index, seq, token](c10::ivalue::Future& done) {
+          api->landed(token);  // completed, even with an error
           c10::IValue value = done.value();  // throws the all-reduce's error: DDP raises it
           api->done(hook, start, bytes, index, seq);
           return value;

@@ -40,7 +40,7 @@ typedef struct {
 /* What the wrappers share (_at_calls_setup). */
 typedef struct {
     PyObject *group_info;   /* comm.group_info(group) -> (pg, name, size) or None */
-    PyObject *seq;          /* dict: group name or p2p key -> the next number */
+    PyObject *seq;          /* dict: p2p key -> the next p2p_seq (collectives: comm_seq.c) */
     PyObject *tensor_type;  /* torch.Tensor */
     PyObject *pg_type;      /* ProcessGroup */
     PyObject *compiling;    /* torch.compiler.is_compiling, or its module dict (the flag) */

@@ -5,17 +5,100 @@
  * Python once (comm.group_info) and kept here by identity; the default
  * group's until _at_calls_reset() (destroy_process_group).  A collective
  * made while another one runs on the thread (all_gather inside
- * all_gather_object) is not an event.  Everything needs the GIL. */
+ * all_gather_object) is not an event.  A collective's `seq` comes from its
+ * group's counter, shared with DDP's buckets (torch/comm_seq.c).  One
+ * called with async_op=True stays in flight (core/inflight.c) until its
+ * Work's future completes: a _CommLanded (C) on that future ends it.
+ * Everything needs the GIL, but _CommLanded runs where the future
+ * completes (gloo's worker thread, taking the GIL). */
 #include "integrations.h"
 #include "torch/autotrace_calls.h"
 
 #include "core/clock.h"
+#include "torch/comm_seq.h"
 
-static PyObject *nbytes_name;
+static PyObject *nbytes_name, *get_future_name, *add_done_name;
+
+/* ---- an async collective's completion ------------------------------------ */
+
+/* _CommLanded(future): the Work's future completed; its collective is no
+ * longer in flight. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    int64_t token;
+} CommLanded;
+
+static PyObject *landed_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames)
+{
+    (void)args;
+    (void)nargsf;
+    (void)kwnames;
+    CommLanded *l = (CommLanded *)self;
+    dft_inflight_end(l->token);
+    l->token = 0;
+    Py_RETURN_NONE;
+}
+
+static void landed_dealloc(PyObject *self)
+{
+    dft_inflight_end(((CommLanded *)self)->token); /* dropped uncalled */
+    PyObject_Free(self);
+}
+
+static PyTypeObject CommLandedType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dftracer._core._CommLanded",
+    .tp_basicsize = sizeof(CommLanded),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "the completion of an async collective: no longer in flight",
+    .tp_vectorcall_offset = offsetof(CommLanded, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dealloc = landed_dealloc,
+};
 
 int dft_at_comm_init(void)
 {
-    return nbytes_name || (nbytes_name = PyUnicode_InternFromString("nbytes")) ? 0 : -1;
+    if (PyType_Ready(&CommLandedType) < 0)
+        return -1;
+    struct {
+        PyObject **slot;
+        const char *s;
+    } names[] = {{&nbytes_name, "nbytes"}, {&get_future_name, "get_future"},
+                 {&add_done_name, "add_done_callback"}};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!*names[i].slot && !(*names[i].slot = PyUnicode_InternFromString(names[i].s)))
+            return -1;
+    return 0;
+}
+
+/* Marks the collective whose Work is `work` in flight until the work's
+ * future completes.  A work without a future (a backend that has none) is
+ * not marked; never raises. */
+static void track_work(AtCall *w, const char *group, size_t group_len, int64_t seq,
+                       int64_t start, PyObject *work)
+{
+    dft_open_desc d = {.name = w->name_utf8, .name_len = (size_t)w->name_len, .cat = "comm",
+                       .cat_len = 4, .ts = start, .group = group, .group_len = group_len,
+                       .seq = seq};
+    int64_t tok = dft_inflight_begin(&d, -1);
+    if (!tok)
+        return;
+    CommLanded *l = PyObject_New(CommLanded, &CommLandedType);
+    if (!l) {
+        dft_inflight_end(tok);
+        PyErr_Clear();
+        return;
+    }
+    l->vectorcall = landed_vectorcall;
+    l->token = tok; /* ended by the call, or when dropped uncalled */
+    PyObject *fut = PyObject_CallMethodNoArgs(work, get_future_name);
+    PyObject *r = fut ? PyObject_CallMethodOneArg(fut, add_done_name, (PyObject *)l) : NULL;
+    if (!r)
+        PyErr_Clear();
+    Py_XDECREF(r);
+    Py_XDECREF(fut);
+    Py_DECREF(l);
 }
 
 /* The original, called as the wrapper was; `in_comm` counts it. */
@@ -187,8 +270,12 @@ static int describe_comm(AtCall *w, comm_what *c, PyObject *const *args, Py_ssiz
             return -1;
         c->async = a;
     }
-    if (dft_at_next_seq(dft_at_calls.seq, PyTuple_GET_ITEM(c->info, 1), &c->seq) < 0)
+    dft_comm_seq *counter = dft_comm_seq_of(c->group, (size_t)c->group_len);
+    if (!counter) {
+        PyErr_NoMemory();
         return -1;
+    }
+    c->seq = dft_comm_seq_next(counter);
     return 1;
 }
 
@@ -239,6 +326,8 @@ PyObject *dft_at_comm_call(AtCall *w, dft_at_thread *t, PyObject *const *args, s
     PyObject *r = dft_at_call_original(w, t, args, nargsf, kwnames);
     int64_t end = dft_clock_us();
     dft_at_span_close(&tok);
+    if (r && c.async && w->kind == CALL_COLLECTIVE && r != Py_None && dft_trace_active())
+        track_work(w, c.group, (size_t)c.group_len, c.seq, start, r);
     if (r) {
         dft_arg a[6];
         unsigned na = 0;

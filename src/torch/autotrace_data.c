@@ -395,7 +395,9 @@ static PyObject *map_call(DataWrapper *w, PyObject *fetcher, PyObject *indices)
     }
     Py_XDECREF(getitems);
     Py_DECREF(dataset);
-    return r && way != MAP_EACH ? collate(fetcher, r) : r;
+    r = r && way != MAP_EACH ? collate(fetcher, r) : r;
+    dft_mem_batch(); /* a worker's step: docs/memory.md */
+    return r;
 }
 
 /* next(it) timed, as torch's fetcher calls it: a new reference, or NULL
@@ -519,7 +521,9 @@ static PyObject *iter_call(DataWrapper *w, PyObject *fetcher, PyObject *indices)
         keep_count(fetcher, count);
     Py_DECREF(it);
     (void)w;
-    return data ? collate(fetcher, data) : NULL;
+    PyObject *r = data ? collate(fetcher, data) : NULL;
+    dft_mem_batch(); /* a worker's step: docs/memory.md */
+    return r;
 }
 
 static PyObject *data_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,

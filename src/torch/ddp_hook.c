@@ -13,8 +13,11 @@
  *
  * The event starts when the bucket's all-reduce is issued, or when the
  * previous bucket's finished if that is later (the backend runs them in
- * order); args bytes, group_size, ddp_bucket, async=1, seq (the group's DDP
- * bucket count, shared by every model on the group), group.  A hook the
+ * order); args bytes, group_size, ddp_bucket, async=1, seq (the group's
+ * collective count, shared with the program's own collectives:
+ * torch/comm_seq.c), group.  From its issue until it completes, the bucket's
+ * all_reduce is in flight (core/inflight.c): shown open on the thread that
+ * issued it, with `bucket`, while the ranks wait for it.  A hook the
  * program registers later (`user`) is called instead; `divide` switches to
  * torch's built-in ALLREDUCE hook's arithmetic (bucket / size).
  *
@@ -28,22 +31,12 @@
 #include "core/core.h"
 #include "integrations.h"
 #include "torch/autotrace.h"
+#include "torch/comm_seq.h"
 #include "torch/ddp_native_api.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The next DDP bucket `seq` of one group, shared by the group's models and
- * by both hooks.  Listed under the GIL (hook_new) and never freed: a hook
- * keeps a pointer to its group's counter and counts without the GIL. */
-typedef struct group_seq {
-    struct group_seq *next;
-    _Atomic int64_t next_seq;
-    size_t len;
-    char name[];
-} group_seq;
-static group_seq *group_seqs;
 
 typedef struct {
     PyObject_HEAD
@@ -51,7 +44,7 @@ typedef struct {
     PyObject *pg;         /* the ProcessGroup */
     PyObject *opts;       /* AllreduceOptions() */
     PyObject *group;      /* its name (str) */
-    group_seq *seq;       /* its group's bucket count */
+    dft_comm_seq *seq;    /* its group's collective count (never freed) */
     PyObject *divisor_fn; /* divisor_fn(hook) -> int, only when join_work is set */
     PyObject *user;       /* None, or (state, hook) of the program's own hook */
     PyObject *join_work;  /* None, or the Join context's work (uneven inputs) */
@@ -70,6 +63,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     DdpHook *hook;
     int64_t start, bytes, index, seq;
+    int64_t inflight;     /* the bucket's in-flight token, until it completes */
 } DdpDone;
 
 static PyTypeObject DdpHookType, DdpDoneType;
@@ -112,6 +106,8 @@ static PyObject *done_vectorcall(PyObject *self, PyObject *const *args, size_t n
         PyErr_SetString(PyExc_TypeError, "_DdpDone takes one argument (the future)");
         return NULL;
     }
+    dft_inflight_end(d->inflight); /* completed, even with an error */
+    d->inflight = 0;
     PyObject *value = PyObject_CallMethodNoArgs(args[0], s_value);
     if (!value)
         return NULL; /* the all-reduce failed: DDP raises it, as without us */
@@ -138,37 +134,22 @@ static int done_clear(PyObject *self)
 static void done_dealloc(PyObject *self)
 {
     PyObject_GC_UnTrack(self);
+    dft_inflight_end(((DdpDone *)self)->inflight); /* never called: never launched */
     done_clear(self);
     PyObject_GC_Del(self);
 }
 
 /* ---- the hook: scale, all-reduce, chain the completion ------------------ */
 
-/* The next seq of h's group (0 first).  Any thread, no GIL. */
-static int64_t next_seq(DdpHook *h)
+/* Numbers bucket index's all_reduce (issued at start) in h's group and
+ * marks it in flight; its token.  Any thread, no GIL. */
+static int64_t launch(DdpHook *h, int64_t start, int64_t index, int64_t *seq)
 {
-    return atomic_fetch_add_explicit(&h->seq->next_seq, 1, memory_order_relaxed);
-}
-
-/* The counter of the group named name (len bytes), listed if new; NULL with
- * MemoryError.  Under the GIL. */
-static group_seq *group_seq_of(const char *name, size_t len)
-{
-    for (group_seq *g = group_seqs; g; g = g->next)
-        if (g->len == len && memcmp(g->name, name, len) == 0)
-            return g;
-    group_seq *g = malloc(sizeof *g + len + 1);
-    if (!g) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    atomic_init(&g->next_seq, 0);
-    g->len = len;
-    memcpy(g->name, name, len);
-    g->name[len] = '\0';
-    g->next = group_seqs;
-    group_seqs = g;
-    return g;
+    *seq = dft_comm_seq_next(h->seq);
+    dft_open_desc d = {.name = "all_reduce", .name_len = 10, .cat = "comm", .cat_len = 4,
+                       .group = h->group_utf8, .group_len = (size_t)h->group_len,
+                       .ts = start, .seq = *seq};
+    return dft_inflight_begin(&d, index);
 }
 
 /* The DFT_DDP_* bits of h's settings.  Under the GIL (the setters). */
@@ -256,10 +237,11 @@ static PyObject *hook_vectorcall(PyObject *self, PyObject *const *args, size_t n
     d->vectorcall = done_vectorcall;
     d->hook = (DdpHook *)Py_NewRef(self);
     d->start = start;
+    d->inflight = 0;
     PyObject_GC_Track(d);
     if (!int_attr(tensor, s_nbytes, 0, &d->bytes) || !int_attr(bucket, s_index, 1, &d->index))
         goto out;
-    d->seq = next_seq(h);
+    d->inflight = launch(h, start, d->index, &d->seq);
     if (!(list = PyList_New(1)))
         goto out;
     PyList_SET_ITEM(list, 0, Py_NewRef(tensor));
@@ -271,6 +253,11 @@ static PyObject *hook_vectorcall(PyObject *self, PyObject *const *args, size_t n
         goto out;
     r = PyObject_CallMethodOneArg(fut, s_then, (PyObject *)d);
 out:
+    if (!r) { /* not launched, or its completion will not be seen */
+        dft_inflight_end(d ? d->inflight : 0);
+        if (d)
+            d->inflight = 0;
+    }
     Py_XDECREF(fut);
     Py_XDECREF(work);
     Py_XDECREF(list);
@@ -297,9 +284,9 @@ static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     const char *utf8 = PyUnicode_AsUTF8AndSize(group, &len);
     if (!utf8)
         return NULL;
-    group_seq *counter = group_seq_of(utf8, (size_t)len);
+    dft_comm_seq *counter = dft_comm_seq_of(utf8, (size_t)len);
     if (!counter)
-        return NULL;
+        return PyErr_NoMemory();
     DdpHook *h = (DdpHook *)type->tp_alloc(type, 0);
     if (!h)
         return NULL;
@@ -480,7 +467,12 @@ static int64_t native_group_size(void *hook) { return ((DdpHook *)hook)->size; }
 
 static int64_t native_now_us(void) { return dft_now_us(); }
 
-static int64_t native_next_seq(void *hook) { return next_seq((DdpHook *)hook); }
+static int64_t native_launch(void *hook, int64_t start, int64_t index, int64_t *seq)
+{
+    return launch((DdpHook *)hook, start, index, seq);
+}
+
+static void native_landed(int64_t token) { dft_inflight_end(token); }
 
 static void native_done(void *hook, int64_t start, int64_t bytes, int64_t index, int64_t seq)
 {
@@ -493,7 +485,8 @@ static const dft_ddp_native_api native_api = {
     .mode = native_mode,
     .group_size = native_group_size,
     .now_us = native_now_us,
-    .next_seq = native_next_seq,
+    .launch = native_launch,
+    .landed = native_landed,
     .done = native_done,
 };
 

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define DFT_DDP_NATIVE_API_VERSION 1
+#define DFT_DDP_NATIVE_API_VERSION 2
 
 /* mode() bits */
 #define DFT_DDP_SLOW 1   /* a program's hook or a Join context: call the _DdpHook (GIL) */
@@ -29,8 +29,13 @@ typedef struct {
     int64_t (*group_size)(void *hook);
     /* The trace clock (µs).  Any thread, no GIL. */
     int64_t (*now_us)(void);
-    /* The next `seq` of the hook's group's DDP buckets.  Any thread, no GIL. */
-    int64_t (*next_seq)(void *hook);
+    /* Bucket `index`'s all-reduce, issued at `start`: sets *seq (the next of
+     * the hook's group's collectives) and marks it in flight on the calling
+     * thread; returns the token `landed` takes.  Any thread, no GIL. */
+    int64_t (*launch)(void *hook, int64_t start, int64_t index, int64_t *seq);
+    /* The all-reduce of `token` completed (or failed): no longer in flight.
+     * Any thread, no GIL. */
+    void (*landed)(int64_t token);
     /* A bucket's all-reduce, issued at `start`, completed now: its
      * comm/all_reduce event.  Any thread, no GIL. */
     void (*done)(void *hook, int64_t start, int64_t bytes, int64_t index, int64_t seq);

@@ -5,11 +5,14 @@ backward, an all_reduce of a tensor and an optimizer step.
 --fault sleep: rank --rank blocks in time.sleep before its --at all_reduce;
 --fault lockfifo: rank 1 deadlocks on a lock its worker thread waits for,
   and rank 2 blocks reading a FIFO nobody writes (--fifo), both at --at;
+--fault stop: rank --rank stops itself (SIGSTOP) before its --at all_reduce
+  (the test then kills it with SIGKILL);
 --fault none: no fault, and at step --at every rank computes --long s.
 The lines the tests look for in the stacks end in a `# <mark>` comment."""
 
 import argparse
 import os
+import signal
 import threading
 import time
 
@@ -17,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--fault", choices=["sleep", "lockfifo", "none"], default="none")
+ap.add_argument("--fault", choices=["sleep", "lockfifo", "stop", "none"], default="none")
 ap.add_argument("--at", type=int, default=12)
 ap.add_argument("--steps", type=int, default=16)
 ap.add_argument("--rank", type=int, default=2)
@@ -55,6 +58,9 @@ for step in range(a.steps):
             deadlock()
         if a.fault == "lockfifo" and rank == 2:
             read_fifo()
+        if a.fault == "stop" and rank == a.rank:
+            time.sleep(2)  # long enough for a snapshot of iteration --at
+            os.kill(os.getpid(), signal.SIGSTOP)  # mark:stop
         if a.fault == "none" and a.long:
             time.sleep(a.long)  # mark:long
     t = torch.ones(4)
