@@ -50,7 +50,7 @@ def get_testcore():
 EVENT_KEYS_X = ["id", "name", "cat", "pid", "tid", "ts", "dur", "ph"]
 EVENT_KEYS_M = ["id", "name", "cat", "pid", "tid", "ph"]
 META_NAMES = {"HH", "FH", "SH", "CM", "thread_name", "process_name", "rank", "worker", "clock", "open",
-              "stack"}
+              "stack", "memory"}
 
 
 @dataclass

@@ -35,6 +35,7 @@ ZERO_RUN = b"\0" * 32
 CLOCK_PAIR = b'"name":"clock","cat":"dftracer"'  # a clock metadata line
 OPEN_SNAPSHOT = b'"name":"open","cat":"dftracer"'  # what a (maybe hung) process is inside of
 STACK = b'"name":"stack","cat":"dftracer"'  # a stack written on request
+MEMORY = b'"name":"memory","cat":"'  # a memory sample or limit (docs/memory.md)
 SILENT_FLUSHES = 3      # a process is silent after this many flush intervals without data
 FLUSH_OFF_SILENT = 30.0  # silent after this long when the time-based flush is off
 FINISHED_LOOK = 10.0    # seconds between looks at a finished file (deleted, replaced?)
@@ -290,10 +291,10 @@ class FileState:
             text = text[:cut]
         if text:
             # the tracer's periodic clock pairs (docs/trace-format.md, "Ranks and
-            # clocks") and open-span snapshots are written for an idle (or
-            # hung) process too: not a sign of life
+            # clocks"), open-span snapshots and memory samples are written for
+            # an idle (or hung) process too: not a sign of life
             if text.count(b"\n") > text.count(CLOCK_PAIR) + text.count(OPEN_SNAPSHOT) + \
-                    text.count(STACK):
+                    text.count(STACK) + text.count(MEMORY):
                 self.active = self.mtime
             # in slices of about CONSUME_STEP, each followed by the window's
             # expiry: a member of a long run holds many seconds
@@ -331,11 +332,15 @@ def _zero_tail(fd: int, start: int, end: int) -> int:
 
 
 _HOSTS = trace_name.hosts()
+PID_MAX = 1 << 22  # the kernel's highest pid_max
 
 
 def _alive(pid: int) -> bool:
     """Whether a process of this host with that pid exists (a silent one that
-    does not has died without finalizing)."""
+    does not has died without finalizing).  A pid no kernel gives (an old or
+    crafted name's) is no process."""
+    if not 0 < pid <= PID_MAX:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -561,6 +566,7 @@ class Follower:
                 "io_read_bytes": p.io_read, "io_write_bytes": p.io_write,
                 "io_read_mb_s": io_r / 1e6 / secs if length else 0.0,
                 "io_write_mb_s": io_w / 1e6 / secs if length else 0.0,
+                "rss_bytes": p.rss,
                 "last_event_ts": p.head or None,
                 "idle_s": max(now - f.mtime, 0.0) if f.size >= 0 else None,
                 "bytes": max(f.size, 0), "members": f.members,

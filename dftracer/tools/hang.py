@@ -2,9 +2,11 @@
 who waits for it, from the `open` and `stack` events of the ranks' traces
 (docs/trace-format.md, "Open spans" and "Stacks").
 
-Used live by `dftracer top` (fed by the follower, now = the wall clock) and
-after the job by `summary --ranks` (each file scanned for its tracer
-metadata, now = the newest time any file was seen alive).  The rule:
+Used live by `dftracer top` (fed line by line by the follower, now = the
+wall clock) and after the job by `summary --ranks` and `report`, from the
+hang state the C ranks pass keeps while it reads each file once
+(src/reader/ranks_hang.c; now = the newest time any file was seen alive).
+The rule:
 
 * a rank *waits* when one of its threads is inside a collective (a `comm`
   span with `group` and `seq`) according to the newest snapshot of its
@@ -12,7 +14,12 @@ metadata, now = the newest time any file was seen alive).  The rule:
   looked at;
 * there is a hang when it has been waited for longer than `hang_after`
   seconds and some ranks of its group are not inside it: those are *stuck*
-  (a rank of the job whose trace is missing counts as stuck too).
+  (a rank of the job whose trace is missing counts as stuck too);
+* a rank whose process is gone without finalizing (SIGKILL, the OOM killer,
+  a segfault) is *dead*, and a hang by itself; one stopped by SIGSTOP is
+  stuck (`top` only: it reads /proc);
+* a stuck rank whose main process waits in a DataLoader `fetch` is waiting
+  for a batch: its worker with open spans (or stacks) is named.
 
 A long step that every rank computes together has nobody inside a
 collective; a straggler that catches up leaves the collective, and the next
@@ -27,64 +34,148 @@ import linecache
 import os
 import re
 import zlib
+from array import array
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from dftracer.tools import line_keys, rank_rule
+from dftracer.tools import line_keys, memory, rank_rule, trace_name
 
 DEFAULT_AFTER = 60.0       # s: top's --hang-after
 POST_MORTEM_AFTER = 2.0    # s: waits shorter than this when a job ended are not a hang
-MAX_FILES = 10000          # FH definitions kept per process (to name an open I/O call)
+DEAD_GAP_US = 20_000_000   # after the job: a rank silent this long before the newest is dead
+MAX_FILES = 4096           # FH definitions kept per process (to name an open I/O call)
+MAX_SPANS = 16             # spans kept per thread snapshot (the tracer writes at most 16)
+MAX_THREADS = 64           # threads kept per process
 MAX_LISTED = 8             # ranks named one by one in the one-line message
+MAX_STUCK = 1024           # stuck ranks listed in the JSON (the rest are counted)
+WORLD_CAP = 1 << 20        # a world size believed up to this
 _CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
 _GROUP_RANKS = re.compile(r"\[([\d,\-+]*)\]$")
+_INTS = ("depth", "since", "seq", "step", "bucket")
+_STRS = ("value", "span_cat", "group", "fhash")
+_PASSIVE = ("pipeline", "compute", "dataloader")  # spans that say when, not what blocks
+
+
+def _int(v: Any) -> Optional[int]:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def unescape(s: str) -> str:
+    """A string as the C pass keeps it (JSON escapes as written)."""
+    if "\\" not in s:
+        return s
+    try:
+        return json.loads('"' + s + '"')
+    except ValueError:
+        return s  # cut inside an escape, or the older tools' raw backslashes
+
+
+def _span(args: Dict[str, Any]) -> Dict[str, Any]:
+    """An open span's args kept with their documented types only (a `depth`
+    written as a string is no depth): the rule never compares a str with an
+    int."""
+    out: Dict[str, Any] = {k: args[k] for k in _INTS if _int(args.get(k)) is not None}
+    out.update((k, args[k]) for k in _STRS if isinstance(args.get(k), str))
+    return out
+
+
+def _frames(text: str) -> List[Dict[str, Any]]:
+    frames = []
+    for line in text.split("\n"):
+        if not line:
+            continue
+        where, _, fn = line.rpartition(" ")
+        path, _, ln = where.rpartition(":")
+        frames.append({"file": path, "line": int(ln) if ln.isdigit() and len(ln) < 10 else 0,
+                       "function": fn})
+    return frames
 
 
 class ProcHang:
     """What one process's trace says it is inside of (its newest `open`
-    snapshot per thread) and its newest stacks."""
+    snapshot per thread) and its newest stacks; bounded as the C pass's
+    state is (docs/hang.md)."""
 
     def __init__(self) -> None:
+        self.rss_bytes: Optional[int] = None   # its newest resident memory (post mortem)
+        self.rss_steps: List[Tuple[int, int]] = []  # (step, resident bytes) at step ends
         self.threads: Dict[int, Tuple[int, List[Dict[str, Any]]]] = {}
         self.stacks: Dict[int, Dict[str, Any]] = {}
         self.stack_key: Tuple[int, int] = (-1, -1)  # (at, req) of the stacks kept
         self.files: Dict[str, str] = {}
         self.last_at = 0       # newest trace-clock time the process wrote something at
+        self.sigterm = False   # it wrote stacks at SIGTERM
+
+    @classmethod
+    def from_pass(cls, d: Dict[str, Any]) -> "ProcHang":
+        """From the `hang` of a `_core._rank_file` result (reader/ranks_hang.c)."""
+        st = cls()
+        for tid, at, spans in d.get("threads", []):
+            kept = []
+            for s in spans:
+                s = dict(s)
+                for k in ("value", "span_cat", "group"):
+                    if k in s:
+                        s[k] = unescape(s[k])
+                if "file" in s:
+                    st.files[s["fhash"]] = unescape(s.pop("file"))
+                kept.append(s)
+            kept.sort(key=lambda s: s.get("depth", 0))
+            st.threads[tid] = (at, kept)
+        st.stack_key = (d.get("stack_at", -1), d.get("stack_req", 0))
+        for s in d.get("stacks", []):
+            st.stacks[s["tid"]] = {"name": unescape(s["name"]), "tid": s["tid"],
+                                   "frames": _frames(unescape(s["frames"])), "why": s["why"] or None,
+                                   "req": st.stack_key[1], "at": st.stack_key[0]}
+        st.sigterm = bool(d.get("sigterm"))
+        st.last_at = d.get("last_at") or 0
+        st.rss_bytes = d.get("rss_bytes")
+        st.rss_steps = list(d.get("rss_steps") or [])
+        return st
 
     def observe(self, name: str, args: Dict[str, Any], tid: Any) -> None:
-        at = args.get("at")
-        if name == "open" and isinstance(at, int) and isinstance(tid, int):
+        """One metadata event as `top`'s follower reads it (the same rule as
+        reader/ranks_hang.c)."""
+        at, tid = _int(args.get("at")), _int(tid)
+        if name == "open" and at is not None and tid is not None:
             self.last_at = max(self.last_at, at)
             cur = self.threads.get(tid)
-            if cur is None or at > cur[0]:
+            if cur is None:
+                if len(self.threads) >= MAX_THREADS:
+                    old = min(self.threads, key=lambda t: self.threads[t][0])
+                    if self.threads[old][0] >= at:
+                        return
+                    del self.threads[old]
+                cur = self.threads[tid] = (at, [])
+            elif at > cur[0]:
                 cur = self.threads[tid] = (at, [])
             elif at < cur[0]:
                 return
-            if isinstance(args.get("n"), int) and args["n"] > 0 and isinstance(args.get("value"), str):
-                cur[1].append({k: args[k] for k in ("value", "span_cat", "since", "depth", "group",
-                                                    "seq", "step", "fhash") if k in args})
+            n = _int(args.get("n"))
+            if n and n > 0 and isinstance(args.get("value"), str) and len(cur[1]) < MAX_SPANS:
+                cur[1].append(_span(args))
                 cur[1].sort(key=lambda s: s.get("depth", 0))
-        elif name == "stack" and isinstance(at, int):
+        elif name == "stack" and at is not None:
             self.last_at = max(self.last_at, at)
-            req = args.get("req") if isinstance(args.get("req"), int) else 0
+            if args.get("why") == "SIGTERM":
+                self.sigterm = True
+            req = _int(args.get("req")) or 0
             key = (at, req)  # the events of one answer share both
             if key != self.stack_key:
-                if at < self.stack_key[0]:
+                if key < self.stack_key:
                     return  # an older answer
                 self.stacks, self.stack_key = {}, key
-            frames = []
-            for line in str(args.get("frames", "")).split("\n"):
-                if not line:
-                    continue
-                where, _, fn = line.rpartition(" ")
-                path, _, ln = where.rpartition(":")
-                frames.append({"file": path, "line": int(ln) if ln.isdigit() else 0, "function": fn})
-            self.stacks[tid if isinstance(tid, int) else -1] = {
-                "name": str(args.get("value", "")), "tid": tid, "frames": frames,
-                "why": args.get("why"), "req": req, "at": at}
+            if len(self.stacks) >= MAX_THREADS:
+                return
+            frames = args.get("frames")
+            self.stacks[tid if tid is not None else -1] = {
+                "name": str(args.get("value", ""))[:256], "tid": tid,
+                "frames": _frames(frames[-8192:] if isinstance(frames, str) else ""),
+                "why": args.get("why") if isinstance(args.get("why"), str) else None,
+                "req": req, "at": at}
         elif name == "FH" and len(self.files) < MAX_FILES:
             if isinstance(args.get("value"), str) and isinstance(args.get("name"), str):
-                self.files[args["value"]] = args["name"]
-        elif name == "clock" and isinstance(args.get("value"), int):
+                self.files.setdefault(args["value"], args["name"][:1024])
+        elif name == "clock" and _int(args.get("value")) is not None:
             self.last_at = max(self.last_at, args["value"])
 
     def open_spans(self) -> List[Tuple[int, List[Dict[str, Any]]]]:
@@ -102,24 +193,34 @@ def state_of(p: Any) -> ProcHang:
 
 # ---- the rule -------------------------------------------------------------------
 
-def _group_ranks(group: str, world: List[int]) -> List[int]:
-    """The global ranks of a group named as the comm events name it: `world`,
-    or `<name>[0-3]` / `<name>[0,2]`; a label cut short (`+N`) or unknown:
-    the ranks seen."""
+def _group_ranks(group: str, world_n: int) -> Optional[List[Tuple[int, int]]]:
+    """The global ranks of a group named as the comm events name it, as
+    half-open intervals within the job's [0, world_n): `world`, or
+    `<name>[0-3]` / `<name>[0,2]`; a label cut short (`+N`) or unknown: None
+    (the whole job).  A range is never expanded."""
     if group == "world":
-        return world
+        return None
     m = _GROUP_RANKS.search(group)
     if not m or "+" in m.group(1):
-        return world
-    out: List[int] = []
+        return None
+    out: List[Tuple[int, int]] = []
     for part in m.group(1).split(","):
-        if "-" in part:
-            a, _, b = part.partition("-")
-            if a.isdigit() and b.isdigit():
-                out.extend(range(int(a), int(b) + 1))
-        elif part.isdigit():
-            out.append(int(part))
-    return out or world
+        a, dash, b = part.partition("-")
+        if not a.isdigit() or len(a) > 10 or (dash and (not b.isdigit() or len(b) > 10)):
+            continue
+        lo, hi = int(a), (int(b) if dash else int(a)) + 1
+        if lo < min(hi, world_n):
+            out.append((lo, min(hi, world_n)))
+    if not out:
+        return None
+    out.sort()
+    merged = [out[0]]
+    for lo, hi in out[1:]:
+        if lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
 
 
 def _collective_wait(st: ProcHang) -> Optional[Dict[str, Any]]:
@@ -128,7 +229,7 @@ def _collective_wait(st: ProcHang) -> Optional[Dict[str, Any]]:
     for tid, spans in st.open_spans():
         for s in spans:
             if s.get("span_cat") == "comm" and isinstance(s.get("group"), str) and \
-                    isinstance(s.get("seq"), int) and isinstance(s.get("since"), int):
+                    _int(s.get("seq")) is not None and _int(s.get("since")) is not None:
                 if best is None or s["since"] < best["since"]:
                     best = dict(s, tid=tid)
     return best
@@ -137,14 +238,25 @@ def _collective_wait(st: ProcHang) -> Optional[Dict[str, Any]]:
 def _source_call(path: str, line: int) -> Optional[str]:
     """The call on a source line (`time.sleep` in `time.sleep(3600)`), when
     the file can be read here."""
-    text = linecache.getline(path, line).strip() if path and line > 0 else ""
-    calls = [c for c in _CALL.findall(text) if c not in ("if", "while", "for", "return", "with")]
+    try:
+        text = linecache.getline(path, line).strip() if path and 0 < line < 1 << 24 else ""
+    except (OSError, ValueError, UnicodeError, MemoryError):
+        text = ""
+    calls = [c for c in _CALL.findall(text[:1000]) if c not in ("if", "while", "for", "return", "with")]
     return calls[-1] if calls and len(calls) == 1 else (calls[0] if calls else None)
 
 
+def _open_list(st: ProcHang, spans: List[Dict[str, Any]], now_us: int) -> List[Dict[str, Any]]:
+    return [{"name": s.get("value"), "cat": s.get("span_cat"),
+             "since_s": round((now_us - s["since"]) / 1e6, 3) if "since" in s else None,
+             **{k: s[k] for k in ("group", "seq", "step", "bucket") if k in s},
+             **({"file": st.files.get(s["fhash"], s["fhash"])} if "fhash" in s else {})}
+            for s in spans]
+
+
 def _where(p: Dict[str, Any], st: ProcHang, now_us: int) -> Dict[str, Any]:
-    """Where a stuck rank is: its open spans (the thread that has the most),
-    its stack's innermost frame of that thread, and the call."""
+    """Where a stuck process is: its open spans (the thread that has the
+    most), its stack's innermost frame of that thread, and the call."""
     spans_by_tid = st.open_spans()
     main_tid = p.get("pid")
     tid, spans = (None, [])
@@ -152,15 +264,17 @@ def _where(p: Dict[str, Any], st: ProcHang, now_us: int) -> Dict[str, Any]:
         tid, spans = max(spans_by_tid, key=lambda ts: (len(ts[1]), ts[0] == main_tid))
     out: Dict[str, Any] = {
         "rank": p["rank"], "pid": p.get("pid"), "host": p.get("host"), "path": p.get("path"),
-        "state": p.get("state"), "tid": tid,
-        "open": [{"name": s.get("value"), "cat": s.get("span_cat"),
-                  "since_s": round((now_us - s["since"]) / 1e6, 3) if isinstance(s.get("since"), int) else None,
-                  **{k: s[k] for k in ("group", "seq", "step") if k in s},
-                  **({"file": st.files.get(s["fhash"], s["fhash"])} if "fhash" in s else {})}
-                 for s in spans],
+        "state": p.get("state"), "tid": tid, "open": _open_list(st, spans, now_us),
         "last_event_ts": p.get("last_ts") or None,
         "file": None, "line": None, "function": None, "call": None, "thread": None,
     }
+    if p.get("last_step") is not None:
+        out["last_step"] = p["last_step"]
+    if st.rss_bytes is not None:  # a dead rank's memory: was it growing? (docs/hang.md)
+        out["rss_bytes"] = st.rss_bytes
+        pts = sorted(st.rss_steps)[-memory.CREEP_MIN_STEPS:]
+        if len(pts) >= 3:
+            out["growth_bytes_per_step"] = int(memory.theil_sen(pts))
     stack = None
     if st.stacks:
         stack = st.stacks.get(tid) if tid is not None else None
@@ -171,31 +285,110 @@ def _where(p: Dict[str, Any], st: ProcHang, now_us: int) -> Dict[str, Any]:
         out.update(file=f["file"], line=f["line"], function=f["function"], thread=stack["name"],
                    call=_source_call(f["file"], f["line"]))
     inner = spans[-1] if spans else None
-    if inner is not None and inner.get("span_cat") not in ("pipeline", "compute", "dataloader"):
-        out["call"] = inner.get("value") + (f" {out['open'][-1]['file']}" if "fhash" in inner else "")
+    if inner is not None and inner.get("span_cat") not in _PASSIVE:
+        out["call"] = str(inner.get("value")) + (f" {out['open'][-1]['file']}" if "fhash" in inner else "")
     return out
 
 
-def detect(procs: Iterable[Dict[str, Any]], now_us: int, hang_after: float) -> Optional[Dict[str, Any]]:
-    """The hang object (docs/hang.md), or None.  procs: one dict per traced
-    process of the job with rank, pid, host, path, state, world_size, last_ts
-    and `hang` (its ProcHang)."""
-    by_rank: Dict[int, Dict[str, Any]] = {}
-    world_size = 0
+def _fetch_since(st: ProcHang) -> Optional[int]:
+    """When the process's open DataLoader `fetch` (waiting for a batch) began."""
+    for _, spans in st.open_spans():
+        for s in spans:
+            if s.get("value") == "fetch" and s.get("span_cat") == "dataloader" and "since" in s:
+                return s["since"]
+    return None
+
+
+def _batch_wait(p: Dict[str, Any], now_us: int) -> Optional[Dict[str, Any]]:
+    """A rank waiting in `fetch` for its DataLoader workers: the worker that
+    shows something open (an item, an I/O call) or a stack, and where."""
+    since = _fetch_since(p["hang"])
+    if since is None:
+        return None
+    best = None
+    for w in p.get("workers", []):
+        st = w["hang"]
+        spans = [s for _, ss in st.open_spans() for s in ss]
+        busy = (any(s.get("span_cat") not in _PASSIVE for s in spans), len(spans), bool(st.stacks))
+        if (spans or st.stacks) and (best is None or busy > best[0]):
+            best = (busy, w)
+    out: Dict[str, Any] = {"since_s": round((now_us - since) / 1e6, 1), "worker": None}
+    if best is not None:
+        w = best[1]
+        info = _where(w, w["hang"], now_us)
+        info["worker"] = w.get("worker")
+        info.pop("rank", None)
+        out["worker"] = info
+    return out
+
+
+def _pick_main(procs: List[Dict[str, Any]]) -> Tuple[Dict[int, Dict[str, Any]], int]:
+    """Per rank, its main process (the file of that rank whose parent is not
+    a process of the same rank on its host, and that wrote no `worker` event:
+    DataLoader workers carry their parent's rank) with its workers; and the
+    job's world size."""
+    by_key = {(p.get("host"), p.get("pid")): p for p in procs}
+    mains: Dict[int, List[Dict[str, Any]]] = {}
+    workers: List[Dict[str, Any]] = []
+    sizes: Dict[int, int] = {}
     for p in procs:
         r = p.get("rank")
-        if not isinstance(r, int) or r < 0:
+        if _int(r) is None or r < 0:
             continue
-        if isinstance(p.get("world_size"), int):
-            world_size = max(world_size, p["world_size"])
-        old = by_rank.get(r)
-        # a rank's DataLoader workers carry its rank: the process that is in
-        # collectives (else the first one, the parent) stands for it
-        if old is None or (_collective_wait(p["hang"]) and not _collective_wait(old["hang"])) or \
-                (not _collective_wait(old["hang"]) and (p.get("pid") or 0) < (old.get("pid") or 0)):
-            by_rank[r] = p
+        ws = _int(p.get("world_size"))
+        if ws is not None and ws > 0:
+            sizes[min(ws, WORLD_CAP)] = sizes.get(min(ws, WORLD_CAP), 0) + 1
+        parent = by_key.get((p.get("host"), p.get("ppid"))) if p.get("ppid") else None
+        if parent is not None and parent is not p and parent.get("rank") == r:
+            workers.append(dict(p, parent=parent))
+        elif p.get("worker") is not None:  # a worker whose parent's trace is not here
+            workers.append(dict(p, parent=None))
+        else:
+            mains.setdefault(r, []).append(p)
+    by_rank: Dict[int, Dict[str, Any]] = {}
+    for r, ps in mains.items():
+        # two processes say they are rank r: the one in a collective, else the
+        # first (the parent of a worker whose trace has no ppid)
+        by_rank[r] = dict(max(ps, key=lambda p: (_collective_wait(p["hang"]) is not None,
+                                                 -(p.get("pid") or 0))), workers=[])
+    for w in workers:
+        m = by_rank.get(w["rank"])
+        if m is not None and (w["parent"] is None or m.get("pid") == w["parent"].get("pid")):
+            m["workers"].append(w)
+    # the world size most processes wrote (ties: the smaller): one file's
+    # 2147483647 does not make two billion ranks missing
+    world = min(sizes, key=lambda ws: (-sizes[ws], ws)) if sizes else 0
+    return by_rank, world
+
+
+def _mark_dead(by_rank: Dict[int, Dict[str, Any]]) -> None:
+    """After the job: a rank whose trace ends with neither `end` nor SIGTERM
+    stacks died, when the job's other ranks say they were still alive
+    after it: one of them ended (finalized or SIGTERM), or wrote
+    DEAD_GAP_US later.  (A job killed whole by SIGKILL leaves every rank
+    without both: then nobody is named dead.)"""
+    ended = {r for r, p in by_rank.items() if p["state"] == "finished" or p["hang"].sigterm}
+    newest = max((p.get("last_ts") or 0 for p in by_rank.values()), default=0)
+    for r, p in by_rank.items():
+        if r in ended:
+            continue
+        if ended or newest - (p.get("last_ts") or 0) > DEAD_GAP_US:
+            p["state"] = "dead"
+
+
+def detect(procs: Iterable[Dict[str, Any]], now_us: int, hang_after: float,
+           after_job: bool = False) -> Optional[Dict[str, Any]]:
+    """The hang object (docs/hang.md), or None.  procs: one dict per traced
+    process of the job with rank, pid, ppid, host, path, state (running,
+    silent, finished, stopped, dead, exited), world_size, last_ts, worker,
+    last_step and `hang` (its ProcHang).  after_job: the job's files are
+    complete, and a rank that ended without a trace of its end is dead."""
+    by_rank, world_size = _pick_main(list(procs))
     if not by_rank:
         return None
+    if after_job:
+        _mark_dead(by_rank)
+    dead = sorted(r for r, p in by_rank.items() if p.get("state") == "dead")
     waits: Dict[Tuple[str, int, str], List[Tuple[int, int]]] = {}
     for r, p in by_rank.items():
         if p.get("state") == "finished":
@@ -203,19 +396,33 @@ def detect(procs: Iterable[Dict[str, Any]], now_us: int, hang_after: float) -> O
         w = _collective_wait(p["hang"])
         if w is not None:
             waits.setdefault((w["group"], w["seq"], w["value"]), []).append((r, w["since"]))
-    if not waits:
-        return None
-    key, waiting = min(waits.items(), key=lambda kv: min(s for _, s in kv[1]))
-    since = min(s for _, s in waiting)
-    since_s = (now_us - since) / 1e6
-    if since_s < hang_after:
-        return None
-    world = sorted(set(by_rank) | set(range(world_size)))
-    members = _group_ranks(key[0], world)
-    waiting_ranks = sorted(r for r, _ in waiting)
-    stuck_ranks = [r for r in members if r not in waiting_ranks]
-    if not stuck_ranks:
-        return None
+    world_n = max(max(by_rank) + 1, world_size)
+    key: Optional[Tuple[str, int, str]] = None
+    waiting_ranks: List[int] = []
+    stuck_ranks: List[int] = []
+    stuck_count = 0
+    since = None
+    w0: Dict[str, Any] = {}
+    if waits:
+        key, waiting = min(waits.items(), key=lambda kv: min(s for _, s in kv[1]))
+        w0 = _collective_wait(by_rank[waiting[0][0]]["hang"]) or {}  # a DDP bucket's index
+        since = min(s for _, s in waiting)
+        waiting_ranks = sorted(r for r, _ in waiting)
+        if (now_us - since) / 1e6 >= hang_after:
+            inside = set(waiting_ranks)
+            for lo, hi in _group_ranks(key[0], world_n) or [(0, world_n)]:
+                stuck_count += hi - lo - sum(1 for r in inside if lo <= r < hi)
+                r = lo
+                while r < hi and len(stuck_ranks) < MAX_STUCK:
+                    if r not in inside:
+                        stuck_ranks.append(r)
+                    r += 1
+    if not stuck_ranks:  # no hang by the rule: a dead rank is one by itself
+        key, waiting_ranks, stuck_count = None, [], len(dead)
+        stuck_ranks = dead[:MAX_STUCK]
+        if not dead:
+            return None
+        since = min(by_rank[r].get("last_ts") or now_us for r in dead)
     stuck = []
     for r in stuck_ranks:
         p = by_rank.get(r)
@@ -227,46 +434,100 @@ def detect(procs: Iterable[Dict[str, Any]], now_us: int, hang_after: float) -> O
         w = _collective_wait(p["hang"])
         if w is not None:
             info["in_collective"] = {"name": w["value"], "group": w["group"], "seq": w["seq"]}
+        batch = _batch_wait(p, now_us)
+        if batch is not None:
+            info["batch_wait"] = batch
         stuck.append(info)
     hang = {
         "stuck_ranks": stuck_ranks, "waiting_ranks": waiting_ranks,
-        "collective": key[2], "group": key[0], "seq": key[1],
-        "since_s": round(since_s, 1), "since_ts": since, "hang_after_s": hang_after,
-        "stuck": stuck,
+        "collective": key[2] if key else None, "group": key[0] if key else None,
+        "seq": key[1] if key else None,
+        **({"bucket": w0["bucket"]} if key and isinstance(w0.get("bucket"), int) else {}),
+        "since_s": round((now_us - since) / 1e6, 1), "since_ts": since, "hang_after_s": hang_after,
+        "stuck": stuck, "dead_ranks": dead,
+        "stopped_ranks": sorted(r for r, p in by_rank.items() if p.get("state") == "stopped"),
     }
+    if stuck_count > len(stuck_ranks):
+        hang["stuck_more"] = stuck_count - len(stuck_ranks)
     hang["message"] = message(hang)
     return hang
 
 
-def _ranks_text(ranks: List[int]) -> str:
+def _ranks_text(ranks: List[int], more: int = 0) -> str:
     shown = ", ".join(str(r) for r in ranks[:MAX_LISTED])
-    more = len(ranks) - MAX_LISTED
+    more += len(ranks) - MAX_LISTED if len(ranks) > MAX_LISTED else 0
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-def _stuck_text(s: Dict[str, Any]) -> str:
+def _frame_text(s: Dict[str, Any]) -> str:
     where = ""
     if s.get("file"):
-        where = f" in {os.path.basename(s['file'])}:{s['line']}"
+        where = f" in {os.path.basename(str(s['file']))}:{s['line']}"
         if s.get("call"):
             where += f" ({s['call']})"
         elif s.get("function"):
             where += f" ({s['function']})"
     elif s.get("call"):
         where = f" in {s['call']}"
-    elif s.get("state") == "no trace":
-        where = " (no trace file)"
+    return where
+
+
+def _batch_text(b: Dict[str, Any]) -> str:
+    """`waiting 40.0 s for a batch: worker 0 (pid 123) stopped in dataset.py:31
+    __getitem__ (open /data/x.fifo)`."""
+    text = f" waiting {b['since_s']:.1f} s for a batch"
+    w = b.get("worker")
+    if not w:
+        return text
+    who = f"worker {w['worker']}" if w.get("worker") is not None and w["worker"] >= 0 else "worker"
+    text += f": {who} (pid {w.get('pid')}) stopped"
+    if w.get("file"):
+        text += f" in {os.path.basename(str(w['file']))}:{w['line']} {w.get('function') or ''}".rstrip()
+    inner = [o for o in w.get("open", []) if o.get("cat") not in _PASSIVE]
+    if inner:
+        o = inner[-1]
+        text += f" ({o['name']}" + (f" {o['file']}" if o.get("file") else "") + ")"
+    elif not w.get("file") and w.get("call"):
+        text += f" in {w['call']}"
+    return text
+
+
+def _stuck_text(s: Dict[str, Any]) -> str:
+    """What follows `rank N` for a stuck rank (a dead one's memory last)."""
+    text = _stuck_where(s)
+    if s.get("state") == "dead" and s.get("rss_bytes") is not None:
+        text += f" ({memory.size_text(s['rss_bytes'])}"
+        g = s.get("growth_bytes_per_step")
+        if g is not None and g >= memory.CREEP_BYTES_PER_STEP:
+            text += f", growing {memory.size_text(g)} a step"
+        text += ")"
+    return text
+
+
+def _stuck_where(s: Dict[str, Any]) -> str:
+    state = s.get("state")
+    if state == "dead":
+        where = " dead (gone without finalizing)"
+    elif state == "stopped":
+        where = " stopped by a signal (SIGSTOP: state T)"
+    elif s.get("batch_wait"):
+        return _batch_text(s["batch_wait"])
+    else:
+        where = " stopped"
+    where += _frame_text(s) if state not in ("dead", "stopped") or s.get("file") else ""
+    if state == "no trace":
+        where += " (no trace file)"
     ic = s.get("in_collective")
     if ic:
         where += f" inside {ic['name']} #{ic['seq']} ({ic['group']})"
     for o in reversed(s.get("open", [])):
         if o.get("name") == "iteration" and "step" in o:
-            where += f" during iteration {o['step']}"
-            break
-    else:
-        inner = [o for o in s.get("open", []) if o.get("cat") in ("pipeline", "compute", "dataloader")]
-        if inner:
-            where += f" during {inner[-1]['name']}"
+            return where + f" during iteration {o['step']}"
+    inner = [o for o in s.get("open", []) if o.get("cat") in _PASSIVE]
+    if inner:
+        return where + f" during {inner[-1]['name']}"
+    if state == "dead" and s.get("last_step") is not None:
+        where += f" after step {s['last_step']}"
     return where
 
 
@@ -274,20 +535,44 @@ def message(h: Dict[str, Any]) -> str:
     """The one line: `hang: rank 2 stopped in hang_job.py:22 (time.sleep) during
     iteration 12; ranks 0, 1, 3 waited 41.2 s in all_reduce #12 (world)`."""
     stuck = h["stuck"]
-    if len(stuck) == 1:
-        head = f"rank {stuck[0]['rank']} stopped{_stuck_text(stuck[0])}"
+    more = h.get("stuck_more", 0)
+    if len(stuck) == 1 and not more:
+        head = f"rank {stuck[0]['rank']}{_stuck_text(stuck[0])}"
     else:
         parts = [f"rank {s['rank']}{_stuck_text(s)}" for s in stuck[:MAX_LISTED]]
-        more = len(stuck) - MAX_LISTED
-        head = f"ranks {_ranks_text(h['stuck_ranks'])} stopped: " + "; ".join(parts) + \
-            (f"; and {more} more" if more > 0 else "")
+        more_parts = len(stuck) - MAX_LISTED + more
+        verb = "dead" if all(s.get("state") == "dead" for s in stuck) else "stopped"
+        head = f"ranks {_ranks_text(h['stuck_ranks'], more)} {verb}: " + "; ".join(parts) + \
+            (f"; and {more_parts} more" if more_parts > 0 else "")
+    if h["collective"] is None:
+        return f"hang: {head}"
     w = h["waiting_ranks"]
     who = f"rank {w[0]}" if len(w) == 1 else f"ranks {_ranks_text(w)}"
+    bucket = f"DDP bucket {h['bucket']}, " if "bucket" in h else ""
     return (f"hang: {head}; {who} waited {h['since_s']:.1f} s in "
-            f"{h['collective']} #{h['seq']} ({h['group']})")
+            f"{h['collective']} #{h['seq']} ({bucket}{h['group']})")
 
 
 # ---- live: dftracer top ------------------------------------------------------------
+
+_HOSTS = trace_name.hosts()
+
+
+def proc_state(pid: Any) -> Optional[str]:
+    """A process of this host by /proc/PID/stat: `gone`, `stopped` (state T,
+    t: SIGSTOP, a debugger) or None (running, sleeping, or not knowable)."""
+    if _int(pid) is None or not 0 < pid < 1 << 22:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read(4096)
+    except FileNotFoundError:
+        return "gone"
+    except OSError:
+        return None
+    rest = stat.rpartition(b")")[2].split()
+    return "stopped" if rest and rest[0] in (b"T", b"t") else None
+
 
 def from_follower(fol: Any, now_s: float, hang_after: float) -> Optional[Dict[str, Any]]:
     """The hang among the files `dftracer top` follows."""
@@ -295,102 +580,62 @@ def from_follower(fol: Any, now_s: float, hang_after: float) -> Optional[Dict[st
     for path, f in fol.files.items():
         p = f.proc
         st = p.__dict__.get("hang_state") or ProcHang()
-        procs.append({"rank": p.rank, "pid": p.pid, "host": p.host, "path": path,
-                      "state": fol.state(f, now_s), "world_size": p.world_size,
-                      "last_ts": p.head, "hang": st})
+        state = fol.state(f, now_s)
+        if state != "finished" and p.host in _HOSTS:
+            live = proc_state(p.pid)
+            if live == "stopped":
+                state = "stopped"
+            elif live == "gone" and not st.sigterm and \
+                    (f.size <= f.offset or f.stuck_at is not None):
+                state = "dead"  # and all of its file was read: no `end` is still to come
+        procs.append({"rank": p.rank, "pid": p.pid, "ppid": p.ppid, "host": p.host, "path": path,
+                      "state": state, "world_size": p.world_size, "last_ts": p.head,
+                      "worker": p.worker, "last_step": p.step, "hang": st})
     return detect(procs, int(now_s * 1e6), hang_after)
 
 
-# ---- after the job: summary --ranks ----------------------------------------------
+# ---- after the job: summary --ranks, report ------------------------------------------
 
-_META = b'"cat":"dftracer"'
-
-
-def scan(path: str, limit: int = 0) -> Dict[str, Any]:
-    """Reads one trace file for what the rule needs: its tracer metadata
-    (rank, host, open spans, stacks, end).  Only lines of category dftracer are
-    parsed; a torn last member ends the scan; limit > 0: only that many bytes
-    of the file are read."""
-    st = ProcHang()
-    out: Dict[str, Any] = {"path": path, "rank": None, "rank_source": "", "world_size": None,
-                           "host": None, "pid": None, "state": "exited", "last_ts": 0, "hang": st}
-
-    def lines(text: bytes) -> None:
-        for line in text.split(b"\n"):
-            if _META not in line:
-                continue
-            try:
-                ev = json.loads(line.strip(b" \t\r,"))
-            except ValueError:
-                continue
-            if not isinstance(ev, dict):
-                continue
-            name, args = ev.get("name"), ev.get("args") if isinstance(ev.get("args"), dict) else {}
-            if out["pid"] is None and isinstance(ev.get("pid"), int):
-                out["pid"] = ev["pid"]
-            if name == "end":
-                out["state"] = "finished"
-            elif name == "HH" and isinstance(args.get("name"), str):
-                out["host"] = args["name"]
-            elif name == "process_name" and isinstance(args.get("name"), str):
-                r = rank_rule.rank_of_process_name(args["name"])
-                if r is not None and not out["rank_source"]:
-                    out["rank"] = r
-            elif name == "rank" and rank_rule.rank_of_value(args.get("value")) is not None:
-                dist = args.get("source") == "torch.distributed"
-                if out["rank_source"] != "torch.distributed" and (dist or not out["rank_source"]):
-                    out["rank"] = rank_rule.rank_of_value(args.get("value"))
-                    out["rank_source"] = "torch.distributed" if dist else "rank"
-                ws = rank_rule.count_of_value(args.get("world_size"), 1)
-                if ws is not None:
-                    out["world_size"] = ws
-            elif isinstance(name, str):
-                st.observe(name, args, ev.get("tid"))
-            if isinstance(ev.get("ts"), int):
-                out["last_ts"] = max(out["last_ts"], ev["ts"] + (ev.get("dur") or 0))
-
-    try:
-        with open(path, "rb") as fh:
-            if path.endswith(".gz"):
-                d = zlib.decompressobj(31)
-                carry = b""
-                left = limit if limit > 0 else -1
-                while left != 0:
-                    data = fh.read(1 << 20 if left < 0 else min(left, 1 << 20))
-                    if not data:
-                        break
-                    left = left - len(data) if left > 0 else left
-                    while data:
-                        try:
-                            text = d.decompress(data)
-                        except zlib.error:
-                            data = b""
-                            break
-                        cut = (carry + text).rfind(b"\n") + 1
-                        buf = carry + text
-                        lines(buf[:cut])
-                        carry = buf[cut:]
-                        if d.eof:
-                            data = d.unused_data
-                            d = zlib.decompressobj(31)
-                        else:
-                            data = b""
-                lines(carry)
-            else:
-                lines(fh.read(limit if limit > 0 else -1))
-    except OSError:
-        pass
-    out["last_ts"] = max(out["last_ts"], st.last_at)
-    return out
+def _last_step(r: Dict[str, Any]) -> Optional[int]:
+    steps, n = r.get("steps"), r.get("step_fields") or 0
+    if not isinstance(steps, (bytes, bytearray)) or n <= 0 or len(steps) < 8 * n:
+        return None
+    a = array("q")
+    a.frombytes(bytes(steps[len(steps) - 8 * n:len(steps) - 8 * n + 8]))
+    return a[0]
 
 
-def post_mortem(paths: List[str], hang_after: float = 0.0) -> Optional[Dict[str, Any]]:
-    """The hang the files of a finished (or killed) job show, now being the
-    newest time any of them was seen alive.  hang_after defaults to 0: a job
-    that ended with ranks inside a collective that others never reached hung."""
-    procs = [scan(p) for p in paths]
+def procs_of(results: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """One process per result of the ranks pass (`_core._rank_file`), with
+    the hang state the pass kept and its rank by the one rule (the C pass's
+    identity: the last valid `rank` event, else the process name)."""
+    procs = []
+    for r in results:
+        if not isinstance(r.get("hang"), dict):
+            continue  # unreadable
+        st = ProcHang.from_pass(r["hang"])
+        rank = r.get("rank", -1)
+        if _int(rank) is None or rank < 0:
+            rank = rank_rule.rank_of_process_name(r.get("process_name") or "")
+        end = r.get("end_max", 0) if r.get("has_ts") else 0
+        ppid, ws, worker = r.get("ppid", -1), r.get("world_size", -1), r.get("worker", -1)
+        procs.append({"rank": rank, "pid": r.get("pid") if r.get("pid", -1) >= 0 else None,
+                      "ppid": ppid if ppid >= 0 else None, "host": r.get("host") or None,
+                      "path": r.get("path"), "world_size": ws if ws > 0 else None,
+                      "state": "finished" if r.get("finalized") else "exited",
+                      "worker": worker if worker >= 0 else None, "last_step": _last_step(r),
+                      "last_ts": max(end, st.last_at), "hang": st})
+    return procs
+
+
+def post_mortem(results: List[Dict[str, Any]], hang_after: float = 0.0) -> Optional[Dict[str, Any]]:
+    """The hang the files of a finished (or killed) job show, from the ranks
+    pass's results, now being the newest time any of them was seen alive.
+    hang_after defaults to 0: a job that ended with ranks inside a
+    collective that others never reached hung."""
+    procs = procs_of(results)
     now = max((p["last_ts"] for p in procs), default=0)
-    return detect(procs, now, hang_after)
+    return detect(procs, now, hang_after, after_job=True)
 
 
 # ---- marks: dftracer view ----------------------------------------------------------
@@ -408,21 +653,15 @@ def mark_file(path: str, h: Dict[str, Any]) -> None:
           "args": {"message": h["message"], "stuck_ranks": h["stuck_ranks"],
                    "waiting_ranks": h["waiting_ranks"], "collective": h["collective"],
                    "group": h["group"], "seq": h["seq"], "since_s": h["since_s"]}}
-    import gzip
-
-    try:  # a stuck rank's pid (a killed process has no `end` the mark would follow)
-        with (gzip.open if path.endswith(".gz") else open)(path, "rb") as fh:
-            head = fh.read(1 << 16)
-        pids = [s["pid"] for s in h["stuck"] if s.get("pid")]
-        pids = [p for p in pids if b'"pid":%d,' % p in head] or \
-            [int(m) for m in re.findall(rb'"pid":(\d+)', head)[:1]]
-        if pids:
-            ev["pid"] = ev["tid"] = pids[0]
-    except (OSError, EOFError, zlib.error):
-        pass
+    pids = [s["pid"] for s in h["stuck"] if s.get("pid")]
+    if pids:  # on a stuck rank's track (merge keeps the pids)
+        ev["pid"] = ev["tid"] = pids[0]
     line = (line_keys.dumps(ev) + "\n").encode("utf-8")
+    if path.endswith(".gz"):
+        z = zlib.compressobj(6, zlib.DEFLATED, 31)  # one gzip member
+        line = z.compress(line) + z.flush()
     with open(path, "ab") as fh:
-        fh.write(gzip.compress(line) if path.endswith(".gz") else line)
+        fh.write(line)
 
 
 # ---- live: the stuck ranks' stacks, asked for once ---------------------------------
@@ -437,7 +676,10 @@ def ask_stacks(fol: Any, h: Optional[Dict[str, Any]]) -> None:
     from dftracer.tools import stacks
 
     asked = fol.__dict__.setdefault("hang_asked", set())
-    for s in h["stuck"]:
+    whom = [s for s in h["stuck"] if s.get("state") not in ("dead", "stopped")]
+    whom += [s["batch_wait"]["worker"] for s in h["stuck"]
+             if (s.get("batch_wait") or {}).get("worker")]  # the worker a rank waits for
+    for s in whom:
         pid, path = s.get("pid"), s.get("path")
         if not pid or not path or s.get("file") or (pid, h["since_ts"]) in asked:
             continue

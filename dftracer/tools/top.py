@@ -178,7 +178,7 @@ class RunView:
     TAIL_LINES = 10
     # the table printed when the command ends: rank host pid name state events
     # step median note (the rates of a finished run say little)
-    FINAL_COLUMNS = (0, 1, 2, 3, 4, 5, 7, 9, 18)
+    FINAL_COLUMNS = (0, 1, 2, 3, 4, 5, 7, 9, 18, 19)
 
     def __init__(self, stem: str, before: Dict[str, Tuple[float, int]]) -> None:
         self.stem = stem

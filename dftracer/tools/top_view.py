@@ -186,7 +186,7 @@ def _tail(path: str, n: int) -> List[str]:
 IDENTITY = (0, 1, 2)
 HOST_MAX = 64        # a host name longer than any real one (HOST_NAME_MAX) is cut there
 NOTE_MIN = 12
-_DROP_ORDER = [14, 13, 15, 9, 5, 11, 17, 3, 8, 12, 16, 10, 7, 6, 4, 18]
+_DROP_ORDER = [14, 13, 15, 9, 5, 11, 17, 3, 8, 12, 16, 10, 18, 7, 6, 4, 19]
 
 
 def column_widths(texts: List[List[str]]) -> List[int]:

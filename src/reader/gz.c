@@ -70,10 +70,23 @@ static FILE *open_regular(dft_rd *r, const char *path)
 
 int dft_rd_open(dft_rd *r, const char *path)
 {
+    return dft_rd_open_at(r, path, 0);
+}
+
+int dft_rd_open_at(dft_rd *r, const char *path, uint64_t offset)
+{
     memset(r, 0, sizeof *r);
     r->fp = open_regular(r, path);
     if (!r->fp)
         return -1;
+    if (offset > (uint64_t)INT64_MAX || fseeko(r->fp, (off_t)offset, SEEK_SET) != 0) {
+        int e = offset > (uint64_t)INT64_MAX ? EINVAL : errno;
+        snprintf(r->err, sizeof r->err, "%s", strerror(e));
+        dft_rd_close(r);
+        errno = e;
+        return -1;
+    }
+    r->in_offset = offset;
     r->in = malloc(RD_IN_SIZE);
     r->out = malloc(RD_OUT_SIZE);
     if (!r->in || !r->out) {

@@ -59,6 +59,9 @@ typedef struct dft_rd {
  * without blocking, with not_regular set and errno EINVAL.  A path ending in
  * ".gz" whose bytes are not gzip reads as DFT_RD_CORRUPT ("not gzip ..."). */
 int dft_rd_open(dft_rd *r, const char *path);
+/* dft_rd_open from byte offset on (a gzip member's start, or a line's, for
+ * a reader of what was appended since: `dftracer stacks`). */
+int dft_rd_open_at(dft_rd *r, const char *path, uint64_t offset);
 /* The next line without its '\n' (a last line without '\n' is returned too).
  * The pointer stays valid until the next call; r->line_no is its number.
  * Lines of DFT_RD_LINE_MAX bytes or more are skipped (and counted in

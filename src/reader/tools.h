@@ -36,6 +36,8 @@ int dft_tools_register_events(PyObject *module); /* reader/events.c */
 int dft_tools_register_ranks(PyObject *module);  /* reader/ranks_py.c */
 int dft_tools_register_io(PyObject *module);     /* reader/iostats_py.c */
 int dft_tools_register_classify(PyObject *module); /* reader/classify_py.c */
+int dft_tools_register_stacks_tail(PyObject *module); /* reader/stacks_tail.c */
+int dft_tools_register_memory(PyObject *module);   /* reader/memory_py.c */
 
 /* What the readers' Python objects share (reader/pyreader.c). */
 struct dft_rd;

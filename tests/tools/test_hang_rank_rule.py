@@ -1,7 +1,8 @@
-"""hang.scan (summary --ranks' hang rule) reads a process's rank by the one
-rank rule of dftracer/tools/rank_rule.py (issue 38): it had a looser copy
-that took any int (2**31, negative world sizes) and no rank given as a
-string of digits."""
+"""The hang post mortem reads a process's rank by the one rank rule of
+docs/trace-format.md ("Rank", "Ranks and clocks"): the C ranks pass's
+identity (src/reader/identity.c), the last valid `rank` event, else the
+process_name.  It had a looser copy of its own (issue 38), then one where
+the first plain rank won (issue 48)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import json
 
 import pytest
 
-from dftracer.tools import hang, rank_rule
+from dftracer import _core
+from dftracer.tools import hang
 
 
 def _trace(tmp_path, *meta):
@@ -30,11 +32,9 @@ def _trace(tmp_path, *meta):
     ([("rank", {"value": -1})], None, None),
     ([("rank", {"value": 4, "world_size": 0})], 4, None),
     ([("rank", {"value": 4, "world_size": "8"})], 4, 8),
-    ([("rank", {"value": 1, "source": "torch.distributed"}), ("rank", {"value": 2})], 1, None),
+    ([("rank", {"value": 1, "source": "torch.distributed"}), ("rank", {"value": 2})], 2, None),
+    ([("rank", {"value": 2, "source": "RANK"}), ("rank", {"value": "x"})], 2, None),
 ])
-def test_scan_applies_the_rank_rule(tmp_path, meta, rank, world):
-    got = hang.scan(_trace(tmp_path, *meta))
+def test_post_mortem_applies_the_rank_rule(tmp_path, meta, rank, world):
+    got = hang.procs_of([_core._rank_file(_trace(tmp_path, *meta))])[0]
     assert (got["rank"], got["world_size"]) == (rank, world)
-    for name, args in meta:  # the same answers as the rule itself
-        if name == "rank" and rank_rule.rank_of_value(args["value"]) is None:
-            assert got["rank"] != args["value"] or got["rank"] is None
