@@ -165,6 +165,7 @@ class Process:
         self.job_id: Optional[str] = None
         self.rank_source = ""    # "", "rank" (a rank event) or "torch.distributed"
         self.ppid: Optional[int] = None  # from the start event
+        self.worker: Optional[int] = None  # a DataLoader worker's id (the `worker` event)
         self.name = ""
         self.events = 0          # every event line (as `dftracer summary` counts them)
         self.complete = 0
@@ -176,6 +177,7 @@ class Process:
         self.head = 0            # the newest event end seen (us)
         self.io_read = 0
         self.io_write = 0
+        self.rss: Optional[int] = None  # the last `memory` counter sample (docs/memory.md)
         # second -> {key: [count, total dur, dur inside this second, io bytes,
         #                  its share time inside this second (_share)]}
         self.buckets: Dict[int, Dict[_Key, List[int]]] = {}
@@ -530,6 +532,10 @@ def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
     if ph == "M":
         _metadata(p, str(ev.get("name")), args, ev)
         return False
+    if ph == "C" and ev.get("name") == "memory":
+        rss = _as_int(args.get("rss_bytes"))
+        p.rss = rss if rss is not None else p.rss
+        return False
     ts, dur = ev.get("ts"), ev.get("dur")
     if ph != "X" or not isinstance(ts, int) or not isinstance(dur, int) \
             or isinstance(ts, bool) or isinstance(dur, bool):
@@ -608,6 +614,10 @@ def _metadata(p: Process, name: str, args: Dict[str, Any], ev: Dict[str, Any]) -
             p.world_size = world
         if isinstance(args.get("job_id"), str):
             p.job_id = args["job_id"]
+    elif name == "worker":  # docs/trace-format.md, "Workers": the last valid one
+        worker = rank_of_value(args.get("value"))
+        if worker is not None:
+            p.worker = worker
 
 
 def _as_int(v: Any, signed: bool = False) -> Optional[int]:

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from dftracer.tools import common
 
-SORTS = ("rank", "events", "step", "io", "state", "pid")
+SORTS = ("rank", "events", "step", "io", "state", "pid", "rss")
 
 # What must not reach a terminal raw (names and paths come from traces): C0
 # and C1 controls, DEL, the bidirectional overrides, line separators, and the
@@ -47,8 +47,13 @@ def fmt_opt_us(us: Optional[float]) -> str:
 SHARE_COLUMNS = (("compute", "compute"), ("data", "data"), ("io", "I/O"), ("comm", "comm"),
                  ("checkpoint", "ckpt"), ("other", "other"))
 ROW_HEADERS = ["rank", "host", "pid", "name", "state", "events", "ev/s", "step", "last",
-               "median"] + [h for _, h in SHARE_COLUMNS] + ["read MB/s", "write MB/s", "note"]
-RIGHT = [0, 2] + list(range(5, 18))
+               "median"] + [h for _, h in SHARE_COLUMNS] + ["read MB/s", "write MB/s", "RSS", "note"]
+RIGHT = [0, 2] + list(range(5, 19))
+
+
+def fmt_rss(n: Optional[int]) -> str:
+    """The last resident memory sample (docs/memory.md), "-" before one."""
+    return "-" if not n else common.fmt_bytes(n)
 
 
 def row_cells(p: Dict[str, Any]) -> List[str]:
@@ -59,7 +64,8 @@ def row_cells(p: Dict[str, Any]) -> List[str]:
              str(p["step"]) if p["step"] is not None else "-",
              fmt_opt_us(p["step_last_us"]), fmt_opt_us(p["step_median_us"])]
             + [fmt_share(p["by_cat"][g]) for g, _ in SHARE_COLUMNS]
-            + [fmt_mbs(p["io_read_mb_s"]), fmt_mbs(p["io_write_mb_s"]), printable(p["mark"])])
+            + [fmt_mbs(p["io_read_mb_s"]), fmt_mbs(p["io_write_mb_s"]),
+               fmt_rss(p.get("rss_bytes")), printable(p["mark"])])
 
 
 _STATE_ORDER = {"running": 0, "silent": 1, "error": 2, "finished": 3}
@@ -79,6 +85,7 @@ def sort_rows(procs: List[Dict[str, Any]], by: str, reverse: bool = False) -> Li
         "step": lambda p: (-(p["step_last_us"] or 0),) + ident(p),
         "io": lambda p: (-(p["io_read_mb_s"] + p["io_write_mb_s"]),) + ident(p),
         "state": lambda p: (_STATE_ORDER.get(p["state"], 9),) + ident(p),
+        "rss": lambda p: (-(p.get("rss_bytes") or 0),) + ident(p),
     }
     rows = sorted(procs, key=keys[by])
     return rows[::-1] if reverse else rows

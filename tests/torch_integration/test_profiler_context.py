@@ -431,10 +431,11 @@ def test_options_table_in_the_docs_is_the_options_dataclass():
 
 def test_flags_table_in_the_docs_is_the_parser():
     parser = add_profiler_args(argparse.ArgumentParser())
-    flags = {s for a in parser._actions for s in a.option_strings if s.startswith("--profile")}
+    flags = {s for a in parser._actions for s in a.option_strings
+             if s.startswith(("--profile", "--track-memory"))}
     flags.discard("--no-profile-record-shapes")  # argparse's other half of the switch
     documented = {flag for row in docs_table("Command-line flags")
-                  for flag in re.findall(r"`(--profile[a-z-]*)", row[0])}
+                  for flag in re.findall(r"`(--profile[a-z-]*|--track-memory)", row[0])}
     assert documented == flags == {f.metadata["flag"] for f in FIELDS.values() if f.metadata["flag"]}
 
 

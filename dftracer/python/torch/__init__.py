@@ -20,6 +20,7 @@ __all__ = [
     "common",
     "dftracer",
     "get_time_scale",
+    "MemoryTracker",
     "ProfilerContext",
     "add_profiler_args",
     "create_profiler_from_args",
@@ -49,5 +50,6 @@ def trace_handler(profiler_result: Any) -> None:
 from dftracer.python.torch.profiler_context import ProfilerContext, profile_function  # noqa: E402
 from dftracer.python.torch.profiler_context import profiler, step_profiler  # noqa: E402
 from dftracer.python.torch._profiler_args import add_profiler_args, create_profiler_from_args  # noqa: E402
+from dftracer.python.torch.memory import MemoryTracker  # noqa: E402
 from dftracer.python.common import TagDType, TagType, TagValue, dftracer, get_time_scale  # noqa: E402
 from dftracer.python.torch import common  # noqa: E402,F401  (pydftracer's submodule)

@@ -94,6 +94,10 @@ class ProfilerOptions:
                                    kw_only=True)
     nsight_output: str = _option("nsight_profile", "text", "prefix of the NVTX range names",
                                  kw_only=True)
+    track_memory: bool = _option(False, "switch",
+                                 "resident (and CUDA) memory over the block, one line at its end"
+                                 " (MemoryTracker, docs/memory.md)",
+                                 flag="--track-memory", kw_only=True)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

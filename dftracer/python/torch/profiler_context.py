@@ -21,6 +21,7 @@ from dftracer.python.torch import _options, _outputs
 from dftracer.python.torch._options import ProfilerOptions
 from dftracer.python.torch._outputs import note
 from dftracer.python.torch._summary import format_summary
+from dftracer.python.torch.memory import MemoryTracker
 
 __all__ = [
     "ProfilerContext",
@@ -118,6 +119,8 @@ class ProfilerContext:
         self._nvtx_open = False
         self._cuda_capturing = False
         self._trace_handler: Optional[Callable[[Any], None]] = None
+        self.memory_tracker: Optional[MemoryTracker] = None
+        self.memory: Optional[Dict[str, Any]] = None  # the tracker's figures, once it ended
 
     # -- public surface ---------------------------------------------------
     @property
@@ -134,6 +137,7 @@ class ProfilerContext:
         return self._step
 
     def __enter__(self) -> "ProfilerContext":
+        self._memory_begin()
         if not self.enabled:
             return self
         with _active_lock:
@@ -150,6 +154,7 @@ class ProfilerContext:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self._memory_end()
         if not self._running:
             return
         try:
@@ -176,6 +181,25 @@ class ProfilerContext:
             else:
                 _quietly(self._prof.step)
         self._nvtx_step()
+
+    # -- memory (docs/memory.md) -------------------------------------------
+    def _memory_begin(self) -> None:
+        """--track-memory, or MEM among the activities: a MemoryTracker over
+        the block (MEM on CPU records the resident memory this way)."""
+        o = self._opts
+        wanted = o.track_memory or (self.enabled and "MEM" in o.activities)
+        if wanted and self.memory_tracker is None:
+            self.memory = None
+            self.memory_tracker = MemoryTracker(self.profile_name).start()
+
+    def _memory_end(self) -> None:
+        tracker, self.memory_tracker = self.memory_tracker, None
+        if tracker is None:
+            return
+        try:
+            self.memory = tracker.report() if self._opts.track_memory else tracker.stop()
+        except Exception as exc:
+            note(f"{self.profile_name}: memory tracking failed: {exc}")
 
     # -- schedule ---------------------------------------------------------
     def _action(self, step: int) -> Any:
@@ -247,7 +271,8 @@ class ProfilerContext:
                 torch.cuda.memory._record_memory_history(max_entries=100000)
                 self._memory = True
             else:
-                note("MEM activity needs CUDA; no memory snapshot is written on this machine")
+                note("MEM activity needs CUDA for a memory snapshot; on this machine the resident"
+                     " memory is recorded instead (a `memory` event, docs/memory.md)")
         if o.nsight_enabled:
             if cuda:
                 self._nvtx = True
