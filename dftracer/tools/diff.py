@@ -148,9 +148,17 @@ class Run:
         self.by_class: List[List[float]] = [[] for _ in ranks.CLASSES]
         self.mean_class: List[List[float]] = [[] for _ in ranks.CLASSES]
         comm = 3 + ranks.COMM
+        # per step, the mean over the units that have it of their step
+        # thread's CPU time and run-queue wait (the iterations' cpu_us, wait_us)
+        self.cpu: List[float] = []
+        self.wait: List[float] = []
         for n in numbers:
             rows = [u.rows[n] for u in self.units if n in u.rows]
             self.steps.append(float(statistics.median(r[2] for r in rows)))
+            known = [r for r in rows if r[ranks.WAIT] >= 0]
+            if known:
+                self.cpu.append(_mean([r[ranks.CPU] for r in known]))
+                self.wait.append(_mean([r[ranks.WAIT] for r in known]))
             critical = min(rows, key=lambda r: (r[comm], -r[2]))
             for c in range(ranks.NCLS):
                 self.by_class[c].append(float(critical[3 + c]))
@@ -163,11 +171,14 @@ class Run:
         self.step_kind = next((u.main.get("step_kind") for u in self.units
                                if u.main.get("step_kind")), None)
 
-    def keys(self) -> Dict[Tuple[str, str, str], Tuple[int, float, int]]:
+    def keys(self, rank: Optional[int] = None) -> Dict[Tuple[str, str, str], Tuple[int, float, int]]:
         """(where, cat, name) -> (class, self us, count); where: "main" (the units'
-        main processes, time in steps) or "workers" (their workers, all time)."""
+        main processes, time in steps) or "workers" (their workers, all time);
+        with rank, that rank's alone."""
         out: Dict[Tuple[str, str, str], Tuple[int, float, int]] = {}
         for u in self.units:
+            if rank is not None and u.rank != rank:
+                continue
             for where, procs, field in (("main", [u.main], 6), ("workers", u.workers, 5)):
                 for r in procs:
                     for k in r.get("keys", ()):
@@ -318,6 +329,8 @@ def compare(a: Run, b: Run) -> Dict[str, Any]:
                                 -sign * r["change_us_per_step"], r["cat"], r["name"]))
 
     out: Dict[str, Any] = {
+        "sched": _sched(a, b, step_ref),
+        "straggler_changes": _straggler_changes(a, b),
         "base": {"paths": a.label, "files": len(a.results), "events": a.events,
                  "wall_us": a.wall_us, "units": len(a.units), "step_kind": a.step_kind},
         "new": {"paths": b.label, "files": len(b.results), "events": b.events,
@@ -336,6 +349,52 @@ def compare(a: Run, b: Run) -> Dict[str, Any]:
 
 
 RESIDUAL = {"comm": "(waiting inside other events)", "other": "(untraced)"}
+
+
+def _sched(a: Run, b: Run, step_ref: float) -> Optional[Dict[str, Any]]:
+    """The step threads' CPU time and run-queue wait per step in each run (the
+    iterations' cpu_us and wait_us), when both runs have them: a job whose
+    steps grew while its CPU time did not, and its wait for a CPU did, ran on
+    a busier machine."""
+    if not a.wait or not b.wait:
+        return None
+    out: Dict[str, Any] = {}
+    for name, va, vb in (("cpu", a.cpu, b.cpu), ("wait", a.wait, b.wait)):
+        lim = threshold(va, vb, step_ref)
+        row = {**_row(_mean(va), _mean(vb)), "noise_us": round(lim, 1)}
+        row["significant"] = abs(row["change_us_per_step"]) > lim
+        out[name] = row
+    return out
+
+
+def _straggler_changes(a: Run, b: Run) -> List[Dict[str, Any]]:
+    """For each rank that is a straggler in NEW and not in BASE: its own
+    events' self time per step (its main process, in its steps) before and
+    after, the largest growth first -- what the others waited for, where the
+    averaged rows also hold the waiting ranks' longer calls."""
+    out = []
+    was = {x["rank"] for x in a.stragglers}
+    for x in b.stragglers:
+        if x["rank"] in was:
+            continue
+        ua = next((u for u in a.units if u.rank == x["rank"]), None)
+        ub = next((u for u in b.units if u.rank == x["rank"]), None)
+        if ua is None or ub is None:
+            continue
+        ka, kb = a.keys(x["rank"]), b.keys(x["rank"])
+        rows = []
+        for key in ka.keys() | kb.keys():
+            where, cat, name = key
+            if where != "main":
+                continue
+            ca, us_a, _ = ka.get(key, (None, 0.0, 0))
+            cb, us_b, _ = kb.get(key, (None, 0.0, 0))
+            c = cb if cb is not None else ca
+            rows.append({"cls": ranks.CLASSES[c], "cat": cat, "name": name,
+                         **_row(us_a / max(len(ua.rows), 1), us_b / max(len(ub.rows), 1))})
+        rows.sort(key=lambda r: (-r["change_us_per_step"], r["cat"], r["name"]))
+        out.append({"rank": x["rank"], "cause_class": x["cause_class"], "rows": rows[:10]})
+    return out
 
 
 def _fit(r: Run, keys: Dict[Tuple[str, str, str], Tuple[int, float, int]]
@@ -407,7 +466,10 @@ def _ms(us: float, signed: bool = True) -> str:
 
 
 def verdict(d: Dict[str, Any]) -> str:
-    """One line a person can act on: the step change, then what explains it."""
+    """One line a person can act on: the step change, then what explains it
+    -- a new straggler and its own events first, the classes, a rank whose
+    class moved, a busier machine -- never "within noise" beside a
+    significant change the tables show."""
     s = d["step"]
     if s["base_us"] is None or s["new_us"] is None:
         return "no steps to compare in " + ("both runs" if s["base_us"] is None
@@ -416,34 +478,60 @@ def verdict(d: Dict[str, Any]) -> str:
     pct = f" ({100 * s['change']:+.0f} %)" if s["change"] is not None else ""
     head = f"step {_ms(s['change_us'])}{pct}"
     parts = []
-    moved = {(r["rank"], c) for r in d["by_rank"] for c, v in r["by_class"].items()
-             if v["significant"]}
+    own = {x["rank"]: x for x in d.get("straggler_changes", [])}
     new_stragglers = [x for x in d["stragglers"]["new"]
-                      if x["rank"] not in {y["rank"] for y in d["stragglers"]["base"]}
-                      and (x["rank"], x["cause_class"]) in moved]
+                      if x["rank"] not in {y["rank"] for y in d["stragglers"]["base"]}]
+    named_classes = set()
     for x in new_stragglers:
         what = f"{x['cause_cat']}/{x['cause_name']}" if x["cause_cat"] else x["cause_name"]
-        parts.append(f"rank {x['rank']} is a new straggler ({ranks.LABELS[x['cause_class']]} "
-                     f"+{_ms(x['cause_excess_us'], False)}: {what})")
+        grew = [r for r in own.get(x["rank"], {}).get("rows", [])
+                if r["cls"] == x["cause_class"] and r["change_us_per_step"] > 0][:2]
+        grew = [r for r in grew if r["change_us_per_step"] >= grew[0]["change_us_per_step"] / 4]
+        if grew:  # its own events, the largest growth first
+            what = "; ".join(f"{_label(r)} {_ms(r['change_us_per_step'])}" for r in grew)
+        else:
+            what += f" +{_ms(x['cause_excess_us'], False)}"
+        lead = x.get("mean_lead_us", x["excess_us"])
+        parts.append(f"rank {x['rank']} is a new straggler, {_ms(lead)} a step over the "
+                     f"others ({ranks.LABELS[x['cause_class']]}: {what})")
+        named_classes.add((x["rank"], x["cause_class"]))
+    sched = d.get("sched")
+    busier = bool(sched and sched["wait"]["significant"] and
+                  sched["wait"]["change_us_per_step"] > 0 and not sched["cpu"]["significant"])
     sig = [c for c in d["classes"] if c["significant"]]
     for c in sig:
         names = [r for r in d["changes"] if r["significant"]]
         main = [r for r in names if r["where"] == "main" and r["cls"] == c["cls"]][:2]
         workers = [r for r in names if r["where"] == "workers" and c["cls"] == "data"][:2]
+        if any(x["cause_class"] == c["cls"] for x in new_stragglers):
+            main = []  # named with the straggler, from its own events
         detail = [_label(r) for r in main]
         detail += [f"{_label(r)} {_ms(_per_call(r))} each in the workers" for r in workers]
         parts.append(f"{ranks.LABELS[c['cls']]} {_ms(c['change_us_per_step'])}"
                      + (f" ({'; '.join(detail)})" if detail else ""))
+    # a rank whose class moved significantly, not said above (the by-rank table)
+    for r in d["by_rank"]:
+        for c, v in r["by_class"].items():
+            if v["significant"] and (r["rank"], c) not in named_classes and \
+                    not any(x["cls"] == c for x in sig) and c != "comm":
+                parts.append(f"rank {r['rank']} {ranks.LABELS[c]} "
+                             f"{_ms(v['change_us_per_step'])}")
+                named_classes.add((r["rank"], c))
+    if busier:  # said first: it explains the classes that grew with it
+        w, cpu = sched["wait"], sched["cpu"]
+        parts.insert(len(new_stragglers), f"the machine was busier: the step threads waited "
+                     f"{_ms(w['change_us_per_step'])} a step more for a CPU, with their "
+                     f"CPU time within noise ({_ms(cpu['change_us_per_step'])})")
     counted = [r for r in d["changes"] if r["count_changed"] and r["where"] == "main"][:1]
     for r in counted:
         parts.append(f"{_label(r)} {r['base_count_per_step']:g} -> "
                      f"{r['new_count_per_step']:g} a step")
-    if not s["significant"] and not sig and not new_stragglers:
+    if not s["significant"] and not parts:
         return f"{head}: within noise (+-{_ms(s['noise_us'], False)} a step), " \
                "nothing changed beyond it"
+    if not parts:
+        return head
     rest = "everything else within noise" if len(sig) < len(d["classes"]) else ""
-    if not s["significant"]:
-        head += " (within noise)"
     return head + ": " + ", ".join(parts + ([rest] if rest else []))
 
 

@@ -14,16 +14,19 @@ name).  This module combines the files:
   "Stragglers").  A rank's time in a step is split so that waiting for the
   others is communication (reader/ranks_steps.c), so its time outside
   communication is what it did itself.  Per step, a rank's lead is that time
-  minus the median of the other ranks' (with 2 ranks: the other's); the
-  job's noise is the median over ranks of the spread (1.4826 x MAD) of each
-  rank's lead from step to step.  A rank whose typical lead (the mean of its
-  leads with the TRIM highest and lowest left out) is at least NOISE_K x the
-  noise, STEP_SHARE of the median step and STEP_MIN_US, and that is the step's
-  straggler in at least HALF of the steps, is a straggler, named
-  with the class whose typical excess over the others holds most of it and
-  that class's top event; the step's straggler is the rank with the largest
-  lead when that lead reaches the same bound.  A balanced job's leads are
-  noise around 0: no straggler, however many ranks.
+  minus the median of the other ranks' (paired within the step, so what
+  slows the whole machine cancels).  Over the steps, a rank is named when
+  its mean lead is evidence, not noise -- T_MIN standard errors above 0
+  (winsorized, widened for correlated steps), or the slowest rank in so
+  many steps that chance (1 / ranks a step) gives it at most P_SLOWEST /
+  ranks -- and its typical and mean lead reach a practical floor
+  (STEP_SHARE of the median step, STEP_MIN_US), named with the class whose
+  typical excess over the others holds most of it and that class's top
+  event.  The step's straggler is the rank with the largest lead when it
+  reaches the floor.  A balanced job's leads are noise around 0: no
+  straggler, however many ranks or however loaded the machine.  The
+  medians of the others come from one sort per step and class: linear in
+  the ranks.
 - clock alignment: one offset per host, the median over the collectives it
   shares with an aligned host of the difference of their ends.
 
@@ -33,6 +36,7 @@ events.  The same numbers whether the files were read locally or with --dask.
 
 from __future__ import annotations
 
+import math
 import statistics
 from array import array
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -47,13 +51,17 @@ LABELS = {"compute": "compute", "data": "data wait", "io": "I/O", "comm": "comm"
 COMM = CLASSES.index("comm")
 OTHER = CLASSES.index("other")
 NCLS = len(CLASSES)
-FIELDS = _core._RANK_STEP_FIELDS  # number, ts, dur, by class, top key by class, top us by class
-NOISE_K = 3          # a straggler's typical lead: NOISE_K x the job's step-to-step noise
-STEP_SHARE = 0.05    # ... and this share of the median step
+FIELDS = _core._RANK_STEP_FIELDS  # number, ts, dur, by class, top key by class, top us by class,
+CPU = 3 + 3 * NCLS                 # the step thread's CPU time, its run-queue wait (-1: unknown)
+WAIT = CPU + 1
+STEP_SHARE = 0.05    # a straggler's lead: at least this share of the median step (practical floor)
 STEP_MIN_US = 100    # ... and at least this
 TRIM = 0.1           # the typical lead: the mean without the top and bottom 10% of the steps
 MIN_STEPS = 3        # steps compared before anyone is named
-HALF = 0.5           # ... and the step's straggler in at least half of them
+ALPHA = 1e-3         # evidence: a rank's mean lead above 0, or its count of slowest steps
+                     # above chance, at this significance over all the ranks tested (Bonferroni)
+NOISE_K = 3          # or: a typical lead of NOISE_K x the job's step-to-step noise ...
+HALF = 0.5           # ... in at least half of the steps
 MAX_TABLE_RANKS = 16                 # wider step x rank tables only in --json and the report
 WORLD_MAX = 1 << 24                  # a world size past this is no real job's
 PLAUSIBLE_US = 978_307_200_000_000   # 2001-01-01: a clock before it is not set
@@ -195,6 +203,100 @@ def _mad(values: Sequence[float]) -> float:
     return 1.4826 * statistics.median(abs(v - m) for v in values)
 
 
+def medians_of_others(values: Sequence[float]) -> List[float]:
+    """For each i, the median of values without values[i], from one sort
+    (linear in the ranks after it, where recomputing each median is
+    quadratic).  Needs at least 2 values."""
+    n = len(values)
+    order = sorted(range(n), key=values.__getitem__)
+    v = [values[i] for i in order]
+    out = [0.0] * n
+    m = n - 1  # values left when one is taken out
+    for pos, i in enumerate(order):
+        # the remaining sorted list is v without position pos
+        def at(j: int) -> float:
+            return v[j if j < pos else j + 1]
+        out[i] = at(m // 2) if m % 2 else (at(m // 2 - 1) + at(m // 2)) / 2
+    return out
+
+
+def _winsorized(values: Sequence[float]) -> List[float]:
+    """values with the TRIM lowest and highest clipped to the nearest kept
+    one: a hiccup counts as a large lead, not as an unbounded one."""
+    v = sorted(values)
+    k = int(len(v) * TRIM)
+    lo, hi = v[k], v[len(v) - 1 - k]
+    return [min(max(x, lo), hi) for x in values]
+
+
+def lead_t(leads: Sequence[float]) -> Tuple[float, float, float]:
+    """(mean, standard error, effective steps) of a rank's per-step leads,
+    winsorized, the error widened for the correlation of consecutive steps
+    (a machine's busy phase lasts several steps): n_eff = n (1 - r) / (1 + r),
+    r the lag-1 autocorrelation when positive."""
+    w = _winsorized(leads)
+    n = len(w)
+    mean = statistics.fmean(w)
+    var = sum((x - mean) ** 2 for x in w) / (n - 1) if n > 1 else 0.0
+    if var <= 0:
+        return mean, 0.0, float(n)
+    r = sum((w[i] - mean) * (w[i + 1] - mean) for i in range(n - 1)) / ((n - 1) * var)
+    r = min(max(r, 0.0), 0.9)
+    n_eff = max(2.0, n * (1 - r) / (1 + r))
+    return mean, math.sqrt(var / n_eff), n_eff
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta function
+    (modified Lentz)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-12:
+            break
+    return h
+
+
+def t_tail(t: float, dof: float) -> float:
+    """P(T >= t) for Student's t with dof degrees of freedom (t >= 0)."""
+    if t == math.inf:
+        return 0.0
+    if t <= 0:
+        return 0.5
+    x = dof / (dof + t * t)
+    a, b = dof / 2, 0.5
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x))
+    ib = front * _betacf(a, b, x) / a if x < (a + 1) / (a + b + 2) \
+        else 1.0 - front * _betacf(b, a, 1 - x) / b
+    return min(0.5, max(0.0, ib / 2))
+
+
+def binom_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p): the chance of being the slowest in
+    k of n steps or more when every rank is as likely to be."""
+    if k <= 0:
+        return 1.0
+    if k > n or p <= 0:
+        return 0.0
+    if p >= 1:
+        return 1.0
+    lp, lq = math.log(p), math.log1p(-p)
+    terms = [math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1) + j * lp
+             + (n - j) * lq for j in range(k, n + 1)]
+    top = max(terms)
+    return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
+
+
 def analyze(results: Iterable[Result]) -> Dict[str, Any]:
     """The dict `summary --ranks --json` prints (docs/cli.md, "Ranks")."""
     results = list(results)
@@ -204,6 +306,8 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
     pos = {r.rank: i for i, r in enumerate(ranks)}
     # per rank: [(step, lead, per-class excess over the others' median)]
     leads: Dict[int, List[Tuple[int, float, List[float]]]] = {r.rank: [] for r in ranks}
+    slowest: Dict[int, int] = {r.rank: 0 for r in ranks}  # steps with the largest lead
+    chance: Dict[int, float] = {r.rank: 0.0 for r in ranks}  # sum of 1 / ranks compared
     per_step = []  # (step, durs, leads by position)
     for n in numbers:
         present = [(r, r.row(n)) for r in ranks]
@@ -215,20 +319,28 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
         if len(present) >= 2:
             cls = [row[3:3 + NCLS] for _, row in present]
             own = [sum(v[c] for c in range(NCLS) if c != COMM) for v in cls]
+            if all(row[WAIT] >= 0 for _, row in present):
+                # time waiting for a CPU is the machine's, not the rank's work
+                own = [max(0, o - row[WAIT]) for o, (_, row) in zip(own, present)]
+            med_own = medians_of_others(own)
+            med_cls = [medians_of_others([v[c] for v in cls]) for c in range(NCLS)]
+            best = None
             for i, (r, _) in enumerate(present):
-                others = [own[j] for j in range(len(present)) if j != i]
-                lead = own[i] - statistics.median(others)
-                over = [cls[i][c] - statistics.median(cls[j][c] for j in range(len(present))
-                                                      if j != i) for c in range(NCLS)]
+                lead = own[i] - med_own[i]
+                over = [cls[i][c] - med_cls[c][i] for c in range(NCLS)]
                 lead_at[pos[r.rank]] = lead
                 leads[r.rank].append((n, lead, over))
+                chance[r.rank] += 1.0 / len(present)
+                if best is None or lead > best[0]:
+                    best = (lead, r.rank)
+            slowest[best[1]] += 1
         per_step.append((n, durs, lead_at))
     compared = sum(1 for _, _, la in per_step if any(x is not None for x in la))
     spreads = [_mad([x[1] for x in v]) for v in leads.values() if len(v) >= 2]
     noise = statistics.median(spreads) if spreads else 0.0
     med_step = statistics.median(d for _, ds, _ in per_step for d in ds if d is not None) \
         if per_step else 0
-    bound = max(NOISE_K * noise, STEP_SHARE * med_step, STEP_MIN_US)
+    floor = max(STEP_SHARE * med_step, STEP_MIN_US)
     steps_out = []
     straggled: Dict[int, int] = {r.rank: 0 for r in ranks}
     who: Dict[int, int] = {}  # step -> its straggler
@@ -237,7 +349,7 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
         known = [(x, -ranks[i].rank, i) for i, x in enumerate(lead_at) if x is not None]
         if known:
             x, _, i = max(known)
-            if x >= bound:
+            if x >= floor:
                 straggler = ranks[i].rank
                 straggled[straggler] += 1
                 who[n] = straggler
@@ -245,22 +357,40 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
                           "excess_us": [None if x is None else int(max(0.0, x)) for x in lead_at],
                           "straggler": straggler})
     stragglers = []
-    if compared >= MIN_STEPS:
-        for r in ranks:
-            v = leads[r.rank]
-            if v and _typical([x[1] for x in v]) >= bound and \
-                    straggled[r.rank] >= HALF * compared:
-                held = [x for x in v if who.get(x[0]) == r.rank] or v
-                stragglers.append(_straggler(r, v, held, compared, ranks))
-    stragglers.sort(key=lambda s: (-s["excess_us"], s["rank"]))
+    tested = max(1, sum(1 for v in leads.values() if len(v) >= MIN_STEPS))
+    for r in ranks:
+        v = leads[r.rank]
+        if compared < MIN_STEPS or len(v) < MIN_STEPS:
+            continue
+        typical = _typical([x[1] for x in v])
+        mean, se, n_eff = lead_t([x[1] for x in v])
+        t = math.inf if se == 0 and mean > 0 else (mean / se if se > 0 else 0.0)
+        p_mean = t_tail(t, n_eff - 1)
+        p0 = chance[r.rank] / len(v)
+        p_slowest = binom_tail(slowest[r.rank], len(v), p0)
+        # evidence over the steps, either test at ALPHA for all the ranks
+        # tested; or the lead is so large that it holds the others back in
+        # half of the steps (a lead every other step, as prefetching
+        # DataLoader workers make it)
+        evidence = min(p_mean, p_slowest) <= ALPHA / tested or (
+            typical >= NOISE_K * noise and straggled[r.rank] >= HALF * compared)
+        if typical >= floor and mean >= floor and evidence:
+            held = [x for x in v if who.get(x[0]) == r.rank] or v
+            s = _straggler(r, v, held, compared, ranks)
+            s.update({"mean_lead_us": int(mean), "stderr_us": int(se),
+                      "p_mean": p_mean,
+                      "slowest_steps": slowest[r.rank], "p_slowest": p_slowest,
+                      "chance_steps": round(p0 * len(v), 1)})
+            stragglers.append(s)
+    stragglers.sort(key=lambda s: (-s["mean_lead_us"], s["rank"]))
     return {
         "step_kind": kinds[0] if len(kinds) == 1 else kinds,
         "job_ids": sorted({r.main.get("job_id") for r in ranks if r.main.get("job_id")}),
         "rank_order": [r.rank for r in ranks],
-        "ranks": [_rank_row(r, straggled[r.rank]) for r in ranks],
+        "ranks": [_rank_row(r, straggled[r.rank], slowest[r.rank]) for r in ranks],
         "steps": steps_out,
         "stragglers": stragglers,
-        "noise_us": int(noise), "straggler_bound_us": int(bound),
+        "noise_us": int(noise), "straggler_bound_us": int(floor),
         "median_step_us": int(med_step),
         "other_processes": [{"host": p["host"], "pid": p["pid"], "process_name":
                              p.get("process_name", "")} for p in loose],
@@ -269,7 +399,7 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
     }
 
 
-def _rank_row(r: Rank, straggler_steps: int) -> Dict[str, Any]:
+def _rank_row(r: Rank, straggler_steps: int, slowest_steps: int) -> Dict[str, Any]:
     m = r.main
     durs = [r.steps[i * FIELDS + 2] for i in range(r.nsteps)]
     by = [sum(r.steps[i * FIELDS + 3 + c] for i in range(r.nsteps)) for c in range(NCLS)]
@@ -286,7 +416,7 @@ def _rank_row(r: Rank, straggler_steps: int) -> Dict[str, Any]:
         "step_median_us": statistics.median(durs) if durs else 0,
         "by_class_us": dict(zip(CLASSES, by)),
         "share": {c: (v / total if total else 0.0) for c, v in zip(CLASSES, by)},
-        "straggler_steps": straggler_steps,
+        "straggler_steps": straggler_steps, "slowest_steps": slowest_steps,
     }
 
 
@@ -432,6 +562,14 @@ def _clock_warnings(files: List[Result], offsets: Dict[str, float],
     med = {k: statistics.median(v) for k, v in by_key.items() if len(v) >= 3}
     if len(med) < 3:
         return out
+    # On one host (one clock) a rank whose collectives end a little late is
+    # its own timing (a later completion), not a clock's: only a file off by
+    # about one collective's gap (half the median gap between consecutive
+    # collectives) counts its collectives differently.
+    one_host = len({r["host"] for r in files if r["host"] in offsets}) < 2
+    ends = sorted(med.values())
+    gaps = [b - a for a, b in zip(ends, ends[1:]) if b > a]
+    shift_floor = statistics.median(gaps) / 2 if one_host and gaps else 0
     devs = []  # (|median distance of a file's ends from the others'|, file)
     for r in files:
         if r["host"] not in offsets:
@@ -445,7 +583,7 @@ def _clock_warnings(files: List[Result], offsets: Dict[str, float],
         return out
     typical = statistics.median(d for d, _ in devs)
     d, r = max(devs, key=lambda x: x[0])
-    if d >= max(10 * typical, 1000):
+    if d >= max(10 * typical, 1000, shift_floor):
         who = f"rank {_own_rank(r)}" if _own_rank(r) is not None else r["path"]
         out.append(f"{who}: its collectives end {common.fmt_us(d)} away from the same ones on "
                    "the other ranks (typical spread "
@@ -494,9 +632,10 @@ def _ms(us: Optional[float]) -> str:
 def straggler_line(s: Dict[str, Any]) -> str:
     cause = LABELS[s["cause_class"]]
     what = f"{s['cause_cat']}/{s['cause_name']}" if s["cause_cat"] else s["cause_name"]
-    line = (f"rank {s['rank']}: slowest in {s['steps']}/{s['of_steps']} steps, "
-            f"+{common.fmt_us(s['excess_us'])} median; {cause}: {what} "
-            f"+{common.fmt_us(max(0, s['cause_excess_us']))}")
+    err = f" +-{common.fmt_us(s['stderr_us'])}" if s.get("stderr_us") else ""
+    line = (f"rank {s['rank']}: slowest in {s['slowest_steps']}/{s['of_steps']} steps "
+            f"(chance {s['chance_steps']:g}), +{common.fmt_us(s['mean_lead_us'])}{err} a step; "
+            f"{cause}: {what} +{common.fmt_us(max(0, s['cause_excess_us']))}")
     if s["cause_io_bytes"]:
         line += f" ({common.fmt_bytes(s['cause_io_bytes'])})"
     w = s.get("workers")
@@ -548,8 +687,8 @@ def render(a: Dict[str, Any], top: int) -> str:
     parts.append("\nStragglers")
     parts.extend(straggler_line(s) for s in a["stragglers"])
     if not a["stragglers"]:
-        parts.append(f"none: no rank's typical lead over the others reaches "
-                     f"{common.fmt_us(a['straggler_bound_us'])} (the job's step-to-step "
-                     f"noise is {common.fmt_us(a['noise_us'])})")
+        parts.append(f"none: no rank leads the others by {common.fmt_us(a['straggler_bound_us'])} "
+                     f"(5% of the median step) with evidence over the steps (the job's "
+                     f"step-to-step noise is {common.fmt_us(a['noise_us'])})")
     parts.extend(describe_alignment(a["alignment"]))
     return "\n".join(parts)

@@ -83,11 +83,12 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
     summ = summary.aggregate(results, bys, group_numbered=grouped)
     good = [r for r in results if summary.readable(r)]
     paths = [r["path"] for r in good]
-    rank_data, shift = None, {}
+    rank_data, shift, found = None, {}, None
     if len({r["host"] for r in good}) > 1 or sum(r["rank"] >= 0 for r in good) > 1:
         per_rank = runner.run(work.rank_file, paths, jobs=args.jobs, dask=args.dask,
                               label="ranks", progress=args.progress,
                               extra=(getattr(args, "step", None),))
+        found = hang.post_mortem(per_rank, hang.POST_MORTEM_AFTER)  # before analyze takes the steps
         rank_data = ranks.analyze(per_rank)
         if not getattr(args, "no_align", False):
             shift = ranks.file_offsets(per_rank, rank_data["alignment"])
@@ -110,7 +111,7 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
         "ranks": {f"{p['host']}:{p['pid']}": p["rank"] for p in summ["processes"]},
         "rank_analysis": rank_data,
         # docs/hang.md: what the ranks were inside of when the job ended
-        "hang": hang.post_mortem(paths, hang.POST_MORTEM_AFTER) if rank_data else None,
+        "hang": found if rank_data else None,
     }
     data.update(analysis.merge(per_file, hosts, group_numbered=grouped))
     data["diff"] = None
@@ -125,6 +126,10 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
         from dftracer.tools import iostats  # the I/O section: summary --io's numbers
 
         data["io"] = iostats.analyze(iostats.read(paths, args, label="io")[0])
+    from dftracer.tools import memory  # the memory section: summary --memory's numbers
+
+    mem = memory.analyze(memory.read(paths, args))
+    data["memory"] = mem if any(p["samples"] for p in mem["processes"]) else None
     return data
 
 
@@ -449,13 +454,16 @@ def _hang_html(h: Any) -> str:
                            (f" {o['step']}" if "step" in o else "") +
                            (f" {o['file']}" if "file" in o else "") for o in s.get("open", []))
         rows.append([str(s["rank"]), str(s.get("host") or "-"), str(s.get("pid") or "-"),
-                     where or "-", inside or "-"])
+                     where or "-", inside or "-", str(s.get("state") or "-")])
+    note = ("<p class=\"note\">Ranks " + html.escape(", ".join(map(str, h["waiting_ranks"]))) +
+            f" waited {h['since_s']:.1f} s in {html.escape(h['collective'])} #{h['seq']} "
+            f"({html.escape(str(h['group']))}) when the job ended (docs/hang.md).</p>"
+            if h.get("collective") else
+            "<p class=\"note\">A rank died without finalizing (docs/hang.md).</p>")
     return ("<h2 id=\"hang\" style=\"color:#b00\">Hang</h2>"
             f"<p style=\"color:#b00;font-weight:bold\">{html.escape(h['message'])}</p>" +
-            _table(["stuck rank", "host", "pid", "where (innermost Python frame)", "inside"], rows) +
-            "<p class=\"note\">Ranks " + html.escape(", ".join(map(str, h["waiting_ranks"]))) +
-            f" waited {h['since_s']:.1f} s in {html.escape(h['collective'])} #{h['seq']} "
-            f"({html.escape(h['group'])}) when the job ended (docs/hang.md).</p>")
+            _table(["stuck rank", "host", "pid", "where (innermost Python frame)", "inside",
+                    "state"], rows) + note)
 
 
 def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
@@ -501,6 +509,13 @@ def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
             parts += [f"<h2>{html.escape(ttitle)}</h2>", _table(headers, rows)]
         parts.append("<p class=\"note\">The same numbers as <code>dftracer summary --io</code> "
                      "(docs/cli.md).</p>")
+    if data.get("memory"):
+        from dftracer.tools import memory
+
+        for ttitle, headers, rows in memory.html_section(data["memory"]):
+            parts += [f"<h2>{html.escape(ttitle)}</h2>", _table(headers, rows)]
+        parts.append("<p class=\"note\">The same numbers as <code>dftracer summary --memory"
+                     "</code> (docs/memory.md).</p>")
     config = {"displaylogo": False, "responsive": True}
     for cid, ctitle, fig, note in figures:
         parts.append(f"<h2>{html.escape(ctitle)}</h2>")

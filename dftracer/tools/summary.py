@@ -51,6 +51,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--io", action="store_true",
                    help="I/O per file, per epoch (unique and re-read bytes), per rank with its "
                         "DataLoader workers, and Darshan's POSIX_*/STDIO_* counters")
+    p.add_argument("--memory", action="store_true",
+                   help="resident memory per process (rank, DataLoader worker, launcher): "
+                        "first/last/peak, growth per step, memory creep and OOM kills")
     p.add_argument("--epoch-from", metavar="NAME", default=None,
                    help="with --io: the events (NAME or CAT/NAME) that start epochs "
                         "(default: pipeline/iteration's epoch, ai.pipeline epochs)")
@@ -365,13 +368,15 @@ def _main_ranks(args: argparse.Namespace) -> int:
     results, status = collect_ranks(args)
     if not results:
         return status
-    analysis = ranks.analyze(results)
     from dftracer.tools import hang
 
-    # docs/hang.md: what the ranks were inside of when the job ended
-    analysis["hang"] = hang.post_mortem([r["path"] for r in results if r.get("status") != "error"],
-                                        hang.POST_MORTEM_AFTER if args.hang_after is None
-                                        else args.hang_after)
+    # docs/hang.md: what the ranks were inside of when the job ended (before
+    # analyze, which takes the steps' bytes)
+    found = hang.post_mortem([r for r in results if r.get("status") != "error"],
+                             hang.POST_MORTEM_AFTER if args.hang_after is None
+                             else args.hang_after)
+    analysis = ranks.analyze(results)
+    analysis["hang"] = found
     for w in analysis["warnings"]:
         common.err(f"warning: {w}")
     if args.json:
@@ -411,6 +416,13 @@ def main(args: argparse.Namespace) -> int:
     if args.io and args.ranks:
         common.err("--io and --ranks are two views: give one")
         return common.EXIT_BAD_INPUT
+    if args.memory and (args.io or args.ranks):
+        common.err("--memory, --io and --ranks are views of their own: give one")
+        return common.EXIT_BAD_INPUT
+    if args.memory:
+        from dftracer.tools import memory
+
+        return memory.main(args)
     if args.io:
         return _main_io(args)
     if args.ranks:

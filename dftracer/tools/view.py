@@ -200,7 +200,12 @@ def _prepare(files: list, tmp: str, no_align: bool = False) -> Optional[str]:
             return None
     trace = _merged(files, tmp, no_align)
     # docs/hang.md: a hang of the ranks side by side is marked on the timeline
-    h = hang.post_mortem(files, hang.POST_MORTEM_AFTER) if trace and len(files) > 1 else None
+    h = None
+    if trace and len(files) > 1:
+        from dftracer.tools import runner
+
+        h = hang.post_mortem(runner.run(work.rank_file, files, label="hang", progress=False),
+                             hang.POST_MORTEM_AFTER)
     if h is not None:
         common.err(h["message"])
         hang.mark_file(trace, h)

@@ -14,8 +14,8 @@
  * (ai.pipeline loops); else, the span of the events of each thread that
  * carry the same args.step; reader/ranks_steps.c splits them.  Memory: the
  * records (about 44 bytes an event with the sweep's arrays) and one entry per
- * distinct (cat, name); no GIL, no Python (reader/ranks_py.c turns the
- * result into Python data). */
+ * distinct (cat, name); the hang state (reader/ranks_hang.c) is bounded.  No
+ * GIL, no Python (reader/ranks_py.c turns the result into Python data). */
 #include "reader/ranks.h"
 
 #include <errno.h>
@@ -40,6 +40,8 @@ typedef struct pass {
     int32_t ntids;
     rk_ev *ev;
     size_t nev, evcap;
+    struct rk_sched { int64_t number, cpu_us, wait_us; } *sched; /* steps' scheduling */
+    size_t nsched, schedcap;
     int oom;
     uint64_t kinds[DFT_RK_NKINDS];
 } pass;
@@ -50,11 +52,12 @@ typedef struct pass {
 
 enum { A_STEP = 1, A_SEQ = 2, A_ASYNC = 4, A_VALUE = 8, A_LOCAL = 16, A_WORLD = 32,
        A_PPID = 64, A_WALL = 128, A_GROUP = 256, A_JOB = 512, A_SOURCE = 1024,
-       A_DDP = 2048 };
+       A_DDP = 2048, A_CPU = 4096, A_WAIT = 8192 };
 
 typedef struct rk_args {
     unsigned have;
-    int64_t step, seq, async, value, local_rank, world_size, ppid, wall_us, ddp_bucket;
+    int64_t step, seq, async, value, local_rank, world_size, ppid, wall_us, ddp_bucket, cpu_us,
+        wait_us;
     dft_sv group, job_id, source;
 } rk_args;
 
@@ -71,6 +74,7 @@ static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, d
         INT("value", A_VALUE, value), INT("local_rank", A_LOCAL, local_rank),
         INT("world_size", A_WORLD, world_size), INT("ppid", A_PPID, ppid),
         INT("wall_us", A_WALL, wall_us), INT("ddp_bucket", A_DDP, ddp_bucket),
+        INT("cpu_us", A_CPU, cpu_us), INT("wait_us", A_WAIT, wait_us),
         STR("group", A_GROUP, group), STR("job_id", A_JOB, job_id), STR("source", A_SOURCE, source),
     };
 #undef INT
@@ -200,9 +204,12 @@ static void metadata(pass *ps, const char *text, size_t n, const dft_line *l)
 {
     dft_rk_result *r = ps->r;
     rk_args a;
+    if (!ps->sync_only)
+        dft_hg_line(&r->hang, text, n, l);
     if (SV_IS(l->name, "clock")) {
         if (scan_args(text, n, &a) < 0 || (a.have & (A_VALUE | A_WALL)) != (A_VALUE | A_WALL))
             return;
+        dft_hg_seen(&r->hang, a.value);
         int64_t d = a.value - a.wall_us;
         if (r->clock_pairs++ == 0)
             r->clock_first = r->clock_min = r->clock_max = d;
@@ -270,6 +277,12 @@ static int add_event(pass *ps, const char *text, size_t n, const dft_line *l)
         return -1;
     int32_t step = number > INT32_MIN && number <= INT32_MAX ? (int32_t)number : DFT_RK_NO_STEP;
     ps->ev[ps->nev++] = (rk_ev){l->ts, l->dur, key, tid, step, (uint8_t)kind};
+    if (kind == DFT_RK_KIND_ITERATION && step != DFT_RK_NO_STEP &&
+        (a.have & (A_CPU | A_WAIT)) == (A_CPU | A_WAIT) && a.cpu_us >= 0 && a.wait_us >= 0) {
+        if (DFT_GROW(ps->sched, ps->nsched, ps->schedcap, 256) != 0)
+            return -1;
+        ps->sched[ps->nsched++] = (struct rk_sched){step, a.cpu_us, a.wait_us};
+    }
     ps->kinds[kind]++;
     if (kind == DFT_RK_KIND_NONE && step != DFT_RK_NO_STEP)
         ps->kinds[DFT_RK_KIND_ARGS]++;
@@ -287,6 +300,10 @@ static int read_lines(pass *ps, dft_rd *rd)
         r->events++;
         if (dft_ident_line(&r->who, text, n, &l)) {
             metadata(ps, text, n, &l);
+            continue;
+        }
+        if (l.ph == 'C' && !ps->sync_only && SV_IS(l.name, "memory")) {
+            dft_hg_memory(&r->hang, text, n); /* a dead rank's memory: docs/hang.md */
             continue;
         }
         if (l.ph != 'X' || (l.have & (DFT_HAVE_TS | DFT_HAVE_DUR)) != (DFT_HAVE_TS | DFT_HAVE_DUR))
@@ -326,6 +343,56 @@ static int choose_kind(const pass *ps)
     return DFT_RK_KIND_NONE;
 }
 
+/* The iterations' scheduling counters onto their steps, by number (a number
+ * two iterations share gives its step none).  No GIL. */
+static _Thread_local const dft_rk_result *sched_ctx;
+
+static int by_step_number(const void *x, const void *y)
+{
+    int64_t a = sched_ctx->steps[*(const size_t *)x].number;
+    int64_t b = sched_ctx->steps[*(const size_t *)y].number;
+    return (a > b) - (a < b);
+}
+
+static int attach_sched(dft_rk_result *r, const struct rk_sched *sc, size_t n)
+{
+    for (size_t i = 0; i < r->nsteps; i++)
+        r->steps[i].cpu_us = r->steps[i].wait_us = -1;
+    if (!n || !r->nsteps)
+        return 0;
+    size_t *order = malloc(r->nsteps * sizeof *order);
+    if (!order)
+        return -1;
+    for (size_t i = 0; i < r->nsteps; i++)
+        order[i] = i;
+    sched_ctx = r;
+    qsort(order, r->nsteps, sizeof *order, by_step_number);
+    for (size_t k = 0; k < n; k++) {
+        size_t lo = 0, hi = r->nsteps;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (r->steps[order[mid]].number < sc[k].number)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo >= r->nsteps || r->steps[order[lo]].number != sc[k].number)
+            continue;
+        dft_rk_step *s = &r->steps[order[lo]];
+        if (s->cpu_us >= 0 || (lo + 1 < r->nsteps && r->steps[order[lo + 1]].number == s->number)) {
+            s->cpu_us = s->wait_us = -2; /* shared: none (-2 until the end) */
+            continue;
+        }
+        s->cpu_us = sc[k].cpu_us;
+        s->wait_us = sc[k].wait_us;
+    }
+    for (size_t i = 0; i < r->nsteps; i++)
+        if (r->steps[i].cpu_us == -2)
+            r->steps[i].cpu_us = r->steps[i].wait_us = -1;
+    free(order);
+    return 0;
+}
+
 int dft_rk_read(const char *path, const char *step_name, int sync_only, dft_rk_result *r)
 {
     memset(r, 0, sizeof *r);
@@ -345,12 +412,17 @@ int dft_rk_read(const char *path, const char *step_name, int sync_only, dft_rk_r
     if (st >= 0 && st != DFT_RD_EOF)
         snprintf(r->err, sizeof r->err, "%s", rd.err);
     dft_rd_close(&rd);
-    if (st >= 0 && dft_rk_steps(r, ps.ev, ps.nev, choose_kind(&ps)) < 0)
+    int kind = choose_kind(&ps);
+    if (st >= 0 && dft_rk_steps(r, ps.ev, ps.nev, kind) < 0)
+        st = -1;
+    if (st >= 0 && attach_sched(r, kind == DFT_RK_KIND_ITERATION ? ps.sched : NULL,
+                                kind == DFT_RK_KIND_ITERATION ? ps.nsched : 0) < 0)
         st = -1;
     r->status = st;
     if (st < 0)
         snprintf(r->err, sizeof r->err, "out of memory");
     free(ps.ev);
+    free(ps.sched);
     free(ps.kslots);
     free(ps.khash);
     dft_u64map_free(&ps.tids, 0);
@@ -366,5 +438,6 @@ void dft_rk_free(dft_rk_result *r)
     free(r->keys);
     free(r->steps);
     free(r->sync);
+    dft_hg_free(&r->hang);
     memset(r, 0, sizeof *r);
 }

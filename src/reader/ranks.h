@@ -9,6 +9,7 @@
 
 #include "reader/identity.h"
 #include "reader/classify.h"
+#include "reader/ranks_hang.h"
 
 /* The classes a step's time is split into: reader/classify.h's. */
 #define DFT_RK_COMPUTE DFT_CLS_COMPUTE
@@ -34,6 +35,9 @@ typedef struct dft_rk_step {
     int64_t by_class[DFT_RK_CLASSES]; /* self time of the events in the step */
     int32_t top_key[DFT_RK_CLASSES];  /* index into keys, -1: none */
     int64_t top_us[DFT_RK_CLASSES];
+    /* the step event's `cpu_us` and `wait_us` (its thread on a CPU, and
+     * runnable waiting for one: docs/trace-format.md); -1 when not given */
+    int64_t cpu_us, wait_us;
 } dft_rk_step;
 
 typedef struct dft_rk_sync {
@@ -58,6 +62,7 @@ typedef struct dft_rk_result {
     size_t nsync;
     uint64_t clock_pairs;
     int64_t clock_first, clock_min, clock_max; /* trace clock minus wall clock, us */
+    dft_hg hang; /* what the process was inside of when last seen (not with sync_only) */
 } dft_rk_result;
 
 /* The kinds of events that can be steps, by priority: reader/classify.h's. */

@@ -4,8 +4,10 @@
  *
  * Arrays go back as bytes of native int64 (array('q') reads them):
  *   steps: per step number, ts, dur, the self time of each class, the top
- *          key of each class (-1: none) and its self time (_RANK_STEP_FIELDS);
- *   sync:  per sync point its key (a hash, as int64) and its end. */
+ *          key of each class (-1: none) and its self time, the step thread's
+ *          CPU time and run-queue wait (-1: unknown) (_RANK_STEP_FIELDS);
+ *   sync:  per sync point its key (a hash, as int64) and its end.
+ * "hang" is reader/ranks_hang.h's state (hang_dict below). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -13,9 +15,11 @@
 #include "reader/tools.h"
 
 #include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
-#define STEP_FIELDS (3 + 3 * DFT_RK_CLASSES)
+#define STEP_FIELDS (5 + 3 * DFT_RK_CLASSES)
 
 
 static PyObject *steps_bytes(const dft_rk_result *r)
@@ -35,6 +39,8 @@ static PyObject *steps_bytes(const dft_rk_result *r)
             *o++ = s->top_key[c];
         for (int c = 0; c < DFT_RK_CLASSES; c++)
             *o++ = s->top_us[c];
+        *o++ = s->cpu_us;
+        *o++ = s->wait_us;
     }
     return b;
 }
@@ -73,6 +79,125 @@ static PyObject *keys_list(const dft_rk_result *r)
     return list;
 }
 
+/* One span of a snapshot: the keys of an `open` event's args it has. */
+static PyObject *span_dict(const dft_hg *hg, const dft_hg_span *s)
+{
+    PyObject *d = Py_BuildValue("{s:N}", "value", dft_rd_text(s->value, strlen(s->value)));
+    static const struct {
+        unsigned bit;
+        const char *key;
+        size_t off;
+    } ints[] = {
+        {DFT_HG_DEPTH, "depth", offsetof(dft_hg_span, depth)},
+        {DFT_HG_SINCE, "since", offsetof(dft_hg_span, since)},
+        {DFT_HG_SEQ, "seq", offsetof(dft_hg_span, seq)},
+        {DFT_HG_STEP, "step", offsetof(dft_hg_span, step)},
+        {DFT_HG_BUCKET, "bucket", offsetof(dft_hg_span, bucket)},
+    };
+    for (size_t i = 0; d && i < sizeof ints / sizeof *ints; i++) {
+        if (!(s->have & ints[i].bit))
+            continue;
+        int64_t v;
+        memcpy(&v, (const char *)s + ints[i].off, sizeof v);
+        PyObject *o = PyLong_FromLongLong((long long)v);
+        if (!o || PyDict_SetItemString(d, ints[i].key, o) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(o);
+    }
+    const char *file = (s->have & DFT_HG_FHASH) ? dft_hg_file(hg, s->fhash) : NULL;
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)s->fhash);
+    const struct {
+        int on;
+        const char *key, *text;
+    } strs[] = {
+        {(s->have & DFT_HG_CAT) != 0, "span_cat", s->cat},
+        {(s->have & DFT_HG_GROUP_SET) != 0, "group", s->group},
+        {(s->have & DFT_HG_FHASH) != 0, "fhash", hex},
+        {file != NULL, "file", file},
+    };
+    for (size_t i = 0; d && i < sizeof strs / sizeof *strs; i++) {
+        if (!strs[i].on)
+            continue;
+        PyObject *o = dft_rd_text(strs[i].text, strlen(strs[i].text));
+        if (!o || PyDict_SetItemString(d, strs[i].key, o) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(o);
+    }
+    return d;
+}
+
+/* The hang state (reader/ranks_hang.h) as {"threads": [(tid, at, [span])],
+ * "stacks": [{tid, name, why, frames}], "stack_at", "stack_req", "sigterm",
+ * "last_at", "dropped"}; strings as written (escapes kept). */
+static PyObject *hang_dict(const dft_hg *hg)
+{
+    PyObject *threads = PyList_New(0), *stacks = PyList_New(0);
+    for (size_t i = 0; threads && i < hg->nthreads; i++) {
+        const dft_hg_thread *t = &hg->threads[i];
+        PyObject *spans = PyList_New((Py_ssize_t)t->nspans);
+        for (size_t k = 0; spans && k < t->nspans; k++) {
+            PyObject *s = span_dict(hg, &t->spans[k]);
+            if (!s)
+                Py_CLEAR(spans);
+            else
+                PyList_SET_ITEM(spans, (Py_ssize_t)k, s);
+        }
+        PyObject *e = spans ? Py_BuildValue("(LLN)", (long long)t->tid, (long long)t->at, spans)
+                            : NULL;
+        if (!e || PyList_Append(threads, e) < 0)
+            Py_CLEAR(threads);
+        Py_XDECREF(e);
+    }
+    for (size_t i = 0; stacks && i < hg->nstacks; i++) {
+        const dft_hg_stack *s = &hg->stacks[i];
+        PyObject *e = Py_BuildValue("{s:L,s:N,s:N,s:N}", "tid", (long long)s->tid, "name",
+                                    dft_rd_text(s->name, strlen(s->name)), "why",
+                                    dft_rd_text(s->why, strlen(s->why)), "frames",
+                                    dft_rd_text(s->frames, strlen(s->frames)));
+        if (!e || PyList_Append(stacks, e) < 0)
+            Py_CLEAR(stacks);
+        Py_XDECREF(e);
+    }
+    if (!threads || !stacks) {
+        Py_XDECREF(threads);
+        Py_XDECREF(stacks);
+        return NULL;
+    }
+    PyObject *last = hg->have_last ? PyLong_FromLongLong((long long)hg->last_at) : Py_NewRef(Py_None);
+    if (!last) {
+        Py_DECREF(threads);
+        Py_DECREF(stacks);
+        return NULL;
+    }
+    /* the step-end memory samples, oldest first */
+    size_t nm = hg->nmem < DFT_HG_MEM_STEPS ? hg->nmem : DFT_HG_MEM_STEPS;
+    PyObject *mem = PyList_New((Py_ssize_t)nm);
+    for (size_t i = 0; mem && i < nm; i++) {
+        size_t k = (hg->nmem - nm + i) % DFT_HG_MEM_STEPS;
+        PyObject *e = Py_BuildValue("(LL)", (long long)hg->mem_step[k], (long long)hg->mem_rss[k]);
+        if (!e)
+            Py_CLEAR(mem);
+        else
+            PyList_SET_ITEM(mem, (Py_ssize_t)i, e);
+    }
+    PyObject *rss = mem && hg->have_rss ? PyLong_FromLongLong((long long)hg->rss)
+                                        : Py_NewRef(Py_None);
+    if (!mem || !rss) {
+        Py_XDECREF(mem);
+        Py_XDECREF(rss);
+        Py_DECREF(threads);
+        Py_DECREF(stacks);
+        Py_DECREF(last);
+        return NULL;
+    }
+    return Py_BuildValue("{s:N,s:N,s:L,s:L,s:O,s:N,s:K,s:N,s:N}", "threads", threads, "stacks",
+                         stacks, "stack_at", (long long)(hg->have_stack ? hg->stack_at : -1),
+                         "stack_req", (long long)hg->stack_req, "sigterm",
+                         hg->sigterm ? Py_True : Py_False, "last_at", last, "dropped",
+                         (unsigned long long)hg->dropped, "rss_bytes", rss, "rss_steps", mem);
+}
+
 static PyObject *rank_file(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     (void)module;
@@ -99,7 +224,7 @@ static PyObject *rank_file(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     PyObject *out = Py_BuildValue(
         "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:O,s:O,s:L,s:L,s:z,s:N,s:i,s:N,s:N,"
-        "s:(KLLL)}",
+        "s:(KLLL),s:N}",
         "path", path, "status", dft_rd_status_name(r.status), "message", r.err, "members",
         (unsigned long long)r.members, "events", (unsigned long long)r.events, "long_lines",
         (unsigned long long)r.long_lines, "first_long_line",
@@ -108,7 +233,7 @@ static PyObject *rank_file(PyObject *module, PyObject *args, PyObject *kwargs)
         (long long)r.ts_min, "end_max", (long long)r.end_max, "step_kind", r.step_kind,
         "steps", steps_bytes(&r), "step_fields", STEP_FIELDS, "sync", sync_bytes(&r), "keys",
         keys_list(&r), "clock", (unsigned long long)r.clock_pairs, (long long)r.clock_first,
-        (long long)r.clock_min, (long long)r.clock_max);
+        (long long)r.clock_min, (long long)r.clock_max, "hang", hang_dict(&r.hang));
     if (out && (dft_rd_bad_add_to(out, &r.bad) < 0 || dft_ident_add_to(out, &r.who) < 0))
         Py_CLEAR(out);
     dft_rk_free(&r);

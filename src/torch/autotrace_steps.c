@@ -10,9 +10,14 @@
 #include "integrations.h"
 #include "torch/autotrace.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "format/grow.h"
@@ -108,6 +113,64 @@ void dft_at_fail(int part)
     Py_XDECREF(tb);
 }
 
+/* ---- the training thread's scheduling ---------------------------------- */
+
+/* The kernel's per-thread scheduler counters (/proc/thread-self/schedstat:
+ * time on a CPU and time runnable but waiting for one, ns), read at the
+ * iteration boundaries so each iteration says how much of its wall time its
+ * thread ran and how long it waited for a CPU (docs/trace-format.md): a rank
+ * slowed by a busy machine waits, one given more work runs.  A boundary
+ * found late (an iteration closed at an earlier optimizer step's end, while
+ * the optimizers of one iteration are being learned) gives the iterations on
+ * both sides of it none.  One pread of a
+ * descriptor kept open for the thread that last asked (reopened when another
+ * thread or a forked child asks); none where the file is missing.  The GIL. */
+static struct {
+    int fd;      /* -1: not open; -2: unavailable */
+    long tid;
+} sched = {-1, 0};
+
+typedef struct { int64_t run_ns, wait_ns; int ok; } sched_sample;
+
+static sched_sample sched_now(void)
+{
+    sched_sample out = {0, 0, 0};
+    if (sched.fd == -2)
+        return out;
+    long tid = (long)syscall(SYS_gettid);
+    if (sched.fd >= 0 && sched.tid != tid) {
+        close(sched.fd);
+        sched.fd = -1;
+    }
+    if (sched.fd < 0) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/task/%ld/schedstat", tid);
+        sched.fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (sched.fd < 0) {
+            sched.fd = -2;
+            return out;
+        }
+        sched.tid = tid;
+    }
+    char buf[96];
+    ssize_t n = pread(sched.fd, buf, sizeof buf - 1, 0);
+    if (n <= 0)
+        return out;
+    buf[n] = 0;
+    long long run = 0, wait = 0;
+    struct timespec cpu;
+    /* the kernel's run time lags by up to a tick for a running thread; its
+     * thread CPU clock does not (the run-queue wait cannot be in progress
+     * while the thread reads it) */
+    if (sscanf(buf, "%lld %lld", &run, &wait) == 2 &&
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0) {
+        out.run_ns = (int64_t)cpu.tv_sec * 1000000000 + cpu.tv_nsec;
+        out.wait_ns = wait;
+        out.ok = 1;
+    }
+    return out;
+}
+
 /* ---- the iterations ----------------------------------------------------- */
 
 enum { MODE_NONE, MODE_LOADER, MODE_OPTIM };
@@ -131,15 +194,24 @@ static struct {
     int has_held;           /* LOADER: the first iteration, held back */
     int64_t held_start, held_end, held_step, held_epoch;
     int held_has_epoch;
+    sched_sample at_start, held_from, held_to; /* the thread's counters at the boundaries */
     int loader_sure;        /* LOADER: two batch iterations closed, no optimizer */
 } S;
 
 static void emit_iteration(int64_t start, int64_t end, int64_t step, int has_epoch,
-                           int64_t epoch)
+                           int64_t epoch, sched_sample from, sched_sample to)
 {
-    dft_arg a[2] = {{DFT_AT_KEY("step"), .type = DFT_ARG_INT, .v.i = step},
-                    {DFT_AT_KEY("epoch"), .type = DFT_ARG_INT, .v.i = epoch}};
-    dft_at_emit("iteration", "pipeline", start, end, a, has_epoch ? 2 : 1);
+    dft_arg a[4] = {{DFT_AT_KEY("step"), .type = DFT_ARG_INT, .v.i = step}};
+    unsigned n = 1;
+    if (has_epoch)
+        a[n++] = (dft_arg){DFT_AT_KEY("epoch"), .type = DFT_ARG_INT, .v.i = epoch};
+    if (from.ok && to.ok && to.run_ns >= from.run_ns && to.wait_ns >= from.wait_ns) {
+        a[n++] = (dft_arg){DFT_AT_KEY("cpu_us"), .type = DFT_ARG_INT,
+                           .v.i = (to.run_ns - from.run_ns) / 1000};
+        a[n++] = (dft_arg){DFT_AT_KEY("wait_us"), .type = DFT_ARG_INT,
+                           .v.i = (to.wait_ns - from.wait_ns) / 1000};
+    }
+    dft_at_emit("iteration", "pipeline", start, end, a, n);
 }
 
 static void reopen(int has, int64_t start)
@@ -154,16 +226,22 @@ static void emit_held(void)
     if (!S.has_held)
         return;
     S.has_held = 0;
-    emit_iteration(S.held_start, S.held_end, S.held_step, S.held_has_epoch, S.held_epoch);
+    emit_iteration(S.held_start, S.held_end, S.held_step, S.held_has_epoch, S.held_epoch,
+                   S.held_from, S.held_to);
 }
 
 static void close_at(int64_t end)
 {
     int64_t start = S.has_start && S.start <= end ? S.start : end;
     int64_t step = S.step;
+    sched_sample from = S.has_start ? S.at_start : (sched_sample){0, 0, 0}, to = sched_now();
+    if (dft_clock_us() - end > 1000) /* not the boundary's counters */
+        to.ok = 0;
+    dft_mem_step(step); /* the resident memory at the step's end: docs/memory.md */
     S.step++;
     S.has_start = 1;
     S.start = end;
+    S.at_start = to;
     reopen(1, end);
     if (S.mode == MODE_LOADER && !S.loader_sure) {
         if (!S.has_held) {
@@ -173,12 +251,14 @@ static void close_at(int64_t end)
             S.held_step = step;
             S.held_has_epoch = S.has_epoch;
             S.held_epoch = S.epoch;
+            S.held_from = from;
+            S.held_to = to;
             return;
         }
         S.loader_sure = 1;
         emit_held();
     }
-    emit_iteration(start, end, step, S.has_epoch, S.epoch);
+    emit_iteration(start, end, step, S.has_epoch, S.epoch, from, to);
 }
 
 int64_t dft_at_step(void) { return S.step; }
@@ -188,6 +268,7 @@ void dft_at_activity(int64_t start, int64_t end)
     if (!S.has_start) {
         S.has_start = 1;
         S.start = start;
+        S.at_start = sched_now();
         reopen(1, start);
     }
     if (end > S.last_activity)
@@ -277,6 +358,7 @@ int dft_at_optimizer_end(uintptr_t opt, int64_t ts)
 {
     if (S.has_held) { /* batches were iterations only until an optimizer stepped */
         S.start = S.held_start;
+        S.at_start = S.held_from;
         S.has_start = 1;
         S.has_held = 0;
         S.step--;

@@ -31,10 +31,12 @@ log.finalize()
 
 
 def job(directory, ranks=4, steps=40, seed=0, data_us=1000, compute_us=5000, io_us=0,
-        slow_rank=None, slow_compute_us=0, noise=0.08):
+        slow_rank=None, slow_compute_us=0, noise=0.08, wait_us=None):
     """A synchronous job: each step, every rank waits for its batch (fetch),
     computes (forward), may read (POSIX read inside the fetch), then waits in
-    the all_reduce for the slowest rank."""
+    the all_reduce for the slowest rank.  wait_us: each rank's forward also
+    waits that long for a CPU (a busier machine), and its iterations carry
+    their cpu_us and wait_us."""
     rng = random.Random(seed)
     per_rank = {r: [] for r in range(ranks)}
     t = 0
@@ -45,13 +47,18 @@ def job(directory, ranks=4, steps=40, seed=0, data_us=1000, compute_us=5000, io_
             c = int(compute_us * (1 + noise * rng.uniform(-1, 1)))
             if r == slow_rank:
                 c += slow_compute_us
+            w = 0
+            if wait_us is not None:
+                w = int(wait_us * (1 + noise * rng.uniform(-1, 1)))
+                c += w
             io = int(io_us * (1 + noise * rng.uniform(-1, 1)))
-            parts[r] = (d + io, c)
-        arrive = max(d + c for d, c in parts.values())
+            parts[r] = (d + io, c, w)
+        arrive = max(d + c for d, c, _ in parts.values())
         end = arrive + 100
-        for r, (d, c) in parts.items():
+        for r, (d, c, w) in parts.items():
             ev = per_rank[r]
-            ev.append(("iteration", "pipeline", t, end, {"step": k, "epoch": 0}))
+            sched = {} if wait_us is None else {"cpu_us": d + c - w, "wait_us": w}
+            ev.append(("iteration", "pipeline", t, end, {"step": k, "epoch": 0, **sched}))
             ev.append(("fetch", "dataloader", t, d, {"batch": k}))
             if io_us:
                 ev.append(("read", "POSIX", t + 10, d - 20, {"ret": 4096}))
@@ -126,8 +133,9 @@ def test_a_new_compute_straggler_is_named_first(tmp_path):
     base = job(tmp_path / "base", seed=5)
     new = job(tmp_path / "new", seed=6, slow_rank=1, slow_compute_us=15000)
     d = diff(base, new)
-    assert d["verdict"].split(": ", 1)[1].startswith("rank 1 is a new straggler (compute"), \
-        d["verdict"]
+    # named first, by its own event that grew (not the waiting ranks' backward)
+    assert d["verdict"].split(": ", 1)[1].startswith("rank 1 is a new straggler, +"), d["verdict"]
+    assert "a step over the others (compute: compute/forward +" in d["verdict"], d["verdict"]
     first = d["changes"][0]
     assert (first["cls"], first["name"]) == ("compute", "forward"), first
     # on the critical path (rank 1's own time), not the mean over the ranks
@@ -138,6 +146,40 @@ def test_a_new_compute_straggler_is_named_first(tmp_path):
     assert s["rank"] == 1 and d["stragglers"]["base"] == []
     rank1 = next(r for r in d["by_rank"] if r["rank"] == 1)
     assert rank1["straggler_new"] and not rank1["straggler_base"]
+
+
+def test_a_busier_machine_is_told_from_more_work(tmp_path):
+    """Every rank's forward takes 4 ms longer, all of it waiting for a CPU
+    (the iterations' wait_us), its CPU time unchanged: the verdict says the
+    machine was busier, and nobody is a straggler."""
+    base = job(tmp_path / "base", seed=21, wait_us=200)
+    new = job(tmp_path / "new", seed=22, wait_us=4200)
+    d = diff(base, new)
+    assert d["sched"]["wait"]["significant"] and not d["sched"]["cpu"]["significant"], d["sched"]
+    assert 3500 <= d["sched"]["wait"]["change_us_per_step"] <= 4500, d["sched"]
+    assert "the machine was busier: the step threads waited +4.0 ms a step more for a CPU" \
+        in d["verdict"], d["verdict"]
+    assert d["stragglers"]["new"] == []
+    # the same work done by one more forward's CPU time: not a busier machine
+    more = job(tmp_path / "more", seed=23, wait_us=200, compute_us=9000)
+    d = diff(base, more)
+    assert d["sched"]["cpu"]["significant"] and "busier" not in d["verdict"], d["verdict"]
+
+
+def test_a_rank_whose_class_moved_is_in_the_verdict(tmp_path):
+    """The verdict never says "nothing changed" while the by-rank table marks
+    a class of a rank significant: a rank 2.5 ms slower in its forward in 2
+    of 4 ranks' jobs is named even when the step median moves within noise."""
+    base = job(tmp_path / "base", seed=31, ranks=4, steps=40, noise=0.02)
+    new = job(tmp_path / "new", seed=32, ranks=4, steps=40, noise=0.02, slow_rank=3,
+              slow_compute_us=2500)
+    d = diff(base, new)
+    moved = [(r["rank"], c) for r in d["by_rank"] for c, v in r["by_class"].items()
+             if v["significant"] and c != "comm"]
+    assert moved, d["by_rank"]
+    assert "nothing changed" not in d["verdict"] and "within noise (" not in d["verdict"], \
+        d["verdict"]
+    assert "rank 3" in d["verdict"], d["verdict"]
 
 
 def test_slower_io_is_named(tmp_path):

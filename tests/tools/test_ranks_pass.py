@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from array import array
 
 import pytest
@@ -30,9 +31,13 @@ log.finalize()
 CLASSES = list(_core._RANK_CLASSES)
 
 
-def write(directory, events, env=None, tail="", stem="trace"):
+def write(directory, events, env=None, tail="", stem="trace", at_zero=False):
+    """at_zero: the events' ts are absolute (less 1000), not from the process's start."""
     directory.mkdir(parents=True, exist_ok=True)
-    run_python(WRITE.format(stem=str(directory / stem), events=events, tail=tail),
+    text = WRITE.format(stem=str(directory / stem), events=events, tail=tail)
+    if at_zero:
+        text = text.replace("T = log.get_time() + 1000", "T = 1000")
+    run_python(text,
                dict({"DFTRACER_ENABLE": "1"}, **(env or {})))
     return find_traces(str(directory), stem)
 
@@ -206,7 +211,11 @@ def test_stragglers_from_results(tmp_path):
     assert (s["cause_class"], s["cause_cat"], s["cause_name"]) == ("data", "dataloader", "fetch")
     assert s["excess_us"] == s["cause_excess_us"] == 300
     line = ranks.straggler_line(s)
-    assert line == "rank 3: slowest in 8/10 steps, +300 us median; data wait: dataloader/fetch +300 us", line
+    # the mean of its leads (300 us in 8 steps, 0 in 2) with its standard error;
+    # chance: 10 steps / 4 ranks
+    assert (s["mean_lead_us"], s["stderr_us"], s["slowest_steps"]) == (240, 40, 8)
+    assert line == ("rank 3: slowest in 8/10 steps (chance 2.5), +240 us +-40 us a step; "
+                    "data wait: dataloader/fetch +300 us"), line
     assert "rank 3" in ranks.render(a, 20)
 
 
@@ -283,3 +292,25 @@ def test_comm_wait_in_backward_and_a_slow_forward(tmp_path):
     assert s["steps"] == s["of_steps"] == 10
     assert 14_000 <= s["excess_us"] <= 16_000 and 14_000 <= s["cause_excess_us"] <= 16_000
     assert job(tmp_path / "balanced", 0)["stragglers"] == []
+
+
+def test_no_clock_warning_between_the_ranks_of_one_host(tmp_path):
+    """Rank 3's collectives end 2 ms after the others' (its own timing, e.g. a
+    late completion): on one host there is one clock, so no alignment warning
+    about shifted sequence numbers (it named rank 3 before); one shifted by a
+    whole collective still is (tests/tools/test_ranks_trust.py)."""
+    d = tmp_path / "job"
+    base = int(time.time() * 1e6)  # one time base for the four processes
+    for rank in range(4):
+        late = 2000 if rank == 3 else 0
+        events = []
+        for k in range(8):
+            t = k * 10_000
+            events += [ev("iteration", "pipeline", t, 9000, step=k),
+                       ev("forward", "compute", t, 4000),
+                       ev("all_reduce", "comm", t + 4000, 3000 + late, seq=k, group="world")]
+        events = [(n, c, base + ts - 1000, du, i, st) for n, c, ts, du, i, st in events]
+        write(d, events, env={"RANK": str(rank)}, at_zero=True)
+    a = ranks.analyze(_core._rank_file(p) for p in find_traces(str(d)))
+    assert a["alignment"]["spread_us"]["max"] >= 1900, a["alignment"]  # rank 3 ends late
+    assert a["alignment"]["warnings"] == [], a["alignment"]

@@ -66,6 +66,16 @@ def check_iterations(trace: Trace, n: int, epoch=None) -> List[Dict[str, Any]]:
         assert end(a) <= b["ts"] + 1, (a, b)
     if epoch is not None:
         assert all(e["args"]["epoch"] == epoch for e in its)
+    # the thread's CPU time and run-queue wait (docs/trace-format.md): both or
+    # neither, never more than the iteration lasted (+ 1 ms: the counters are
+    # read around its ends, not at them); the first iterations of a loop whose
+    # optimizers are still being learned may have none, the others all have them
+    timed = [e for e in its if "cpu_us" in e["args"]]
+    assert all(("wait_us" in e["args"]) == ("cpu_us" in e["args"]) for e in its)
+    assert len(timed) >= len(its) - 2, its
+    for e in timed:
+        cpu, wait = e["args"]["cpu_us"], e["args"]["wait_us"]
+        assert cpu >= 0 and wait >= 0 and cpu + wait <= e["dur"] + 1000, e
     if its:  # each step event before the last iteration's end is in one iteration
         main, last = its[0]["tid"], end(its[-1])
         for e in trace.user_events():
@@ -125,7 +135,8 @@ def test_ddp_collectives_match_across_ranks(ddp_run):
     per_rank = {r: sync_comm(t) for r, t in ddp_run.ranks.items()}
     expect = []
     for i in range(ddp.STEPS):
-        expect += [("all_reduce", 2 * i, 4), ("barrier", 2 * i + 1, 0)]
+        # each step: DDP's bucket (3 i, async), the all_reduce, the barrier
+        expect += [("all_reduce", 3 * i + 1, 4), ("barrier", 3 * i + 2, 0)]
     for rank, events in per_rank.items():
         got = [(e["name"], e["args"]["seq"], e["args"]["bytes"]) for e in events]
         assert got == expect, rank
@@ -143,7 +154,7 @@ def test_ddp_gradient_all_reduce_is_recorded_per_bucket(ddp_run):
                           if "ddp_bucket" in e["args"]), key=lambda e: e["ts"])
         assert [args(e) for e in buckets] == [
             {"bytes": 4 * params, "group_size": 4, "ddp_bucket": 0, "async": 1, "group": "world",
-             "seq": i} for i in range(ddp.STEPS)]  # numbered apart from the other collectives
+             "seq": 3 * i} for i in range(ddp.STEPS)]  # numbered with the step's other two
         for bucket, bwd in zip(buckets, trace.of(cat="compute", name="backward")):
             assert within(bucket, bwd), (bucket, bwd)  # the backward waits for it
 
