@@ -29,6 +29,43 @@ static prefix *prefixes;
 static size_t nprefixes;
 static int trace_all;
 
+/* Entries that did not exist when the trace started (as written, and
+ * absolute): a program that makes its data folder after starting the tracer
+ * is right, so they are warned about only if still missing at the end. */
+typedef struct missing_entry {
+    char *written, *absolute;
+} missing_entry;
+static missing_entry *missing;
+static size_t nmissing;
+
+/* Remembers a missing entry; 0, or -1 out of memory. */
+static int remember_missing(const char *s, size_t len, const char *absolute)
+{
+    missing_entry *grown = realloc(missing, (nmissing + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    missing = grown;
+    char *written = strndup(s, len), *abs_copy = strdup(absolute);
+    if (!written || !abs_copy) {
+        free(written);
+        free(abs_copy);
+        return -1;
+    }
+    missing[nmissing++] = (missing_entry){written, abs_copy};
+    return 0;
+}
+
+static void missing_reset(void)
+{
+    for (size_t i = 0; i < nmissing; i++) {
+        free(missing[i].written);
+        free(missing[i].absolute);
+    }
+    free(missing);
+    missing = NULL;
+    nmissing = 0;
+}
+
 /* ---- paths ------------------------------------------------------------- */
 
 /* Lexically normalises the absolute path in buf (length n) in place: removes
@@ -142,9 +179,8 @@ static int add_prefix(const char *s, size_t len)
     memcpy(buf + n, s, len);
     n = normalize(buf, n + len);
     char *resolved = realpath(buf, NULL); /* also match through a symlinked dir */
-    if (!resolved && (errno == ENOENT || errno == ENOTDIR))
-        dft_warn_config("DFTRACER_DATA_DIR entry '%.*s' does not exist; only files created "
-                        "under it later are traced", (int)len, s);
+    if (!resolved && (errno == ENOENT || errno == ENOTDIR) && remember_missing(s, len, buf) != 0)
+        return -1;
     const char *forms[2] = {buf, resolved && strcmp(resolved, buf) ? resolved : NULL};
     int rc = 0;
     for (int k = 0; k < 2 && rc == 0; k++) {
@@ -192,9 +228,21 @@ int dft_io_filter_init(const char *data_dir)
     return (int)nprefixes;
 }
 
+/* Under life_lock, when the trace is finalized: one warning line for each
+ * entry that never came to exist (a typo: nothing under it was traced). */
+void dft_io_filter_warn_missing(void)
+{
+    for (size_t i = 0; i < nmissing; i++)
+        if (access(missing[i].absolute, F_OK) != 0)
+            dft_warn_config("DFTRACER_DATA_DIR entry '%s' does not exist; nothing under it was "
+                            "traced", missing[i].written);
+    missing_reset();
+}
+
 /* Under life_lock, after the wrappers are removed. */
 void dft_io_filter_reset(void)
 {
+    missing_reset();
     if (!trace_all)
         for (size_t i = 0; i < nprefixes; i++)
             free(prefixes[i].s);

@@ -41,6 +41,9 @@ static inline dft_fd_slot *dft_io_fd_slot(int fd)
 int dft_io_filter_init(const char *data_dir);
 /* Forgets the prefixes and every tracked descriptor and mapping. */
 void dft_io_filter_reset(void);
+/* Warns once per DFTRACER_DATA_DIR entry missing at the start and still
+ * missing now (the trace is being finalized).  Under life_lock. */
+void dft_io_filter_warn_missing(void);
 
 /* When path (relative to dirfd, or AT_FDCWD) is traced, writes its absolute
  * normalised form to out and returns its length; else returns 0. */

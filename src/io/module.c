@@ -76,8 +76,11 @@ static void io_lifecycle(dft_hook_event ev)
 {
     if (ev == DFT_HOOK_OPENED)
         io_start();
-    else if (ev == DFT_HOOK_FINALIZING || ev == DFT_HOOK_ABANDONED)
+    else if (ev == DFT_HOOK_FINALIZING || ev == DFT_HOOK_ABANDONED) {
+        if (ev == DFT_HOOK_FINALIZING)
+            dft_io_filter_warn_missing();
         io_stop();
+    }
 }
 
 /* ---- Python: state for tests ----------------------------------------------------- */
