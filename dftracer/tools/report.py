@@ -466,6 +466,63 @@ def _hang_html(h: Any) -> str:
                     "state"], rows) + note)
 
 
+def verdict_lines(data: Dict[str, Any]) -> List[Tuple[str, bool]]:
+    """The answer first (issue 52): (line, alarming) for the stragglers and
+    their causes, what a step is mostly, and how much of each main process's
+    wall time no event covers.  The hang has its own block above."""
+    out: List[Tuple[str, bool]] = []
+    ra = data.get("rank_analysis")
+    if ra and ra.get("ranks"):
+        out += [("Straggler: " + ranks.straggler_line(s), True) for s in ra["stragglers"]]
+        if not ra["stragglers"]:
+            out.append((f"No straggler among {len(ra['ranks'])} ranks "
+                        f"({len(ra['steps'])} steps; docs/cli.md gives the rule).", False))
+        by = {c: sum(r["by_class_us"][c] for r in ra["ranks"]) for c in ranks.CLASSES}
+        total = sum(by.values())
+        if total:
+            parts = sorted(by.items(), key=lambda kv: -kv[1])
+            out.append((f"A step ({common.fmt_us(ra['median_step_us'])} median) is "
+                        + ", ".join(f"{100 * v / total:.0f} % {ranks.LABELS[c]}"
+                                    for c, v in parts if v >= 0.05 * total)
+                        + " (every rank's steps, one partition: the chart \"Ranks: time per "
+                        "step by class\").", False))
+    covered: Dict[Tuple[str, int], int] = {}
+    for row in data.get("self_by_process_cat", []):
+        key = (row["host"], row["pid"])
+        covered[key] = covered.get(key, 0) + row["self_us"]
+    mains = [p for p in data["summary"]["processes"] if p["rank"] is not None] or \
+        data["summary"]["processes"][:1]
+    low = []  # (who, wall, covered) of the main processes mostly untraced
+    for p in mains:
+        wall = p["wall_us"]
+        cov = min(wall, covered.get((p["host"], p["pid"]), 0))
+        if wall and wall - cov >= 0.2 * wall:
+            low.append((f"rank {p['rank']}" if p["rank"] is not None else f"pid {p['pid']}",
+                        wall, cov))
+    if len(low) == 1:
+        who, wall, cov = low[0]
+        out.append((f"Untraced: {who} ran {common.fmt_us(wall)}; its events cover at most "
+                    f"{common.fmt_us(cov)} ({100 * cov / wall:.0f} %). The rest ran outside "
+                    "every traced span: imports, setup, code that records no event.", False))
+    elif low:
+        shares = [100 * cov / wall for _, wall, cov in low]
+        out.append((f"Untraced: the events of {len(low)} ranks cover at most "
+                    f"{min(shares):.0f} to {max(shares):.0f} % of their wall time "
+                    f"({common.fmt_us(min(w for _, w, _ in low))} to "
+                    f"{common.fmt_us(max(w for _, w, _ in low))}); the rest ran outside every "
+                    "traced span: imports, setup, code that records no event.", False))
+    return out
+
+
+def _verdict_html(data: Dict[str, Any]) -> str:
+    lines = verdict_lines(data)
+    if not lines:
+        return ""
+    alarm = " style=\"color:#b00;font-weight:bold\""
+    items = "".join(f"<li{alarm if bad else ''}>{html.escape(t)}</li>" for t, bad in lines)
+    return f"<h2 id=\"verdict\">Verdict</h2><ul>{items}</ul>"
+
+
 def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
     import plotly.io as pio
     import plotly.offline
@@ -490,6 +547,7 @@ def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
             f"I/O {common.fmt_bytes(ov['io_bytes'])}.") + "</p>",
         "".join(f"<p>{html.escape(line)}</p>" for line in _caveats(ov)),
         _hang_html(data.get("hang")),
+        _verdict_html(data),
         "<h2>By category</h2>",
         _table(["category", "count", "total", "mean", "p50", "p99", "share", "I/O"],
                [[r["cat"], f"{r['count']:,}", common.fmt_us(r["total_us"]),

@@ -12,6 +12,7 @@ runs it as it is.
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import os
 import statistics
@@ -347,3 +348,40 @@ def test_unchanged_example(tmp_path):
     proc = cli("summary", str(tmp_path / "runs"), "--ranks", "--json")
     top = json.loads(proc.stdout)["stragglers"][0]
     assert top["rank"] == SLOW_RANK and top["cause_class"] == "data", top
+
+
+# ---- the report leads with the answer (issue 52) ---------------------------------
+
+@pytest.mark.no_asan  # LD_PRELOAD would carry libasan into Chromium
+def test_report_leads_with_the_straggler_and_its_cause(job, tmp_path):
+    """`dftracer report` of the 4-rank job: the Verdict comes before every
+    chart and names the slow rank with its cause; in headless Chromium at
+    1400x900 it is on the first screen."""
+    if importlib.util.find_spec("plotly") is None:
+        pytest.skip("the report extra (plotly) is not installed")
+    base, _ = job
+    out = tmp_path / "report.html"
+    proc = cli("report", str(base / "runs"), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    verdict = page.index('<h2 id="verdict">')
+    assert verdict < page.index("<h2>By category</h2>") < page.index('class="plotly-graph-div"')
+    block = page[verdict:page.index("</ul>", verdict)]
+    d = ranks_json(base)
+    assert f"Straggler: rank {SLOW_RANK}: slowest in" in block, block
+    assert f"{d['stragglers'][0]['cause_cat']}/{d['stragglers'][0]['cause_name']}" in block
+    import browser_support
+
+    why = browser_support.browser_unavailable()
+    if why:
+        if os.environ.get("DFTRACER_REQUIRE_BROWSER") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
+    with browser_support.chromium(width=1400, height=900) as drv:
+        browser_support.open_page(out.resolve().as_uri(), settle_s=1.0, drv=drv)
+        box = drv.execute_script(
+            "const li = [...document.querySelectorAll('#verdict + ul li')]"
+            ".find(e => e.textContent.startsWith('Straggler: rank %d'));"
+            "if (!li) return null; const r = li.getBoundingClientRect();"
+            "return {top: r.top, bottom: r.bottom, inner: window.innerHeight};" % SLOW_RANK)
+    assert box is not None and 0 <= box["top"] and box["bottom"] <= box["inner"], box
