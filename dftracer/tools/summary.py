@@ -428,8 +428,8 @@ def main(args: argparse.Namespace) -> int:
     if args.ranks:
         return _main_ranks(args)
     results, status = collect(args)
-    if not results:
-        return status
+    if not any(readable(r) for r in results):
+        return status  # the errors said why; no empty table
     bys = args.by or ["cat", "name"]
     summary = aggregate(results, bys, group_numbered=not args.no_group)
     if args.json:

@@ -536,3 +536,14 @@ def test_validate_reports_a_first_member_holding_only_the_bracket(two_ranks, tmp
     head = zlib.decompressobj(31).decompress(out.read_bytes()).split(b"\n")
     assert head[0] == b"[" and len(head) >= 3 and json.loads(head[1])
     assert "first gzip member" not in cli("validate", str(out)).stdout
+
+
+def test_summary_of_no_trace_prints_only_the_error(tmp_path):
+    """A file that is not a trace: one error line naming it, exit status 2,
+    and no empty table on stdout (issue 52)."""
+    p = tmp_path / "notatrace.txt"
+    p.write_text("hello\n")
+    proc = cli("summary", str(p))
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    assert proc.stderr.strip().splitlines() == [
+        f"dftracer: {p}: not a dftracer trace (line 1: not a JSON object)"], proc.stderr
