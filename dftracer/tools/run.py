@@ -36,6 +36,13 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="dftracer run",
         description="Run a command with tracing enabled in every Python process it starts.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  dftracer run -- python train.py\n"
+               "  dftracer run --log-file runs/trace --data-dir data -- \\\n"
+               "      torchrun --standalone --nproc_per_node 4 train.py\n"
+               "  dftracer summary --ranks runs/      # then: stragglers, hangs, causes\n"
+               "(docs/ai.md, docs/cli.md)",
     )
     p.add_argument("--data-dir", metavar="D",
                    help="':'-separated directories whose files' I/O is traced, or 'all' "

@@ -405,11 +405,12 @@ def test_empty_glob_and_directory_are_exit_2(tmp_path):
 
 # ---- use ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("cmd", ["summary", "report", "merge", "convert", "validate"])
+@pytest.mark.parametrize("cmd", ["summary", "report", "merge", "convert", "validate", "run"])
 def test_help_has_an_example(cmd):
     proc = cli(cmd, "--help")
     assert proc.returncode == 0
-    assert "example:" in proc.stdout and f"dftracer {cmd}" in proc.stdout
+    assert ("example:" in proc.stdout or "examples:" in proc.stdout) and \
+        f"\n  dftracer {cmd} " in proc.stdout, proc.stdout
 
 
 def test_no_command_prints_usage():
