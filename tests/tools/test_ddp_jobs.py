@@ -151,13 +151,17 @@ def test_merge_aligns_hosts_on_ddp_buckets(slow_data, tmp_path):
 def test_a_balanced_two_rank_job_has_no_straggler(tmp_path):
     # Each forward waits DEVICE_MS for its "device", as a host waits for a GPU.
     # Without it a step is ~2 ms of CPU, and a loaded 2-core machine (the CI's,
-    # two burners beside the suite) slows one rank by 0.5-1 ms in half the steps
-    # or more: then it really is the step's straggler (1 run in 20 under
-    # burners named one, 10 of 12 steps).  With it, 20 runs under two burners:
-    # nobody named, at most 4 of 12 steps for one rank (6 are needed).
+    # two burners beside the suite) slows one rank by 0.5-1 ms in most steps:
+    # then it really is the step's straggler.  With it, the 5 % floor is
+    # ~1.1 ms, and the evidence rule (docs/cli.md) names nobody: 4 runs beside
+    # two burners and a CI run, 0 named (the noise of the leads 5.2 ms there).
     runs = run(tmp_path, 2, 2 * BATCH * 6, "--device-ms", str(DEVICE_MS))
     proc = cli("summary", str(runs), "--ranks", "--json")
     assert proc.returncode == 0, proc.stderr
     a = json.loads(proc.stdout)
     assert len(a["ranks"]) == 2 and a["stragglers"] == [], a["stragglers"]
-    assert a["straggler_bound_us"] >= 3 * a["noise_us"]
+    # the bound is the practical floor (docs/cli.md), not a multiple of the
+    # noise: under load the noise grows and the evidence over the steps, not
+    # the bound, keeps a balanced job's ranks unnamed
+    assert a["straggler_bound_us"] == max(int(0.05 * a["median_step_us"]), 100) or \
+        abs(a["straggler_bound_us"] - 0.05 * a["median_step_us"]) <= 1
