@@ -265,6 +265,7 @@ void dft_config_load(dft_config *c)
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int dflt_writers = ncpu >= 2 ? 2 : 1;
     c->writer_threads = parse_int("DFTRACER_WRITER_THREADS", dflt_writers, 1, 16);
+    c->sample_hz = parse_int("DFTRACER_SAMPLE_HZ", 100, 0, 1000);
     c->flush_interval = parse_interval("DFTRACER_FLUSH_INTERVAL", DFT_DEFAULT_FLUSH_INTERVAL,
                                        DFT_MIN_FLUSH_INTERVAL, DFT_MAX_FLUSH_INTERVAL);
     c->enable_cupti = parse_bool("DFTRACER_ENABLE_CUPTI", 0);

@@ -24,6 +24,8 @@ typedef struct dft_config {
     double flush_interval; /* DFTRACER_FLUSH_INTERVAL: seconds an event may wait in a
                               buffer; 0 turns the time-based flush off; default 1 */
     int enable_cupti;      /* DFTRACER_ENABLE_CUPTI, default 0 (read by gpu/) */
+    int sample_hz;         /* DFTRACER_SAMPLE_HZ: the step thread's stack samples a
+                              second (hang/sampler.c), default 100; 0: none */
 } dft_config;
 
 #define DFT_DEFAULT_WRITE_BUFFER ((size_t)1 << 20)

@@ -40,7 +40,8 @@ typedef struct pass {
     int32_t ntids;
     rk_ev *ev;
     size_t nev, evcap;
-    struct rk_sched { int64_t number, cpu_us, wait_us; } *sched; /* steps' scheduling */
+    /* steps' scheduling, and where their untraced time went (hang/sampler.h) */
+    struct rk_sched { int64_t number, cpu_us, wait_us, sampled_us; int32_t sampled; } *sched;
     size_t nsched, schedcap;
     int oom;
     uint64_t kinds[DFT_RK_NKINDS];
@@ -52,13 +53,13 @@ typedef struct pass {
 
 enum { A_STEP = 1, A_SEQ = 2, A_ASYNC = 4, A_VALUE = 8, A_LOCAL = 16, A_WORLD = 32,
        A_PPID = 64, A_WALL = 128, A_GROUP = 256, A_JOB = 512, A_SOURCE = 1024,
-       A_DDP = 2048, A_CPU = 4096, A_WAIT = 8192 };
+       A_DDP = 2048, A_CPU = 4096, A_WAIT = 8192, A_SAMPLED = 16384, A_SAMPLED_US = 32768 };
 
 typedef struct rk_args {
     unsigned have;
     int64_t step, seq, async, value, local_rank, world_size, ppid, wall_us, ddp_bucket, cpu_us,
-        wait_us;
-    dft_sv group, job_id, source;
+        wait_us, sampled_us;
+    dft_sv group, job_id, source, sampled;
 } rk_args;
 
 /* One member of args: the value's text in [vp, vend), or its string body. */
@@ -75,6 +76,7 @@ static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, d
         INT("world_size", A_WORLD, world_size), INT("ppid", A_PPID, ppid),
         INT("wall_us", A_WALL, wall_us), INT("ddp_bucket", A_DDP, ddp_bucket),
         INT("cpu_us", A_CPU, cpu_us), INT("wait_us", A_WAIT, wait_us),
+        INT("sampled_us", A_SAMPLED_US, sampled_us), STR("sampled", A_SAMPLED, sampled),
         STR("group", A_GROUP, group), STR("job_id", A_JOB, job_id), STR("source", A_SOURCE, source),
     };
 #undef INT
@@ -277,11 +279,17 @@ static int add_event(pass *ps, const char *text, size_t n, const dft_line *l)
         return -1;
     int32_t step = number > INT32_MIN && number <= INT32_MAX ? (int32_t)number : DFT_RK_NO_STEP;
     ps->ev[ps->nev++] = (rk_ev){l->ts, l->dur, key, tid, step, (uint8_t)kind};
-    if (kind == DFT_RK_KIND_ITERATION && step != DFT_RK_NO_STEP &&
-        (a.have & (A_CPU | A_WAIT)) == (A_CPU | A_WAIT) && a.cpu_us >= 0 && a.wait_us >= 0) {
-        if (DFT_GROW(ps->sched, ps->nsched, ps->schedcap, 256) != 0)
+    int sched = (a.have & (A_CPU | A_WAIT)) == (A_CPU | A_WAIT) && a.cpu_us >= 0 &&
+                a.wait_us >= 0;
+    int sampled = (a.have & (A_SAMPLED | A_SAMPLED_US)) == (A_SAMPLED | A_SAMPLED_US) &&
+                  a.sampled_us > 0 && a.sampled.n > 0;
+    if (kind == DFT_RK_KIND_ITERATION && step != DFT_RK_NO_STEP && (sched || sampled)) {
+        int32_t place = sampled ? key_of(ps, (dft_sv){"sampled", 7}, a.sampled) : -1;
+        if ((sampled && place < 0) || DFT_GROW(ps->sched, ps->nsched, ps->schedcap, 256) != 0)
             return -1;
-        ps->sched[ps->nsched++] = (struct rk_sched){step, a.cpu_us, a.wait_us};
+        ps->sched[ps->nsched++] = (struct rk_sched){step, sched ? a.cpu_us : -1,
+                                                    sched ? a.wait_us : -1,
+                                                    sampled ? a.sampled_us : 0, place};
     }
     ps->kinds[kind]++;
     if (kind == DFT_RK_KIND_NONE && step != DFT_RK_NO_STEP)
@@ -385,6 +393,12 @@ static int attach_sched(dft_rk_result *r, const struct rk_sched *sc, size_t n)
         }
         s->cpu_us = sc[k].cpu_us;
         s->wait_us = sc[k].wait_us;
+        /* the sampled place names the step's `other` time when it outweighs
+         * the class's top event: time no event covers, found by samples */
+        if (sc[k].sampled >= 0 && sc[k].sampled_us > s->top_us[DFT_RK_OTHER]) {
+            s->top_key[DFT_RK_OTHER] = sc[k].sampled;
+            s->top_us[DFT_RK_OTHER] = sc[k].sampled_us;
+        }
     }
     for (size_t i = 0; i < r->nsteps; i++)
         if (r->steps[i].cpu_us == -2)

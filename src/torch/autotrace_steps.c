@@ -21,6 +21,7 @@
 
 #include "core/clock.h"
 #include "format/grow.h"
+#include "hang/sampler.h"
 
 int dft_at_on[DFT_AT_NPARTS];
 
@@ -195,13 +196,16 @@ static struct {
     int64_t held_start, held_end, held_step, held_epoch;
     int held_has_epoch;
     sched_sample at_start, held_from, held_to; /* the thread's counters at the boundaries */
+    char held_sampled[DFT_SAMPLE_KEY];  /* the held iteration's sampled place */
+    int64_t held_sampled_us;
     int loader_sure;        /* LOADER: two batch iterations closed, no optimizer */
 } S;
 
 static void emit_iteration(int64_t start, int64_t end, int64_t step, int has_epoch,
-                           int64_t epoch, sched_sample from, sched_sample to)
+                           int64_t epoch, sched_sample from, sched_sample to,
+                           const char *sampled, int64_t sampled_us)
 {
-    dft_arg a[4] = {{DFT_AT_KEY("step"), .type = DFT_ARG_INT, .v.i = step}};
+    dft_arg a[6] = {{DFT_AT_KEY("step"), .type = DFT_ARG_INT, .v.i = step}};
     unsigned n = 1;
     if (has_epoch)
         a[n++] = (dft_arg){DFT_AT_KEY("epoch"), .type = DFT_ARG_INT, .v.i = epoch};
@@ -210,6 +214,11 @@ static void emit_iteration(int64_t start, int64_t end, int64_t step, int has_epo
                            .v.i = (to.run_ns - from.run_ns) / 1000};
         a[n++] = (dft_arg){DFT_AT_KEY("wait_us"), .type = DFT_ARG_INT,
                            .v.i = (to.wait_ns - from.wait_ns) / 1000};
+    }
+    if (sampled_us > 0) { /* where the untraced time went: hang/sampler.h */
+        a[n++] = (dft_arg){DFT_AT_KEY("sampled"), .type = DFT_ARG_STR,
+                           .v.s = {sampled, strlen(sampled)}};
+        a[n++] = (dft_arg){DFT_AT_KEY("sampled_us"), .type = DFT_ARG_INT, .v.i = sampled_us};
     }
     dft_at_emit("iteration", "pipeline", start, end, a, n);
 }
@@ -227,7 +236,7 @@ static void emit_held(void)
         return;
     S.has_held = 0;
     emit_iteration(S.held_start, S.held_end, S.held_step, S.held_has_epoch, S.held_epoch,
-                   S.held_from, S.held_to);
+                   S.held_from, S.held_to, S.held_sampled, S.held_sampled_us);
 }
 
 static void close_at(int64_t end)
@@ -238,6 +247,9 @@ static void close_at(int64_t end)
     if (dft_clock_us() - end > 1000) /* not the boundary's counters */
         to.ok = 0;
     dft_mem_step(step); /* the resident memory at the step's end: docs/memory.md */
+    char sampled[DFT_SAMPLE_KEY];
+    int64_t sampled_us = dft_sample_take(sampled, sizeof sampled);
+    dft_sample_step_thread();
     S.step++;
     S.has_start = 1;
     S.start = end;
@@ -253,12 +265,14 @@ static void close_at(int64_t end)
             S.held_epoch = S.epoch;
             S.held_from = from;
             S.held_to = to;
+            memcpy(S.held_sampled, sampled, sizeof sampled);
+            S.held_sampled_us = sampled_us;
             return;
         }
         S.loader_sure = 1;
         emit_held();
     }
-    emit_iteration(start, end, step, S.has_epoch, S.epoch, from, to);
+    emit_iteration(start, end, step, S.has_epoch, S.epoch, from, to, sampled, sampled_us);
 }
 
 int64_t dft_at_step(void) { return S.step; }
@@ -269,6 +283,8 @@ void dft_at_activity(int64_t start, int64_t end)
         S.has_start = 1;
         S.start = start;
         S.at_start = sched_now();
+        dft_sample_take((char[DFT_SAMPLE_KEY]){0}, DFT_SAMPLE_KEY); /* samples before the step */
+        dft_sample_step_thread();
         reopen(1, start);
     }
     if (end > S.last_activity)
