@@ -149,7 +149,7 @@ static void *sampler_main(void *arg)
         while (nanosleep(&left, &left) != 0 && errno == EINTR)
             ;
         const void *ts = atomic_load_explicit(&S.tstate, memory_order_acquire);
-        if (!ts)
+        if (!ts || !dft_trace_active()) /* finalized: no walk until a step names a thread */
             continue;
         int n = dft_walk_stack(&w, ts, frames, MAX_FRAMES);
         if (place_of(frames, n, key, sizeof key))
