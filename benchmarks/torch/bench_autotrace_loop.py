@@ -13,7 +13,8 @@ run, counted from its trace; also the training thread's own CPU time
 (time.thread_time), so that what the other threads (the tracer's writer)
 add shows apart, the share of steps in which the training thread took a
 page fault (docs/performance.md, "Page faults"), and the per-pair ratios
-(their spread is the machine's noise).
+(their spread is the machine's noise); and the stack sampler thread's
+own CPU time per step (its schedstat run time over the `on` run's steps).
 
     PYTHONPATH=$PWD python benchmarks/torch/bench_autotrace_loop.py [--runs 7] [--steps 600] \
         [--env NAME=VALUE ...] [--without PART,...]
@@ -86,6 +87,17 @@ while done < steps:
         faulted.append(usage(THREAD).ru_minflt > f0)
         done += 1
 warm = len(per_step) // 10
+sampler_ns = 0  # the stack sampler's thread (hang/sampler.c), its whole life
+for t in os.listdir("/proc/self/task"):
+    try:
+        with open(f"/proc/self/task/{t}/comm") as f:
+            if f.read().strip() != "dft-sampler":
+                continue
+        with open(f"/proc/self/task/{t}/schedstat") as f:
+            sampler_ns += int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+print("SAMPLER_NS", sampler_ns, len(per_step))
 print("CPU_US", statistics.median(per_step[warm:]) / 1000.0,
       statistics.median(per_step_thread[warm:]) / 1000.0,
       sum(faulted[warm:]) / len(faulted[warm:]))
@@ -103,6 +115,9 @@ def cpu() -> str:
     return f"{os.cpu_count()} CPUs"
 
 
+SAMPLER: List[float] = []  # the `on` runs' stack-sampler CPU per step (us)
+
+
 def run(script: str, steps: int, torch_on: bool, data_dir: str,
         extra_env: Dict[str, str], without: str = "") -> Tuple[float, float, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
@@ -117,6 +132,10 @@ def run(script: str, steps: int, torch_on: bool, data_dir: str,
     cmd += ["--", sys.executable, script, str(steps)]
     out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, check=False)
+    for line in out.stdout.splitlines():
+        if line.startswith("SAMPLER_NS ") and torch_on:
+            ns, n = map(int, line.split()[1:3])
+            SAMPLER.append(ns / 1000.0 / max(1, n))
     for line in out.stdout.splitlines():
         if line.startswith("CPU_US "):
             return float(line.split()[1]), float(line.split()[2]), float(line.split()[3])
@@ -193,6 +212,11 @@ def main() -> None:
     print(f"  runs on:  {' '.join(f'{r[0]:.0f}' for r in med['on'])}")
     print(f"  per-pair on/off: {' '.join(f'{r:.3f}' for r in pairs)} "
           f"(median {statistics.median(pairs):.3f})")
+    if SAMPLER:
+        sp = statistics.median(SAMPLER)
+        print(f"  the stack sampler's thread (DFTRACER_SAMPLE_HZ, default 100), its CPU over the "
+              f"run per step: {sp:.2f} us, {100 * sp / on:.2f} % of a step's CPU "
+              f"(runs: {' '.join(f'{x:.2f}' for x in SAMPLER)})")
     print("  events of the last `on` run per optimizer step: " +
           ", ".join(f"{k} {v / steps:.2f}" for k, v in sorted(counts.items())))
 

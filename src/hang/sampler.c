@@ -68,6 +68,11 @@ static int timed_by_events(const char *file)
     return strstr(file, "/torch/") != NULL || strstr(file, "/dftracer/") != NULL;
 }
 
+/* The walker's stop: such a frame ends the sample's walk (most samples of a
+ * training step are inside torch: one or two frames read, not the whole
+ * stack).  No GIL. */
+static int stop_at_timed(const dft_walk_frame *f) { return timed_by_events(f->file); }
+
 /* Not the program's own code: the standard library, an installed package,
  * a frozen module.  No GIL. */
 static int library(const char *file)
@@ -137,6 +142,8 @@ static void *sampler_main(void *arg)
     dft_walker w;
     if (dft_walk_open(&w, 0) != 0)
         return NULL;
+    w.no_lines = 1; /* a place is a file and a function: no line table read */
+    w.stop = stop_at_timed;
     dft_walk_frame *frames = malloc(MAX_FRAMES * sizeof *frames);
     if (!frames) {
         dft_walk_close(&w);
@@ -199,7 +206,9 @@ void dft_sample_step_thread(void)
         return;
     }
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, sampler_main, (void *)(intptr_t)me) != 0) {
+    if (pthread_create(&t, &attr, sampler_main, (void *)(intptr_t)me) == 0) {
+        pthread_setname_np(t, "dft-sampler"); /* top -H and the bench find it by name */
+    } else {
         dft_log(DFT_LOG_WARN, "dftracer: could not start the stack sampler; untraced time "
                               "has no place");
         atomic_store(&S.pid, 0);

@@ -402,13 +402,17 @@ int dft_walk_stack(dft_walker *w, const void *tstate, dft_walk_frame *out, int c
 #endif
         dft_walk_frame *f = &out[n];
         code_names(w, code, &co, f);
+        if (w->no_lines)
+            f->line = 0;
 #if PY_VERSION_HEX < 0x030B0000
-        if (fr.f_lineno > 0) /* set while tracing: CPython's own answer */
+        else if (fr.f_lineno > 0) /* set while tracing: CPython's own answer */
             f->line = fr.f_lineno;
-        else
 #endif
+        else
             f->line = line_of(w, &co, addrq);
         n++;
+        if (w->stop && w->stop(f))
+            break;
         at = next;
     }
     return n;

@@ -53,6 +53,10 @@ typedef struct {
     int pipe_fd[2];       /* -1 until needed */
     dft_walk_code *cache; /* DFT_WALK_CACHE entries, or NULL */
     char *table;          /* a line table's copy (DFT_WALK_TABLE bytes) */
+    int no_lines;         /* 1: frames get line 0 (the sampler: no table copied) */
+    /* when set, dft_walk_stack ends after a frame for which it is nonzero
+     * (the sampler: a frame of code the events time ends the sample) */
+    int (*stop)(const dft_walk_frame *f);
 } dft_walker;
 
 /* Prepares w (probes process_vm_readv unless pipe_only; allocates the
