@@ -42,7 +42,7 @@ from dftracer.tools import line_keys, memory, rank_rule, trace_name
 DEFAULT_AFTER = 60.0       # s: top's --hang-after
 POST_MORTEM_AFTER = 2.0    # s: waits shorter than this when a job ended are not a hang
 DEAD_GAP_US = 20_000_000   # after the job: a rank silent this long before the newest is dead
-MAX_FILES = 4096           # FH definitions kept per process (to name an open I/O call)
+MAX_FILES = 4096           # FH definitions kept per process: the newest 2048 to 4096
 MAX_SPANS = 16             # spans kept per thread snapshot (the tracer writes at most 16)
 MAX_THREADS = 64           # threads kept per process
 MAX_LISTED = 8             # ranks named one by one in the one-line message
@@ -101,7 +101,9 @@ class ProcHang:
         self.threads: Dict[int, Tuple[int, List[Dict[str, Any]]]] = {}
         self.stacks: Dict[int, Dict[str, Any]] = {}
         self.stack_key: Tuple[int, int] = (-1, -1)  # (at, req) of the stacks kept
+        # FH hash -> path in two generations, as reader/ranks_hang.c keeps them
         self.files: Dict[str, str] = {}
+        self.older_files: Dict[str, str] = {}
         self.last_at = 0       # newest trace-clock time the process wrote something at
         self.sigterm = False   # it wrote stacks at SIGTERM
 
@@ -172,11 +174,18 @@ class ProcHang:
                 "frames": _frames(frames[-8192:] if isinstance(frames, str) else ""),
                 "why": args.get("why") if isinstance(args.get("why"), str) else None,
                 "req": req, "at": at}
-        elif name == "FH" and len(self.files) < MAX_FILES:
-            if isinstance(args.get("value"), str) and isinstance(args.get("name"), str):
-                self.files.setdefault(args["value"], args["name"][:1024])
+        elif name == "FH":
+            h, path = args.get("value"), args.get("name")
+            if isinstance(h, str) and isinstance(path, str) and h not in self.older_files:
+                if len(self.files) >= MAX_FILES // 2 and h not in self.files:
+                    self.older_files, self.files = self.files, {}
+                self.files.setdefault(h, path[:1024])
         elif name == "clock" and _int(args.get("value")) is not None:
             self.last_at = max(self.last_at, args["value"])
+
+    def file_of(self, h: str) -> str:
+        """The path an FH event gave hash h, else h itself."""
+        return self.files.get(h) or self.older_files.get(h) or h
 
     def open_spans(self) -> List[Tuple[int, List[Dict[str, Any]]]]:
         """(tid, spans outermost first) of every thread with spans open."""
@@ -250,7 +259,7 @@ def _open_list(st: ProcHang, spans: List[Dict[str, Any]], now_us: int) -> List[D
     return [{"name": s.get("value"), "cat": s.get("span_cat"),
              "since_s": round((now_us - s["since"]) / 1e6, 3) if "since" in s else None,
              **{k: s[k] for k in ("group", "seq", "step", "bucket") if k in s},
-             **({"file": st.files.get(s["fhash"], s["fhash"])} if "fhash" in s else {})}
+             **({"file": st.file_of(s["fhash"])} if "fhash" in s else {})}
             for s in spans]
 
 

@@ -230,24 +230,37 @@ static void stack_event(dft_hg *hg, const dft_line *l, const hg_args *a)
         hg->dropped++;
 }
 
+static const char *file_in(const dft_u64map *m, uint64_t h)
+{
+    size_t slot;
+    dft_u64map *mm = (dft_u64map *)m; /* a lookup does not change it */
+    return dft_u64map_get(mm, h, 0, &slot) == 1 ? mm->vals[slot] : NULL;
+}
+
 static void fh_event(dft_hg *hg, const dft_line *l)
 {
     uint64_t h;
     size_t slot;
     if (!l->a_name.n || dft_hash_token(l->a_value, &h) < 0)
         return;
-    if (hg->nfiles >= DFT_HG_FILES) {
-        hg->dropped++;
+    if (file_in(&hg->older_files, h)) /* known: the first definition stands */
         return;
+    if (hg->nfiles >= DFT_HG_FILES / 2 && !file_in(&hg->files, h)) {
+        dft_u64map_free(&hg->older_files, 1);
+        hg->older_files = hg->files;
+        memset(&hg->files, 0, sizeof hg->files);
+        hg->dropped += hg->nolder_files; /* the older generation's, forgotten */
+        hg->nolder_files = hg->nfiles;
+        hg->nfiles = 0;
     }
     int f = dft_u64map_get(&hg->files, h, 1, &slot);
-    if (f != 0) { /* known (the first definition stands), or out of memory */
+    if (f != 0) { /* known, or out of memory */
         hg->dropped += f < 0;
         return;
     }
     size_t n = l->a_name.n < DFT_HG_PATH ? l->a_name.n : DFT_HG_PATH - 1;
     char *path = malloc(n + 1);
-    if (!path) {
+    if (!path) { /* the slot keeps NULL: looked up as unknown */
         hg->dropped++;
         return;
     }
@@ -279,9 +292,8 @@ void dft_hg_line(dft_hg *hg, const char *text, size_t n, const dft_line *l)
 
 const char *dft_hg_file(const dft_hg *hg, uint64_t h)
 {
-    size_t slot;
-    dft_u64map *m = (dft_u64map *)&hg->files; /* a lookup does not change it */
-    return dft_u64map_get(m, h, 0, &slot) == 1 ? m->vals[slot] : NULL;
+    const char *p = file_in(&hg->files, h);
+    return p ? p : file_in(&hg->older_files, h);
 }
 
 void dft_hg_free(dft_hg *hg)
@@ -289,5 +301,6 @@ void dft_hg_free(dft_hg *hg)
     clear_stacks(hg);
     free(hg->threads);
     dft_u64map_free(&hg->files, 1);
+    dft_u64map_free(&hg->older_files, 1);
     memset(hg, 0, sizeof *hg);
 }

@@ -18,7 +18,7 @@
 #define DFT_HG_SPANS 16            /* spans of a snapshot (the tracer writes at most 16) */
 #define DFT_HG_STACKS 64           /* threads of the newest stack answer */
 #define DFT_HG_FRAMES 8192         /* bytes of a thread's frames, its innermost end */
-#define DFT_HG_FILES 4096          /* FH definitions kept */
+#define DFT_HG_FILES 4096          /* FH definitions kept: the newest 2048 to 4096 */
 #define DFT_HG_PATH 1024           /* bytes of a file's path */
 #define DFT_HG_NAME 64             /* a span's name, category; a stack's why */
 #define DFT_HG_GROUP 256           /* a collective's group; a thread's name */
@@ -56,8 +56,12 @@ typedef struct dft_hg {
     size_t nstacks;
     int have_stack, sigterm, have_last;
     int64_t stack_at, stack_req, last_at;
-    dft_u64map files; /* FH hash -> malloc'd path */
-    size_t nfiles;
+    /* FH hash -> malloc'd path, in two generations: when the newer holds
+     * DFT_HG_FILES / 2, the older is dropped and the newer takes its place
+     * (an open I/O call's file is among the newest opened, and a process
+     * that opened 100k files before it hung still names it) */
+    dft_u64map files, older_files;
+    size_t nfiles, nolder_files;
     uint64_t dropped; /* spans, threads, stacks, files not kept (caps, out of memory) */
     /* the `memory` counter samples (docs/trace-format.md, "Memory"): the
      * newest resident bytes, and the newest samples taken at a step's end */

@@ -160,6 +160,32 @@ def test_the_pass_is_bounded(tmp_path):
     assert len(by_tid[6][0]["group"]) == 255 and len(by_tid[6][0]["value"]) == 63
 
 
+def test_a_file_opened_after_many_others_is_named(tmp_path):
+    """A process that opened 10,000 files (imports, a data set) before its
+    stuck read: the read's file is among the newest definitions kept, in
+    the C pass and in top's follower alike (the same two generations)."""
+    t = Trace(10, rank=0)
+    for k in range(10_000):
+        t.meta("FH", {"name": f"/lib/m{k}.py", "value": "%016x" % (k + 1)})
+    t.meta("FH", {"name": "/data/stuck.fifo", "value": "00000000000ffff1"})
+    for k in range(hang.MAX_FILES // 2 - 1):  # a newer generation fills after it
+        t.meta("FH", {"name": f"/lib/n{k}.py", "value": "%016x" % (20_000 + k)})
+    read = {"value": "read", "span_cat": "POSIX", "since": T0 + 20, "fhash": "00000000000ffff1"}
+    t.snapshot(T0 + 5 * S, [it(T0, 3), read])
+    h = _core._rank_file(t.write(tmp_path))["hang"]
+    spans = {tid: spans for tid, _, spans in h["threads"]}[10]
+    assert spans[1]["file"] == "/data/stuck.fifo"
+    assert h["dropped"] > 0  # the oldest definitions were forgotten
+    st = hang.ProcHang()
+    for line in t.lines[1:]:
+        ev = json.loads(line)
+        if ev["ph"] == "M":
+            st.observe(ev["name"], ev["args"], ev["tid"])
+    assert st.file_of("00000000000ffff1") == "/data/stuck.fifo"
+    assert st.file_of("0000000000000001") == "0000000000000001"  # forgotten: the hash
+    assert len(st.files) + len(st.older_files) <= hang.MAX_FILES
+
+
 # ---- the one rank rule ------------------------------------------------------------------
 
 @pytest.mark.parametrize("ranks, want", [
