@@ -122,21 +122,32 @@ def _replaceable(module: Any) -> bool:
             and isinstance(getattr(type(module), "forward", None), types.FunctionType))
 
 
+def _has_own_hooks(module: Any) -> bool:
+    """The program hooked the model's forward itself: torch then takes its
+    hooked call path anyway, and hooks of ours around the program's keep them
+    inside the `forward` event (a forward wrapper would leave them out)."""
+    return bool(getattr(module, "_forward_pre_hooks", None) or getattr(module, "_forward_hooks", None))
+
+
 def hook_module(module: Any) -> None:
     """Times a top-level module's forward: by a _core._AtForward set as its
     `forward` attribute (torch keeps its hook-free call path), or, where that
     cannot be (torch.compile in use: dynamo traces hooks; a forward set on the
-    instance or not a function), by per-module hooks that stand aside inside
-    a compiled region."""
+    instance or not a function) or should not (the program's own forward
+    hooks on it), by per-module hooks that stand aside inside a compiled
+    region."""
     if not P.on or module in _per_module:
         return
     shims = _compiled[0]  # dynamo traces hooks: Python shims that stand aside
-    if not shims and _replaceable(module):
+    if not shims and _replaceable(module) and not _has_own_hooks(module):
         wrapper = _core._AtForward(module)  # holds the module weakly
         module.__dict__["forward"] = wrapper
         _per_module[module] = (None, None, wrapper)
         return
-    pre = module.register_forward_pre_hook(_pre_outside_compile if shims else _pre)
+    # first of its pre-hooks and last of its hooks: the program's own hooks
+    # on the model count inside its forward
+    pre = module.register_forward_pre_hook(_pre_outside_compile if shims else _pre,
+                                           prepend=True)
     post = module.register_forward_hook(_post_outside_compile if shims else _post,
                                         always_call=True)
     _per_module[module] = (pre, post, shims)

@@ -49,3 +49,33 @@ def test_every_forward_of_the_model_is_an_event(tmp_path):
                            "--by", "name", "--top", "0"], capture_output=True, text=True,
                           env=env).stdout
     assert "forward [RNNModel]" in text, text
+
+
+HOOKED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hooked_model_prog.py")
+
+
+def test_the_programs_own_hooks_count_inside_forward(tmp_path):
+    """A pre-hook and a hook the program put on its model run inside the
+    model's `forward` event (issue 49: they were `other (untraced)`)."""
+    steps = 6
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "dftracer", "run", "-q", "--log-file", "runs/trace", "--",
+         sys.executable, HOOKED, str(steps)],
+        cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (path,) = find_traces(str(tmp_path / "runs"))
+    trace = read_trace(path)
+    fwd = [e for e in trace.of(cat="compute", name="forward") if e["args"]["module"] == "Sequential"]
+    assert len(fwd) == steps, fwd
+    # the pre-hook's sleep inside every forward (a sleep never returns early);
+    # the hook's too once the search for top-level modules ended (the model
+    # forwarding a second time ends it: torch runs the global hooks of the
+    # search before a module's own, docs/ai.md)
+    durs = [e["dur"] for e in fwd]
+    assert all(d >= 1000 * 30 for d in durs), durs
+    assert all(d >= 1000 * (30 + 20) for d in durs[2:]), durs
+    its = trace.of(cat="pipeline", name="iteration")
+    assert len(its) == steps
+    for it in its[1:]:  # each step's forward lies within its iteration
+        assert any(it["ts"] <= e["ts"] and e["ts"] + e["dur"] <= it["ts"] + it["dur"] for e in fwd)
