@@ -270,6 +270,15 @@ int64_t dft_mem_limit(const char **source);
  * calling (traced) thread, GIL or not. */
 void dft_mem_step(int64_t step);
 
+/* A step boundary's CUDA allocator figures of device (`cuda<d>_allocated_bytes`,
+ * `_reserved_bytes`, `_peak_allocated_bytes`, `_peak_reserved_bytes` in
+ * that order in fig), as a `memory` counter sample with `step`; written at
+ * every step (torch/memory_py.c reads them).  The stepping thread, GIL held. */
+void dft_mem_cuda_step(int64_t step, int64_t device, const int64_t fig[4]);
+
+/* Whether the memory counters are on (DFTRACER_MEMORY).  Any thread. */
+int dft_mem_counters_on(void);
+
 /* Peak sampling for MemoryTracker: begin returns a slot (-1: none free)
  * whose peak the sampler thread raises every DFT_MEM_WATCH_US until end,
  * which returns the peak seen (at least the resident bytes at end).

@@ -8,6 +8,7 @@
 #include "core/memory.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -120,6 +121,30 @@ void dft_mem_step(int64_t step)
                     .tid = dft_trace_pid(), .args = a, .nargs = 2};
     dft_emit(&ev);
 }
+
+/* The stepping thread, GIL held (its figures come from torch). */
+void dft_mem_cuda_step(int64_t step, int64_t device, const int64_t fig[4])
+{
+    if (!dft_trace_active() || !counters_on() || device < 0 || device > 99)
+        return;
+    char keys[4][40];
+    static const char *const what[4] = {"allocated", "reserved", "peak_allocated",
+                                        "peak_reserved"};
+    dft_arg a[5];
+    for (int i = 0; i < 4; i++) {
+        int n = snprintf(keys[i], sizeof keys[i], "cuda%d_%s_bytes", (int)device, what[i]);
+        if (n < 0 || (size_t)n >= sizeof keys[i])
+            return;
+        a[i] = (dft_arg){.key = keys[i], .key_len = (size_t)n, .type = DFT_ARG_INT, .v.i = fig[i]};
+    }
+    a[4] = (dft_arg){.key = "step", .type = DFT_ARG_INT, .v.i = step};
+    dft_event ev = {.name = "memory", .name_len = 6, .cat = "memory", .cat_len = 6,
+                    .ts = dft_clock_us(), .ph = DFT_PH_COUNTER, .flags = DFT_EV_NO_NESTING,
+                    .tid = dft_trace_pid(), .args = a, .nargs = 5};
+    dft_emit(&ev);
+}
+
+int dft_mem_counters_on(void) { return counters_on(); }
 
 static int64_t worker_id = -1, worker_count = 1;
 static uint64_t batch_gen;

@@ -84,6 +84,10 @@ const char *dft_at_type_name(PyTypeObject *tp);
 
 /* The iterations (autotrace_steps.c; dftracer/_autotrace/steps.py). */
 int64_t dft_at_step(void);
+
+/* The CUDA allocator's figures at the end of iteration step, once torch.cuda
+ * is initialized (torch/memory_py.c).  The stepping thread, GIL held. */
+void dft_at_cuda_mem_step(int64_t step);
 void dft_at_activity(int64_t start, int64_t end);
 void dft_at_fetch_begin(int64_t ts);
 void dft_at_fetch_end(int64_t start, int64_t end, int has_epoch, int64_t epoch);

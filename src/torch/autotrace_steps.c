@@ -247,6 +247,7 @@ static void close_at(int64_t end)
     if (dft_clock_us() - end > 1000) /* not the boundary's counters */
         to.ok = 0;
     dft_mem_step(step); /* the resident memory at the step's end: docs/memory.md */
+    dft_at_cuda_mem_step(step); /* and the CUDA allocator's, when in use */
     char sampled[DFT_SAMPLE_KEY];
     int64_t sampled_us = dft_sample_take(sampled, sizeof sampled);
     dft_sample_step_thread();

@@ -249,3 +249,33 @@ def test_report_has_the_memory_section(leak_run, tmp_path):
     assert "<h2>Memory (resident) per process</h2>" in text and "<h2>Memory creep</h2>" in text
     creep = text.split("<h2>Memory creep</h2>", 1)[1].split("</table>", 1)[0]
     assert creep.count("<tr>") == 2 and "worker 0 (pid" in creep and "data/item" in creep
+
+
+def test_cuda_allocator_figures_per_step(tmp_path):
+    """Once torch.cuda is initialized, each iteration's end writes the
+    allocator's figures of the current device (docs/trace-format.md,
+    "Memory"), read from torch's statistics (faked here: no GPU); none
+    before; the memory readers keep reading the resident memory."""
+    steps = 8
+    proc = traced(tmp_path, sys.executable, os.path.join(HERE, "cuda_steps_prog.py"), str(steps))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    want = {d["step"]: d for d in map(json.loads, proc.stdout.splitlines())}
+    (path,) = find_traces(str(tmp_path), "t")
+    assert [v["verdict"] for v in validate(path)] == ["ok"]
+    trace = read_trace(path)
+    cuda = [e for e in trace.of(ph="C", cat="memory", name="memory")
+            if "cuda3_allocated_bytes" in e["args"]]
+    assert [e["args"]["step"] for e in cuda] == sorted(want), cuda
+    for e in cuda:
+        w = want[e["args"]["step"]]
+        assert e["args"]["cuda3_allocated_bytes"] == w["allocated"]
+        assert e["args"]["cuda3_peak_allocated_bytes"] == w["peak_allocated"]
+        assert e["args"]["cuda3_reserved_bytes"] == w["reserved"]
+        assert e["args"]["cuda3_peak_reserved_bytes"] == w["reserved"]
+        assert set(e["args"]) == {"cuda3_allocated_bytes", "cuda3_reserved_bytes",
+                                  "cuda3_peak_allocated_bytes", "cuda3_peak_reserved_bytes", "step"}
+    its = trace.of(cat="pipeline", name="iteration")
+    assert len(its) == steps
+    out = summary(tmp_path)
+    (p,) = out["processes"]
+    assert p["peak_rss_bytes"] > 0 and not out["creep"]
