@@ -153,6 +153,21 @@ def hook_module(module: Any) -> None:
     _per_module[module] = (pre, post, shims)
 
 
+def _rehook(module: Any) -> None:
+    """The program hooked a module whose forward is ours (a pre-hook on the
+    DDP wrapper after DDP(...)): from its next call, hooks of ours around
+    the program's (called by the C forward, src/torch/autotrace_forward.c)."""
+    entry = _per_module.get(module)
+    if entry is None or entry[0] is not None or not P.on:
+        return
+    _unhook(module, entry)
+    del _per_module[module]
+    hook_module(module)
+
+
+_core._at_forward_rehook(_rehook)
+
+
 def _ours(module: Any, wrapper: Any) -> bool:
     return getattr(module, "__dict__", {}).get("forward") is wrapper
 

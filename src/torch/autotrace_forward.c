@@ -13,13 +13,51 @@
  * its own __dict__ (`del model` frees its parameters at once, as without
  * dftracer).  What programs read of a forward (__wrapped__, __func__,
  * __self__, __name__, __doc__, inspect.signature) reads through to the
- * bound method it stands for.  Everything needs the GIL. */
+ * bound method it stands for.  A module the program puts forward hooks on
+ * later is handed back to modules.py (_at_forward_rehook), which times it by
+ * hooks around the program's.  Everything needs the GIL. */
 #include "integrations.h"
 #include "torch/autotrace.h"
 
 #include <string.h>
 
 static PyObject *forward_name; /* "forward" */
+static PyObject *pre_hooks_name, *hooks_name; /* "_forward_pre_hooks", "_forward_hooks" */
+/* modules.py's _rehook(module): a module the program hooked after we set
+ * its forward is moved to hooks of ours around its own */
+static PyObject *rehook;
+
+/* Whether the module's attribute name is a non-empty dict (torch's hook
+ * OrderedDicts).  GIL held. */
+static int nonempty_dict(PyObject *module, PyObject *name)
+{
+    PyObject *d = PyObject_GetAttr(module, name);
+    if (!d) {
+        PyErr_Clear();
+        return 0;
+    }
+    int r = PyDict_Check(d) && PyDict_GET_SIZE(d) > 0;
+    Py_DECREF(d);
+    return r;
+}
+
+/* The program put forward hooks on the module after its forward became
+ * ours: torch runs them outside this call, so from the next call on the
+ * module is timed by hooks of ours around them (this call stays as it is).
+ * Two attribute reads a top-level forward.  GIL held. */
+static void hooked_since(PyObject *module)
+{
+    if (!rehook || !(nonempty_dict(module, pre_hooks_name) || nonempty_dict(module, hooks_name)))
+        return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *fn = Py_NewRef(rehook); /* the call may set another */
+    PyObject *r = PyObject_CallOneArg(fn, module);
+    Py_DECREF(fn);
+    Py_XDECREF(r);
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+}
 
 typedef struct {
     PyObject_HEAD
@@ -113,6 +151,7 @@ static PyObject *forward_wrapper_vc(PyObject *self, PyObject *const *args, size_
         Py_DECREF(module);
         return r;
     }
+    hooked_since(module);
     dft_at_forward_pre(module);
     PyObject *out = call_forward(module, args, nargsf, kwnames);
     if (out) {
@@ -245,12 +284,36 @@ static PyTypeObject ForwardWrapperType = {
     .tp_getset = forward_wrapper_getset,
 };
 
+static PyObject *py_forward_rehook(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    if (arg != Py_None && !PyCallable_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "_at_forward_rehook(fn): fn must be callable or None");
+        return NULL;
+    }
+    Py_XSETREF(rehook, arg == Py_None ? NULL : Py_NewRef(arg));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef forward_methods[] = {
+    {"_at_forward_rehook", py_forward_rehook, METH_O,
+     "_at_forward_rehook(fn)\n\nfn(module) when a module whose forward is an _AtForward has "
+     "forward hooks of the program's."},
+    {NULL, NULL, 0, NULL},
+};
+
 /* GIL held (PyInit__core, through dft_at_hooks_register). */
 int dft_at_forward_register(PyObject *module)
 {
     if (PyType_Ready(&ForwardWrapperType) < 0)
         return -1;
     if (!forward_name && !(forward_name = PyUnicode_InternFromString("forward")))
+        return -1;
+    if (!pre_hooks_name && !(pre_hooks_name = PyUnicode_InternFromString("_forward_pre_hooks")))
+        return -1;
+    if (!hooks_name && !(hooks_name = PyUnicode_InternFromString("_forward_hooks")))
+        return -1;
+    if (PyModule_AddFunctions(module, forward_methods) < 0)
         return -1;
     return PyModule_AddObjectRef(module, "_AtForward", (PyObject *)&ForwardWrapperType);
 }

@@ -54,28 +54,43 @@ def test_every_forward_of_the_model_is_an_event(tmp_path):
 HOOKED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hooked_model_prog.py")
 
 
-def test_the_programs_own_hooks_count_inside_forward(tmp_path):
-    """A pre-hook and a hook the program put on its model run inside the
-    model's `forward` event (issue 49: they were `other (untraced)`)."""
-    steps = 6
+def hooked_run(tmp_path, steps, *mode):
     env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
     proc = subprocess.run(
         [sys.executable, "-m", "dftracer", "run", "-q", "--log-file", "runs/trace", "--",
-         sys.executable, HOOKED, str(steps)],
+         sys.executable, HOOKED, str(steps), *mode],
         cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (path,) = find_traces(str(tmp_path / "runs"))
     trace = read_trace(path)
     fwd = [e for e in trace.of(cat="compute", name="forward") if e["args"]["module"] == "Sequential"]
     assert len(fwd) == steps, fwd
+    return trace, [e["dur"] for e in fwd]
+
+
+def test_hooks_the_program_adds_later_count_from_the_next_forward(tmp_path):
+    """Hooks put on the model after its forward is timed by ours (a pre-hook
+    on the DDP wrapper after DDP(...)): the forward they are first seen in
+    is as before, every later one has them inside."""
+    steps, late = 8, 3
+    _, durs = hooked_run(tmp_path, steps, "late")
+    assert all(d < 1000 * 30 for d in durs[:late + 1]), durs
+    assert all(d >= 1000 * (30 + 20) for d in durs[late + 1:]), durs
+
+
+def test_the_programs_own_hooks_count_inside_forward(tmp_path):
+    """A pre-hook and a hook the program put on its model run inside the
+    model's `forward` event (issue 49: they were `other (untraced)`)."""
+    steps = 6
+    trace, durs = hooked_run(tmp_path, steps)
     # the pre-hook's sleep inside every forward (a sleep never returns early);
     # the hook's too once the search for top-level modules ended (the model
     # forwarding a second time ends it: torch runs the global hooks of the
     # search before a module's own, docs/ai.md)
-    durs = [e["dur"] for e in fwd]
     assert all(d >= 1000 * 30 for d in durs), durs
     assert all(d >= 1000 * (30 + 20) for d in durs[2:]), durs
     its = trace.of(cat="pipeline", name="iteration")
     assert len(its) == steps
+    fwd = trace.of(cat="compute", name="forward")
     for it in its[1:]:  # each step's forward lies within its iteration
         assert any(it["ts"] <= e["ts"] and e["ts"] + e["dur"] <= it["ts"] + it["dur"] for e in fwd)
