@@ -483,7 +483,8 @@ class Follower:
     def state(self, f: FileState, now: float) -> str:
         """finished (its end event was read), error (nothing can be read: the
         mark says why), silent (no new data for SILENT_FLUSHES flush
-        intervals, or deleted) or running."""
+        intervals, or deleted) or running.  (snapshot() makes a silent
+        launcher of this host whose children run `waiting`.)"""
         if f.proc.finished:
             return "finished"
         if f.mark.startswith(("unreadable", "not a regular", "corrupt")):
@@ -500,6 +501,13 @@ class Follower:
         functions: Dict[Tuple[str, str], List[float]] = {}
         total_window = 0.0
         by_host_pid = {(f.proc.host, f.proc.pid): f.proc for f in self.files.values()}
+        # running children per (host, pid): a launcher that writes nothing
+        # while they run is waiting for them, not silent
+        children: Dict[Tuple[str, int], int] = {}
+        for f in self.files.values():
+            if f.proc.ppid and self.state(f, now) == "running":
+                key = (f.proc.host, f.proc.ppid)
+                children[key] = children.get(key, 0) + 1
         for path, f in self.files.items():
             p = f.proc
             parent = by_host_pid.get((p.host, p.ppid)) if p.ppid else None
@@ -539,9 +547,13 @@ class Follower:
                     f"incomplete last line ({incomplete} bytes)"
             if not mark and f.size > f.offset and f.stuck_at is None:
                 mark = f"catching up ({f.offset * 100 // max(f.size, 1)}%)"
-            if not mark and state == "silent" and not f.gone and p.host in _HOSTS and p.pid \
-                    and not _alive(p.pid):
-                mark = "exited without an end event"
+            if not mark and state == "silent" and not f.gone and p.host in _HOSTS and p.pid:
+                if not _alive(p.pid):
+                    mark = "exited without an end event"
+                elif p.rank is None and children.get((p.host, p.pid)):
+                    state = "waiting"  # a launcher (torchrun): its ranks run
+                    n = children[(p.host, p.pid)]
+                    mark = f"waiting for {n} running child process{'es' if n != 1 else ''}"
             if not mark and p.bad_lines:
                 mark = f"{p.bad_lines} lines do not parse"
             if not mark and p.bad_dur:
@@ -553,7 +565,7 @@ class Follower:
             procs.append({
                 "path": path, "host": p.host, "pid": p.pid, "rank": p.rank,
                 "local_rank": p.local_rank, "world_size": p.world_size, "job_id": p.job_id,
-                "ppid": p.ppid, "worker_of": worker_of, "name": p.name,
+                "ppid": p.ppid, "worker_of": worker_of, "worker": p.worker, "name": p.name,
                 "state": state, "mark": mark,
                 "events": p.events, "complete_events": p.complete,
                 "bad_duration_events": p.bad_dur, "bad_lines": p.bad_lines,
@@ -584,6 +596,7 @@ class Follower:
             "running": states.count("running"),
             "finished": states.count("finished"),
             "silent": states.count("silent"),
+            "waiting": states.count("waiting"),
             "events_per_s": float(sum(p["events_per_s"] for p in procs
                                       if p["state"] == "running")),
             "behind": self.behind,

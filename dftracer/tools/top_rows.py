@@ -68,12 +68,15 @@ def row_cells(p: Dict[str, Any]) -> List[str]:
                fmt_rss(p.get("rss_bytes")), printable(p["mark"])])
 
 
-_STATE_ORDER = {"running": 0, "silent": 1, "error": 2, "finished": 3}
+_STATE_ORDER = {"running": 0, "waiting": 1, "silent": 2, "error": 3, "finished": 4}
 
 
 def sort_rows(procs: List[Dict[str, Any]], by: str, reverse: bool = False) -> List[Dict[str, Any]]:
     def ident(p: Dict[str, Any]) -> Tuple[Any, ...]:
-        return (p["rank"] is None, p["rank"] or 0, p["host"], p["pid"] or 0, p["path"])
+        # a rank's main process before its DataLoader workers, in worker order
+        worker = p.get("worker")
+        return (p["rank"] is None, p["rank"] or 0, p["host"], p.get("worker_of") is not None,
+                worker if isinstance(worker, int) else -1, p["pid"] or 0, p["path"])
 
     def done(p: Dict[str, Any]) -> bool:
         return p["state"] == "finished"
@@ -94,7 +97,8 @@ def sort_rows(procs: List[Dict[str, Any]], by: str, reverse: bool = False) -> Li
 def headline(snap: Dict[str, Any]) -> str:
     n = snap["files"]
     return (f"{n} process{'es' if n != 1 else ''} ({snap['running']} running, "
-            f"{snap['finished']} finished, {snap['silent']} silent), "
+            f"{snap['finished']} finished, {snap['silent']} silent"
+            + (f", {snap['waiting']} waiting" if snap.get("waiting") else "") + "), "
             f"{fmt_rate(snap['events_per_s'])} events/s, window {snap['window_s']:g} s")
 
 

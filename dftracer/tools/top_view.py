@@ -24,7 +24,8 @@ KEYS_HELP = ("q quit  s sort  r reverse  ↑/↓ select  enter: functions of the
 
 READ_EVERY = 0.25  # seconds between reads of the known files while waiting to draw
 
-_STATE_STYLE = {"running": "green", "finished": "blue", "silent": "yellow", "error": "red"}
+_STATE_STYLE = {"running": "green", "waiting": "cyan", "finished": "blue", "silent": "yellow",
+                "error": "red"}
 
 
 class KeyInput:

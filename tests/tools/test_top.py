@@ -23,7 +23,7 @@ import pytest
 
 from tracefile import find_traces, read_trace
 
-from dftracer.tools import follow, top_figures
+from dftracer.tools import follow, top_figures, top_rows
 
 HAS_RICH = importlib.util.find_spec("rich") is not None
 TMUX = shutil.which("tmux")
@@ -338,6 +338,55 @@ def test_a_silent_process_of_this_host_that_died_is_marked(tmp_path):
     assert rows[alive]["mark"] == ""
 
 
+def head_of(host, pid, name, ppid=None, worker=None):
+    """A trace's first lines: host, process name, `start` (with ppid) and a
+    `worker` event."""
+    text = HEAD.replace("nodeA", host).replace('"pid":42,"tid":42', f'"pid":{pid},"tid":{pid}')
+    text = text.replace("python3 rank 3", name)
+    if ppid is not None:
+        text += (f'{{"id":3,"name":"start","cat":"dftracer","pid":{pid},"tid":{pid},'
+                 f'"ts":1800000000000000,"dur":0,"ph":"X","args":{{"hhash":"00000000000000aa","ppid":{ppid}}}}}\n')
+    if worker is not None:
+        text += (f'{{"id":4,"name":"worker","cat":"dftracer","pid":{pid},"tid":{pid},"ph":"M",'
+                 f'"args":{{"name":"worker","value":{worker},"num_workers":2}}}}\n')
+    return text
+
+
+def test_a_launcher_waiting_for_its_ranks_and_workers_after_their_rank(tmp_path):
+    """A launcher (torchrun: no rank) of this host that writes nothing while
+    the processes it started run is `waiting`, not silent; a rank's
+    DataLoader workers are listed after it, in worker order."""
+    host = socket.gethostname()
+    me = os.getpid()
+    sleeper = subprocess.Popen(["sleep", "60"])  # an alive pid for the rank
+    try:
+        files = {
+            "launcher": (me, head_of(host, me, "torchrun", ppid=1)),
+            "rank": (sleeper.pid, head_of(host, sleeper.pid, "python rank 0", ppid=me)),
+            # workers with pids below their rank's (pids wrap), ids out of order
+            "w1": (5, head_of(host, 5, "python rank 0", ppid=sleeper.pid, worker=1)),
+            "w0": (7, head_of(host, 7, "python rank 0", ppid=sleeper.pid, worker=0)),
+        }
+        old = time.time() - 600
+        for tag, (pid, text) in files.items():
+            path = tmp_path / f"x-{host}-{pid}-app.pfw.gz"
+            path.write_bytes(gz(text))
+            if tag == "launcher":
+                os.utime(path, (old, old))
+        snap = top_json(tmp_path, extra=("--flush-interval", "1"))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    rows = {p["pid"]: p for p in snap["processes"]}
+    assert rows[me]["state"] == "waiting", rows[me]
+    assert rows[me]["mark"] == "waiting for 1 running child process"
+    assert snap["waiting"] == 1 and snap["silent"] == 0
+    assert [p["pid"] for p in top_rows.sort_rows(snap["processes"], "rank")] == \
+        [sleeper.pid, 7, 5, me]
+    text = top_cli("--once", str(tmp_path), "--flush-interval", "1").stdout
+    assert "1 waiting)" in text, text
+
+
 def test_step_sources_and_io_bytes(tmp_path):
     """ProfilerStep#N, args.step (ai.update), --step NAME; the bytes of each
     call (docs/io-tracing.md): fread/fwrite size * ret, a failed read none, a
@@ -528,7 +577,7 @@ def test_top_live_view_in_tmux(tmp_path):
         assert set(r2) == {"early", "a", "b", "main"}, second
         assert r2["early"][4] == "finished" and r2["early"][5] == r1["early"][5]
         # the command itself waits for its workers: nothing to write, alive
-        assert r2["main"][4] == "silent" and "exited" not in r2["main"][8], second
+        assert r2["main"][4] == "waiting" and "exited" not in r2["main"][8], second
         for t in ("a", "b"):
             assert r1[t][4] == r2[t][4] == "running", second
             n1, n2 = int(r1[t][5].replace(",", "")), int(r2[t][5].replace(",", ""))
