@@ -308,7 +308,7 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
     leads: Dict[int, List[Tuple[int, float, List[float]]]] = {r.rank: [] for r in ranks}
     slowest: Dict[int, int] = {r.rank: 0 for r in ranks}  # steps with the largest lead
     chance: Dict[int, float] = {r.rank: 0.0 for r in ranks}  # sum of 1 / ranks compared
-    per_step = []  # (step, durs, leads by position)
+    per_step = []  # (step, durs, leads by position, mean time by class)
     for n in numbers:
         present = [(r, r.row(n)) for r in ranks]
         present = [(r, row) for r, row in present if row is not None]
@@ -316,6 +316,9 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
         lead_at: List[Optional[float]] = [None] * len(ranks)
         for r, row in present:
             durs[pos[r.rank]] = row[2]
+        # the step's split by class, the mean over the ranks that have it
+        mean_cls = [sum(row[3 + c] for _, row in present) / len(present)
+                    for c in range(NCLS)] if present else None
         if len(present) >= 2:
             cls = [row[3:3 + NCLS] for _, row in present]
             own = [sum(v[c] for c in range(NCLS) if c != COMM) for v in cls]
@@ -334,17 +337,17 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
                 if best is None or lead > best[0]:
                     best = (lead, r.rank)
             slowest[best[1]] += 1
-        per_step.append((n, durs, lead_at))
-    compared = sum(1 for _, _, la in per_step if any(x is not None for x in la))
+        per_step.append((n, durs, lead_at, mean_cls))
+    compared = sum(1 for _, _, la, _ in per_step if any(x is not None for x in la))
     spreads = [_mad([x[1] for x in v]) for v in leads.values() if len(v) >= 2]
     noise = statistics.median(spreads) if spreads else 0.0
-    med_step = statistics.median(d for _, ds, _ in per_step for d in ds if d is not None) \
+    med_step = statistics.median(d for _, ds, _, _ in per_step for d in ds if d is not None) \
         if per_step else 0
     floor = max(STEP_SHARE * med_step, STEP_MIN_US)
     steps_out = []
     straggled: Dict[int, int] = {r.rank: 0 for r in ranks}
     who: Dict[int, int] = {}  # step -> its straggler
-    for n, durs, lead_at in per_step:
+    for n, durs, lead_at, mean_cls in per_step:
         straggler = None
         known = [(x, -ranks[i].rank, i) for i, x in enumerate(lead_at) if x is not None]
         if known:
@@ -355,7 +358,9 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
                 who[n] = straggler
         steps_out.append({"step": n, "dur_us": durs,
                           "excess_us": [None if x is None else int(max(0.0, x)) for x in lead_at],
-                          "straggler": straggler})
+                          "straggler": straggler,
+                          "by_class_us": None if mean_cls is None else
+                          {c: int(v) for c, v in zip(CLASSES, mean_cls)}})
     stragglers = []
     tested = max(1, sum(1 for v in leads.values() if len(v) >= MIN_STEPS))
     for r in ranks:

@@ -9,7 +9,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from dftracer.tools import analysis, common, hang, ranks, runner, summary, work
 
@@ -289,8 +289,13 @@ def build_figures(go: Any, data: Dict[str, Any], top: int) -> List[Tuple[str, st
                     "No I/O events (set <code>DFTRACER_DATA_DIR</code> to trace file I/O, "
                     "docs/io-tracing.md)."))
 
-    # 6. steps
-    steps = data["steps"]
+    # 6. steps: with the Ranks section, split as it splits them (one partition
+    # of the step in both charts); else by category
+    ra = data.get("rank_analysis")
+    by_class = _steps_by_class(go, ra, layout, color)
+    if by_class is not None:
+        out.append(by_class)
+    steps = [] if by_class is not None else data["steps"]
     # the step kinds by the ranks pass's priority: iteration, ProfilerStep#N, train.block
     kind = next((k for k in ("iteration", "profiler", "train")
                  if any(s["kind"] == k for s in steps)), "train")
@@ -321,14 +326,12 @@ def build_figures(go: Any, data: Dict[str, Any], top: int) -> List[Tuple[str, st
             fig.add_bar(name="other", x=nums, y=rest, marker_color="#b0b0b0")
         nproc = len({(s["host"], s["pid"]) for s in steps})
         fig.update_layout(barmode="stack", xaxis_title="step", yaxis_title="ms", **layout)
-        what = {"iteration": "the <code>pipeline/iteration</code> events: optimizer steps",
-                "profiler": "torch.profiler's <code>ProfilerStep#N</code>"}.get(
-            kind, "the <code>train.block</code> events of <code>ai.pipeline.train.iter</code>")
+        what = _STEP_KINDS.get(kind, _STEP_KINDS["train"])
         out.append(("chart-steps", "Time per step", fig,
                     f"{len(nums)} steps ({what}); self time per category inside each step"
                     + (f", the mean over {nproc} processes" if nproc > 1 else "")
                     + ". <i>untraced</i>: step time that no traced event covers."))
-    else:
+    elif by_class is None:
         out.append(("chart-steps", "Time per step", None,
                     "No steps: no <code>pipeline/iteration</code> events (<code>dftracer "
                     "run</code>), none of torch.profiler's <code>ProfilerStep#N</code> "
@@ -359,6 +362,41 @@ def build_figures(go: Any, data: Dict[str, Any], top: int) -> List[Tuple[str, st
                     "traced code."))
     out.extend(rank_figures(go, data.get("rank_analysis"), layout, color))
     return out
+
+
+_STEP_KINDS = {"iteration": "the <code>pipeline/iteration</code> events: optimizer steps",
+               "profiler": "torch.profiler's <code>ProfilerStep#N</code>",
+               "train": "the <code>train.block</code> events of <code>ai.pipeline.train.iter</code>"}
+
+
+def _steps_by_class(go: Any, ra: Any, layout: Dict[str, Any],
+                    color: Any) -> Optional[Tuple[str, str, Any, str]]:
+    """"Time per step" of a job with ranks: each step's mean over the ranks,
+    split by class as `summary --ranks` and the "Ranks: time per step by
+    class" chart split it (communication includes the time the training
+    thread waited for a collective inside backward), so the two agree;
+    None without ranks."""
+    if not ra or len(ra["ranks"]) < 2:
+        return None
+    steps = [s for s in ra["steps"] if s.get("by_class_us")]
+    if not steps:
+        return None
+    kind = ra.get("step_kind")
+    fig = go.Figure()
+    xs = [s["step"] for s in steps]
+    for c in ranks.CLASSES:
+        ys = [s["by_class_us"][c] / 1e3 for s in steps]
+        if any(ys):
+            fig.add_bar(name=ranks.LABELS[c], x=xs, y=ys, marker_color=color(ranks.LABELS[c]))
+    fig.update_layout(barmode="stack", xaxis_title="step", yaxis_title="ms", **layout)
+    return ("chart-steps", "Time per step", fig,
+            f"{len(steps)} steps ({_STEP_KINDS.get(kind, 'steps') if isinstance(kind, str) else 'steps'}) of "
+            f"{len(ra['ranks'])} ranks; each step the mean over the "
+            "ranks, split as <code>dftracer summary --ranks</code> splits it (the "
+            "\"Ranks: time per step by class\" chart below): compute, data wait, I/O, "
+            "communication (including the time the training thread waited for a "
+            "collective inside backward or optimizer.step), checkpoint and other (step "
+            "time no event covers); nothing counted twice.")
 
 
 def rank_figures(go: Any, ra: Any, layout: Dict[str, Any], color: Any) -> List[Tuple[str, str, Any, str]]:

@@ -385,3 +385,50 @@ def test_report_leads_with_the_straggler_and_its_cause(job, tmp_path):
             "if (!li) return null; const r = li.getBoundingClientRect();"
             "return {top: r.top, bottom: r.bottom, inner: window.innerHeight};" % SLOW_RANK)
     assert box is not None and 0 <= box["top"] and box["bottom"] <= box["inner"], box
+
+
+def plotly_traces(page: str, div_id: str):
+    """The traces of the figure drawn in div_id (plotly's to_html call)."""
+    at = page.index(f'"{div_id}",', page.index("Plotly.newPlot"))
+    start = page.index("[", at)
+    traces, _ = json.JSONDecoder().raw_decode(page[start:])
+    return traces
+
+
+def plotly_values(v):
+    """A trace's x or y: a list, or plotly's typed array ({dtype, bdata})."""
+    if isinstance(v, dict):
+        import base64
+
+        codes = {"f8": "d", "f4": "f", "i4": "i", "i2": "h", "i1": "b", "u1": "B", "u2": "H",
+                 "u4": "I"}
+        return list(array(codes[v["dtype"]], base64.b64decode(v["bdata"])))
+    return list(v)
+
+
+def test_report_step_charts_are_one_partition(job, tmp_path):
+    """"Time per step" and "Ranks: time per step by class" split the step the
+    same way (summary --ranks' classes): each class's time over the steps,
+    from the per-step means, is the ranks' own totals; communication
+    includes the wait inside backward in both (issue 52: one said compute,
+    the other comm)."""
+    if importlib.util.find_spec("plotly") is None:
+        pytest.skip("the report extra (plotly) is not installed")
+    base, _ = job
+    out = tmp_path / "report.html"
+    assert cli("report", str(base / "runs"), "-o", str(out)).returncode == 0
+    page = out.read_text()
+    steps = {t["name"]: t for t in plotly_traces(page, "chart-steps")}
+    by_rank = {t["name"]: t for t in plotly_traces(page, "chart-rank-breakdown")}
+    d = ranks_json(base)
+    nranks = len(d["ranks"])
+    assert "comm" in steps and "compute" in steps, sorted(steps)
+    for label, t in steps.items():
+        assert label in by_rank, (label, sorted(by_rank))
+        # the mean step of the per-step chart = the mean over ranks of the per-rank chart
+        mean_steps = statistics.fmean(plotly_values(t["y"]))
+        per_rank = statistics.fmean(plotly_values(by_rank[label]["y"]))
+        assert abs(mean_steps - per_rank) <= 0.01 + 0.01 * per_rank, (label, mean_steps, per_rank)
+    for s in d["steps"]:
+        assert set(s["by_class_us"]) == set(d["ranks"][0]["by_class_us"])
+    assert nranks == 4
