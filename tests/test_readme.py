@@ -1,5 +1,7 @@
 """Every ```python and ```bash block of README.md, run as written, in order,
-in one temporary directory: what a newcomer copying them would get.
+in one temporary directory: what a newcomer copying them would get; then
+every command of docs/ (a ```bash block, or the `$ ` lines of a sample
+session) in the same directory, on what the README's commands left there.
 
 - A python block whose first line is `# NAME.py` is the file the README asks
   to save: it is written as NAME.py (the bash blocks after it run it).  Other
@@ -57,6 +59,24 @@ def blocks():
 
 
 BLOCKS = blocks()
+
+
+def doc_blocks():
+    """(page, line, commands) of each docs/ page's ```bash blocks and sample
+    sessions (the `$ ` lines of a block; their output lines are left out)."""
+    out = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        text = page.read_text()
+        for m in FENCE.finditer(text):
+            lang, body = m.group(1), m.group(2)
+            cmds = [ln[2:] for ln in body.splitlines() if ln.startswith("$ ")]
+            if lang == "bash" or cmds:
+                line = text.count("\n", 0, m.start()) + 1
+                out.append((f"docs/{page.name}", line, body if lang == "bash" else "\n".join(cmds)))
+    return out
+
+
+DOC_BLOCKS = doc_blocks()
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 HAS_PLOTLY = importlib.util.find_spec("plotly") is not None
 
@@ -275,6 +295,66 @@ def test_readme_block(line, lang, body, workdir):
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"README.md line {line}:\n{body}\n---\n{output}"
     check_after(body, workdir, output)
+
+
+def _gpu_here() -> bool:
+    try:
+        from dftracer.python import cupti
+
+        return bool(cupti.available())
+    except Exception:
+        return False
+
+
+def doc_inputs(body: str, state) -> str:
+    """Makes what a docs session reads but no command before it writes (two
+    runs to diff, a crashed and an old-format trace to validate); why it
+    cannot, or ''."""
+    work = state["dir"]
+    for run in ("monday", "tuesday"):
+        if f"runs/{run}" in body and not (work / "runs" / run).is_dir():
+            if not (work / "train.py").exists():
+                return "the README's train.py was not written"
+            proc = subprocess.run(["dftracer", "run", "-q", "--log-file", f"runs/{run}/trace", "--",
+                                   "python", "train.py"], cwd=work, env=state["env"],
+                                  capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+    if "crashed/" in body and not (work / "crashed").is_dir():
+        paths = find_traces(str(work / "traces"), "trace") or find_traces(str(work / "traces"), "first")
+        if not paths:
+            return "no trace in traces/ to crash"
+        data = Path(paths[0]).read_bytes()
+        (work / "crashed").mkdir()
+        (work / "crashed" / "trace-vm-4242-app.pfw.gz").write_bytes(data[:len(data) * 2 // 3])
+    if "old-run/" in body and not (work / "old-run").is_dir():
+        (work / "old-run").mkdir()
+        shutil.copy(ROOT / "tests" / "tools" / "reference" / "pydftracer-2.0.6-metadata.trace.gz",
+                    work / "old-run" / "trace-2d3ce525343fa4e3-app.pfw.gz")
+    return ""
+
+
+@pytest.mark.parametrize("page,line,body", DOC_BLOCKS,
+                         ids=[f"{b[0]}-line{b[1]}" for b in DOC_BLOCKS])
+def test_docs_commands(page, line, body, workdir):
+    """Each command of docs/, as written, after the README's (issue 52: a
+    session that wrote no trace)."""
+    if page == "docs/gpu.md" and not _gpu_here():
+        pytest.skip(f"{page} line {line}: no GPU with CUPTI here")
+    why = needs(body, "bash", workdir) or doc_inputs(body, workdir)
+    if why:
+        pytest.skip(f"{page} line {line}: {why}")
+    if "dftracer view" in body:
+        run_view(body, workdir)
+        return
+    proc = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", body], cwd=workdir["dir"],
+                          env=workdir["env"], capture_output=True, text=True, timeout=600)
+    output = proc.stdout + proc.stderr
+    # validate exits 1 when a file it names is not valid: the session shows one
+    ok = (0, 1) if "dftracer validate" in body and "crashed/" in body else (0,)
+    assert proc.returncode in ok, f"{page} line {line}:\n{body}\n---\n{output}"
+    check_after(body, workdir, output)
+    if "dftracer run -q --log-file traces/trace" in body:  # the short session's traces
+        assert len(find_traces(str(workdir["dir"] / "traces"), "trace")) >= 3
 
 
 def test_readme_blocks_cover_the_newcomer_path():
