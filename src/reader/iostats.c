@@ -242,8 +242,9 @@ static int add_mark(pass *ps, int kind, int64_t epoch, int64_t ts)
 }
 
 /* An event that starts or belongs to an epoch: --epoch-from's events (the
- * epoch in args.epoch, else their order), `pipeline/iteration` with
- * args.epoch, ai.pipeline's `epoch` and `epoch.block`. */
+ * epoch in args.epoch, else their order), `dataloader/fetch` and
+ * `pipeline/iteration` with args.epoch, ai.pipeline's `epoch` and
+ * `epoch.block`. */
 static int marks(pass *ps, const char *text, size_t n, const dft_line *l)
 {
     io_args a;
@@ -260,6 +261,14 @@ static int marks(pass *ps, const char *text, size_t n, const dft_line *l)
             ps->named_seen++;
             return add_mark(ps, DFT_IO_MARK_NAMED, e, l->ts);
         }
+    }
+    if (SV_IS(l->cat, "dataloader") && SV_IS(l->name, "fetch")) {
+        /* the pass over its loader: epoch e starts at the first fetch of any
+         * loader's pass e (the training loader's, or validation's when it
+         * runs first: both passes belong to that epoch) */
+        if (dft_io_scan_args(text, n, &a) == 0 && (a.have & A_EPOCH))
+            return add_mark(ps, DFT_IO_MARK_FETCH, a.epoch, l->ts);
+        return 0;
     }
     if (!SV_IS(l->cat, "pipeline"))
         return 0;

@@ -96,11 +96,12 @@ static PyObject *next_call(DataWrapper *w, PyObject *it)
     int64_t end = dft_clock_us();
     int64_t n = int_attr(it, D.num_yielded, 0, &found);
     int64_t workers = int_attr(it, D.num_workers, 0, &found);
-    dft_arg a[2] = {{DFT_AT_KEY("batch"), .type = DFT_ARG_INT, .v.i = n - 1},
-                    {DFT_AT_KEY("workers"), .type = DFT_ARG_INT, .v.i = workers}};
-    dft_at_emit("fetch", "dataloader", start, end, a, 2);
     int has_epoch;
-    int64_t epoch = int_attr(it, D.epoch, 0, &has_epoch);
+    int64_t epoch = int_attr(it, D.epoch, 0, &has_epoch); /* its loader's pass */
+    dft_arg a[3] = {{DFT_AT_KEY("batch"), .type = DFT_ARG_INT, .v.i = n - 1},
+                    {DFT_AT_KEY("workers"), .type = DFT_ARG_INT, .v.i = workers},
+                    {DFT_AT_KEY("epoch"), .type = DFT_ARG_INT, .v.i = epoch}};
+    dft_at_emit("fetch", "dataloader", start, end, a, has_epoch ? 3 : 2);
     dft_at_fetch_end(start, end, has_epoch, epoch);
     return batch;
 }

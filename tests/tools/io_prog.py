@@ -5,7 +5,9 @@ file per sample.  `ddp DATA EPOCHS WORKERS [PERSISTENT]` (under torchrun,
 gloo): the same with DistributedSampler and a DDP model; PERSISTENT `all`
 (the default) gives every rank persistent workers, `rank0` rank 0 only (the
 other ranks start new workers each epoch, as an ordinary DataLoader does).
-`calls DATA OUT`: reads with seeks, pread, an mmap'd file, sendfile and
+`loader_val DATA EPOCHS WORKERS`: each epoch a pass over DATA/train then a
+validation pass (no gradient) over DATA/val, each loader with its workers,
+as pytorch/examples' imagenet main.py does.  `calls DATA OUT`: reads with seeks, pread, an mmap'd file, sendfile and
 stdio (libc's fopen/fread through ctypes) on files under DATA; writes
 /proc/self/io around the POSIX-only part, and the bytes of each /proc read,
 to OUT (JSON)."""
@@ -43,6 +45,35 @@ def loader(data: str, epochs: int, workers: int) -> None:
             model(batch.view(-1, 1)).sum().backward()
             opt.step()
             opt.zero_grad()
+
+
+def loader_val(data: str, epochs: int, workers: int) -> None:
+    import numpy as np
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Files(Dataset):
+        def __init__(self, folder: str) -> None:
+            self.files = sorted(glob.glob(os.path.join(folder, "*.npy")))
+
+        def __len__(self) -> int:
+            return len(self.files)
+
+        def __getitem__(self, i: int) -> "torch.Tensor":
+            return torch.from_numpy(np.load(self.files[i])).float().sum()
+
+    model = torch.nn.Linear(1, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    train = DataLoader(Files(os.path.join(data, "train")), batch_size=2, num_workers=workers)
+    val = DataLoader(Files(os.path.join(data, "val")), batch_size=2, num_workers=workers)
+    for _ in range(epochs):
+        for batch in train:
+            model(batch.view(-1, 1)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        with torch.no_grad():
+            for batch in val:
+                model(batch.view(-1, 1))
 
 
 def ddp(data: str, epochs: int, workers: int, persistent: str = "all") -> None:
@@ -135,6 +166,8 @@ def calls(data: str, out: str) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "loader":
         loader(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif sys.argv[1] == "loader_val":
+        loader_val(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif sys.argv[1] == "ddp":
         ddp(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:6])
     else:

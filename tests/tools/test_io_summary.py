@@ -202,6 +202,32 @@ def test_ddp_two_ranks_two_workers(tmp_path):
         assert io_json(tmp_path, "--dask", cluster.scheduler_address) == out
 
 
+def test_validation_reads_belong_to_the_epoch_they_ran_in(tmp_path):
+    """Each epoch a training pass, then validation over a second loader (both
+    with workers): every epoch reads every file once, the validation's
+    included (issue 49: epoch 0's validation landed in epoch 1, whose first
+    iteration spans it).  The `fetch` events carry their loader's pass."""
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("torch")
+    total = 0
+    for part, n in (("train", 8), ("val", 4)):
+        (tmp_path / "data" / part).mkdir(parents=True)
+        for i in range(n):
+            path = tmp_path / "data" / part / f"s{i}.npy"
+            np.save(path, np.full(1000 * (i + 1), i, dtype=np.float32))
+            total += path.stat().st_size
+    epochs = 3
+    run(tmp_path, "loader_val", "data", str(epochs), "2")
+    a = io_json(tmp_path)
+    assert [e["epoch"] for e in a["by_epoch"]] == list(range(epochs))
+    assert [e["bytes_read"] for e in a["by_epoch"]] == [total] * epochs, a["by_epoch"]
+    main = [read_trace(p) for p in find_traces(str(tmp_path / "runs"))]
+    fetches = [e for t in main for e in t.of(cat="dataloader", name="fetch")]
+    # 4 training and 2 validation batches a pass, each pass's number its own
+    assert sorted(e["args"]["epoch"] for e in fetches) == sorted(
+        [e for e in range(epochs) for _ in range(4 + 2)])
+
+
 def test_loader_text_and_epoch_from(loader_job):
     base, sizes = loader_job
     proc = subprocess.run([sys.executable, "-m", "dftracer", "summary", "runs", "--io", "--top",

@@ -102,7 +102,7 @@ def test_ddp_every_rank_records_its_steps_data_waits_and_model(ddp_run):
         for it, step in zip(its, steps):  # an iteration ends with its step
             assert end(it) == end(step)
         fetches = trace.of(cat="dataloader", name="fetch")
-        assert [args(e) for e in fetches] == [{"batch": i, "workers": 2}
+        assert [args(e) for e in fetches] == [{"batch": i, "workers": 2, "epoch": 0}
                                               for i in range(ddp.STEPS)]
         for kind in ("forward", "backward"):
             events = trace.of(cat="compute", name=kind)
@@ -233,7 +233,7 @@ def test_inference_loop_counts_batches(infer_run):
     _, trace = infer_run
     its = check_iterations(trace, 4, epoch=0)
     fetches = trace.of(cat="dataloader", name="fetch")
-    assert [args(e) for e in fetches] == [{"batch": i, "workers": 0} for i in range(4)]
+    assert [args(e) for e in fetches] == [{"batch": i, "workers": 0, "epoch": 0} for i in range(4)]
     items = trace.of(cat="data", name="item")
     assert [e["args"]["index"] for e in items] == list(range(20))
     for i, fetch in enumerate(fetches):  # num_workers=0: items are read inside next()

@@ -86,7 +86,7 @@ def test_the_hooks_are_c_objects_and_a_loop_gets_every_event_once_a_step(tmp_pat
     # (cpu_us and wait_us: the thread's scheduling, checked in test_autotrace.py)
     assert [{k: v for k, v in args(e).items() if k not in ("cpu_us", "wait_us")}
             for e in its] == [{"step": i, "epoch": 0} for i in range(3)]
-    assert [args(e) for e in fetches] == [{"batch": i, "workers": 0} for i in range(3)]
+    assert [args(e) for e in fetches] == [{"batch": i, "workers": 0, "epoch": 0} for i in range(3)]
     assert [args(e) for e in items] == [{"index": i} for i in range(12)]
     assert [args(e) for e in fwd] == [{"module": "Sequential"}] * 3
     assert [args(e) for e in bwd] == [{"module": "Sequential"}] * 3
