@@ -439,13 +439,35 @@ def _io_bytes(results: Iterable[Result], key: Tuple[str, str]) -> int:
     return sum(k[7] for res in results for k in res.get("keys", ()) if (k[0], k[1]) == key)
 
 
+def _class_keys(r: Rank, cls: int) -> Dict[Tuple[str, str], float]:
+    """(cat, name) -> its self time in steps per step, for one class's events
+    of the rank's main process."""
+    per = max(r.nsteps, 1)
+    return {(k[0], k[1]): k[6] / per for k in r.main.get("keys", ()) if k[2] == cls and k[6]}
+
+
+def _grew_most(r: Rank, ranks: List[Rank],
+               cls: int) -> Optional[Tuple[Tuple[str, str], float]]:
+    """The event of class cls whose self time a step exceeds the other
+    ranks' median of it the most, with that excess (us), or None."""
+    mine = _class_keys(r, cls)
+    theirs = [_class_keys(o, cls) for o in ranks if o is not r]
+    if not mine or not theirs:
+        return None
+    excess = {k: v - statistics.median(t.get(k, 0.0) for t in theirs) for k, v in mine.items()}
+    k = max(excess, key=lambda x: (excess[x], x))
+    return (k, excess[k]) if excess[k] > 0 else None
+
+
 def _straggler(r: Rank, leads: List[Tuple[int, float, List[float]]],
                held: List[Tuple[int, float, List[float]]], compared: int,
                ranks: List[Rank]) -> Dict[str, Any]:
     """What a straggler's lead is made of: the class (not communication) whose
-    typical excess over the others is largest, and that class's top event in
-    the steps where it was over (weighted by the excess); its size, the
-    median in the steps it held the others back (`held`)."""
+    typical excess over the others is largest, and that class's event whose
+    time a step grew most over the other ranks' (when that explains half the
+    class's excess), else its top event in the steps where it was over
+    (weighted by the excess); its size, the median in the steps it held the
+    others back (`held`)."""
     cause = max((c for c in range(NCLS) if c != COMM),
                 key=lambda c: _typical([x[2][c] for x in leads]))
     per_step = [x[2][cause] for x in held]
@@ -460,7 +482,14 @@ def _straggler(r: Rank, leads: List[Tuple[int, float, List[float]]],
     # a sampled place (hang/sampler.h) is seen in some steps only, at 100 Hz:
     # its mean over the steps is its time a step
     top_us = max(statistics.median(tops), statistics.fmean(tops) if cause == OTHER else 0)
-    if picks and (cause != OTHER or top_us >= statistics.median(per_step) / 2):
+    grew = _grew_most(r, ranks, cause) if cause != OTHER else None
+    if grew is not None and grew[1] >= statistics.median(per_step) / 2:
+        # the class's event that grew most over the other ranks' same event
+        # (a forward slowed by a tenth of the step is not its largest event:
+        # backward is)
+        cause_cat, cause_name = grew[0]
+        io = _io_bytes([r.main], grew[0])
+    elif picks and (cause != OTHER or top_us >= statistics.median(per_step) / 2):
         # (an `other` excess mostly in time no event covers stays "(untraced)",
         # unless the stack samples found where it went)
         k = keys[max(picks, key=lambda x: picks[x])]

@@ -432,3 +432,30 @@ def test_report_step_charts_are_one_partition(job, tmp_path):
     for s in d["steps"]:
         assert set(s["by_class_us"]) == set(d["ranks"][0]["by_class_us"])
     assert nranks == 4
+
+
+def test_the_cause_is_the_event_that_grew_most():
+    """A forward slowed by a tenth of the step is not the rank's largest
+    compute event (backward is): the cause is the compute event whose time a
+    step grew most over the other ranks' same event (issue 49: `compute/
+    backward` was named for a slowed forward)."""
+    from types import SimpleNamespace
+
+    from dftracer.tools import ranks
+
+    compute = ranks.CLASSES.index("compute")
+
+    def rank(fwd_ms, bwd_ms, steps=10):
+        keys = [("compute", "forward", compute, steps, 0, 0, int(fwd_ms * 1000 * steps), 0),
+                ("compute", "backward", compute, steps, 0, 0, int(bwd_ms * 1000 * steps), 0)]
+        return SimpleNamespace(main={"keys": keys}, nsteps=steps)
+
+    slow = rank(6.4, 20.0)  # forward +3.4 ms; backward as long as the others'
+    others = [rank(3.0, 20.5), rank(3.1, 19.8), rank(2.9, 20.2)]
+    key, excess = ranks._grew_most(slow, [slow] + others, compute)
+    assert key == ("compute", "forward") and abs(excess - 3400) < 1
+    # a rank that grew nothing of note: a small excess, or none at all
+    grew = ranks._grew_most(others[1], [slow] + others, compute)
+    assert grew is None or grew[1] <= 200
+    fast = rank(2.0, 19.0)  # every event below the others': nothing grew
+    assert ranks._grew_most(fast, [fast, slow] + others, compute) is None
