@@ -62,14 +62,18 @@ def _wrap_next(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
 def _wrap_iter(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
     @functools.wraps(original)
     def __iter__(self: Any) -> Any:
+        t0 = now() if P.on else 0  # workers start prefetching inside original()
         it = original(self)
         modules.search_again()
         if P.on:
             try:
                 # the passes over this loader that ran to the end: a peek
                 # (next(iter(loader))) starts no epoch of its own
-                it._dftracer_epoch = _epochs.get(self, 0)
+                epoch = _epochs.get(self, 0)
+                it._dftracer_epoch = epoch
                 it._dftracer_loader = weakref.ref(self)
+                emit("iter", "dataloader", t0, now(),
+                     {"epoch": epoch, "workers": int(getattr(self, "num_workers", 0) or 0)})
             except Exception:  # an iterator without attributes: no epoch
                 pass
         return it

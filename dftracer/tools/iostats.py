@@ -8,7 +8,7 @@ bytes read (each byte once per open) and the byte ranges read per epoch;
 and the file's epoch marks.  This module combines the trace files:
 
 - epochs: a process's epochs start at its marks (--epoch-from's events,
-  else the first ``dataloader/fetch`` of each pass over a loader (its
+  else the first ``dataloader/iter`` of each pass over a loader (its
   ``epoch`` arg: a validation loader's pass e runs in epoch e), else
   ``pipeline/iteration``'s ``epoch`` arg, else ai.pipeline's ``epoch``
   events); a process without marks (a DataLoader worker) takes its nearest
@@ -43,7 +43,7 @@ IDX = {name: i for i, name in enumerate(COUNTERS)}
 BUCKETS = ("0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10M",
            "10M_100M", "100M_1G", "1G_PLUS")
 DARSHAN = tuple(n for n in COUNTERS if n.startswith(("POSIX_", "STDIO_")))
-MARK_KINDS = ("named", "iteration", "pipeline", "fetch")  # src/reader/iostats.h, DFT_IO_MARK_*
+MARK_KINDS = ("named", "iteration", "pipeline", "loader")  # src/reader/iostats.h, DFT_IO_MARK_*
 
 Result = Dict[str, Any]
 
@@ -97,7 +97,7 @@ def _ancestors(r: Result, parents: Dict[int, Optional[Result]]) -> Iterable[Resu
 
 def plan_epochs(files: List[Result], named: bool) -> Dict[int, List[Tuple[int, int]]]:
     """Per result (by id): the epoch bounds that apply to it ([] for none)."""
-    # a loader's passes (fetch), else iterations' epoch, else ai.pipeline's
+    # a loader's passes (`iter`), else iterations' epoch, else ai.pipeline's
     kinds = [0] if named else [3, 1, 2]
     kind = next((k for k in kinds if any(_marks(r, k) for r in files)), None)
     parents = _parents(files)

@@ -242,7 +242,7 @@ static int add_mark(pass *ps, int kind, int64_t epoch, int64_t ts)
 }
 
 /* An event that starts or belongs to an epoch: --epoch-from's events (the
- * epoch in args.epoch, else their order), `dataloader/fetch` and
+ * epoch in args.epoch, else their order), `dataloader/iter` and
  * `pipeline/iteration` with args.epoch, ai.pipeline's `epoch` and
  * `epoch.block`. */
 static int marks(pass *ps, const char *text, size_t n, const dft_line *l)
@@ -262,12 +262,13 @@ static int marks(pass *ps, const char *text, size_t n, const dft_line *l)
             return add_mark(ps, DFT_IO_MARK_NAMED, e, l->ts);
         }
     }
-    if (SV_IS(l->cat, "dataloader") && SV_IS(l->name, "fetch")) {
-        /* the pass over its loader: epoch e starts at the first fetch of any
-         * loader's pass e (the training loader's, or validation's when it
-         * runs first: both passes belong to that epoch) */
+    if (SV_IS(l->cat, "dataloader") && SV_IS(l->name, "iter")) {
+        /* a pass over a loader begins (its workers start prefetching inside
+         * it): epoch e starts with the first of any loader's pass e (the
+         * training loader's, or validation's when it runs first: both
+         * passes belong to that epoch) */
         if (dft_io_scan_args(text, n, &a) == 0 && (a.have & A_EPOCH))
-            return add_mark(ps, DFT_IO_MARK_FETCH, a.epoch, l->ts);
+            return add_mark(ps, DFT_IO_MARK_LOADER, a.epoch, l->ts);
         return 0;
     }
     if (!SV_IS(l->cat, "pipeline"))

@@ -59,7 +59,7 @@ typedef struct dft_io_file {
 } dft_io_file;
 
 /* The marks epochs are taken from (docs/cli.md, "I/O", per epoch). */
-enum { DFT_IO_MARK_NAMED, DFT_IO_MARK_ITERATION, DFT_IO_MARK_PIPELINE, DFT_IO_MARK_FETCH,
+enum { DFT_IO_MARK_NAMED, DFT_IO_MARK_ITERATION, DFT_IO_MARK_PIPELINE, DFT_IO_MARK_LOADER,
        DFT_IO_MARK_KINDS };
 
 typedef struct dft_io_mark {

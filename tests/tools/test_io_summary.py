@@ -206,7 +206,8 @@ def test_validation_reads_belong_to_the_epoch_they_ran_in(tmp_path):
     """Each epoch a training pass, then validation over a second loader (both
     with workers): every epoch reads every file once, the validation's
     included (issue 49: epoch 0's validation landed in epoch 1, whose first
-    iteration spans it).  The `fetch` events carry their loader's pass."""
+    iteration spans it).  The `iter` and `fetch` events carry their loader's
+    pass."""
     np = pytest.importorskip("numpy")
     pytest.importorskip("torch")
     total = 0
@@ -226,6 +227,14 @@ def test_validation_reads_belong_to_the_epoch_they_ran_in(tmp_path):
     # 4 training and 2 validation batches a pass, each pass's number its own
     assert sorted(e["args"]["epoch"] for e in fetches) == sorted(
         [e for e in range(epochs) for _ in range(4 + 2)])
+    # one `iter` a pass, before its first fetch: the workers start inside it
+    iters = sorted((e for t in main for e in t.of(cat="dataloader", name="iter")),
+                   key=lambda e: e["ts"])
+    assert [e["args"]["epoch"] for e in iters] == [e for e in range(epochs) for _ in (0, 1)]
+    assert all(e["args"]["workers"] == 2 for e in iters)
+    for it in iters:
+        first = min(f["ts"] for f in fetches if f["ts"] >= it["ts"])
+        assert it["ts"] + it["dur"] <= first
 
 
 def test_loader_text_and_epoch_from(loader_job):
@@ -236,9 +245,12 @@ def test_loader_text_and_epoch_from(loader_job):
     for title in ("Top files by bytes (top 3 of", "Top files by time (top 3 of", "By epoch",
                   "By rank, with its workers", "POSIX_BYTES_READ="):
         assert title in proc.stdout
-    # --epoch-from names other events: each `fetch` of the loader starts an "epoch"
-    out = io_json(base, "--epoch-from", "dataloader/fetch")
+    # --epoch-from names other events: each optimizer step starts an "epoch"
+    # (events without an `epoch` arg count in their order)
+    out = io_json(base, "--epoch-from", "compute/optimizer.step")
     assert len(out["by_epoch"]) > 2
+    # the fetches' own `epoch` arg (the loader's pass) is the epoch they start
+    assert len(io_json(base, "--epoch-from", "dataloader/fetch")["by_epoch"]) == 2
     assert sum(e["bytes_read"] for e in out["by_epoch"]) == 2 * sum(sizes.values())
     bad = subprocess.run([sys.executable, "-m", "dftracer", "summary", "runs", "--epoch-from",
                           "x"], cwd=str(base), env=env(), capture_output=True, text=True)
