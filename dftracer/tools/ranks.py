@@ -44,6 +44,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from dftracer import _core
 from dftracer.tools.rank_rule import rank_of_process_name
 from dftracer.tools import common
+from dftracer.tools.lead_stats import (binom_tail, lead_t, mad, medians_of_others, t_tail,
+                                       typical_lead)
 
 CLASSES: Tuple[str, ...] = tuple(_core._RANK_CLASSES)
 LABELS = {"compute": "compute", "data": "data wait", "io": "I/O", "comm": "comm",
@@ -56,7 +58,6 @@ CPU = 3 + 3 * NCLS                 # the step thread's CPU time, its run-queue w
 WAIT = CPU + 1
 STEP_SHARE = 0.05    # a straggler's lead: at least this share of the median step (practical floor)
 STEP_MIN_US = 100    # ... and at least this
-TRIM = 0.1           # the typical lead: the mean without the top and bottom 10% of the steps
 MIN_STEPS = 3        # steps compared before anyone is named
 ALPHA = 1e-3         # evidence: a rank's mean lead above 0, or its count of slowest steps
                      # above chance, at this significance over all the ranks tested (Bonferroni)
@@ -190,113 +191,6 @@ def rank_data_warnings(ranks: Sequence["Rank"]) -> List[str]:
 
 # ---- stragglers --------------------------------------------------------------
 
-def _typical(values: Sequence[float]) -> float:
-    """The mean without the TRIM highest and lowest values (a warm-up step, a
-    hiccup), which still sees a lead that comes every other step."""
-    v = sorted(values)
-    k = int(len(v) * TRIM)
-    return statistics.fmean(v[k:len(v) - k]) if v else 0.0
-
-
-def _mad(values: Sequence[float]) -> float:
-    m = statistics.median(values)
-    return 1.4826 * statistics.median(abs(v - m) for v in values)
-
-
-def medians_of_others(values: Sequence[float]) -> List[float]:
-    """For each i, the median of values without values[i], from one sort
-    (linear in the ranks after it, where recomputing each median is
-    quadratic).  Needs at least 2 values."""
-    n = len(values)
-    order = sorted(range(n), key=values.__getitem__)
-    v = [values[i] for i in order]
-    out = [0.0] * n
-    m = n - 1  # values left when one is taken out
-    for pos, i in enumerate(order):
-        # the remaining sorted list is v without position pos
-        def at(j: int) -> float:
-            return v[j if j < pos else j + 1]
-        out[i] = at(m // 2) if m % 2 else (at(m // 2 - 1) + at(m // 2)) / 2
-    return out
-
-
-def _winsorized(values: Sequence[float]) -> List[float]:
-    """values with the TRIM lowest and highest clipped to the nearest kept
-    one: a hiccup counts as a large lead, not as an unbounded one."""
-    v = sorted(values)
-    k = int(len(v) * TRIM)
-    lo, hi = v[k], v[len(v) - 1 - k]
-    return [min(max(x, lo), hi) for x in values]
-
-
-def lead_t(leads: Sequence[float]) -> Tuple[float, float, float]:
-    """(mean, standard error, effective steps) of a rank's per-step leads,
-    winsorized, the error widened for the correlation of consecutive steps
-    (a machine's busy phase lasts several steps): n_eff = n (1 - r) / (1 + r),
-    r the lag-1 autocorrelation when positive."""
-    w = _winsorized(leads)
-    n = len(w)
-    mean = statistics.fmean(w)
-    var = sum((x - mean) ** 2 for x in w) / (n - 1) if n > 1 else 0.0
-    if var <= 0:
-        return mean, 0.0, float(n)
-    r = sum((w[i] - mean) * (w[i + 1] - mean) for i in range(n - 1)) / ((n - 1) * var)
-    r = min(max(r, 0.0), 0.9)
-    n_eff = max(2.0, n * (1 - r) / (1 + r))
-    return mean, math.sqrt(var / n_eff), n_eff
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """The continued fraction of the regularized incomplete beta function
-    (modified Lentz)."""
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-12:
-            break
-    return h
-
-
-def t_tail(t: float, dof: float) -> float:
-    """P(T >= t) for Student's t with dof degrees of freedom (t >= 0)."""
-    if t == math.inf:
-        return 0.0
-    if t <= 0:
-        return 0.5
-    x = dof / (dof + t * t)
-    a, b = dof / 2, 0.5
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                     + a * math.log(x) + b * math.log1p(-x))
-    ib = front * _betacf(a, b, x) / a if x < (a + 1) / (a + b + 2) \
-        else 1.0 - front * _betacf(b, a, 1 - x) / b
-    return min(0.5, max(0.0, ib / 2))
-
-
-def binom_tail(k: int, n: int, p: float) -> float:
-    """P(X >= k) for X ~ Binomial(n, p): the chance of being the slowest in
-    k of n steps or more when every rank is as likely to be."""
-    if k <= 0:
-        return 1.0
-    if k > n or p <= 0:
-        return 0.0
-    if p >= 1:
-        return 1.0
-    lp, lq = math.log(p), math.log1p(-p)
-    terms = [math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1) + j * lp
-             + (n - j) * lq for j in range(k, n + 1)]
-    top = max(terms)
-    return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
-
-
 def analyze(results: Iterable[Result]) -> Dict[str, Any]:
     """The dict `summary --ranks --json` prints (docs/cli.md, "Ranks")."""
     results = list(results)
@@ -339,7 +233,7 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
             slowest[best[1]] += 1
         per_step.append((n, durs, lead_at, mean_cls))
     compared = sum(1 for _, _, la, _ in per_step if any(x is not None for x in la))
-    spreads = [_mad([x[1] for x in v]) for v in leads.values() if len(v) >= 2]
+    spreads = [mad([x[1] for x in v]) for v in leads.values() if len(v) >= 2]
     noise = statistics.median(spreads) if spreads else 0.0
     med_step = statistics.median(d for _, ds, _, _ in per_step for d in ds if d is not None) \
         if per_step else 0
@@ -367,7 +261,7 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
         v = leads[r.rank]
         if compared < MIN_STEPS or len(v) < MIN_STEPS:
             continue
-        typical = _typical([x[1] for x in v])
+        typical = typical_lead([x[1] for x in v])
         mean, se, n_eff = lead_t([x[1] for x in v])
         t = math.inf if se == 0 and mean > 0 else (mean / se if se > 0 else 0.0)
         p_mean = t_tail(t, n_eff - 1)
@@ -469,7 +363,7 @@ def _straggler(r: Rank, leads: List[Tuple[int, float, List[float]]],
     (weighted by the excess); its size, the median in the steps it held the
     others back (`held`)."""
     cause = max((c for c in range(NCLS) if c != COMM),
-                key=lambda c: _typical([x[2][c] for x in leads]))
+                key=lambda c: typical_lead([x[2][c] for x in leads]))
     per_step = [x[2][cause] for x in held]
     picks: Dict[int, float] = {}
     for n, _, over in leads:

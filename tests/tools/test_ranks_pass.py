@@ -181,8 +181,12 @@ def test_ranks_their_workers_and_the_others(tmp_path):
     assert len(out["other_processes"]) == 1
     # data 100, 100, 900 us, the others waiting in forward for rank 2's all_reduce:
     # rank 2 is 800 us over the others outside communication
+    # the step's split by class: the mean of the ranks' own (one step each)
+    mean = {c: int(sum(r["by_class_us"][c] for r in out["ranks"]) / 3)
+            for c in out["ranks"][0]["by_class_us"]}
+    assert mean["data"] == (100 + 100 + 900) // 3
     assert out["steps"] == [{"step": 0, "dur_us": [1000] * 3, "excess_us": [0, 0, 800],
-                             "straggler": 2}]
+                             "straggler": 2, "by_class_us": mean}]
     assert out["stragglers"] == []  # one step: too few to name a straggler
     # a second process claiming rank 0, unrelated to the first
     write(d, [ev("iteration", "pipeline", 0, 100, step=0)], env={"RANK": "0"}, stem="again")
