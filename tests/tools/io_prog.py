@@ -20,40 +20,18 @@ import json
 import mmap
 import os
 import sys
+from typing import Any
 
 
-def loader(data: str, epochs: int, workers: int) -> None:
+def files_dataset(folder: str) -> Any:
+    """A map-style dataset whose samples are the .npy files of folder, each
+    read whole (np.load) and summed."""
     import numpy as np
     import torch
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import Dataset
 
     class Files(Dataset):
         def __init__(self) -> None:
-            self.files = sorted(glob.glob(os.path.join(data, "*.npy")))
-
-        def __len__(self) -> int:
-            return len(self.files)
-
-        def __getitem__(self, i: int) -> "torch.Tensor":
-            return torch.from_numpy(np.load(self.files[i])).float().sum()
-
-    model = torch.nn.Linear(1, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    dl = DataLoader(Files(), batch_size=2, num_workers=workers)
-    for _ in range(epochs):
-        for batch in dl:
-            model(batch.view(-1, 1)).sum().backward()
-            opt.step()
-            opt.zero_grad()
-
-
-def loader_val(data: str, epochs: int, workers: int) -> None:
-    import numpy as np
-    import torch
-    from torch.utils.data import DataLoader, Dataset
-
-    class Files(Dataset):
-        def __init__(self, folder: str) -> None:
             self.files = sorted(glob.glob(os.path.join(folder, "*.npy")))
 
         def __len__(self) -> int:
@@ -62,42 +40,44 @@ def loader_val(data: str, epochs: int, workers: int) -> None:
         def __getitem__(self, i: int) -> "torch.Tensor":
             return torch.from_numpy(np.load(self.files[i])).float().sum()
 
+    return Files()
+
+
+def loader(data: str, epochs: int, workers: int, val: bool = False) -> None:
+    """Training passes over DATA (or DATA/train), each followed, with val, by
+    a validation pass (no gradient) over DATA/val."""
+    import torch
+    from torch.utils.data import DataLoader
+
     model = torch.nn.Linear(1, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    train = DataLoader(Files(os.path.join(data, "train")), batch_size=2, num_workers=workers)
-    val = DataLoader(Files(os.path.join(data, "val")), batch_size=2, num_workers=workers)
+    train = DataLoader(files_dataset(os.path.join(data, "train") if val else data), batch_size=2,
+                       num_workers=workers)
+    check = DataLoader(files_dataset(os.path.join(data, "val")), batch_size=2,
+                       num_workers=workers) if val else None
     for _ in range(epochs):
         for batch in train:
             model(batch.view(-1, 1)).sum().backward()
             opt.step()
             opt.zero_grad()
-        with torch.no_grad():
-            for batch in val:
-                model(batch.view(-1, 1))
+        if check is not None:
+            with torch.no_grad():
+                for batch in check:
+                    model(batch.view(-1, 1))
 
 
 def ddp(data: str, epochs: int, workers: int, persistent: str = "all") -> None:
-    import numpy as np
     import torch
     import torch.distributed as dist
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import DataLoader
     from torch.utils.data.distributed import DistributedSampler
-
-    class Files(Dataset):
-        def __init__(self) -> None:
-            self.files = sorted(glob.glob(os.path.join(data, "*.npy")))
-
-        def __len__(self) -> int:
-            return len(self.files)
-
-        def __getitem__(self, i: int) -> "torch.Tensor":
-            return torch.from_numpy(np.load(self.files[i])).float().sum()
 
     dist.init_process_group("gloo")
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(1, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    sampler = DistributedSampler(Files(), shuffle=True, seed=1)
-    dl = DataLoader(Files(), batch_size=8, num_workers=workers, sampler=sampler,
+    files = files_dataset(data)
+    sampler = DistributedSampler(files, shuffle=True, seed=1)
+    dl = DataLoader(files, batch_size=8, num_workers=workers, sampler=sampler,
                     persistent_workers=persistent == "all" or dist.get_rank() == 0)
     for epoch in range(epochs):
         sampler.set_epoch(epoch)
@@ -167,7 +147,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "loader":
         loader(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif sys.argv[1] == "loader_val":
-        loader_val(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        loader(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), val=True)
     elif sys.argv[1] == "ddp":
         ddp(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:6])
     else:
