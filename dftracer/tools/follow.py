@@ -503,9 +503,10 @@ class Follower:
         by_host_pid = {(f.proc.host, f.proc.pid): f.proc for f in self.files.values()}
         # running children per (host, pid): a launcher that writes nothing
         # while they run is waiting for them, not silent
+        state_of = {path: self.state(f, now) for path, f in self.files.items()}
         children: Dict[Tuple[str, int], int] = {}
-        for f in self.files.values():
-            if f.proc.ppid and self.state(f, now) == "running":
+        for path, f in self.files.items():
+            if f.proc.ppid and state_of[path] == "running":
                 key = (f.proc.host, f.proc.ppid)
                 children[key] = children.get(key, 0) + 1
         for path, f in self.files.items():
@@ -539,7 +540,7 @@ class Follower:
                                 fn[1] += e[2]
             if chosen:
                 total_window += length
-            state = self.state(f, now)
+            state = state_of[path]
             incomplete = f.incomplete()
             mark = f.mark
             if not mark and incomplete and state != "running" and f.size > 0:

@@ -98,7 +98,8 @@ def _ancestors(r: Result, parents: Dict[int, Optional[Result]]) -> Iterable[Resu
 def plan_epochs(files: List[Result], named: bool) -> Dict[int, List[Tuple[int, int]]]:
     """Per result (by id): the epoch bounds that apply to it ([] for none)."""
     # a loader's passes (`iter`), else iterations' epoch, else ai.pipeline's
-    kinds = [0] if named else [3, 1, 2]
+    kinds = [MARK_KINDS.index(k) for k in (("named",) if named else
+                                           ("loader", "iteration", "pipeline"))]
     kind = next((k for k in kinds if any(_marks(r, k) for r in files)), None)
     parents = _parents(files)
     plan: Dict[int, List[Tuple[int, int]]] = {}

@@ -364,6 +364,11 @@ def build_figures(go: Any, data: Dict[str, Any], top: int) -> List[Tuple[str, st
     return out
 
 
+# how summary --ranks splits a step, said under both charts that draw it
+_CLASS_SPLIT = ("compute, data wait, I/O, communication (including the time the training "
+                "thread waited for a collective inside backward or optimizer.step), "
+                "checkpoint and other (step time no event covers); nothing counted twice.")
+
 _STEP_KINDS = {"iteration": "the <code>pipeline/iteration</code> events: optimizer steps",
                "profiler": "torch.profiler's <code>ProfilerStep#N</code>",
                "train": "the <code>train.block</code> events of <code>ai.pipeline.train.iter</code>"}
@@ -393,10 +398,7 @@ def _steps_by_class(go: Any, ra: Any, layout: Dict[str, Any],
             f"{len(steps)} steps ({_STEP_KINDS.get(kind, 'steps') if isinstance(kind, str) else 'steps'}) of "
             f"{len(ra['ranks'])} ranks; each step the mean over the "
             "ranks, split as <code>dftracer summary --ranks</code> splits it (the "
-            "\"Ranks: time per step by class\" chart below): compute, data wait, I/O, "
-            "communication (including the time the training thread waited for a "
-            "collective inside backward or optimizer.step), checkpoint and other (step "
-            "time no event covers); nothing counted twice.")
+            "\"Ranks: time per step by class\" chart below): " + _CLASS_SPLIT)
 
 
 def rank_figures(go: Any, ra: Any, layout: Dict[str, Any], color: Any) -> List[Tuple[str, str, Any, str]]:
@@ -434,9 +436,7 @@ def rank_figures(go: Any, ra: Any, layout: Dict[str, Any], color: Any) -> List[T
     fig.update_layout(barmode="stack", yaxis_title="ms per step", **layout)
     out.append(("chart-rank-breakdown", "Ranks: time per step by class", fig,
                 "Each rank's mean step split as <code>dftracer summary --ranks</code> splits "
-                "it: compute, data wait, I/O, communication (including the time the training "
-                "thread waited for a collective inside backward or optimizer.step), checkpoint "
-                "and other (step time no event covers); nothing counted twice."))
+                "it: " + _CLASS_SPLIT))
     lines = [html.escape(ranks.straggler_line(s)) for s in ra["stragglers"]]
     lines += [html.escape(w) for w in ranks.describe_alignment(ra["alignment"])]
     out.append(("rank-stragglers", "Ranks: stragglers", None,
