@@ -89,8 +89,14 @@ def test_in_flight_collectives_listed_until_ended_from_any_thread(tmp_path):
     it = ("iteration", 3, None, None)
     gathers = [("all_gather", k, None, 1) for k in range(4)]
     shapes = snapshots(parent)
-    # (an empty snapshot also stands while a new innermost is younger than an interval)
-    assert [s for s in shapes if s] == [
+    # (an empty snapshot also stands while a new innermost is younger than an interval;
+    # a snapshot may fall between backward's close and the ender thread's end of the
+    # all_reduce: that one shape, once, right after the first)
+    between = [it, ("all_reduce", 5, 2, 1)]
+    shown = [s for s in shapes if s]
+    if len(shown) > 1 and shown[1] == between:
+        del shown[1]
+    assert shown == [
         [it, ("all_reduce", 5, 2, 1), ("backward", None, None, None)],
         [it],
         [it] + gathers,
