@@ -266,9 +266,9 @@ test-wheels: wheel
 # and reader tests (DFTRACER_EXPECT_BACKEND makes them fail if the build fell back).
 # What a deflate backend changes: the writer's members (test_compress checks
 # the build carries the backend asked for), the trace files' framing and
-# validation, and the reader's inflate under the CLI.
+# validation, and the reader's inflate under the CLI (reader/inflate.c: igzip or zlib).
 BACKEND_TESTS := tests/core/test_compress.py tests/core/test_trace_file.py tests/core/test_core.py \
-  tests/core/test_fuzz_validate.py tests/tools/test_cli.py
+  tests/core/test_fuzz_validate.py tests/tools/test_cli.py tests/tools/test_line_paths.py tests/tools/test_reader_limits.py
 backends: setup-test
 	@set -e; for b in libdeflate zlib; do \
 	  rm -rf build/backend-$$b; \

@@ -19,9 +19,19 @@ def version_line() -> str:
     return f"dftracer {__version__} (deflate: line encoder + {name} {version}{note})"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from dftracer.tools import diff, merge, report, stacks, summary, top, validate, view
+# Each command's module, imported only when its command runs (or for --help):
+# `dftracer summary` need not load the report's, the viewer's and diff's code.
+COMMANDS = {"summary": "summary", "report": "report", "diff": "diff", "merge": "merge",
+            "convert": "merge", "validate": "validate", "view": "view", "top": "top",
+            "stacks": "stacks"}
 
+
+def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of `command` alone when it is one."""
+    import importlib
+
+    wanted = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    mods = {m: importlib.import_module("dftracer.tools." + m) for m in wanted}
     parser = argparse.ArgumentParser(
         prog="dftracer",
         description="Read, summarise, check and merge dftracer traces (.pfw, .pfw.gz).",
@@ -30,14 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    summary.add_parser(sub)
-    report.add_parser(sub)
-    diff.add_parser(sub)
-    merge.add_parsers(sub)
-    validate.add_parser(sub)
-    view.add_parser(sub)
-    top.add_parser(sub)
-    stacks.add_parser(sub)
+    for name, mod in mods.items():
+        (mod.add_parsers if name == "merge" else mod.add_parser)(sub)
     # `run` has its own parser (dftracer/tools/run.py); listed here for --help.
     sub.add_parser("run", add_help=False,
                    help="run a command with tracing on in every Python process it starts")
@@ -50,7 +54,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         from dftracer.tools import run
 
         return run.main(argv[1:])
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

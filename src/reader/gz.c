@@ -9,6 +9,7 @@
  * (read and dropped up to its '\n') and counted.  Runs without the GIL;
  * touches no Python object. */
 #include "reader/reader.h"
+#include "reader/inflate.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -118,14 +119,15 @@ int dft_rd_open_at(dft_rd *r, const char *path, uint64_t offset)
         return 0;
     }
     if (r->gzip) {
-        if (inflateInit2(&r->zs, 15 + 32) != Z_OK) {
+        r->inf = dft_inflater_new();
+        if (!r->inf) {
             dft_rd_close(r);
             errno = ENOMEM;
+            snprintf(r->err, sizeof r->err, "out of memory");
             return -1;
         }
-        r->zinit = 1;
-        r->zs.next_in = r->in;
-        r->zs.avail_in = (uInt)got;
+        r->next_in = r->in;
+        r->avail_in = got;
     } else {
         /* Plain text: the bytes read so far are the first output. */
         memcpy(r->out, r->in, got);
@@ -138,13 +140,12 @@ int dft_rd_open_at(dft_rd *r, const char *path, uint64_t offset)
 
 void dft_rd_close(dft_rd *r)
 {
-    if (r->zinit)
-        inflateEnd(&r->zs);
+    dft_inflater_free(r->inf);
+    r->inf = NULL;
     if (r->fp)
         fclose(r->fp);
     free(r->in);
     free(r->out);
-    r->zinit = 0;
     r->fp = NULL;
     r->in = NULL;
     r->out = NULL;
@@ -197,7 +198,7 @@ static int rd_more(dft_rd *r)
         return got > 0;
     }
     for (;;) {
-        if (r->zs.avail_in == 0) {
+        if (r->avail_in == 0) {
             size_t got = rd_fill(r);
             if (r->done)
                 return 0;
@@ -210,55 +211,56 @@ static int rd_more(dft_rd *r)
                     rd_finish(r, DFT_RD_EOF, NULL);
                 return 0;
             }
-            r->zs.next_in = r->in;
-            r->zs.avail_in = (uInt)got;
+            r->next_in = r->in;
+            r->avail_in = got;
         }
         if (!r->in_member) {
-            if (r->zs.next_in[0] == 0) {
+            if (r->next_in[0] == 0) {
                 /* A zero-filled tail (space allocated but never written before
                  * a crash) ends the stream like a torn member; anything else
                  * after it is corruption. */
-                while (r->zs.avail_in > 0 && r->zs.next_in[0] == 0) {
-                    r->zs.next_in++;
-                    r->zs.avail_in--;
+                while (r->avail_in > 0 && r->next_in[0] == 0) {
+                    r->next_in++;
+                    r->avail_in--;
                     r->in_offset++;
                 }
-                if (r->zs.avail_in == 0) {
+                if (r->avail_in == 0) {
                     r->zero_tail = 1;
                     continue;
                 }
             }
-            if (r->zs.next_in[0] != 0x1f || r->zero_tail) {
+            if (r->next_in[0] != 0x1f || r->zero_tail) {
                 char msg[96];
                 snprintf(msg, sizeof msg, "bytes after the last gzip member at offset %llu",
                          (unsigned long long)r->in_offset);
                 rd_finish(r, DFT_RD_CORRUPT, msg);
                 return 0;
             }
-            if (inflateReset(&r->zs) != Z_OK) {
-                rd_finish(r, DFT_RD_CORRUPT, "inflateReset failed");
+            if (dft_inflater_member(r->inf) != 0) {
+                rd_finish(r, DFT_RD_CORRUPT, "inflate reset failed");
                 return 0;
             }
             r->in_member = 1;
         }
-        uInt avail_in = r->zs.avail_in;
-        r->zs.next_out = (Bytef *)r->out + r->len;
-        r->zs.avail_out = (uInt)(r->out_cap - r->len);
-        int ret = inflate(&r->zs, Z_NO_FLUSH);
-        size_t produced = (r->out_cap - r->len) - r->zs.avail_out;
+        size_t took = r->avail_in, produced = 0;
+        const char *why = NULL;
+        dft_inf_status st = dft_inflater_run(r->inf, r->next_in, &took, r->out + r->len,
+                                             r->out_cap - r->len, &produced, &why);
         r->len += produced;
-        r->in_offset += avail_in - r->zs.avail_in;
-        if (ret == Z_STREAM_END) {
+        r->next_in += took;
+        r->avail_in -= took;
+        r->in_offset += took;
+        if (st == DFT_INF_MEMBER_END) {
             r->members++;
             r->in_member = 0;
-        } else if (ret == Z_DATA_ERROR || ret == Z_NEED_DICT || ret == Z_STREAM_ERROR) {
+        } else if (st == DFT_INF_BAD) {
             char msg[200];
             snprintf(msg, sizeof msg, "gzip member %llu does not decode (%s) near offset %llu",
-                     (unsigned long long)r->members + 1, r->zs.msg ? r->zs.msg : "bad data",
+                     (unsigned long long)r->members + 1, why ? why : "bad data",
                      (unsigned long long)r->in_offset);
             rd_finish(r, DFT_RD_CORRUPT, msg);
             return produced > 0;
-        } else if (ret == Z_MEM_ERROR) {
+        } else if (st == DFT_INF_NOMEM) {
             rd_finish(r, DFT_RD_IOERR, "out of memory");
             return produced > 0;
         }

@@ -71,13 +71,13 @@ static void arg(void *ctx, dft_sv key, const char *v, const char *vend, dft_sv s
             a->have |= ints[i].bit;
 }
 
-static int scan(const char *text, size_t n, ident_args *a)
+static int scan(const dft_line *l, ident_args *a)
 {
     memset(a, 0, sizeof *a);
-    return dft_members_args(text, n, arg, a);
+    return dft_line_args(l, arg, a);
 }
 
-int dft_ident_line(dft_ident *id, const char *text, size_t n, const dft_line *l)
+int dft_ident_line(dft_ident *id, const dft_line *l)
 {
     ident_args a;
     if (!id->have_pid && (l->have & DFT_HAVE_PID)) {
@@ -86,7 +86,7 @@ int dft_ident_line(dft_ident *id, const char *text, size_t n, const dft_line *l)
     }
     if (l->ph != 'M') {
         if (l->ph == 'X' && SV_IS(l->cat, "dftracer") && SV_IS(l->name, "start") &&
-            scan(text, n, &a) == 0 && (a.have & I_PPID))
+            scan(l, &a) == 0 && (a.have & I_PPID))
             id->ppid = a.ppid;
         return 0;
     }
@@ -98,7 +98,7 @@ int dft_ident_line(dft_ident *id, const char *text, size_t n, const dft_line *l)
         if (l->have & DFT_HAVE_PID)
             id->pid = l->pid;
     } else if (SV_IS(l->name, "rank") || SV_IS(l->a_name, "rank")) {
-        if (scan(text, n, &a) < 0 || !(a.have & I_VALUE) || a.value < 0 || a.value > INT32_MAX)
+        if (scan(l, &a) < 0 || !(a.have & I_VALUE) || a.value < 0 || a.value > INT32_MAX)
             return 1;
         id->rank = a.value;
         id->local_rank = (a.have & I_LOCAL) ? a.local_rank : id->local_rank;
@@ -108,7 +108,7 @@ int dft_ident_line(dft_ident *id, const char *text, size_t n, const dft_line *l)
         dft_copy_sv(id->rank_source, sizeof id->rank_source,
                     (a.have & I_SOURCE) ? a.source : (dft_sv){"CM", 2});
     } else if (SV_IS(l->name, "worker")) {
-        if (scan(text, n, &a) == 0 && (a.have & I_VALUE) && a.value >= 0 &&
+        if (scan(l, &a) == 0 && (a.have & I_VALUE) && a.value >= 0 &&
             a.value <= INT32_MAX) {
             id->worker = a.value;
             id->num_workers = (a.have & I_WORKERS) && a.num_workers > a.value ? a.num_workers : -1;

@@ -21,12 +21,12 @@ typedef struct dft_ident {
 /* Everything unknown.  Pure; no GIL. */
 void dft_ident_init(dft_ident *id);
 
-/* Reads what the parsed line l (its text[0, n)) says of the file's
+/* Reads what the parsed line l says of the file's
  * identity: the first pid of any event, the HH, process_name, rank (or
  * CM rank) and worker metadata events, the start event's ppid.  Returns 1
  * when l was a metadata event (nothing else to read in it), else 0.  Pure;
  * no GIL. */
-int dft_ident_line(dft_ident *id, const char *text, size_t n, const dft_line *l);
+int dft_ident_line(dft_ident *id, const dft_line *l);
 
 /* dst (cap bytes) holds v's bytes, cut to cap - 1, NUL-terminated.  Pure. */
 void dft_copy_sv(char *dst, size_t cap, dft_sv v);

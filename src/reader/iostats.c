@@ -74,10 +74,10 @@ static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, d
 }
 
 /* The members of the args object of a line that parsed as an event. */
-int dft_io_scan_args(const char *text, size_t n, io_args *a)
+int dft_io_scan_args(const dft_line *l, io_args *a)
 {
     memset(a, 0, sizeof *a);
-    return dft_members_args(text, n, arg_value, a);
+    return dft_line_args(l, arg_value, a);
 }
 
 static uint64_t fnv(const char *p, size_t n)
@@ -245,7 +245,7 @@ static int add_mark(pass *ps, int kind, int64_t epoch, int64_t ts)
  * epoch in args.epoch, else their order), `dataloader/iter` and
  * `pipeline/iteration` with args.epoch, ai.pipeline's `epoch` and
  * `epoch.block`. */
-static int marks(pass *ps, const char *text, size_t n, const dft_line *l)
+static int marks(pass *ps, const dft_line *l)
 {
     io_args a;
     a.have = 0;
@@ -255,7 +255,7 @@ static int marks(pass *ps, const char *text, size_t n, const dft_line *l)
             (l->cat.n + 1 + l->name.n == sn && memcmp(ps->epoch_from, l->cat.p, l->cat.n) == 0 &&
              ps->epoch_from[l->cat.n] == '/' &&
              memcmp(ps->epoch_from + l->cat.n + 1, l->name.p, l->name.n) == 0)) {
-            if (dft_io_scan_args(text, n, &a) < 0)
+            if (dft_io_scan_args(l, &a) < 0)
                 a.have = 0;
             int64_t e = (a.have & A_EPOCH) ? a.epoch : ps->named_seen;
             ps->named_seen++;
@@ -267,17 +267,17 @@ static int marks(pass *ps, const char *text, size_t n, const dft_line *l)
          * it): epoch e starts with the first of any loader's pass e (the
          * training loader's, or validation's when it runs first: both
          * passes belong to that epoch) */
-        if (dft_io_scan_args(text, n, &a) == 0 && (a.have & A_EPOCH))
+        if (dft_io_scan_args(l, &a) == 0 && (a.have & A_EPOCH))
             return add_mark(ps, DFT_IO_MARK_LOADER, a.epoch, l->ts);
         return 0;
     }
     if (!SV_IS(l->cat, "pipeline"))
         return 0;
     if (SV_IS(l->name, "iteration")) {
-        if (dft_io_scan_args(text, n, &a) == 0 && (a.have & A_EPOCH))
+        if (dft_io_scan_args(l, &a) == 0 && (a.have & A_EPOCH))
             return add_mark(ps, DFT_IO_MARK_ITERATION, a.epoch, l->ts);
     } else if (SV_IS(l->name, "epoch") || SV_IS(l->name, "epoch.block")) {
-        if (dft_io_scan_args(text, n, &a) < 0)
+        if (dft_io_scan_args(l, &a) < 0)
             a.have = 0;
         int64_t e = (a.have & A_EPOCH) ? a.epoch : ps->pipeline_seen;
         ps->pipeline_seen++;
@@ -318,7 +318,7 @@ static int read_lines(pass *ps, dft_rd *rd)
     dft_rd_status st;
     while ((st = dft_rd_next_parsed(rd, &text, &n, &l, &r->bad)) == DFT_RD_OK) {
         r->events++;
-        if (dft_ident_line(&r->who, text, n, &l)) {
+        if (dft_ident_line(&r->who, &l)) {
             if (metadata(ps, &l) < 0)
                 return -1;
             continue;
@@ -327,9 +327,9 @@ static int read_lines(pass *ps, dft_rd *rd)
             !dft_dur_ok(l.ts, l.dur))
             continue;
         if (SV_IS(l.cat, "POSIX") || SV_IS(l.cat, "STDIO")) {
-            if (dft_io_event(ps, text, n, &l) < 0)
+            if (dft_io_event(ps, &l) < 0)
                 return -1;
-        } else if (!SV_IS(l.cat, "dftracer") && marks(ps, text, n, &l) < 0) {
+        } else if (!SV_IS(l.cat, "dftracer") && marks(ps, &l) < 0) {
             return -1;
         }
     }

@@ -188,10 +188,10 @@ static int xfer(pass *ps, const dft_line *l, const io_args *a, int64_t n, int64_
     return 0;
 }
 
-int dft_io_event(pass *ps, const char *text, size_t n, const dft_line *l)
+int dft_io_event(pass *ps, const dft_line *l)
 {
     io_args a;
-    if (dft_io_scan_args(text, n, &a) < 0)
+    if (dft_io_scan_args(l, &a) < 0)
         return 0;
     int64_t file = (a.have & A_FHASH) ? dft_io_file_of(ps, &a.fhash, NULL)
                    : (a.have & A_FILE) ? dft_io_file_of(ps, NULL, &a.file) : -2;

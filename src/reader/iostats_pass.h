@@ -61,7 +61,7 @@ typedef struct pass {
 } pass;
 
 /* The members of the args object of a line that parsed as an event. */
-int dft_io_scan_args(const char *text, size_t n, io_args *a);
+int dft_io_scan_args(const dft_line *l, io_args *a);
 
 /* The file an event names (fhash token, or a path string): its index, -1
  * out of memory, -2 none. */
@@ -78,6 +78,6 @@ void dft_io_stream_drop(pass *ps, uint64_t key);
 
 /* Counts one POSIX/STDIO event (reader/iostats_count.c); 0, or -1 out of
  * memory. */
-int dft_io_event(pass *ps, const char *text, size_t n, const dft_line *l);
+int dft_io_event(pass *ps, const dft_line *l);
 
 #endif

@@ -70,33 +70,31 @@ int dft_members_next(dft_members *it, dft_sv *key)
     return 1;
 }
 
-int dft_members_args(const char *text, size_t n, dft_arg_fn fn, void *ctx)
+/* The members of the args object opened in *args, each handed to fn. */
+static int args_walk(dft_members *args, dft_arg_fn fn, void *ctx)
 {
-    dft_members top, args;
     dft_sv key;
     int rc;
-    if (dft_members_open(&top, text, text + n) < 0)
-        return -1;
-    while ((rc = dft_members_next(&top, &key)) == 1) {
-        if (key.n == 4 && memcmp(key.p, "args", 4) == 0 &&
-            dft_members_open(&args, top.p, top.end) == 0) {
-            while ((rc = dft_members_next(&args, &key)) == 1) {
-                const char *v = args.p;
-                dft_sv str = {NULL, 0};
-                int is_str = v < args.end && *v == '"';
-                if (is_str ? dft_json_scan_string(&args.p, args.end, &str) < 0
-                           : dft_json_scan_value(&args.p, args.end) < 0)
-                    return -1;
-                fn(ctx, key, v, args.p, str, is_str);
-            }
-            if (rc < 0)
-                return -1;
-            top.p = args.p;
-        } else if (dft_json_scan_value(&top.p, top.end) < 0) {
+    while ((rc = dft_members_next(args, &key)) == 1) {
+        const char *v = args->p;
+        dft_sv str = {NULL, 0};
+        int is_str = v < args->end && *v == '"';
+        if (is_str ? dft_json_scan_string(&args->p, args->end, &str) < 0
+                   : dft_json_scan_value(&args->p, args->end) < 0)
             return -1;
-        }
+        fn(ctx, key, v, args->p, str, is_str);
     }
-    return rc;
+    return rc < 0 ? -1 : 0;
+}
+
+int dft_line_args(const dft_line *l, dft_arg_fn fn, void *ctx)
+{
+    dft_members args;
+    if (!l->args.p)
+        return 0;
+    if (dft_members_open(&args, l->args.p, l->args.p + l->args.n) < 0)
+        return -1;
+    return args_walk(&args, fn, ctx);
 }
 
 int dft_arg_fields_read(const dft_arg_field *fields, size_t n, void *obj, unsigned *have,
@@ -104,7 +102,9 @@ int dft_arg_fields_read(const dft_arg_field *fields, size_t n, void *obj, unsign
 {
     for (size_t i = 0; i < n; i++) {
         const dft_arg_field *f = &fields[i];
-        if (key.n != strlen(f->key) || memcmp(key.p, f->key, key.n) != 0)
+        /* the first letter, then the rest and the key's end: no strlen per field */
+        if (key.n == 0 || f->key[0] != key.p[0] || strnlen(f->key, key.n + 1) != key.n ||
+            memcmp(f->key, key.p, key.n) != 0)
             continue;
         char *at = (char *)obj + f->off;
         int64_t x;

@@ -160,16 +160,16 @@ static void see_ts(dft_mp_result *r, int64_t lo, int64_t hi)
     r->have_ts = 1;
 }
 
-static int line(pass *ps, const char *text, size_t n, const dft_line *l)
+static int line(pass *ps, const dft_line *l)
 {
     dft_mp_result *r = ps->r;
     margs a;
     memset(&a, 0, sizeof a);
-    if (dft_ident_line(&r->who, text, n, l)) {
-        if (SV_IS(l->name, "stack") && dft_members_args(text, n, arg, &a) == 0 &&
+    if (dft_ident_line(&r->who, l)) {
+        if (SV_IS(l->name, "stack") && dft_line_args(l, arg, &a) == 0 &&
             (a.have & A_WHY_TERM))
             r->sigterm = 1;
-        else if (SV_IS(l->name, "memory") && dft_members_args(text, n, arg, &a) == 0 &&
+        else if (SV_IS(l->name, "memory") && dft_line_args(l, arg, &a) == 0 &&
                  (a.have & (A_VALUE_LIMIT | A_LIMIT)) == (A_VALUE_LIMIT | A_LIMIT)) {
             r->have_limit = 1;
             r->limit = a.limit;
@@ -184,7 +184,7 @@ static int line(pass *ps, const char *text, size_t n, const dft_line *l)
         return 0; /* a device lane */
     if (l->ph == 'C') {
         see_ts(r, l->ts, l->ts);
-        if (SV_IS(l->name, "memory") && dft_members_args(text, n, arg, &a) == 0 &&
+        if (SV_IS(l->name, "memory") && dft_line_args(l, arg, &a) == 0 &&
             (a.have & A_RSS) && a.rss >= 0)
             return add_sample(ps, l->ts, &a);
         return 0;
@@ -252,7 +252,7 @@ int dft_mp_read(const char *path, dft_mp_result *r)
     int oom = 0;
     while (!oom && (st = dft_rd_next_parsed(&rd, &text, &n, &l, &r->bad)) == DFT_RD_OK) {
         r->events++;
-        oom = line(&ps, text, n, &l) < 0;
+        oom = line(&ps, &l) < 0;
     }
     r->members = rd.members;
     r->long_lines = rd.long_lines;

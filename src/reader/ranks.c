@@ -86,10 +86,10 @@ static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, d
 }
 
 /* The members of the args object of a line that parsed as an event. */
-static int scan_args(const char *text, size_t n, rk_args *a)
+static int scan_args(const dft_line *l, rk_args *a)
 {
     memset(a, 0, sizeof *a);
-    return dft_members_args(text, n, arg_value, a);
+    return dft_line_args(l, arg_value, a);
 }
 
 /* ---- keys, threads, records -------------------------------------------- */
@@ -202,14 +202,14 @@ static void sync_add(dft_rk_result *r, uint64_t key, int64_t end)
 
 /* ---- the reading pass -------------------------------------------------- */
 
-static void metadata(pass *ps, const char *text, size_t n, const dft_line *l)
+static void metadata(pass *ps, const dft_line *l)
 {
     dft_rk_result *r = ps->r;
     rk_args a;
     if (!ps->sync_only)
-        dft_hg_line(&r->hang, text, n, l);
+        dft_hg_line(&r->hang, l);
     if (SV_IS(l->name, "clock")) {
-        if (scan_args(text, n, &a) < 0 || (a.have & (A_VALUE | A_WALL)) != (A_VALUE | A_WALL))
+        if (scan_args(l, &a) < 0 || (a.have & (A_VALUE | A_WALL)) != (A_VALUE | A_WALL))
             return;
         dft_hg_seen(&r->hang, a.value);
         int64_t d = a.value - a.wall_us;
@@ -236,7 +236,7 @@ static int step_kind(const pass *ps, const dft_line *l, int64_t *number)
     return kind;
 }
 
-static int add_event(pass *ps, const char *text, size_t n, const dft_line *l)
+static int add_event(pass *ps, const dft_line *l)
 {
     dft_rk_result *r = ps->r;
     int64_t number = DFT_RK_NO_STEP;
@@ -246,7 +246,7 @@ static int add_event(pass *ps, const char *text, size_t n, const dft_line *l)
     int kind = step_kind(ps, l, &number);
     rk_args a;
     a.have = 0;
-    if ((kind || comm || memmem(text, n, "\"step\":", 7)) && scan_args(text, n, &a) < 0)
+    if ((kind || comm || (l->have & DFT_HAVE_STEP_KEY)) && scan_args(l, &a) < 0)
         a.have = 0;
     if (kind != DFT_STEP_PROFILER && (a.have & A_STEP))
         number = a.step;
@@ -306,12 +306,12 @@ static int read_lines(pass *ps, dft_rd *rd)
     dft_rd_status st;
     while ((st = dft_rd_next_parsed(rd, &text, &n, &l, &r->bad)) == DFT_RD_OK) {
         r->events++;
-        if (dft_ident_line(&r->who, text, n, &l)) {
-            metadata(ps, text, n, &l);
+        if (dft_ident_line(&r->who, &l)) {
+            metadata(ps, &l);
             continue;
         }
         if (l.ph == 'C' && !ps->sync_only && SV_IS(l.name, "memory")) {
-            dft_hg_memory(&r->hang, text, n); /* a dead rank's memory: docs/hang.md */
+            dft_hg_memory(&r->hang, &l); /* a dead rank's memory: docs/hang.md */
             continue;
         }
         if (l.ph != 'X' || (l.have & (DFT_HAVE_TS | DFT_HAVE_DUR)) != (DFT_HAVE_TS | DFT_HAVE_DUR))
@@ -332,7 +332,7 @@ static int read_lines(pass *ps, dft_rd *rd)
         }
         if ((l.have & DFT_HAVE_PID) && l.pid != r->who.pid)
             continue; /* a device lane (GPU), not this process's threads */
-        if (add_event(ps, text, n, &l) < 0)
+        if (add_event(ps, &l) < 0)
             return -1;
     }
     r->long_lines = rd->long_lines;

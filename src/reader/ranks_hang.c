@@ -66,11 +66,11 @@ static void mem_value(void *ctx, dft_sv key, const char *vp, const char *vend, d
                         is_str);
 }
 
-void dft_hg_memory(dft_hg *hg, const char *text, size_t n)
+void dft_hg_memory(dft_hg *hg, const dft_line *l)
 {
     mem_args a;
     memset(&a, 0, sizeof a);
-    if (dft_members_args(text, n, mem_value, &a) < 0 || !(a.have & M_RSS) || a.rss < 0)
+    if (dft_line_args(l, mem_value, &a) < 0 || !(a.have & M_RSS) || a.rss < 0)
         return;
     hg->have_rss = 1;
     hg->rss = a.rss;
@@ -269,7 +269,7 @@ static void fh_event(dft_hg *hg, const dft_line *l)
     hg->nfiles++;
 }
 
-void dft_hg_line(dft_hg *hg, const char *text, size_t n, const dft_line *l)
+void dft_hg_line(dft_hg *hg, const dft_line *l)
 {
     if (l->ph != 'M' || !SV_IS(l->cat, "dftracer"))
         return;
@@ -282,7 +282,7 @@ void dft_hg_line(dft_hg *hg, const char *text, size_t n, const dft_line *l)
         return;
     hg_args a;
     memset(&a, 0, sizeof a);
-    if (dft_members_args(text, n, arg_value, &a) < 0)
+    if (dft_line_args(l, arg_value, &a) < 0)
         return;
     if (open)
         open_event(hg, l, &a);

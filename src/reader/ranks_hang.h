@@ -74,10 +74,10 @@ typedef struct dft_hg {
 /* Reads one metadata line of category dftracer (open, stack, FH) into
  * hg (zero-initialised at first).  Never fails: what does not fit or cannot
  * be allocated is counted in hg->dropped.  No GIL. */
-void dft_hg_line(dft_hg *hg, const char *text, size_t n, const dft_line *l);
+void dft_hg_line(dft_hg *hg, const dft_line *l);
 
 /* Reads one `memory` counter sample ("ph":"C") into hg.  No GIL. */
-void dft_hg_memory(dft_hg *hg, const char *text, size_t n);
+void dft_hg_memory(dft_hg *hg, const dft_line *l);
 
 /* The process was seen alive at trace-clock time at (a `clock` pair's, an
  * event's end).  No GIL. */

@@ -34,14 +34,6 @@ static int by_thread_start(const void *a, const void *b)
     return x->dur > y->dur ? -1 : x->dur < y->dur; /* the enclosing one first */
 }
 
-static int by_step_key(const void *a, const void *b)
-{
-    const rk_ev *x = a, *y = b;
-    if (x->step != y->step)
-        return x->step < y->step ? -1 : 1;
-    return x->key < y->key ? -1 : x->key > y->key;
-}
-
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -244,6 +236,63 @@ static void busy_free(busy *b)
     free(b->cum);
 }
 
+/* The top (cat, name) of each class in each step: the events bucketed by
+ * step (a counting sort: steps are numbered 0..nsteps-1), then each step's
+ * sums per key in one dense array.  Ties go to the lower key index. */
+static int top_keys(dft_rk_result *r, const rk_ev *ev, size_t nev)
+{
+    if (!r->nsteps || !nev)
+        return 0;
+    size_t *first = calloc(r->nsteps + 1, sizeof *first);
+    size_t *order = malloc(nev * sizeof *order);
+    int64_t *sum = calloc(r->nkeys ? r->nkeys : 1, sizeof *sum);
+    int32_t *seen = malloc((r->nkeys ? r->nkeys : 1) * sizeof *seen);
+    int32_t *keys = malloc((r->nkeys ? r->nkeys : 1) * sizeof *keys);
+    int rc = -1;
+    if (!first || !order || !sum || !seen || !keys)
+        goto out;
+    for (size_t k = 0; k < r->nkeys; k++)
+        seen[k] = -1;
+    for (size_t i = 0; i < nev; i++)
+        if (ev[i].step >= 0)
+            first[ev[i].step + 1]++;
+    for (size_t st = 0; st < r->nsteps; st++)
+        first[st + 1] += first[st];
+    for (size_t i = 0; i < nev; i++)
+        if (ev[i].step >= 0)
+            order[first[ev[i].step]++] = i;
+    /* first[st] is now where step st + 1 begins */
+    for (size_t st = 0, at = 0; st < r->nsteps; st++) {
+        size_t nk = 0;
+        for (; at < first[st]; at++) {
+            const rk_ev *e = &ev[order[at]];
+            if (seen[e->key] != (int32_t)st) {
+                seen[e->key] = (int32_t)st;
+                sum[e->key] = 0;
+                keys[nk++] = e->key;
+            }
+            sum[e->key] += e->dur;
+        }
+        dft_rk_step *s = &r->steps[st];
+        for (size_t i = 0; i < nk; i++) {
+            int32_t k = keys[i];
+            int c = r->keys[k].cls;
+            if (sum[k] > s->top_us[c] || (sum[k] == s->top_us[c] && sum[k] > 0 && k < s->top_key[c])) {
+                s->top_us[c] = sum[k];
+                s->top_key[c] = k;
+            }
+        }
+    }
+    rc = 0;
+out:
+    free(first);
+    free(order);
+    free(sum);
+    free(seen);
+    free(keys);
+    return rc;
+}
+
 /* Self times per thread; each event's goes to its key and to the step it
  * starts in.  ev is sorted by thread and start; steps by thread and start. */
 static int sweep(dft_rk_result *r, rk_ev *ev, size_t nev)
@@ -316,25 +365,7 @@ static int sweep(dft_rk_result *r, rk_ev *ev, size_t nev)
             s->by_class[DFT_RK_OTHER] += s->dur - traced;
         s->top_key[0] = -1;
     }
-    /* the top (cat, name) of each class in each step */
-    if (nev > 1)
-        qsort(ev, nev, sizeof *ev, by_step_key);
-    for (size_t i = 0; i < nev;) {
-        size_t j = i;
-        int64_t sum = 0;
-        while (j < nev && ev[j].step == ev[i].step && ev[j].key == ev[i].key)
-            sum += ev[j++].dur;
-        if (ev[i].step >= 0) {
-            dft_rk_step *s = &r->steps[ev[i].step];
-            int c = r->keys[ev[i].key].cls;
-            if (sum > s->top_us[c]) {
-                s->top_us[c] = sum;
-                s->top_key[c] = ev[i].key;
-            }
-        }
-        i = j;
-    }
-    return 0;
+    return top_keys(r, ev, nev);
 }
 
 int dft_rk_steps(dft_rk_result *r, dft_rk_ev *ev, size_t nev, int kind)

@@ -34,10 +34,11 @@ typedef enum dft_rd_status {
 typedef struct dft_rd {
     FILE *fp;
     int gzip;           /* 1: gzip members, 0: plain text */
-    int zinit;          /* inflate state initialised */
     int in_member;      /* inside a gzip member that has not ended */
-    z_stream zs;
+    struct dft_inflater *inf; /* reader/inflate.h; NULL for plain text */
     unsigned char *in;  /* compressed input buffer */
+    const unsigned char *next_in; /* compressed bytes not yet inflated: [next_in, +avail_in) */
+    size_t avail_in;
     size_t in_cap;
     char *out;          /* decompressed text: [pos, len) not yet returned */
     size_t out_cap, pos, len;
@@ -102,6 +103,7 @@ typedef struct dft_sv {
 #define DFT_HAVE_IO 0x20
 #define DFT_HAVE_NUM_EVENTS 0x40
 #define DFT_HAVE_NUMERIC_PH 0x80 /* "ph":1 ... (dftracer 2.x) */
+#define DFT_HAVE_STEP_KEY 0x100  /* args has a "step" member (the ranks pass reads it) */
 
 #define DFT_LINE_REFS 8
 
@@ -114,6 +116,7 @@ typedef struct dft_line {
     dft_sv a_name;    /* args.name, metadata events */
     dft_sv a_value;   /* args.value token contents, metadata events */
     dft_sv a_module;  /* args.module: the module a torch forward/backward ran (dftracer run) */
+    dft_sv args;      /* the args object's text, '{' to '}' (p NULL: none, or not an object) */
     int64_t io_bytes; /* see DFT_HAVE_IO and reader/iobytes.c */
     int64_t num_events;
     unsigned nrefs;   /* hash-valued args (keys ending in "hash", and cwd) */
@@ -221,13 +224,14 @@ void dft_members_start(dft_members *it, const char *p, const char *end, dft_pars
  * No GIL. */
 int dft_members_next(dft_members *it, dft_sv *key);
 
-/* Calls fn for each member of the "args" object of the event line text:
- * its key, its value's text [v, vend), and for a string its body.  0, or -1
- * when the line is malformed (fn may have been called for some members).
- * No GIL. */
+/* Calls fn for each member of the args object of a line dft_line_parse read
+ * (the parser found the object, so the line is not walked twice): its key,
+ * its value's text [v, vend), and for a string its body.  0 (also for a
+ * line without args), or -1 when the object is malformed (fn may have been
+ * called for some members).  No GIL. */
 typedef void (*dft_arg_fn)(void *ctx, dft_sv key, const char *v, const char *vend, dft_sv str,
                            int is_str);
-int dft_members_args(const char *text, size_t n, dft_arg_fn fn, void *ctx);
+int dft_line_args(const dft_line *l, dft_arg_fn fn, void *ctx);
 
 /* A JSON integer value (at most 18 digits, optional '-') spanning exactly
  * [p, end) into *v: 0, or -1 (nothing changed).  Pure; no GIL. */

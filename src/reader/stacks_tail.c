@@ -57,11 +57,11 @@ static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, d
 }
 
 /* One `stack` line into the list; -1 out of memory.  No GIL. */
-static int keep(stk_list *s, const char *text, size_t n, const dft_line *l)
+static int keep(stk_list *s, const dft_line *l)
 {
     stk_args a;
     memset(&a, 0, sizeof a);
-    if (dft_members_args(text, n, arg_value, &a) < 0 || s->n >= STK_MAX)
+    if (dft_line_args(l, arg_value, &a) < 0 || s->n >= STK_MAX)
         return 0;
     size_t fn = (a.have & K_FRAMES) ? a.frames.n : 0;
     if (s->bytes + fn > STK_BYTES)
@@ -101,7 +101,7 @@ static int read_stacks(const char *path, uint64_t offset, stk_list *s)
     int rc = 0;
     while (dft_rd_next_parsed(&rd, &text, &n, &l, &bad) == DFT_RD_OK)
         if (l.ph == 'M' && l.name.n == 5 && memcmp(l.name.p, "stack", 5) == 0 &&
-            l.cat.n == 8 && memcmp(l.cat.p, "dftracer", 8) == 0 && keep(s, text, n, &l) < 0) {
+            l.cat.n == 8 && memcmp(l.cat.p, "dftracer", 8) == 0 && keep(s, &l) < 0) {
             rc = -1;
             errno = ENOMEM;
             break;
