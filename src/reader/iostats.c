@@ -50,15 +50,15 @@ static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, d
                       int is_str)
 {
     io_args *a = ctx;
-#define INT(k, bit, f) {k, bit, offsetof(io_args, f), DFT_ARG_FIELD_INT}
-#define STR(k, bit, f) {k, bit, offsetof(io_args, f), DFT_ARG_FIELD_STR}
+#define INT(k, bit, f) DFT_ARG_FIELD(k, bit, offsetof(io_args, f), DFT_ARG_FIELD_INT)
+#define STR(k, bit, f) DFT_ARG_FIELD(k, bit, offsetof(io_args, f), DFT_ARG_FIELD_STR)
     static const dft_arg_field fields[] = {
         INT("fd", A_FD, fd), INT("out_fd", A_OUT_FD, out_fd), INT("ret", A_RET, ret),
         INT("offset", A_OFFSET, offset), INT("out_offset", A_OUT_OFFSET, out_offset),
         INT("whence", A_WHENCE, whence), INT("cmd", A_CMD, cmd), INT("flags", A_FLAGS, flags),
         INT("epoch", A_EPOCH, epoch), INT("ppid", A_PPID, ppid),
         /* the older tools' CM rank: "value": "2" */
-        {"value", A_VALUE, offsetof(io_args, value), DFT_ARG_FIELD_INT_TEXT},
+        DFT_ARG_FIELD("value", A_VALUE, offsetof(io_args, value), DFT_ARG_FIELD_INT_TEXT),
         INT("num_workers", A_NUM_WORKERS, num_workers), STR("fhash", A_FHASH, fhash),
         STR("out_fhash", A_OUT_FHASH, out_fhash), STR("file", A_FILE, file),
         STR("out_file", A_OUT_FILE, out_file), STR("mode", A_MODE, mode),

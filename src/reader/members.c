@@ -87,11 +87,49 @@ static int args_walk(dft_members *args, dft_arg_fn fn, void *ctx)
     return rc < 0 ? -1 : 0;
 }
 
+/* The args object of a line whose parse found it plain (DFT_HAVE_PLAIN_ARGS:
+ * parse.c's args_fast): "key":value members, no spaces, keys and strings
+ * without backslashes closing at their first quote, each value followed by
+ * ',' or '}'; so each is found in one scan and nothing can fail. */
+static void plain_walk(const char *p, const char *end, dft_arg_fn fn, void *ctx)
+{
+    while (p < end && *p == '"') {
+        const char *k = p + 1;
+        const char *q = memchr(k, '"', (size_t)(end - k));
+        if (!q)
+            return;
+        dft_sv key = {k, (size_t)(q - k)};
+        const char *v = q + 2; /* past '":' */
+        dft_sv str = {NULL, 0};
+        int is_str = v < end && *v == '"';
+        if (is_str) {
+            q = memchr(v + 1, '"', (size_t)(end - v - 1));
+            if (!q)
+                return;
+            str = (dft_sv){v + 1, (size_t)(q - v - 1)};
+            p = q + 1;
+        } else if (v < end && (*v == '-' || (*v >= '0' && *v <= '9'))) {
+            for (p = v; p < end && *p != ','; p++)
+                ;
+        } else {
+            p = v;
+            if (dft_json_scan_value(&p, end) < 0)
+                return;
+        }
+        fn(ctx, key, v, p, str, is_str);
+        p++; /* the ',' */
+    }
+}
+
 int dft_line_args(const dft_line *l, dft_arg_fn fn, void *ctx)
 {
     dft_members args;
     if (!l->args.p)
         return 0;
+    if ((l->have & DFT_HAVE_PLAIN_ARGS) && l->args.n >= 2) {
+        plain_walk(l->args.p + 1, l->args.p + l->args.n - 1, fn, ctx);
+        return 0;
+    }
     if (dft_members_open(&args, l->args.p, l->args.p + l->args.n) < 0)
         return -1;
     return args_walk(&args, fn, ctx);
@@ -102,8 +140,7 @@ int dft_arg_fields_read(const dft_arg_field *fields, size_t n, void *obj, unsign
 {
     for (size_t i = 0; i < n; i++) {
         const dft_arg_field *f = &fields[i];
-        /* the first letter, then the rest and the key's end: no strlen per field */
-        if (key.n == 0 || f->key[0] != key.p[0] || strnlen(f->key, key.n + 1) != key.n ||
+        if (key.n != f->key_len || key.n == 0 || f->key[0] != key.p[0] ||
             memcmp(f->key, key.p, key.n) != 0)
             continue;
         char *at = (char *)obj + f->off;

@@ -68,8 +68,8 @@ static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, d
 {
     rk_args *a = ctx;
 /* the ranks pass takes any integer written as a string too */
-#define INT(k, bit, f) {k, bit, offsetof(rk_args, f), DFT_ARG_FIELD_INT_TEXT}
-#define STR(k, bit, f) {k, bit, offsetof(rk_args, f), DFT_ARG_FIELD_STR}
+#define INT(k, bit, f) DFT_ARG_FIELD(k, bit, offsetof(rk_args, f), DFT_ARG_FIELD_INT_TEXT)
+#define STR(k, bit, f) DFT_ARG_FIELD(k, bit, offsetof(rk_args, f), DFT_ARG_FIELD_STR)
     static const dft_arg_field fields[] = {
         INT("step", A_STEP, step), INT("seq", A_SEQ, seq), INT("async", A_ASYNC, async),
         INT("value", A_VALUE, value), INT("local_rank", A_LOCAL, local_rank),

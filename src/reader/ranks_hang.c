@@ -31,8 +31,8 @@ typedef struct hg_args {
 static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, dft_sv str,
                       int is_str)
 {
-#define INT(k, bit, f) {k, bit, offsetof(hg_args, f), DFT_ARG_FIELD_INT}
-#define STR(k, bit, f) {k, bit, offsetof(hg_args, f), DFT_ARG_FIELD_STR}
+#define INT(k, bit, f) DFT_ARG_FIELD(k, bit, offsetof(hg_args, f), DFT_ARG_FIELD_INT)
+#define STR(k, bit, f) DFT_ARG_FIELD(k, bit, offsetof(hg_args, f), DFT_ARG_FIELD_STR)
     static const dft_arg_field fields[] = {
         INT("at", H_AT, at), INT("n", H_N, n), INT("depth", H_DEPTH, depth),
         INT("since", H_SINCE, since), INT("seq", H_SEQ, seq), INT("step", H_STEP, step),
@@ -58,8 +58,8 @@ static void mem_value(void *ctx, dft_sv key, const char *vp, const char *vend, d
                       int is_str)
 {
     static const dft_arg_field fields[] = {
-        {"rss_bytes", M_RSS, offsetof(mem_args, rss), DFT_ARG_FIELD_INT},
-        {"step", M_STEP, offsetof(mem_args, step), DFT_ARG_FIELD_INT},
+        DFT_ARG_FIELD("rss_bytes", M_RSS, offsetof(mem_args, rss), DFT_ARG_FIELD_INT),
+        DFT_ARG_FIELD("step", M_STEP, offsetof(mem_args, step), DFT_ARG_FIELD_INT),
     };
     mem_args *a = ctx;
     dft_arg_fields_read(fields, sizeof fields / sizeof *fields, a, &a->have, key, vp, vend, str,

@@ -104,9 +104,11 @@ typedef struct dft_sv {
 #define DFT_HAVE_NUM_EVENTS 0x40
 #define DFT_HAVE_NUMERIC_PH 0x80 /* "ph":1 ... (dftracer 2.x) */
 #define DFT_HAVE_STEP_KEY 0x100  /* args has a "step" member (the ranks pass reads it) */
+#define DFT_HAVE_PLAIN_ARGS 0x200 /* args as the writer writes it (parse.c checked): no spaces, no escapes */
 
 #define DFT_LINE_REFS 8
 
+/* A new field must also be reset in parse.c's line_reset. */
 typedef struct dft_line {
     unsigned have;
     int64_t id, pid, tid, ts, dur;
@@ -246,10 +248,13 @@ enum {
 };
 typedef struct dft_arg_field {
     const char *key;
+    size_t key_len; /* strlen(key): DFT_ARG_FIELD fills it in */
     unsigned bit;
     size_t off;
     int kind;
 } dft_arg_field;
+/* A table entry: the key's length from the literal, none counted per line. */
+#define DFT_ARG_FIELD(key, bit, off, kind) {key, sizeof(key) - 1, bit, off, kind}
 
 /* Reads one member of args, as a dft_arg_fn gets it, into the field of obj
  * that fields[0..n) names for key, and sets its bit in *have; a value of the

@@ -43,8 +43,8 @@ typedef struct stk_list {
 static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, dft_sv str,
                       int is_str)
 {
-#define INT(k, bit, f) {k, bit, offsetof(stk_args, f), DFT_ARG_FIELD_INT}
-#define STR(k, bit, f) {k, bit, offsetof(stk_args, f), DFT_ARG_FIELD_STR}
+#define INT(k, bit, f) DFT_ARG_FIELD(k, bit, offsetof(stk_args, f), DFT_ARG_FIELD_INT)
+#define STR(k, bit, f) DFT_ARG_FIELD(k, bit, offsetof(stk_args, f), DFT_ARG_FIELD_STR)
     static const dft_arg_field fields[] = {
         INT("at", K_AT, at), INT("req", K_REQ, req), INT("k", K_K, k), INT("n", K_N, n),
         STR("value", K_VALUE, value), STR("why", K_WHY, why), STR("frames", K_FRAMES, frames),
