@@ -36,7 +36,6 @@ from concurrent.futures import ProcessPoolExecutor
 
 from bench_tools import _member, run_cli  # the same writer and runner
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RANKS_PER_HOST = 8
 OPS = 90          # op events inside forward and inside backward
 READS = 10        # POSIX events inside each fetch: open, 8 reads of 64 KiB, close
@@ -150,7 +149,7 @@ def main() -> None:
                     help="also time `summary --io` (the I/O pass) on the same set")
     opts = ap.parse_args()
     cores = len(os.sched_getaffinity(0))
-    d = opts.dir or tempfile.mkdtemp(prefix="dft-bench-ranks-")
+    d = os.path.abspath(opts.dir) if opts.dir else tempfile.mkdtemp(prefix="dft-bench-ranks-")
     os.makedirs(d, exist_ok=True)
     slow = min(7, opts.files - 1)
     if opts.paths < 1:
@@ -210,9 +209,8 @@ def main() -> None:
             return
         from distributed import Client, LocalCluster
 
-        # the scheduler (here) and the workers unpickle dftracer's functions
-        os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
-        sys.path.insert(0, ROOT)
+        # the scheduler (here) and the workers unpickle dftracer's functions: the
+        # dftracer this script's Python imports (PYTHONPATH=<tree> for a source tree)
 
         with LocalCluster(n_workers=cores, threads_per_worker=1, processes=True,
                           dashboard_address=None) as cluster, Client(cluster) as client:

@@ -28,7 +28,6 @@ import time
 import zlib
 from typing import Optional
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NAMES = [("compute", "forward"), ("compute", "backward"), ("POSIX", "read"),
          ("POSIX", "write"), ("dataloader", "fetch"), ("data", "item"),
          ("checkpoint", "capture"), ("comm", "all_reduce")]
@@ -101,11 +100,13 @@ sys.exit(rc)
 
 def run_cli(args: list, out_path: Optional[str] = None) -> tuple:
     """(seconds, peak RSS MiB) of `dftracer ARGS` in a fresh interpreter; its
-    output goes to out_path (None: nowhere).  bench_ranks.py uses it too."""
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    output goes to out_path (None: nowhere).  bench_ranks.py uses it too.
+    The dftracer is the one this script's Python imports: the installed
+    package, or a source tree on PYTHONPATH; the CLI starts in a neutral
+    folder so that a checkout in the current one is never imported instead."""
     with open(out_path or os.devnull, "w") as out:
-        proc = subprocess.run([sys.executable, "-c", RUNNER] + args, env=env, stdout=out,
-                              stderr=subprocess.PIPE, text=True)
+        proc = subprocess.run([sys.executable, "-c", RUNNER] + args, stdout=out,
+                              stderr=subprocess.PIPE, text=True, cwd=tempfile.gettempdir())
     line = [ln for ln in proc.stderr.splitlines() if ln.startswith("BENCH ")]
     if proc.returncode != 0 or not line:
         sys.exit(f"dftracer {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
@@ -142,7 +143,7 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the generated files")
     opts = ap.parse_args()
 
-    d = opts.dir or tempfile.mkdtemp(prefix="dft-bench-tools-")
+    d = os.path.abspath(opts.dir) if opts.dir else tempfile.mkdtemp(prefix="dft-bench-tools-")
     os.makedirs(d, exist_ok=True)
     t = time.perf_counter()
     per_file = opts.events // opts.files

@@ -444,22 +444,32 @@ def align(results: Iterable[Result]) -> Dict[str, Any]:
     ref = ranked[0][2]
     offsets = {ref: 0.0}
     matched = {ref: len(host_end[ref])}
-    while True:
-        best = None  # (common collectives, host, aligned host)
-        for h in with_sync:
-            if h in offsets:
-                continue
-            for g in offsets:
-                common_keys = host_end[h].keys() & host_end[g].keys()
-                if common_keys and (best is None or len(common_keys) > best[0]):
-                    best = (len(common_keys), h, g)
-        if best is None:
-            break
-        _, h, g = best
+    # Grow the aligned set one host at a time, each time by the pair (host,
+    # aligned host) sharing the most collectives (ties: the first host in
+    # name order, then the earliest aligned): Prim's way, each pair's count
+    # taken once when its second host is aligned, so hosts cost their square,
+    # not their cube.
+    order = {h: i for i, h in enumerate(with_sync)}
+    pending = [h for h in with_sync if h != ref]
+    best: Dict[str, Tuple[int, str]] = {}  # host -> (common collectives, aligned host)
+
+    def consider(g: str) -> None:
+        keys_g = host_end[g].keys()
+        for h in pending:
+            n = len(host_end[h].keys() & keys_g)
+            if n and (h not in best or n > best[h][0]):
+                best[h] = (n, g)
+
+    consider(ref)
+    while best:
+        h = max(best, key=lambda x: (best[x][0], -order[x]))
+        n, g = best.pop(h)
+        pending.remove(h)
         common_keys = host_end[h].keys() & host_end[g].keys()
         offsets[h] = offsets[g] + statistics.median(host_end[h][k] - host_end[g][k]
                                                     for k in common_keys)
-        matched[h] = len(common_keys)
+        matched[h] = n
+        consider(h)
     spreads = []
     by_key: Dict[int, List[float]] = {}
     for h, e in ends.items():
