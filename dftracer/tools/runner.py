@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from dftracer.tools.progress import Progress
@@ -39,19 +38,31 @@ def run(func: Callable[..., Dict[str, Any]], items: Sequence[Any], *, jobs: Opti
             else:
                 # A bar on a terminal keeps moving while a long file is read,
                 # so even one file is read in a worker then.
-                import multiprocessing
+                import multiprocessing  # here: one file or -j 1 never needs them
+                from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
                 ctx = multiprocessing.get_context("fork")
                 workers = max(1, min(jobs, len(items)))
+                # a few files per worker in flight, the next submitted as one
+                # ends: each wait() looks at a handful of futures, not at every
+                # file of a 10,000-rank job
+                window = 4 * workers
                 with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
-                    futures = {ex.submit(func, item, *extra): i for i, item in enumerate(items)}
-                    pending = set(futures)
-                    while pending:
-                        done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+                    futures: Dict[Any, int] = {}
+                    todo = iter(enumerate(items))
+                    for i, item in todo:
+                        futures[ex.submit(func, item, *extra)] = i
+                        if len(futures) >= window:
+                            break
+                    while futures:
+                        done, _ = wait(futures, timeout=0.25, return_when=FIRST_COMPLETED)
                         for fut in done:
-                            i = futures[fut]
+                            i = futures.pop(fut)
                             results[i] = fut.result()
                             bar.update(1, results[i].get("events", 0))
+                            nxt = next(todo, None)
+                            if nxt is not None:
+                                futures[ex.submit(func, nxt[1], *extra)] = nxt[0]
                         bar.tick()
     finally:
         bar.close()
