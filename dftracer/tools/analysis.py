@@ -22,7 +22,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from dftracer import _core
 from dftracer.tools import classes as _cls
-from dftracer.tools.summary import _unescape, name_group
+from dftracer.tools.line_keys import unescape
+from dftracer.tools.summary import name_group
 
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 
@@ -128,7 +129,7 @@ def analyze_file(path: str, t0: int, bin_us: int) -> Dict[str, Any]:
                 k = keys.get((cat, name))
                 if k is None:
                     k = keys[(cat, name)] = len(key_list)
-                    key_list.append((_unescape(cat), _unescape(name)))  # as summary shows them
+                    key_list.append((unescape(cat), unescape(name)))  # as summary shows them
                 th = threads.get((pid, tid))
                 if th is None:
                     th = threads[(pid, tid)] = _Thread()

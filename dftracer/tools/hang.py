@@ -38,6 +38,7 @@ from array import array
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from dftracer.tools import line_keys, memory, rank_rule, trace_name
+from dftracer.tools.line_keys import unescape
 
 DEFAULT_AFTER = 60.0       # s: top's --hang-after
 POST_MORTEM_AFTER = 2.0    # s: waits shorter than this when a job ended are not a hang
@@ -57,16 +58,6 @@ _PASSIVE = ("pipeline", "compute", "dataloader")  # spans that say when, not wha
 
 def _int(v: Any) -> Optional[int]:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def unescape(s: str) -> str:
-    """A string as the C pass keeps it (JSON escapes as written)."""
-    if "\\" not in s:
-        return s
-    try:
-        return json.loads('"' + s + '"')
-    except ValueError:
-        return s  # cut inside an escape, or the older tools' raw backslashes
 
 
 def _span(args: Dict[str, Any]) -> Dict[str, Any]:
@@ -671,26 +662,3 @@ def mark_file(path: str, h: Dict[str, Any]) -> None:
         line = z.compress(line) + z.flush()
     with open(path, "ab") as fh:
         fh.write(line)
-
-
-# ---- live: the stuck ranks' stacks, asked for once ---------------------------------
-
-def ask_stacks(fol: Any, h: Optional[Dict[str, Any]]) -> None:
-    """When top sees a hang, asks each stuck rank of this host that has no
-    stacks taken since the hang began for them (`dftracer stacks`' request,
-    once per process and hang): the next refresh then shows its file and
-    line."""
-    if not h:
-        return
-    from dftracer.tools import stacks
-
-    asked = fol.__dict__.setdefault("hang_asked", set())
-    whom = [s for s in h["stuck"] if s.get("state") not in ("dead", "stopped")]
-    whom += [s["batch_wait"]["worker"] for s in h["stuck"]
-             if (s.get("batch_wait") or {}).get("worker")]  # the worker a rank waits for
-    for s in whom:
-        pid, path = s.get("pid"), s.get("path")
-        if not pid or not path or s.get("file") or (pid, h["since_ts"]) in asked:
-            continue
-        asked.add((pid, h["since_ts"]))
-        stacks.request(path, pid)

@@ -37,6 +37,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from dftracer import _core
 from dftracer.tools import common, runner, work
+from dftracer.tools.line_keys import unescape
 
 COUNTERS: Tuple[str, ...] = tuple(_core._IO_COUNTERS)
 IDX = {name: i for i, name in enumerate(COUNTERS)}
@@ -275,7 +276,7 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
     for r in files:
         proc = per_proc.setdefault(id(r), list(zero))
         for path, data, slots in r["files"]:
-            path = _unescape(path)
+            path = unescape(path)
             c = _counters(data)
             f = per_path.get(path)
             if f is None:
@@ -334,12 +335,6 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
         "darshan": darshan_dict(job),
         "totals": dict(_io_row(job), files=len(out_files), processes=len(files)),
     }
-
-
-def _unescape(s: str) -> str:
-    from dftracer.tools.summary import _unescape as unescape
-
-    return unescape(s)
 
 
 def _by_rank(files: List[Result], parents: Dict[int, Optional[Result]],

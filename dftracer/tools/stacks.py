@@ -23,6 +23,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from dftracer.tools import common, hang, paths as _paths, trace_name
+from dftracer.tools.line_keys import unescape
 
 EXAMPLE = """example:
   dftracer stacks ./runs                  # every traced process of this host in ./runs
@@ -122,7 +123,7 @@ def _events_from(path: str, offset: int) -> List[Dict[str, Any]]:
         return []
     for ev in evs:
         a = ev["args"]
-        a["value"], a["frames"] = hang.unescape(a["value"]), hang.unescape(a["frames"])
+        a["value"], a["frames"] = unescape(a["value"]), unescape(a["frames"])
     return evs
 
 
@@ -264,3 +265,22 @@ def render(ranks: List[Dict[str, Any]], others: List[Dict[str, Any]],
     for p in skipped:
         out.append(f"== pid {p['pid']} ({common.printable(p['path'])}): {p['why']}")
     return "\n".join(out).rstrip("\n")
+
+
+def ask_stacks(fol: Any, h: Optional[Dict[str, Any]]) -> None:
+    """When top sees a hang, asks each stuck rank of this host that has no
+    stacks taken since the hang began for them (`dftracer stacks`' request,
+    once per process and hang): the next refresh then shows its file and
+    line."""
+    if not h:
+        return
+    asked = fol.__dict__.setdefault("hang_asked", set())
+    whom = [s for s in h["stuck"] if s.get("state") not in ("dead", "stopped")]
+    whom += [s["batch_wait"]["worker"] for s in h["stuck"]
+             if (s.get("batch_wait") or {}).get("worker")]  # the worker a rank waits for
+    for s in whom:
+        pid, path = s.get("pid"), s.get("path")
+        if not pid or not path or s.get("file") or (pid, h["since_ts"]) in asked:
+            continue
+        asked.add((pid, h["since_ts"]))
+        request(path, pid)

@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, List, Tuple
 
 from dftracer import _core
 from dftracer.tools import common, runner, work
+from dftracer.tools.line_keys import unescape
 
 EXAMPLE = """example:
   dftracer summary ./traces --top 10
@@ -96,15 +97,6 @@ def name_group(name: str) -> str:
     """The by-name row a name belongs to: numbered names share one, e.g.
     ProfilerStep#12 -> ProfilerStep#* (docs/cli.md, "Numbered names")."""
     return _NUMBERED.sub("#*", name)
-
-
-def _unescape(s: str) -> str:
-    if "\\" not in s:
-        return s
-    try:
-        return json.loads('"' + s + '"')
-    except ValueError:
-        return s  # the older tools' unescaped backslashes
 
 
 class Group:
@@ -231,9 +223,9 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str],
                 wall = walls[g.files] = _wall_of(g.files, spans)
             row: Dict[str, Any] = {}
             for f, v in zip(GROUPINGS[by], key):
-                row[f] = _unescape(v) if isinstance(v, str) else v
+                row[f] = unescape(v) if isinstance(v, str) else v
             if by == "name":
-                row["module"] = _unescape(key[2]) if key[2] is not None else None
+                row["module"] = unescape(key[2]) if key[2] is not None else None
             row.update({
                 "count": g.count,
                 "total_us": g.total,

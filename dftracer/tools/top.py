@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from dftracer.tools import common, follow, hang, trace_name
+from dftracer.tools import common, follow, hang, stacks, trace_name
 
 EXTRA = "top"
 EXIT_MISSING_EXTRA = 3
@@ -145,7 +145,7 @@ def main(args: argparse.Namespace) -> int:
             return status
         snap = fol.snapshot(top=20 if args.top is None else args.top)
         snap["hang"] = hang.from_follower(fol, snap["time"], args.hang_after)
-        hang.ask_stacks(fol, snap["hang"])  # for the next look (the live view's next refresh)
+        stacks.ask_stacks(fol, snap["hang"])  # for the next look (the live view's next refresh)
         if args.json:
             snap["paths"] = paths
             json.dump(snap, sys.stdout, indent=1)

@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from dftracer.tools import common, follow, hang, top_rows
+from dftracer.tools import common, follow, hang, stacks, top_rows
 
 KEYS_HELP = ("q quit  s sort  r reverse  ↑/↓ select  enter: functions of the selected "
              "process  a: of all  f: hide finished")
@@ -334,7 +334,7 @@ def live(fol: follow.Follower, paths: List[str], interval: float = 1.0, sort: st
                     break
                 snap = fol.snapshot(only={vs.focus} if vs.focus else None, top=0)
                 snap["hang"] = hang.from_follower(fol, snap["time"], hang_after)
-                hang.ask_stacks(fol, snap["hang"])  # file and line at the next refresh
+                stacks.ask_stacks(fol, snap["hang"])  # file and line at the next refresh
                 w, h = console.size
                 view.update(render(snap, vs, paths, w, h, top_n, output), refresh=True)
                 due += interval

@@ -1,7 +1,9 @@
-/* reader/iostats_pass.h: what the I/O pass's two files share
- * (reader/iostats.c: reading a file, its descriptors and streams;
- * reader/iostats_count.c: counting each call as Darshan does).  For those
- * two files alone.  No GIL, no Python. */
+/* reader/iostats_pass.h: what the I/O pass's three files share
+ * (reader/iostats.c: reading a file, its epochs and identity;
+ * reader/iostats_count.c: counting each call as Darshan does;
+ * reader/iostats_tables.c: its args, files, descriptors and streams).  Calls
+ * go one way: iostats.c to the other two, iostats_count.c to the tables.
+ * For those files alone.  No GIL, no Python. */
 #ifndef DFT_READER_IOSTATS_PASS_H
 #define DFT_READER_IOSTATS_PASS_H
 
@@ -66,7 +68,7 @@ int dft_io_scan_args(const dft_line *l, io_args *a);
 /* The file an event names (fhash token, or a path string): its index, -1
  * out of memory, -2 none. */
 int64_t dft_io_file_of(pass *ps, const dft_sv *hash, const dft_sv *path);
-/* The descriptors and streams followed (reader/iostats.c). */
+/* The descriptors and streams followed (reader/iostats_tables.c). */
 uint64_t dft_io_fd_key(const dft_line *l, int64_t fd);
 int64_t dft_io_ofd_new(pass *ps, int64_t file, int64_t pos);
 void dft_io_ofd_unref(pass *ps, int64_t o);

@@ -1,74 +1,11 @@
-/* reader/members.c: the one walk over a JSON object's members that the
- * readers share: the line parser's (reader/parse.c: the line and its args),
- * the passes' args scanners (ranks.c, iostats.c) and the rewriter
- * (rewrite.c).  Whitespace anywhere; keys read as the line parser reads
- * strings in the walk's mode (lenient: the older tools' unescaped quotes;
- * strict: RFC 8259, for `validate`); a failure says why.  The caller takes
- * each value itself (skips it, scans it, or copies it changed), so one walk
- * serves reading and rewriting.  Pure; no GIL. */
+/* reader/members.c: the passes' reading of an event's args: dft_line_args
+ * hands each member of the args object the parser found to a callback (a
+ * plain object in one scan, any other through reader/scan.c's member walk),
+ * and dft_arg_fields_read puts a member into the field a table names.  Pure;
+ * no GIL. */
 #include "reader/reader.h"
 
 #include <string.h>
-
-static void ws(const char **p, const char *end)
-{
-    while (*p < end && (**p == ' ' || **p == '\t' || **p == '\r' || **p == '\n'))
-        (*p)++;
-}
-
-int dft_members_open(dft_members *it, const char *p, const char *end)
-{
-    ws(&p, end);
-    if (p >= end || *p != '{')
-        return -1;
-    dft_members_start(it, p + 1, end, DFT_PARSE_LENIENT);
-    return 0;
-}
-
-void dft_members_start(dft_members *it, const char *p, const char *end, dft_parse_mode mode)
-{
-    it->p = p;
-    it->end = end;
-    it->first = 1;
-    it->mode = mode;
-    it->fault = DFT_MEMBERS_OK;
-    it->why = NULL;
-}
-
-static int fault(dft_members *it, dft_members_fault f)
-{
-    it->fault = f;
-    return -1;
-}
-
-int dft_members_next(dft_members *it, dft_sv *key)
-{
-    ws(&it->p, it->end);
-    if (it->first) {
-        it->first = 0;
-        if (it->p < it->end && *it->p == '}') {
-            it->p++;
-            return 0;
-        }
-    } else if (it->p < it->end && *it->p == ',') {
-        it->p++;
-        ws(&it->p, it->end);
-    } else if (it->p < it->end && *it->p == '}') {
-        it->p++;
-        return 0;
-    } else {
-        return fault(it, DFT_MEMBERS_NO_SEP);
-    }
-    if (it->p >= it->end || *it->p != '"' ||
-        dft_json_scan_string_as(&it->p, it->end, key, it->mode, &it->why) < 0)
-        return fault(it, DFT_MEMBERS_BAD_KEY);
-    ws(&it->p, it->end);
-    if (it->p >= it->end || *it->p != ':')
-        return fault(it, DFT_MEMBERS_NO_COLON);
-    it->p++;
-    ws(&it->p, it->end);
-    return 1;
-}
 
 /* The members of the args object opened in *args, each handed to fn. */
 static int args_walk(dft_members *args, dft_arg_fn fn, void *ctx)

@@ -1,8 +1,11 @@
 /* reader/scan.c: the JSON grammar under the line parser (reader/parse.c):
  * strings (lenient: the older tools' unescaped quotes; strict: RFC 8259),
- * numbers, any value skipped, an object's members through members.c, UTF-8
- * checked; and the scanners the passes call on a value (dft_json_scan_*,
- * dft_hash_token).  The parser's fast path needs none of it but for what
+ * numbers, any value skipped, UTF-8 checked; the one walk over a JSON
+ * object's members (dft_members_*: whitespace anywhere, keys read as strings
+ * in the walk's mode, a failure says why; the caller takes each value
+ * itself: skips it, scans it, or copies it changed, so the parser, the
+ * passes' args readers and the rewriter share it); and the scanners the
+ * passes call on a value (dft_json_scan_*, dft_hash_token).  The parser's fast path needs none of it but for what
  * it hands over.  Pure; no GIL. */
 #include "reader/scan.h"
 
@@ -316,4 +319,66 @@ int dft_json_scan_value(const char **p, const char *end)
         return -1;
     *p = s.p;
     return 0;
+}
+
+/* ---- an object's members ------------------------------------------------ */
+
+static void ws_at(const char **p, const char *end)
+{
+    while (*p < end && (**p == ' ' || **p == '\t' || **p == '\r' || **p == '\n'))
+        (*p)++;
+}
+
+int dft_members_open(dft_members *it, const char *p, const char *end)
+{
+    ws_at(&p, end);
+    if (p >= end || *p != '{')
+        return -1;
+    dft_members_start(it, p + 1, end, DFT_PARSE_LENIENT);
+    return 0;
+}
+
+void dft_members_start(dft_members *it, const char *p, const char *end, dft_parse_mode mode)
+{
+    it->p = p;
+    it->end = end;
+    it->first = 1;
+    it->mode = mode;
+    it->fault = DFT_MEMBERS_OK;
+    it->why = NULL;
+}
+
+static int fault(dft_members *it, dft_members_fault f)
+{
+    it->fault = f;
+    return -1;
+}
+
+int dft_members_next(dft_members *it, dft_sv *key)
+{
+    ws_at(&it->p, it->end);
+    if (it->first) {
+        it->first = 0;
+        if (it->p < it->end && *it->p == '}') {
+            it->p++;
+            return 0;
+        }
+    } else if (it->p < it->end && *it->p == ',') {
+        it->p++;
+        ws_at(&it->p, it->end);
+    } else if (it->p < it->end && *it->p == '}') {
+        it->p++;
+        return 0;
+    } else {
+        return fault(it, DFT_MEMBERS_NO_SEP);
+    }
+    if (it->p >= it->end || *it->p != '"' ||
+        dft_json_scan_string_as(&it->p, it->end, key, it->mode, &it->why) < 0)
+        return fault(it, DFT_MEMBERS_BAD_KEY);
+    ws_at(&it->p, it->end);
+    if (it->p >= it->end || *it->p != ':')
+        return fault(it, DFT_MEMBERS_NO_COLON);
+    it->p++;
+    ws_at(&it->p, it->end);
+    return 1;
 }

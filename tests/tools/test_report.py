@@ -283,7 +283,7 @@ def test_what_counts_as_waiting_and_computing():
 
 def test_event_reader_yields_the_complete_events(train):
     from dftracer import _core
-    from dftracer.tools.summary import _unescape
+    from dftracer.tools.line_keys import unescape as _unescape
 
     _, paths = train
     # cat and name come as written, JSON escapes and all
