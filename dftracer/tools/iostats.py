@@ -416,14 +416,19 @@ def write_json(a: Dict[str, Any], out: Any) -> None:
     """The JSON of `summary --io --json`: one list entry a line, through
     json's C encoder (indent= would take the pure-Python one: minutes for a
     few hundred thousand files)."""
-    parts = []
-    for key, value in a.items():
-        if isinstance(value, list):
-            body = ",\n".join("  " + json.dumps(v) for v in value)
-            parts.append(f" {json.dumps(key)}: [\n{body}\n ]" if value else f" {json.dumps(key)}: []")
+    # each entry written as it is encoded: the text of every file at once
+    # (a few KiB each) was as large as the rows themselves
+    out.write("{")
+    for n, (key, value) in enumerate(a.items()):
+        out.write(("\n" if n == 0 else ",\n") + f" {json.dumps(key)}: ")
+        if isinstance(value, list) and value:
+            out.write("[")
+            for i, v in enumerate(value):
+                out.write(("\n  " if i == 0 else ",\n  ") + json.dumps(v))
+            out.write("\n ]")
         else:
-            parts.append(f" {json.dumps(key)}: {json.dumps(value)}")
-    out.write("{\n" + ",\n".join(parts) + "\n}\n")
+            out.write(json.dumps(value))
+    out.write("\n}\n")
 
 
 def _files_table(rows: List[Dict[str, Any]], title: str, total: int) -> str:
