@@ -30,15 +30,6 @@
 #include "core/trace_file.h"
 #include "core/writer_state.h"
 
-dft_writer_state dft_writer = {
-    .lock = PTHREAD_MUTEX_INITIALIZER,
-    .nonempty = PTHREAD_COND_INITIALIZER,
-    .space = PTHREAD_COND_INITIALIZER,
-    .idle = PTHREAD_COND_INITIALIZER,
-    .file_lock = PTHREAD_MUTEX_INITIALIZER,
-    .fd = -1,
-};
-
 /* ---- chunks ------------------------------------------------------------ */
 
 /* A thread's first chunk holds this much before its first hand-off: a thread

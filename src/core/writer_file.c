@@ -15,6 +15,18 @@
 #include "core/trace_file.h"
 #include "core/writer_state.h"
 
+/* The writer's one state (core/writer_state.h), defined here, in the half
+ * that only reads it: the queue's threads (core/writer.c) call down into this
+ * file, and nothing here calls back up into theirs. */
+dft_writer_state dft_writer = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .nonempty = PTHREAD_COND_INITIALIZER,
+    .space = PTHREAD_COND_INITIALIZER,
+    .idle = PTHREAD_COND_INITIALIZER,
+    .file_lock = PTHREAD_MUTEX_INITIALIZER,
+    .fd = -1,
+};
+
 /* ---- writing ----------------------------------------------------------- */
 
 /* Appends one whole member (buf) with write() calls, retrying short writes and
