@@ -101,8 +101,9 @@ int dft_at_optimizer_end(uintptr_t opt, int64_t ts);
 void dft_at_forward_pre(PyObject *module);
 void dft_at_forward_post(PyObject *module, PyObject *output);
 
-/* Registration of each file's types and functions (autotrace_steps.c calls
- * hooks and data, hooks calls forward).  0, or -1 with an exception set. */
+/* Registration of each file's types and functions (torch/module.c calls
+ * them in turn).  0, or -1 with an exception set. */
+int dft_at_steps_register(PyObject *module);
 int dft_at_hooks_register(PyObject *module);
 int dft_at_data_register(PyObject *module);
 int dft_at_forward_register(PyObject *module);

@@ -28,8 +28,6 @@
 
 #include "core/clock.h"
 
-dft_at_calls_ctx dft_at_calls;
-
 static PyObject *tell_name, *compiling_flag_name;
 
 /* (pos, name or None, default) from comm.arg_spec(). */

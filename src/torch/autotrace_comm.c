@@ -17,6 +17,11 @@
 #include "core/clock.h"
 #include "torch/comm_seq.h"
 
+/* The Python objects _AtCall's calls look up once (autotrace_calls.h),
+ * defined here, in the half that only reads them: autotrace_calls.c fills
+ * them and calls down into this file, which calls nothing back. */
+dft_at_calls_ctx dft_at_calls;
+
 static PyObject *nbytes_name, *get_future_name, *add_done_name;
 
 /* ---- an async collective's completion ------------------------------------ */

@@ -466,8 +466,7 @@ static int add_hook(PyObject *module, const char *name, int kind)
 /* GIL held (PyInit__core). */
 int dft_at_hooks_register(PyObject *module)
 {
-    if (PyType_Ready(&HookType) < 0 || PyType_Ready(&EngineRunType) < 0 ||
-        dft_at_forward_register(module) < 0)
+    if (PyType_Ready(&HookType) < 0 || PyType_Ready(&EngineRunType) < 0)
         return -1;
     if (!T.module_attr && (!(T.module_attr = PyUnicode_InternFromString("__module__")) ||
                            !(T.orig_mod = PyUnicode_InternFromString("_orig_mod")) ||

@@ -7,7 +7,6 @@
  * next; the first batch iteration is held back until a second one closes.
  * Everything needs the GIL (it guards the global iteration state) unless
  * noted. */
-#include "integrations.h"
 #include "torch/autotrace.h"
 
 #include <fcntl.h>
@@ -506,8 +505,8 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* GIL held (PyInit__core). */
-int dft_autotrace_register(PyObject *module)
+/* GIL held (PyInit__core, through torch/module.c). */
+int dft_at_steps_register(PyObject *module)
 {
     static int key_made;
     if (!key_made) {
@@ -517,10 +516,5 @@ int dft_autotrace_register(PyObject *module)
         }
         key_made = 1;
     }
-    if (PyModule_AddFunctions(module, methods) < 0)
-        return -1;
-    if (dft_at_hooks_register(module) < 0 || dft_at_data_register(module) < 0 ||
-        dft_at_calls_register(module) < 0)
-        return -1;
-    return 0;
+    return PyModule_AddFunctions(module, methods);
 }
