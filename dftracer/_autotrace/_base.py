@@ -146,24 +146,6 @@ def _c_failed(index: int, exc: BaseException) -> None:
 _core._at_set_fail(_c_failed)
 
 
-def setup_calls() -> None:
-    """What the C wrappers of comm.py, funcol.py and checkpoint.py share
-    (src/torch/autotrace_calls.c): comm's group lookup and counters, and the
-    callables they reach Python through (none of them ours but the group
-    lookup, once per group, and the search once a whole model is loaded)."""
-    from dftracer._autotrace import comm, modules
-
-    c10d = comm._c10d  # None until comm.install (or without torch.distributed)
-    _core._at_calls_setup(comm.group_info, comm._p2p_seq, torch.Tensor,
-                          c10d.ProcessGroup if c10d else None, compiling_flag(),
-                          c10d.get_rank if c10d else _no_group,
-                          c10d.get_global_rank if c10d else _no_group,
-                          os.path.abspath, torch.nn.Module, modules.search_again)
-
-
-def _no_group(*args: Any) -> Any:  # never called: no collective is wrapped then
-    raise RuntimeError("torch.distributed is not available")
-
 # Called once torch.compile is seen: hooks that dynamo could meet move to
 # Python shims that stand aside while compiling (modules.py, optim.py).
 at_compile: List[Callable[[], None]] = []

@@ -9,7 +9,7 @@ import torch
 import torch.serialization as serialization
 
 from dftracer._autotrace import comm
-from dftracer._autotrace._base import part, patch, setup_calls
+from dftracer._autotrace._base import part, patch
 
 P = part("checkpoint")
 
@@ -19,7 +19,7 @@ def install() -> None:
     in C (src/torch/autotrace_calls.c): `path` is the absolute path of a
     path argument, `bytes` the file's size after the call, or what a file
     object's position moved."""
-    setup_calls()
+    comm.setup_calls()
     save = comm.timed(serialization.save, "torch.save", "save",
                       data=comm.arg_spec(serialization.save, "f"))
     load = comm.timed(serialization.load, "torch.load", "load",

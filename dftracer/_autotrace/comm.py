@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 import torch.distributed as dist
 
 from dftracer import _core
-from dftracer._autotrace._base import part, patch, setup_calls
+from dftracer._autotrace._base import compiling_flag, part, patch
 
 P = part("comm")
 
@@ -151,10 +152,7 @@ def install() -> None:
     wrappers["destroy_process_group"] = _wrap_destroy(_c10d.destroy_process_group)
     for name, wrapper in wrappers.items():
         _replace(name, wrapper, getattr(_c10d, name))
-    from dftracer._autotrace import funcol
-
-    funcol.install()  # torch.distributed._functional_collectives, once imported
-    P.started()
+    P.started()  # then hooks.py installs funcol.py (the functional collectives)
 
 
 def original(name: str) -> Callable[..., Any]:
@@ -164,3 +162,22 @@ def original(name: str) -> Callable[..., Any]:
     from torch.distributed import distributed_c10d
 
     return getattr(distributed_c10d, name)
+
+
+def setup_calls() -> None:
+    """What the C wrappers of comm.py, funcol.py and checkpoint.py share
+    (src/torch/autotrace_calls.c): comm's group lookup and counters, and the
+    callables they reach Python through (none of them ours but the group
+    lookup, once per group, and the search once a whole model is loaded)."""
+    from dftracer._autotrace import modules
+
+    c10d = _c10d  # None until install (or without torch.distributed)
+    _core._at_calls_setup(group_info, _p2p_seq, torch.Tensor,
+                          c10d.ProcessGroup if c10d else None, compiling_flag(),
+                          c10d.get_rank if c10d else _no_group,
+                          c10d.get_global_rank if c10d else _no_group,
+                          os.path.abspath, torch.nn.Module, modules.search_again)
+
+
+def _no_group(*args: Any) -> Any:  # never called: no collective is wrapped then
+    raise RuntimeError("torch.distributed is not available")

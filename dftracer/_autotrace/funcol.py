@@ -95,6 +95,6 @@ def _remap_originals(module: Any) -> None:
 
 
 def install() -> None:
-    from dftracer._autotrace import when_imported
+    from dftracer._autotrace.imports import when_imported
 
     when_imported(MODULE, install_now)

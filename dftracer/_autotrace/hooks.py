@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Dict
 
-from dftracer import _autotrace
+from dftracer._autotrace.imports import when_imported
 from dftracer._autotrace import _base
 
 _installed = False
@@ -49,6 +49,16 @@ def _on_dynamo() -> None:
     torch._dynamo.reset = _wrap_dynamo_reset(torch._dynamo.reset)
 
 
+def _install_comm() -> None:
+    """torch.distributed's collectives, then the functional ones (funcol.py
+    waits for their module), once the collectives' wrappers are set."""
+    from dftracer._autotrace import comm, funcol
+
+    comm.install()
+    if comm._c10d is not None:
+        funcol.install()
+
+
 def install() -> None:
     """Installs every part; called once, after torch's import."""
     global _installed
@@ -61,10 +71,10 @@ def install() -> None:
     _install_part("modules", modules.install)
     _install_part("optimizer", optim.install)
     _install_part("dataloader", data.install)
-    _install_part("comm", comm.install)
+    _install_part("comm", _install_comm)
     _install_part("ddp", ddp.install)
     _install_part("checkpoint", checkpoint.install)
-    _autotrace.when_imported("torch._dynamo", _on_dynamo)
+    when_imported("torch._dynamo", _on_dynamo)
 
 
 def status() -> Dict[str, str]:
