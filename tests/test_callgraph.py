@@ -1,5 +1,5 @@
-"""The calls of the C sources, read from their symbols (docs/architecture.md,
-"Calls, from symbols"): each source under src/ is compiled on its own and
+"""The calls of the C sources, read from their symbols, and the imports of
+the Python package (docs/architecture.md, "Calls, from symbols"): each source under src/ is compiled on its own and
 `nm` says which functions and data it defines and which it uses; a use of a
 symbol another file defines is an arrow from that file to the other (a call,
 or a read of its state), whether a header declares it or not. Two rules:
@@ -8,11 +8,16 @@ or a read of its state), whether a header declares it or not. Two rules:
   ALLOWED): calls go down the layers, never back up;
 - the circles (files that reach each other through arrows) are exactly the
   ones the map names, each with its reason: a new one fails here, and so does
-  one the map still names after it is gone."""
+  one the map still names after it is gone.
+
+The same for the package's imports (any import, at the top or in a
+function, of a module of the package): its circles are the ones the map
+names; together with the C ones, at most 4."""
 
 from __future__ import annotations
 
 import os
+import ast
 import re
 import shlex
 import shutil
@@ -138,21 +143,77 @@ def test_calls_never_go_back_up_a_layer(arrows):
     assert not bad, "\n".join(bad)
 
 
-def test_the_circles_are_the_ones_the_map_names(arrows):
+def _named(marker: str, pattern: str) -> Set[frozenset]:
+    """The circles docs/architecture.md lists between <!-- marker --> and
+    <!-- /marker -->: one "- " entry each, its files before the first colon."""
     with open(DOC, encoding="utf-8") as f:
         doc = f.read()
-    start, end = doc.find("<!-- call circles -->"), doc.find("<!-- /call circles -->")
-    assert start >= 0 and end > start, "docs/architecture.md has no call circles list"
+    start, end = doc.find(f"<!-- {marker} -->"), doc.find(f"<!-- /{marker} -->")
+    assert start >= 0 and end > start, f"docs/architecture.md has no {marker} list"
     named = set()
     for entry in doc[start:end].split("\n- ")[1:]:
-        files = re.findall(r"`([a-z_]+/[a-z_]+\.c)`", entry.split(":", 1)[0])  # the list, then why
+        files = re.findall(pattern, entry.split(":", 1)[0])  # the list, then why
         assert files, f"a circle without files: {entry!r}"
         named.add(frozenset(files))
+    return named
+
+
+def _show(cs: Set[frozenset]) -> List[List[str]]:
+    return sorted(sorted(c) for c in cs)
+
+
+C_FILE = r"`([a-z_]+/[a-z_]+\.c)`"
+PY_FILE = r"`([a-z_/]+\.py)`"
+EXTENSIONS = {"dftracer._core"}  # compiled: no .py, and it imports nothing of the package
+
+
+def test_the_circles_are_the_ones_the_map_names(arrows):
+    named = _named("call circles", C_FILE)
     found = _circles(arrows)
-    assert len(named) <= 4, "the map names more circles than the 4 the design allows"
+    assert len(named) + len(_named("import circles", PY_FILE)) <= 4, \
+        "the map names more circles than the 4 the design allows"
+    assert found == named, (f"circles in the calls: {_show(found)}\n"
+                            f"docs/architecture.md names: {_show(named)}")
 
-    def show(cs):
-        return sorted(sorted(c) for c in cs)
 
-    assert found == named, (f"circles in the calls: {show(found)}\n"
-                            f"docs/architecture.md names: {show(named)}")
+def _imports() -> Dict[str, Set[str]]:
+    """{module file (dftracer/...py): the package's module files it imports}."""
+    pkg = os.path.join(ROOT, "dftracer")
+    mods: Dict[str, str] = {}
+    for root, _, files in os.walk(pkg):
+        for f in files:
+            if f.endswith(".py"):
+                rel = os.path.relpath(os.path.join(root, f), ROOT)
+                name = rel[:-3].replace(os.sep, ".")
+                mods[name[:-len(".__init__")] if name.endswith(".__init__") else name] = rel
+    graph: Dict[str, Set[str]] = {rel: set() for rel in mods.values()}
+    for name, rel in mods.items():
+        with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        here = name if rel.endswith("__init__.py") else name.rsplit(".", 1)[0]
+        for node in ast.walk(tree):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = here.split(".")[:len(here.split(".")) - node.level + 1]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                for a in node.names:  # a submodule, else the module the name is in
+                    sub = f"{base}.{a.name}"
+                    if sub not in EXTENSIONS:
+                        targets.append(sub if sub in mods else base)
+            graph[rel] |= {mods[t] for t in targets if t in mods and mods[t] != rel}
+    return graph
+
+
+def test_python_import_circles_are_the_ones_the_map_names():
+    if not os.path.isdir(os.path.join(ROOT, "dftracer")):
+        pytest.skip("no package tree")
+    graph = _imports()
+    assert sum(map(len, graph.values())) > 50, "too few imports read"
+    found = {frozenset(c) for c in _circles(graph)}
+    named = _named("import circles", PY_FILE)
+    assert found == named, (f"circles in the imports: {_show(found)}\n"
+                            f"docs/architecture.md names: {_show(named)}")

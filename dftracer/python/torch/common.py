@@ -5,6 +5,6 @@ used."""
 from __future__ import annotations
 
 from dftracer.python.common import TagDType, TagType, TagValue, dftracer, get_time_scale
-from dftracer.python.torch import trace_handler
+from dftracer.python.torch._handler import trace_handler
 
 __all__ = ["TagDType", "TagType", "TagValue", "dftracer", "get_time_scale", "trace_handler"]

@@ -279,7 +279,7 @@ class ProfilerContext:
             else:
                 note("nsight_enabled needs CUDA; no NVTX ranges or cudaProfilerStart/Stop on this machine")
         try:
-            from dftracer.python.torch import trace_handler  # type: ignore[attr-defined]
+            from dftracer.python.torch._handler import trace_handler
 
             self._trace_handler = trace_handler
         except ImportError:
