@@ -21,8 +21,7 @@ int dft_dynamo_state_register(PyObject *module);   /* torch/dynamo_state.c: cont
 int dft_dynamo_register(PyObject *module);         /* torch/dynamo_timing.c: graph timers */
 int dft_frame_hook_register(PyObject *module);     /* torch/frame_hook.c: PEP 523 hook */
 int dft_ddp_hook_register(PyObject *module);       /* torch/ddp_hook.c: DDP's bucket hook */
-int dft_hang_spans_register(PyObject *module);     /* hang/spans_py.c: open spans */
-int dft_hang_stacks_register(PyObject *module);    /* hang/stacks.c: stacks on request */
+int dft_hang_register(PyObject *module);           /* hang/module.c: open spans, stacks */
 int dft_autotrace_register(PyObject *module);      /* torch/autotrace_*.c: torch hooks */
 int dft_memory_register(PyObject *module);         /* torch/memory_py.c: MemoryTracker */
 
@@ -44,8 +43,7 @@ static const dft_integration_fn dft_integrations[] = {
     dft_dynamo_register,
     dft_frame_hook_register,
     dft_ddp_hook_register,
-    dft_hang_spans_register,
-    dft_hang_stacks_register,
+    dft_hang_register,
     dft_autotrace_register,
     dft_memory_register,
 };

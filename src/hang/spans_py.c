@@ -5,7 +5,7 @@
 #include <Python.h>
 
 #include "core/core.h"
-#include "integrations.h"
+#include "hang/parts.h"
 
 /* _span_open(name, cat, ts, group=None, seq=-1) -> token (int; 0: none).
  * GIL held. */

@@ -22,8 +22,8 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/core.h"
+#include "hang/parts.h"
 #include "hang/walk.h"
-#include "integrations.h"
 
 #if PY_VERSION_HEX < 0x030B0000
 /* 3.10's thread states keep no kernel tid: the main thread is told by the
