@@ -27,7 +27,6 @@
 
 #include "core/flusher.h"
 #include "core/state.h"
-#include "core/writer.h"
 
 #define REQ_TAIL "-stacks.req"
 
@@ -134,10 +133,4 @@ void dft_stacks_serve(void)
     if (dumper && atomic_load(&dft_trace.active))
         dumper(term ? "SIGTERM" : "request", r);
     atomic_store(&served, r);
-}
-
-/* Any thread beside the writers (the flusher), no GIL. */
-void dft_write_meta_now(const dft_event *ev)
-{
-    dft_writer_write_now_shared(ev, atomic_fetch_add(&dft_g.next_id_block, 1));
 }

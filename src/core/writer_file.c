@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "core/core.h"
 #include "core/kept_lines.h"
+#include "core/state.h"
 #include "core/trace_file.h"
 #include "core/writer_state.h"
 
@@ -401,4 +403,12 @@ int dft_writer_emergency(const char *data, size_t start, size_t end)
     }
     atomic_store(&dft_writer.emergency_busy, 0);
     return rc;
+}
+
+/* One event (its tid set) straight to the file with an id block of its own:
+ * the flusher's `open`, `stack` and memory events (core.h).  Any thread
+ * beside the writers (the flusher), no GIL. */
+void dft_write_meta_now(const dft_event *ev)
+{
+    dft_writer_write_now_shared(ev, atomic_fetch_add(&dft_g.next_id_block, 1));
 }

@@ -14,11 +14,6 @@
 
 #ifndef DFT_TESTING
 #error "src/testing/ is built only into the test extension (setup.py, DFTRACER_BUILD_TESTCORE)"
-
-/* dict[key] as an int64 into *out when present (else *out is kept); 0, or
- * -1 with TypeError naming what['key'] (testing/testcore.c). */
-int dft_testing_dict_i64(PyObject *d, const char *what, const char *key, int64_t *out);
-
 #endif
 
 /* Each adds its functions to the test module; 0, or -1 with an exception set. */
