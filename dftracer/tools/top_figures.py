@@ -56,8 +56,13 @@ _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")
 
 # step sources, by priority: a name given with --step, pipeline/iteration,
 # torch.profiler's ProfilerStep#N, the body of an ai.pipeline.train loop
-# (pipeline/train.block), any event's args.step (ai.update(step=...))
-STEP_NONE, STEP_ARGS, STEP_TRAIN, STEP_PROFILER, STEP_ITERATION, STEP_NAMED = range(6)
+# (pipeline/train.block), any event's args.step (ai.update(step=...)). The
+# order is reader/classify.h's (best first, as the C passes choose); here a
+# larger number wins, STEP_NONE (0) least.
+_KINDS = classes.STEP_KINDS  # (None, "named", "iteration", ...)
+STEP_NONE = 0
+STEP_NAMED, STEP_ITERATION, STEP_PROFILER, STEP_TRAIN, STEP_ARGS = (
+    len(_KINDS) - _KINDS.index(k) for k in ("named", "iteration", "profiler", "train", "args"))
 STEP_SOURCES = {STEP_ARGS: "args.step", STEP_TRAIN: "pipeline/train.block",
                 STEP_PROFILER: "ProfilerStep#N", STEP_ITERATION: "pipeline/iteration",
                 STEP_NAMED: "--step"}
