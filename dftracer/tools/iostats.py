@@ -38,6 +38,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from dftracer import _core
 from dftracer.tools import common, runner, work
 from dftracer.tools.line_keys import unescape
+from dftracer.tools.rank_rule import own_rank as _own_rank
 
 COUNTERS: Tuple[str, ...] = tuple(_core._IO_COUNTERS)
 IDX = {name: i for i, name in enumerate(COUNTERS)}
@@ -211,12 +212,6 @@ def _overlap(a: List[Tuple[int, int]], b: List[Tuple[int, int]]) -> int:
 def _pairs(data: bytes) -> List[Tuple[int, int]]:
     a = _counters(data)
     return [(a[i], a[i + 1]) for i in range(0, len(a), 2)]
-
-
-def _own_rank(r: Result) -> Optional[int]:
-    if r.get("rank", -1) >= 0:
-        return int(r["rank"])
-    return work.rank_of_process_name(r.get("process_name") or "")
 
 
 MAX_IDX = tuple(i for i, n in enumerate(COUNTERS) if n.startswith(("POSIX_MAX_BYTE",

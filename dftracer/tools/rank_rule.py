@@ -40,6 +40,15 @@ def rank_of_value(value: Any) -> Optional[int]:
     return _digits(value) if isinstance(value, str) else None
 
 
+def own_rank(result: Any) -> Optional[int]:
+    """A C pass's result's own rank: the `rank` it read (-1: none), else the
+    one in its process name (the ranks and I/O passes' Python sides)."""
+    rank = result.get("rank", -1)
+    if isinstance(rank, int) and rank >= 0:
+        return rank
+    return rank_of_process_name(result.get("process_name") or "")
+
+
 def count_of_value(value: Any, least: int = 0) -> Optional[int]:
     """A `local_rank` (least 0) or `world_size` (least 1) by the same rule."""
     v = rank_of_value(value)

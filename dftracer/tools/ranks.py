@@ -42,7 +42,7 @@ from array import array
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from dftracer import _core
-from dftracer.tools.rank_rule import rank_of_process_name
+from dftracer.tools.rank_rule import own_rank as _own_rank
 from dftracer.tools import common
 from dftracer.tools.lead_stats import (binom_tail, lead_t, mad, medians_of_others, t_tail,
                                        typical_lead)
@@ -79,12 +79,6 @@ def _int64s(data: bytes) -> array:
     a = array("q")
     a.frombytes(data)
     return a
-
-
-def _own_rank(r: Result) -> Optional[int]:
-    if r.get("rank", -1) >= 0:
-        return int(r["rank"])
-    return rank_of_process_name(r.get("process_name") or "")
 
 
 # ---- who is who --------------------------------------------------------------
