@@ -25,7 +25,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/flusher.h"
 #include "core/state.h"
 
 #define REQ_TAIL "-stacks.req"
