@@ -36,6 +36,7 @@ typedef struct {
 
 static struct {
     _Atomic(const void *) tstate; /* the step thread's PyThreadState */
+    _Atomic(const void *) bottom; /* its bottom frame (dft_walk_bottom_here) */
     _Atomic pid_t pid;            /* the process whose sampler runs (0: none) */
     atomic_flag busy;             /* the table's spin flag */
     place places[MAX_PLACES];
@@ -159,7 +160,11 @@ static void *sampler_main(void *arg)
         if (!ts || !dft_trace_active()) /* finalized: no walk until a step names a thread */
             continue;
         int n = dft_walk_stack(&w, ts, frames, MAX_FRAMES);
-        if (place_of(frames, n, key, sizeof key))
+        /* a walk that did not end at the thread's bottom frame followed a
+         * popped frame's stale links (the thread moved under it): its
+         * frames are not a place.  One a stop frame ended is not counted. */
+        if (w.bottom && w.bottom == atomic_load_explicit(&S.bottom, memory_order_acquire) &&
+            place_of(frames, n, key, sizeof key))
             count(key);
     }
     free(frames);
@@ -189,6 +194,7 @@ void dft_sample_step_thread(void)
     const dft_config *c = dft_trace_config();
     if (!c || c->sample_hz <= 0)
         return;
+    atomic_store_explicit(&S.bottom, dft_walk_bottom_here(), memory_order_release);
     atomic_store_explicit(&S.tstate, (const void *)PyThreadState_Get(), memory_order_release);
     pid_t me = getpid();
     if (atomic_load(&S.pid) == me)

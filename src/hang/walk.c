@@ -348,8 +348,9 @@ int dft_walk_stack(dft_walker *w, const void *tstate, dft_walk_frame *out, int c
 {
     if (cap > DFT_WALK_MAX_FRAMES)
         cap = DFT_WALK_MAX_FRAMES;
-    const void *at = top_frame(w, tstate);
+    const void *at = top_frame(w, tstate), *last = NULL;
     int n = 0;
+    w->bottom = NULL;
     /* at most twice as many frames visited as kept (incomplete ones are
      * skipped): a cycle ends there */
     for (int visited = 0; at && n < cap && visited < 2 * DFT_WALK_MAX_FRAMES; visited++) {
@@ -360,6 +361,7 @@ int dft_walk_stack(dft_walker *w, const void *tstate, dft_walk_frame *out, int c
         _PyInterpreterFrame fr;
         if (dft_walk_copy(w, &fr, at, offsetof(_PyInterpreterFrame, localsplus)) != 0)
             break;
+        last = at;
         const void *next = fr.previous;
 #if PY_VERSION_HEX >= 0x030D0000
         code = fr.f_executable;
@@ -392,6 +394,7 @@ int dft_walk_stack(dft_walker *w, const void *tstate, dft_walk_frame *out, int c
         PyFrameObject fr;
         if (dft_walk_copy(w, &fr, at, sizeof fr) != 0 || Py_TYPE((PyObject *)&fr) != &PyFrame_Type)
             break;
+        last = at;
         const void *next = fr.f_back;
         code = fr.f_code;
         if (copy_code(w, code, &co) != 0) {
@@ -412,8 +415,33 @@ int dft_walk_stack(dft_walker *w, const void *tstate, dft_walk_frame *out, int c
             f->line = line_of(w, &co, addrq);
         n++;
         if (w->stop && w->stop(f))
-            break;
+            return n;
         at = next;
     }
+    if (!at)
+        w->bottom = last;
     return n;
+}
+
+/* The GIL held: the frames are read in place (this thread cannot move). */
+const void *dft_walk_bottom_here(void)
+{
+    PyThreadState *ts = PyThreadState_Get();
+#if PY_VERSION_HEX >= 0x030D0000
+    const _PyInterpreterFrame *f = ts->current_frame;
+#elif PY_VERSION_HEX >= 0x030B0000
+    const _PyInterpreterFrame *f = ts->cframe ? ts->cframe->current_frame : NULL;
+#else
+    const PyFrameObject *f = ts->frame;
+#endif
+    if (!f)
+        return NULL;
+#if PY_VERSION_HEX >= 0x030B0000
+    while (f->previous)
+        f = f->previous;
+#else
+    while (f->f_back)
+        f = f->f_back;
+#endif
+    return f;
 }

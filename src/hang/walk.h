@@ -57,6 +57,10 @@ typedef struct {
     /* when set, dft_walk_stack ends after a frame for which it is nonzero
      * (the sampler: a frame of code the events time ends the sample) */
     int (*stop)(const dft_walk_frame *f);
+    /* set by dft_walk_stack: the address of the stack's bottom frame (the
+     * one with no previous frame) when the walk reached it, else NULL (a
+     * stop frame, the frame cap, a failed copy or the cycle bound ended it) */
+    const void *bottom;
 } dft_walker;
 
 /* Prepares w (probes process_vm_readv unless pipe_only; allocates the
@@ -81,5 +85,12 @@ int dft_walk_threads(dft_walker *w, PyInterpreterState *interp, dft_walk_thread 
  * cap (and DFT_WALK_MAX_FRAMES).  Returns how many (0: none, or the thread
  * is gone). */
 int dft_walk_stack(dft_walker *w, const void *tstate, dft_walk_frame *out, int cap);
+
+/* The address of the calling thread's bottom frame (what dft_walk_stack
+ * sets as bottom when it reaches it), or NULL when it runs no Python frame.
+ * A walk of a thread that moved while it was read may follow a popped
+ * frame's stale links and end early: one that ends at this frame did not.
+ * The GIL held, in that thread. */
+const void *dft_walk_bottom_here(void);
 
 #endif

@@ -417,3 +417,35 @@ def test_the_walker_with_either_copy(pipe_only):
     (mine,) = [t for t in threads if t[0] == helper.ident]
     assert [f[2] for f in mine[2]][-2:] == ["_bootstrap_inner", "_bootstrap"]
     assert mine[2][0][2] == "wait" and mine[2][0][0] == threading.__file__
+
+
+@pytest.mark.parametrize("pipe_only", [False, True], ids=["process_vm_readv", "pipe"])
+def test_the_walker_ends_at_each_threads_bottom_frame(pipe_only):
+    """The stack sampler counts a walk only when it ended at the frame its
+    thread's own reading (GIL held) names as the bottom (a walk that followed
+    a popped frame's stale links ends elsewhere): the two agree, for the main
+    thread and for another, on every version's frame layout."""
+    import threading
+
+    from tracefile import get_testcore
+
+    core = get_testcore()
+    go, ready, seen = threading.Event(), threading.Event(), []
+
+    def helper_main():
+        seen.append(core._walk_bottom_here_for_test())
+        ready.set()
+        go.wait()
+
+    helper = threading.Thread(target=helper_main, name="helper")
+    helper.start()
+    try:
+        assert ready.wait(60)
+        bottoms = core._walk_bottoms_for_test(pipe_only)
+        here = core._walk_bottom_here_for_test()
+    finally:
+        go.set()
+        helper.join()
+    assert here and seen[0] and here != seen[0]
+    assert bottoms[threading.main_thread().ident] == here
+    assert bottoms[helper.ident] == seen[0]
