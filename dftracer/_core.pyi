@@ -237,6 +237,14 @@ def _rank_file(path: _Path, step: Optional[str] = None, sync_only: bool = False)
 _IO_COUNTERS: Tuple[str, ...]
 def _io_file(path: _Path, epoch_from: Optional[str] = None,
              bounds: Optional[bytes] = None) -> Dict[str, Any]: ...
+def _io_add(into: Any, counters: bytes) -> None:
+    """One data file's counters added into an array('q') of as many."""
+def _io_fold(row: bytes, counters: bytes) -> bytes:
+    """A packed row of summed counters (b"": none yet) with one file's added."""
+def _io_unfold(row: bytes) -> bytes:
+    """The packed row's counters as bytes of int64."""
+def _io_sums(rows: List[bytes], indexes: Tuple[int, ...]) -> bytes:
+    """Per packed row, the sum of those counters (bytes of int64)."""
 
 class _LineReader:
     """Batches of lines (bytes, without newline) of a plain or gzip trace."""

@@ -30,35 +30,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import operator
 import os
 from array import array
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from dftracer import _core
-from dftracer.tools import common, runner, work
-from dftracer.tools.line_keys import unescape
+from dftracer.tools import common, iofold, runner, work
 from dftracer.tools.rank_rule import own_rank as _own_rank
 
-COUNTERS: Tuple[str, ...] = tuple(_core._IO_COUNTERS)
-IDX = {name: i for i, name in enumerate(COUNTERS)}
-BUCKETS = ("0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10M",
-           "10M_100M", "100M_1G", "1G_PLUS")
-DARSHAN = tuple(n for n in COUNTERS if n.startswith(("POSIX_", "STDIO_")))
 MARK_KINDS = ("named", "iteration", "pipeline", "loader")  # src/reader/iostats.h, DFT_IO_MARK_*
+BUCKETS = iofold.BUCKETS
 
 Result = Dict[str, Any]
-
-
-def _ok(r: Result) -> bool:
-    return "files" in r and (r.get("status") in ("ok", "truncated") or (
-        r.get("status") == "corrupt" and r.get("events", 0) > 0))
-
-
-def _counters(data: bytes) -> array:
-    a = array("q")
-    a.frombytes(data)
-    return a
+_ok = iofold.ok
+_counters = iofold.counters
+_add = iofold.add
+_io_row = iofold.io_row
+darshan_dict = iofold.darshan_dict
 
 
 # ---- epochs ------------------------------------------------------------------
@@ -132,14 +120,19 @@ def collect(args: argparse.Namespace, label: str = "io") -> Tuple[List[Result], 
 
 
 def read(paths: List[str], args: argparse.Namespace, label: str = "io") -> Tuple[List[Result], int]:
-    """The I/O pass over paths (collect's work, for the report too)."""
+    """The I/O pass over paths (collect's work, for the report too): the
+    results, a `Reads` list whose `fold` holds their data files' counters
+    summed per path (each result's "files" become (row, slots) pairs as it
+    arrives, so no trace's per-file counters are kept)."""
     status = 0
     epoch_from = getattr(args, "epoch_from", None)
     if args.dask:  # a dask worker has a cwd of its own: relative paths name other files there
         paths = [os.path.abspath(p) for p in paths]
-    results = runner.run(work.io_file, [(p, None) for p in paths], jobs=args.jobs,
-                         dask=args.dask, label=label, progress=args.progress,
-                         extra=(epoch_from,))
+    fold = iofold.Fold()
+    results = Reads(runner.run(work.io_file, [(p, None) for p in paths], jobs=args.jobs,
+                               dask=args.dask, label=label, progress=args.progress,
+                               extra=(epoch_from,), on_result=lambda _i, r: fold.add(r)))
+    results.fold = fold
     status = max(status, common.check_results(results))
     files = [r for r in results if _ok(r)]
     plan = plan_epochs(files, bool(epoch_from))
@@ -153,13 +146,20 @@ def read(paths: List[str], args: argparse.Namespace, label: str = "io") -> Tuple
         for i in redo:  # the first pass's per-file data is not kept while the second runs
             r = results[i]
             first[i] = (r, r.pop("files"), plan.pop(id(r)))
+
+        def again_add(k: int, r: Result) -> None:
+            # the counters were folded from the first pass: only a data file
+            # it did not see (a trace still being written) adds its own
+            fold.add(r, seen={iofold.row_of(f) for f in first[redo[k]][1]})
+
         again = runner.run(work.io_file, items, jobs=args.jobs, dask=args.dask,
                            label=label + " (by epoch)", progress=args.progress,
-                           extra=(epoch_from,))
+                           extra=(epoch_from,), on_result=again_add)
         for i, r in zip(redo, again):
             old, files, bounds = first.pop(i)
             if _ok(r):
                 r["split"] = True
+                _core._io_add(r["io_total"], old["io_total"])
                 results[i] = r
             else:
                 old["files"] = files
@@ -170,12 +170,15 @@ def read(paths: List[str], args: argparse.Namespace, label: str = "io") -> Tuple
             continue
         bounds = plan.get(id(r)) or []
         r["epochs_from"] = bounds
-        if not r.get("split") and bounds and r["read_ts"]:
-            epoch = epoch_at(bounds, r["read_ts"][0])
-            for _path, _c, slots in r["files"]:
-                for k, s in enumerate(slots):
-                    slots[k] = (epoch,) + tuple(s[1:])
+        if not r.get("split") and bounds and r["read_ts"]:  # its reads' one epoch
+            r["epoch"] = epoch_at(bounds, r["read_ts"][0])
     return results, status
+
+
+class Reads(list):  # type: ignore[type-arg]
+    """read()'s results, with the Fold of their counters."""
+
+    fold: iofold.Fold
 
 
 # ---- combining -----------------------------------------------------------------
@@ -209,120 +212,74 @@ def _overlap(a: List[Tuple[int, int]], b: List[Tuple[int, int]]) -> int:
     return total
 
 
-def _pairs(data: bytes) -> List[Tuple[int, int]]:
-    a = _counters(data)
-    return [(a[i], a[i + 1]) for i in range(0, len(a), 2)]
-
-
-MAX_IDX = tuple(i for i, n in enumerate(COUNTERS) if n.startswith(("POSIX_MAX_BYTE",
-                                                                    "STDIO_MAX_BYTE")))
-
-
-def _add(into: List[int], c: Sequence[int]) -> None:
-    """Sum c into `into` (the MAX_BYTE counters: the largest), at C speed:
-    it runs three times per (trace file, data file)."""
-    top = [max(into[i], c[i]) for i in MAX_IDX]
-    into[:] = map(operator.add, into, c)
-    for i, v in zip(MAX_IDX, top):
-        into[i] = v
-
-
-def darshan_dict(c: Sequence[int]) -> Dict[str, Any]:
-    """Darshan's counters by name; times in seconds (float), as Darshan's."""
-    out: Dict[str, Any] = {}
-    for name in DARSHAN:
-        v = c[IDX[name]]
-        out[name] = v / 1e6 if name.endswith("_TIME") else v
-    return out
-
-
-def _hist(c: Sequence[int], prefix: str) -> Dict[str, int]:
-    first = IDX[prefix + BUCKETS[0]]
-    return {b: c[first + i] for i, b in enumerate(BUCKETS)}
-
-
-def _io_row(c: Sequence[int]) -> Dict[str, Any]:
-    return {
-        "opens": c[IDX["POSIX_OPENS"]] + c[IDX["STDIO_OPENS"]],
-        "reads": c[IDX["POSIX_READS"]] + c[IDX["STDIO_READS"]],
-        "writes": c[IDX["POSIX_WRITES"]] + c[IDX["STDIO_WRITES"]],
-        "bytes_read": c[IDX["bytes_read"]],
-        "bytes_written": c[IDX["bytes_written"]],
-        "meta_ops": c[IDX["meta_ops"]],
-        "read_time_us": c[IDX["POSIX_F_READ_TIME"]] + c[IDX["STDIO_F_READ_TIME"]],
-        "write_time_us": c[IDX["POSIX_F_WRITE_TIME"]] + c[IDX["STDIO_F_WRITE_TIME"]],
-        "meta_time_us": c[IDX["POSIX_F_META_TIME"]] + c[IDX["STDIO_F_META_TIME"]],
-    }
+def _pairs(ivs: Sequence[int]) -> List[Tuple[int, int]]:
+    return list(zip(ivs[0::2], ivs[1::2]))
 
 
 def analyze(results: Iterable[Result]) -> Dict[str, Any]:
-    """The dict `summary --io --json` prints (docs/cli.md, "I/O")."""
+    """The dict `summary --io --json` prints (docs/cli.md, "I/O"); its
+    "files" is an iofold.FileRows (a sequence whose rows are made as they
+    are read)."""
+    fold = getattr(results, "fold", None)
     files = [r for r in results if _ok(r)]
-    zero = [0] * len(COUNTERS)
-    per_path: Dict[str, Dict[str, Any]] = {}
+    if fold is None:  # the results of _io_file as they came
+        fold = iofold.Fold()
+        for r in files:
+            fold.add(r)
     epochs: Dict[int, Dict[str, Any]] = {}
-    job = list(zero)
-    per_proc: Dict[int, List[int]] = {}
+    job = list(iofold.ZERO)
+    per_proc: Dict[int, Any] = {}
     parents = _parents(files)
     rank_of: Dict[int, Optional[int]] = {}
     for r in files:
         rank_of[id(r)] = next((k for k in (_own_rank(a) for a in _ancestors(r, parents))
                                if k is not None), None)
+    procs: Dict[Tuple[str, int], int] = {}
     for r in files:
-        proc = per_proc.setdefault(id(r), list(zero))
-        for path, data, slots in r["files"]:
-            path = unescape(path)
-            c = _counters(data)
-            f = per_path.get(path)
-            if f is None:
-                f = per_path[path] = {"c": list(zero), "procs": set(), "ranks": set()}
-            _add(f["c"], c)
-            _add(job, c)
-            _add(proc, c)
-            f["procs"].add((r["host"], r["pid"]))
-            if rank_of[id(r)] is not None:
-                f["ranks"].add(rank_of[id(r)])
-            for epoch, nbytes, unplaced, ivs, _approx in slots:
+        procs.setdefault((r["host"], r["pid"]), len(procs))
+    known = [k for k in rank_of.values() if k is not None]
+    low = min(known, default=0)
+    span = max(known, default=0) - low + 1
+    by_proc, by_rank = set(), set()  # (row, process) and (row, rank) pairs as ints
+    for r in files:
+        per_proc[id(r)] = r["io_total"]
+        _add(job, r["io_total"])
+        proc, rank = procs[(r["host"], r["pid"])], rank_of[id(r)]
+        for packed in r["files"]:
+            row, slots = iofold.unpack_slots(packed, r.get("epoch"))
+            by_proc.add(row * len(procs) + proc)
+            if rank is not None:
+                by_rank.add(row * span + rank - low)
+            for epoch, nbytes, unplaced, ivs in slots:
                 if epoch is None:
                     continue
                 e = epochs.setdefault(epoch, {"bytes": 0, "unplaced": 0, "paths": {}})
                 e["bytes"] += nbytes
                 e["unplaced"] += unplaced
-                e["paths"].setdefault(path, []).extend(_pairs(ivs))
-    out_files = []
-    for path, f in per_path.items():
-        c = f["c"]
-        row = {"path": path}
-        row.update(_io_row(c))
-        row.update({
-            "size_hist_read": _hist(c, "read_"),
-            "size_hist_write": _hist(c, "write_"),
-            "seq_reads": c[IDX["POSIX_SEQ_READS"]], "consec_reads": c[IDX["POSIX_CONSEC_READS"]],
-            "seq_writes": c[IDX["POSIX_SEQ_WRITES"]],
-            "consec_writes": c[IDX["POSIX_CONSEC_WRITES"]],
-            "unplaced_reads": c[IDX["unplaced_reads"]],
-            "processes": len(f["procs"]), "ranks": sorted(f["ranks"]),
-            "darshan": darshan_dict(c),
-        })
-        out_files.append(row)
-    out_files.sort(key=lambda x: (-x["bytes_read"] - x["bytes_written"], x["path"]))
+                have = e["paths"].get(row)
+                if have is None:
+                    e["paths"][row] = ivs
+                else:
+                    have.extend(ivs)
     by_epoch = []
-    before: Dict[str, List[Tuple[int, int]]] = {}
+    before: Dict[int, Any] = {}  # per row, the ranges earlier epochs read (flat int64s)
     for epoch in sorted(epochs):
-        e = epochs[epoch]
+        e = epochs.pop(epoch)
         unique = reread = 0
-        for path, ivs in e["paths"].items():
-            merged = _merge(ivs)
+        for row, ivs in e["paths"].items():
+            merged = _merge(_pairs(ivs))
             unique += _length(merged)
-            prev = before.get(path)
+            prev = before.get(row)
             if prev:
+                prev = _pairs(prev)
                 reread += _overlap(merged, prev)
-                before[path] = _merge(prev + merged)
-            else:
-                before[path] = merged
+                merged = _merge(prev + merged)
+            before[row] = array("q", (v for iv in merged for v in iv))
         by_epoch.append({"epoch": epoch, "bytes_read": e["bytes"],
                          "unique_bytes": unique + e["unplaced"], "reread_bytes": reread,
                          "files": len(e["paths"]), "unplaced_bytes": e["unplaced"]})
+    before.clear()
+    out_files = iofold.file_rows(fold, by_proc, max(1, len(procs)), by_rank, low, span, job)
     return {
         "files": out_files,
         "by_epoch": by_epoch,
@@ -353,10 +310,10 @@ def _by_rank(files: List[Result], parents: Dict[int, Optional[Result]],
     rows = []
     for key, group in members.items():
         main = roots.get(key) or group[0]
-        total = [0] * len(COUNTERS)
+        total = list(iofold.ZERO)
         for r in group:
             _add(total, per_proc[id(r)])
-        if not any(total[IDX[n]] for n in ("bytes_read", "bytes_written", "meta_ops")):
+        if not any(total[iofold.IDX[n]] for n in ("bytes_read", "bytes_written", "meta_ops")):
             continue
         row = {"rank": key if isinstance(key, int) else None, "host": main["host"],
                "pid": main["pid"], "process_name": main.get("process_name", "")}
@@ -382,7 +339,7 @@ def _workers(procs: List[Result], per_proc: Dict[int, List[int]]) -> List[Dict[s
     for group in groups.values():
         first = group[0]
         wid = first.get("worker", -1)
-        c = [0] * len(COUNTERS)
+        c = list(iofold.ZERO)
         for w in group:
             _add(c, per_proc[id(w)])
         entry: Dict[str, Any] = {
@@ -416,7 +373,7 @@ def write_json(a: Dict[str, Any], out: Any) -> None:
     out.write("{")
     for n, (key, value) in enumerate(a.items()):
         out.write(("\n" if n == 0 else ",\n") + f" {json.dumps(key)}: ")
-        if isinstance(value, list) and value:
+        if isinstance(value, (list, iofold.FileRows)) and len(value):
             out.write("[")
             for i, v in enumerate(value):
                 out.write(("\n  " if i == 0 else ",\n  ") + json.dumps(v))
@@ -448,10 +405,8 @@ def render(a: Dict[str, Any], top: int) -> str:
     files = a["files"]
     n = len(files) if top <= 0 else top
     parts.append(_files_table(files[:n], "Top files by bytes", len(files)))
-    by_time = sorted(files, key=lambda f: (-(f["read_time_us"] + f["write_time_us"]
-                                              + f["meta_time_us"]), f["path"]))
-    parts.append(_files_table(by_time[:n], "Top files by time", len(files)))
-    hist = {b: sum(f["size_hist_read"][b] for f in files) for b in BUCKETS}
+    parts.append(_files_table(files.by_time(n), "Top files by time", len(files)))
+    hist = files.read_sizes()
     parts.append("\nRead sizes (calls): " + ", ".join(f"{b} {v:,}" for b, v in hist.items() if v)
                  if any(hist.values()) else "\nRead sizes: no reads")
     if a["by_epoch"]:

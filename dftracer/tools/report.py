@@ -125,7 +125,8 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
     if any(r["cat"] in ("POSIX", "STDIO") for r in summ["by_cat"]):
         from dftracer.tools import iostats  # the I/O section: summary --io's numbers
 
-        data["io"] = iostats.analyze(iostats.read(paths, args, label="io")[0])
+        data["io"] = io = iostats.analyze(iostats.read(paths, args, label="io")[0])
+        io["files"] = list(io["files"])  # the page's data holds every file's row
     from dftracer.tools import memory  # the memory section: summary --memory's numbers
 
     mem = memory.analyze(memory.read(paths, args))

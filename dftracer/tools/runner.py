@@ -17,8 +17,13 @@ def default_jobs() -> int:
 
 def run(func: Callable[..., Dict[str, Any]], items: Sequence[Any], *, jobs: Optional[int] = None,
         dask: Optional[str] = None, label: str = "", progress: Optional[bool] = None,
-        extra: Sequence[Any] = ()) -> List[Dict[str, Any]]:
+        extra: Sequence[Any] = (),
+        on_result: Optional[Callable[[int, Dict[str, Any]], None]] = None) -> List[Dict[str, Any]]:
     """Returns [func(item, *extra) for item in items], in order.
+
+    on_result(i, result), when given, is called in this process as each
+    result arrives (in any order), before the next is waited for: a caller
+    may fold it and shrink it in place instead of keeping all of it.
 
     func must be a module-level function (it is pickled to workers) that
     returns a dict, optionally with an "events" count for the progress bar.
@@ -28,13 +33,13 @@ def run(func: Callable[..., Dict[str, Any]], items: Sequence[Any], *, jobs: Opti
     results: List[Any] = [None] * len(items)
     try:
         if dask:
-            _run_dask(func, items, extra, dask, results, bar)
+            _run_dask(func, items, extra, dask, results, bar, on_result)
         else:
             jobs = jobs or default_jobs()
             if (jobs <= 1 or len(items) <= 1) and not bar.enabled:
                 for i, item in enumerate(items):
                     results[i] = func(item, *extra)
-                    bar.update(1, results[i].get("events", 0))
+                    _arrived(i, results, bar, on_result)
             else:
                 # A bar on a terminal keeps moving while a long file is read,
                 # so even one file is read in a worker then.
@@ -59,7 +64,7 @@ def run(func: Callable[..., Dict[str, Any]], items: Sequence[Any], *, jobs: Opti
                         for fut in done:
                             i = futures.pop(fut)
                             results[i] = fut.result()
-                            bar.update(1, results[i].get("events", 0))
+                            _arrived(i, results, bar, on_result)
                             nxt = next(todo, None)
                             if nxt is not None:
                                 futures[ex.submit(func, nxt[1], *extra)] = nxt[0]
@@ -69,8 +74,16 @@ def run(func: Callable[..., Dict[str, Any]], items: Sequence[Any], *, jobs: Opti
     return results
 
 
+def _arrived(i: int, results: List[Any], bar: Progress,
+             on_result: Optional[Callable[[int, Dict[str, Any]], None]]) -> None:
+    bar.update(1, results[i].get("events", 0))
+    if on_result is not None:
+        on_result(i, results[i])
+
+
 def _run_dask(func: Callable[..., Dict[str, Any]], items: Sequence[Any], extra: Sequence[Any],
-              address: str, results: List[Any], bar: Progress) -> None:
+              address: str, results: List[Any], bar: Progress,
+              on_result: Optional[Callable[[int, Dict[str, Any]], None]]) -> None:
     try:
         from distributed import Client, as_completed as dask_completed
     except ImportError as exc:  # pragma: no cover - depends on the install
@@ -83,4 +96,4 @@ def _run_dask(func: Callable[..., Dict[str, Any]], items: Sequence[Any], extra: 
         for fut in dask_completed(futures):
             i = index[fut.key]
             results[i] = fut.result()
-            bar.update(1, results[i].get("events", 0))
+            _arrived(i, results, bar, on_result)

@@ -1,6 +1,7 @@
 /* reader/iostats_py.c: _core._io_file(path, epoch_from=None, bounds=None),
  * the Python face of reader/iostats.c (used by dftracer/tools/iostats.py),
- * and _core._IO_COUNTERS, the names of its counters in order.
+ * and _core._IO_COUNTERS, the names of its counters in order (the folds of
+ * those counters over a job: reader/iostats_fold.c).
  *
  * Arrays go back as bytes of native int64 (array('q') reads them): per file
  * its counters (_IO_COUNTERS), and per epoch the byte ranges read (start,
@@ -147,5 +148,7 @@ int dft_tools_register_io(PyObject *module)
     Py_DECREF(t);
     if (rc < 0)
         return -1;
-    return PyModule_AddFunctions(module, io_methods);
+    if (PyModule_AddFunctions(module, io_methods) < 0)
+        return -1;
+    return dft_tools_register_io_fold(module);
 }

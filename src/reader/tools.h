@@ -35,6 +35,7 @@ int dft_tools_register(PyObject *module);
 int dft_tools_register_events(PyObject *module); /* reader/events.c */
 int dft_tools_register_ranks(PyObject *module);  /* reader/ranks_py.c */
 int dft_tools_register_io(PyObject *module);     /* reader/iostats_py.c */
+int dft_tools_register_io_fold(PyObject *module); /* reader/iostats_fold.c */
 int dft_tools_register_classify(PyObject *module); /* reader/classify_py.c */
 int dft_tools_register_stacks_tail(PyObject *module); /* reader/stacks_tail.c */
 int dft_tools_register_memory(PyObject *module);   /* reader/memory_py.c */
