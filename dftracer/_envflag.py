@@ -5,12 +5,13 @@ default; any other value is the default, with one warning line naming the
 variable and the value used.  ``dftracer-preload.pth`` applies the same
 tuples inline (it must import nothing but ``os``); tests/python/test_envflag.py
 holds the three to the same spellings.  ``choice`` is the same rule for a
-variable that names one of a few values.  Imports only ``os``."""
+variable that names one of a few values; ``log_level`` is DFTRACER_LOG_LEVEL's
+(tests/python/test_envflag.py holds it to the core's).  Imports only ``os``."""
 
 from __future__ import annotations
 
 import os
-from typing import Set, Tuple
+from typing import Optional, Set, Tuple
 
 ON: Tuple[str, ...] = ("1", "true", "yes", "on", "y")
 OFF: Tuple[str, ...] = ("0", "false", "no", "off", "n")
@@ -57,6 +58,18 @@ def choice(var: str, choices: Tuple[str, ...], default: str) -> str:
         return value.lower()
     _warn(var, value, default, "one of " + "/".join(choices))
     return default
+
+
+LEVELS: Tuple[str, ...] = ("DEBUG", "INFO", "WARN", "ERROR")  # src/core/config.h, DFT_LOG_*
+
+
+def log_level(value: Optional[str]) -> str:
+    """DFTRACER_LOG_LEVEL's value as the core reads it (src/core/config.c,
+    parse_level): one of LEVELS, any case, WARNING for WARN; unset, empty or
+    anything else is ERROR (the core warns about an unusable value once)."""
+    up = (value or "").upper()
+    up = "WARN" if up == "WARNING" else up
+    return up if up in LEVELS else "ERROR"
 
 
 def preload() -> bool:

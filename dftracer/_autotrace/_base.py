@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import torch
 
-from dftracer import _core
+from dftracer import _core, _envflag
 
 now: Callable[[], int] = _core.get_time
 # open spans (docs/trace-format.md, "Open spans"): what a hung rank is inside of
@@ -45,8 +45,7 @@ def emit(name: str, cat: str, start: int, end: int,
 
 
 def _say(line: str) -> None:
-    level = os.environ.get("DFTRACER_LOG_LEVEL", "").upper()
-    if level in ("DEBUG", "INFO", "WARN", "WARNING"):
+    if _envflag.log_level(os.environ.get("DFTRACER_LOG_LEVEL")) != "ERROR":
         try:
             os.write(2, f"dftracer: info: {line}\n".encode("utf-8", "replace"))
         except OSError:

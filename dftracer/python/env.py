@@ -35,7 +35,7 @@ DFTRACER_LOG_LEVEL_ENV = "DFTRACER_LOG_LEVEL"
 DFTRACER_TIME_METRIC_ENV = "DFTRACER_TIME_METRIC"
 
 _LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARN,
-           "WARNING": logging.WARN, "ERROR": logging.ERROR}
+           "ERROR": logging.ERROR}
 
 
 def _read() -> Dict[str, Any]:
@@ -67,10 +67,10 @@ _refresh()
 
 def setup_stream_logger() -> logging.Logger:
     """The ``DFTRACER`` logger, printing ``[LEVEL] message`` on stderr at
-    ``DFTRACER_LOG_LEVEL`` (ERROR unless DEBUG, INFO or WARN).  Calling it
+    ``DFTRACER_LOG_LEVEL`` (the core's reading: _envflag.log_level).  Calling it
     again does not add a second handler."""
     logger = logging.getLogger("DFTRACER")
-    logger.setLevel(_LEVELS.get(DFTRACER_LOG_LEVEL.upper(), logging.ERROR))
+    logger.setLevel(_LEVELS[_envflag.log_level(DFTRACER_LOG_LEVEL)])
     if not any(getattr(h, "_dftracer", False) for h in logger.handlers):
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))

@@ -15,6 +15,7 @@
 
 #include "core/clock.h"
 #include "core/compress.h"
+#include "core/config.h"
 #include "binding/pyargs.h"
 #include "core/core.h"
 #include "format/json.h"
@@ -52,6 +53,22 @@ static PyObject *json_string(PyObject *m, PyObject *arg)
 }
 
 /* _hash64(bytes) -> int: XXH64 (seed 0), as in hhash/fhash/SH values. */
+/* _config_for_test() -> {"log_level": 0-3 (DEBUG..ERROR), "flush_interval":
+ * seconds}: the environment read as tracing would read it now (its
+ * warnings printed), for the tests that hold Python's copies of those rules
+ * (dftracer/_envflag.py, tools/follow.py) to the core's. */
+static PyObject *config_for_test(PyObject *m, PyObject *noargs)
+{
+    (void)m;
+    (void)noargs;
+    dft_config c;
+    dft_config_load(&c);
+    PyObject *out = Py_BuildValue("{sisd}", "log_level", c.log_level, "flush_interval",
+                                  c.flush_interval);
+    dft_config_free(&c);
+    return out;
+}
+
 static PyObject *hash64(PyObject *m, PyObject *arg)
 {
     (void)m;
@@ -317,6 +334,8 @@ static PyMethodDef testcore_methods[] = {
      "_inflight_missed() -> int: collectives not kept (the table was full)."},
     {"_json_string", json_string, METH_O, "The JSON string dftracer writes for bytes."},
     {"_hash64", hash64, METH_O, "XXH64 (seed 0) of a bytes-like object."},
+    {"_config_for_test", config_for_test, METH_NOARGS,
+     "_config_for_test() -> {log_level, flush_interval} as the core reads the environment."},
     {"_clock_read_cost", clock_read_cost, METH_O,
      "_clock_read_cost(n): ns per tracer-clock read, averaged over n reads."},
     {"_clock_skew_for_test", clock_skew, METH_O,

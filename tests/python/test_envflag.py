@@ -141,3 +141,29 @@ def test_no_other_copy_of_the_rule():
                 text = open(path, encoding="utf-8").read()
                 bad += [f"{os.path.relpath(path, ROOT)}: {m.group(0)}" for m in copies.finditer(text)]
     assert not bad, "copies of the boolean rule (use dftracer._envflag.flag):\n" + "\n".join(bad)
+
+
+LEVEL_SPELLINGS = ["", "debug", "Debug", "INFO", "info", "warn", "WARNING", "Warning", "error",
+                   "ERROR", "verbose", "0", " DEBUG", "DEBUG ", "WARNINGS"]
+INTERVAL_SPELLINGS = ["", "1", "0", "off", "OFF", "Off", "0.5", ".5", "5.", "250ms", "250MS",
+                      "2s", "2S", "abc", "-1", "+1", " 1", "1 ", "5000", "0.001", "1e3", "nan",
+                      "inf", "3600", "3600.5", "0.01", "0ms", "10ms", "1s5", "ms", "."]
+
+
+def test_log_level_and_flush_interval_are_read_as_the_core_reads_them(monkeypatch):
+    """DFTRACER_LOG_LEVEL (_envflag.log_level: dftracer.python's logger and
+    the autotrace's info lines) and DFTRACER_FLUSH_INTERVAL (tools/follow.py's
+    parse_interval: `dftracer top`'s silence) have copies of the core's rules
+    in Python; each spelling reads the same in both."""
+    from dftracer.tools import follow
+    from tracefile import get_testcore
+
+    core = get_testcore()
+    for value in LEVEL_SPELLINGS:
+        monkeypatch.setenv("DFTRACER_LOG_LEVEL", value)
+        got = _envflag.LEVELS[core._config_for_test()["log_level"]]
+        assert got == _envflag.log_level(value), value
+    monkeypatch.delenv("DFTRACER_LOG_LEVEL")
+    for value in INTERVAL_SPELLINGS:
+        monkeypatch.setenv("DFTRACER_FLUSH_INTERVAL", value)
+        assert core._config_for_test()["flush_interval"] == follow.parse_interval(value)[0], value
