@@ -197,6 +197,23 @@ int dft_other_threads_have_records_locked(void)
     return 0;
 }
 
+/* Any thread, no GIL.  The newest entry matches first (registry_add puts
+ * it at the head): an ident reused by a later thread names that thread. */
+int dft_thread_name(int64_t *tid, unsigned long ident, char *buf, size_t cap)
+{
+    int found = 0;
+    pthread_mutex_lock(&dft_g.registry_lock);
+    for (dft_tstate *ts = dft_g.threads; ts; ts = ts->next)
+        if ((*tid > 0 ? ts->tid == *tid : ts->ident == ident) && ts->name[0]) {
+            snprintf(buf, cap, "%s", ts->name);
+            *tid = ts->tid;
+            found = 1;
+            break;
+        }
+    pthread_mutex_unlock(&dft_g.registry_lock);
+    return found;
+}
+
 /* Finalize, once tracing is no longer active: waits (at most wait_ns in all)
  * until no other thread is in the middle of recording an event, so that what
  * each one recorded is in its buffer for the last flush, or was refused and

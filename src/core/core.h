@@ -218,10 +218,11 @@ void dft_threads_resume_after_fork(void);
 /* Writes one event (its tid set) straight to the file, with an id of its
  * own: the flusher's `open` and `stack` events.  The flusher, no GIL. */
 void dft_write_meta_now(const dft_event *ev);
-/* The name the tracer knows for thread *tid into buf; 0 when none.  With
+/* The name the tracer knows for thread *tid into buf (its registry,
+ * core/buffer.c); 0 when none.  With
  * *tid <= 0 (CPython 3.10 keeps no tid) the thread is found by its ident
  * (pthread_self()) and *tid set. */
-int dft_open_thread_name(int64_t *tid, unsigned long ident, char *buf, size_t cap);
+int dft_thread_name(int64_t *tid, unsigned long ident, char *buf, size_t cap);
 
 /* Names the lane (pid, tid) (a GPU stream, a device) with a thread_name
  * event the first time it appears in the current trace file, and, when

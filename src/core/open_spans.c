@@ -15,7 +15,6 @@
  * launch time. */
 #include "core/open_spans.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "core/buffer.h"
@@ -300,21 +299,4 @@ void dft_open_spans_tick(int64_t age_us, int64_t repeat_us, int force)
         }
     }
     pthread_mutex_unlock(&dft_g.registry_lock);
-}
-
-/* Any thread, no GIL.  The newest entry matches first (registry_add puts
- * it at the head): an ident reused by a later thread names that thread. */
-int dft_open_thread_name(int64_t *tid, unsigned long ident, char *buf, size_t cap)
-{
-    int found = 0;
-    pthread_mutex_lock(&dft_g.registry_lock);
-    for (dft_tstate *ts = dft_g.threads; ts; ts = ts->next)
-        if ((*tid > 0 ? ts->tid == *tid : ts->ident == ident) && ts->name[0]) {
-            snprintf(buf, cap, "%s", ts->name);
-            *tid = ts->tid;
-            found = 1;
-            break;
-        }
-    pthread_mutex_unlock(&dft_g.registry_lock);
-    return found;
 }

@@ -62,7 +62,7 @@ static void write_stack(const dft_walk_thread *t, const dft_walk_frame *frames, 
         tid = getpid();
 #endif
     char name[128];
-    if (!dft_open_thread_name(&tid, t->ident, name, sizeof name)) {
+    if (!dft_thread_name(&tid, t->ident, name, sizeof name)) {
         if (tid > 0 && tid == (int64_t)getpid())
             snprintf(name, sizeof name, "MainThread");
         else
