@@ -294,12 +294,7 @@ static void gil_restore(void *h)
 void dft_writer_submit(dft_chunk *c)
 {
     pthread_mutex_lock(&dft_writer.lock);
-    if (dft_writer.fd < 0 && dft_writer.pending && dft_writer_open_file_locked() != 0 &&
-        !dft_writer.write_error_reported) {
-        dft_writer.write_error_reported = 1;
-        dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", dft_writer.path,
-                strerror(errno));
-    }
+    dft_writer_open_pending_locked();
     /* A file that could not be opened yet still gets the chunk: the writer
      * keeps the lines the file needs for when it opens. */
     if ((dft_writer.fd < 0 && !dft_writer.pending) || ensure_workers_locked() != 0) {

@@ -198,7 +198,7 @@ void dft_writer_process_chunk(worker *wk, dft_chunk *c)
 /* Opens the configured file (or its fallback name, core/trace_file.c); when
  * the file is new, the first piece written will start with the "[" line.
  * Caller holds dft_writer.lock or runs before any writer thread exists. */
-int dft_writer_open_file_locked(void)
+static int open_file_locked(void)
 {
     char *used;
     off_t size;
@@ -213,6 +213,18 @@ int dft_writer_open_file_locked(void)
     dft_writer.good_end = size;
     atomic_store(&dft_writer.need_bracket, size == 0);
     return 0;
+}
+
+/* Opens the file a trace waits for (opened at the first write), reporting
+ * a failure once per trace.  Caller holds dft_writer.lock. */
+void dft_writer_open_pending_locked(void)
+{
+    if (dft_writer.fd < 0 && dft_writer.pending && open_file_locked() != 0 &&
+        !dft_writer.write_error_reported) {
+        dft_writer.write_error_reported = 1;
+        dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", dft_writer.path,
+                strerror(errno));
+    }
 }
 
 /* The file of the current (or last) trace: a fallback name when the configured
@@ -252,7 +264,7 @@ int dft_writer_open(const dft_writer_opts *o, int open_now)
                                                       : o->nthreads;
     dft_writer.max_inflight = 2 * dft_writer.nworkers + 2;
     dft_writer.pending = 1;
-    return open_now ? dft_writer_open_file_locked() : 0;
+    return open_now ? open_file_locked() : 0;
 }
 
 /* Formats one event and writes it at once, bypassing the queue (the end event).
@@ -265,7 +277,7 @@ void dft_writer_write_now(const dft_event *ev, int64_t id)
         return;
     dft_rec_place at = {.id = id, .level = 1, .p_idx = -1, .tid = ev->tid};
     dft_record_encode(rec, ev, size, &at);
-    if (dft_writer.fd < 0 && dft_writer.pending && dft_writer_open_file_locked() != 0)
+    if (dft_writer.fd < 0 && dft_writer.pending && open_file_locked() != 0)
         return;
     worker *wk = &dft_writer.sync;
     size_t pos = 0;
@@ -319,12 +331,7 @@ void dft_writer_write_kept(void)
     if (!dft_kept_pending())
         return;
     pthread_mutex_lock(&dft_writer.lock);
-    if (dft_writer.fd < 0 && dft_writer.pending && dft_writer_open_file_locked() != 0 &&
-        !dft_writer.write_error_reported) {
-        dft_writer.write_error_reported = 1;
-        dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", dft_writer.path,
-                strerror(errno));
-    }
+    dft_writer_open_pending_locked();
     pthread_mutex_lock(&dft_writer.file_lock);
     write_kept_locked(&dft_writer.sync);
     pthread_mutex_unlock(&dft_writer.file_lock);

@@ -69,9 +69,9 @@ typedef struct piece_recs {
     size_t from, to;
 } piece_recs;
 
-/* Opens the configured file (or its fallback name).  Caller holds
- * dft_writer.lock or runs before any writer thread exists. */
-int dft_writer_open_file_locked(void);
+/* The pending file opened, a failure reported once (writer_file.c).
+ * Caller holds dft_writer.lock. */
+void dft_writer_open_pending_locked(void);
 /* Formats and writes the records of one chunk.  Writer threads, no GIL. */
 void dft_writer_process_chunk(worker *wk, dft_chunk *c);
 /* Stops the writer threads once the queue is empty; the kernel ids of those
