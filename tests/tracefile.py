@@ -12,7 +12,7 @@ import sys
 import textwrap
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 HASH_RE = re.compile(r"^[0-9a-f]{16}$")
 
@@ -119,6 +119,21 @@ def read_trace(path: str, check: bool = True, require_end: bool = True,
     if check:
         check_trace(trace, require_end)
     return trace
+
+
+def parent_and_child(traces: List["Trace"]) -> Tuple["Trace", "Trace"]:
+    """The traces of a process and of the child it forked: the child's
+    `start` event names the other's pid as its ppid (not the smaller pid:
+    pids wrap on a machine that has started many processes)."""
+    a, b = traces
+
+    def pid_ppid(t: "Trace") -> Tuple[int, int]:
+        (start,) = [e for e in t.events if e["ph"] == "X" and e["name"] == "start"]
+        return start["pid"], start["args"].get("ppid", -1)
+
+    (pa, ppa), (pb, ppb) = pid_ppid(a), pid_ppid(b)
+    assert (ppb == pa) != (ppa == pb), f"not a parent and its child: {pa}/{ppa}, {pb}/{ppb}"
+    return (a, b) if ppb == pa else (b, a)
 
 
 def check_event(ev: Dict[str, Any], where: str) -> None:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import textwrap
 
-from tracefile import USE_TESTCORE, find_traces, get_testcore, read_trace
+from tracefile import USE_TESTCORE, find_traces, get_testcore, parent_and_child, read_trace
 
 PROG = USE_TESTCORE + textwrap.dedent(r"""
     import os, sys, threading, time
@@ -85,7 +85,7 @@ def test_in_flight_collectives_listed_until_ended_from_any_thread(tmp_path):
     assert r.stdout.split() == ["kept", "256", "missed", "44"]
     traces = [read_trace(p) for p in find_traces(str(tmp_path))]
     assert len(traces) == 2
-    parent, child = sorted(traces, key=lambda t: min(e["pid"] for e in t.events))
+    parent, child = parent_and_child(traces)
     it = ("iteration", 3, None, None)
     gathers = [("all_gather", k, None, 1) for k in range(4)]
     shapes = snapshots(parent)

@@ -13,7 +13,7 @@ import sys
 import textwrap
 import time
 
-from tracefile import find_traces, read_trace
+from tracefile import find_traces, parent_and_child, read_trace
 
 PROG = textwrap.dedent(r"""
     import os, sys, time
@@ -63,7 +63,7 @@ def test_snapshots_follow_the_spans_and_a_fork(tmp_path):
     assert r.returncode == 0, r.stderr
     traces = [read_trace(p) for p in find_traces(str(tmp_path))]
     assert len(traces) == 2
-    parent, child = sorted(traces, key=lambda t: min(e["pid"] for e in t.events))
+    parent, child = parent_and_child(traces)
     snaps = snapshots(parent)
     for at, spans in snaps:
         assert all(a["n"] == len(spans) or a["n"] == 0 for a in spans)
