@@ -117,7 +117,7 @@ int dft_identity_emit_rank(const dft_rank_info *ri)
                               .v.s = {ri->source, strlen(ri->source)}};
     dft_event ev = {.name = "rank", .name_len = 4, .cat = "dftracer", .cat_len = 8,
                     .ph = DFT_PH_METADATA, .args = args, .nargs = n};
-    return dft_emit(&ev);
+    return dft_emit_logged(&ev);
 }
 
 /* Any thread, no GIL. */
@@ -131,7 +131,7 @@ int dft_identity_emit_worker(int64_t id, int64_t num_workers)
     dft_event ev = {.name = "worker", .name_len = 6, .cat = "dftracer", .cat_len = 8,
                     .ph = DFT_PH_METADATA, .args = args, .nargs = n};
     dft_mem_set_worker(id, num_workers); /* its batches are its steps (core/memory_counters.c) */
-    return dft_emit(&ev);
+    return dft_emit_logged(&ev);
 }
 
 /* ---- clock pairs ------------------------------------------------------- */
@@ -158,7 +158,7 @@ static void emit_pair(const char *when)
     dft_event ev;
     dft_arg args[4];
     clock_pair(&ev, args, when);
-    dft_emit(&ev);
+    dft_emit_logged(&ev);
 }
 
 /* Lifecycle hook: on the thread that flushes or finalizes, no GIL. */

@@ -137,7 +137,7 @@ int dft_intern_insert(uint64_t h)
  * Any thread, no GIL. */
 uint64_t dft_intern(dft_intern_kind kind, const char *s, size_t len)
 {
-    if (!atomic_load_explicit(&dft_trace.active, memory_order_relaxed) && dft_lazy_start() != 0)
+    if (!dft_trace_active()) /* a started trace (its header, the I/O wrappers) only */
         return 0;
     uint64_t h = dft_hash64(s, len);
     pthread_mutex_lock(&intern.lock);

@@ -70,7 +70,7 @@ static void write_limit(int now)
     if (now)
         dft_write_meta_now(&ev);
     else
-        dft_emit(&ev);
+        dft_emit_logged(&ev);
 }
 
 /* DFTRACER_MEMORY=0 (false, no, off, n; any case) turns the counters off;
@@ -119,7 +119,7 @@ void dft_mem_step(int64_t step)
     dft_event ev = {.name = "memory", .name_len = 6, .cat = "memory", .cat_len = 6,
                     .ts = dft_clock_us(), .ph = DFT_PH_COUNTER, .flags = DFT_EV_NO_NESTING,
                     .tid = dft_trace_pid(), .args = a, .nargs = 2};
-    dft_emit(&ev);
+    dft_emit_logged(&ev);
 }
 
 /* The stepping thread, GIL held (its figures come from torch). */
@@ -141,7 +141,7 @@ void dft_mem_cuda_step(int64_t step, int64_t device, const int64_t fig[4])
     dft_event ev = {.name = "memory", .name_len = 6, .cat = "memory", .cat_len = 6,
                     .ts = dft_clock_us(), .ph = DFT_PH_COUNTER, .flags = DFT_EV_NO_NESTING,
                     .tid = dft_trace_pid(), .args = a, .nargs = 5};
-    dft_emit(&ev);
+    dft_emit_logged(&ev);
 }
 
 int dft_mem_counters_on(void) { return counters_on(); }

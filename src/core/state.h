@@ -130,6 +130,10 @@ typedef struct dft_globals {
 
 extern dft_globals dft_g;
 
+/* Calls every hook dft_add_lifecycle_hook registered (core/state.c).  The
+ * thread that starts, flushes, forks or finalizes the trace. */
+void dft_run_lifecycle_hooks(dft_hook_event ev);
+
 /* 1 from a fork until the flusher is started again (core/park.c).  Read by
  * the hot path. */
 extern _Atomic int dft_threads_parked;

@@ -1,5 +1,6 @@
 /* core/tracer.c: the tracer's lifecycle (start, lazy start, finalize, fork,
- * the hooks integrations register) and the public C API of dftracer.h.  The
+ * running the hooks integrations register in core/state.c) and the public C
+ * API of dftracer.h.  The
  * intern set (core/intern.c), the flusher thread (core/flusher.c) and the
  * signal handlers (core/signals.c) are started and reset from here. */
 #include <errno.h>
@@ -26,30 +27,6 @@
 #include "core/trace_name.h"
 #include "core/writer.h"
 #include "format/record.h"
-
-/* ---- lifecycle hooks ---------------------------------------------------- */
-
-#define DFT_HOOKS_MAX 8
-static _Atomic(dft_lifecycle_hook) hooks[DFT_HOOKS_MAX];
-
-int dft_add_lifecycle_hook(dft_lifecycle_hook fn)
-{
-    for (int i = 0; i < DFT_HOOKS_MAX; i++) {
-        dft_lifecycle_hook none = NULL;
-        if (atomic_load(&hooks[i]) == fn || atomic_compare_exchange_strong(&hooks[i], &none, fn))
-            return 0;
-    }
-    return -1;
-}
-
-static void run_hooks(dft_hook_event ev)
-{
-    for (int i = 0; i < DFT_HOOKS_MAX; i++) {
-        dft_lifecycle_hook fn = atomic_load(&hooks[i]);
-        if (fn)
-            fn(ev);
-    }
-}
 
 /* ---- public C API ------------------------------------------------------ */
 
@@ -105,14 +82,12 @@ int dft_name_lane(int64_t pid, int64_t tid, const char *name)
 void dft_flush(void)
 {
     if (atomic_load(&dft_trace.active)) {
-        run_hooks(DFT_HOOK_FLUSH);
+        dft_run_lifecycle_hooks(DFT_HOOK_FLUSH);
         dft_flush_all_threads(1);
     }
 }
 
 /* ---- what the trace is ------------------------------------------------- */
-
-int64_t dft_trace_pid(void) { return dft_g.pid; }
 
 /* Any thread. */
 const char *dft_trace_path(void)
@@ -279,7 +254,7 @@ int dft_start(const char *log_file, const char *data_dir, int64_t process_id, in
     int rc = start_held(log_file, data_dir, process_id, explicit_init, err, errlen, &started);
     dft_signals_release(&saved);
     if (started)
-        run_hooks(DFT_HOOK_STARTED);
+        dft_run_lifecycle_hooks(DFT_HOOK_STARTED);
     return rc;
 }
 
@@ -352,7 +327,7 @@ static int start_held(const char *log_file, const char *data_dir, int64_t proces
     dft_dropped_take(); /* a count left by an earlier trace's finalize */
     dft_args_dropped_take();
     emit_header();
-    run_hooks(DFT_HOOK_OPENED);
+    dft_run_lifecycle_hooks(DFT_HOOK_OPENED);
     dft_keep_own_thread_now(dft_trace_gen());
     dft_writer_write_kept(); /* the header is on disk before tracing goes on */
     dft_flusher_start();
@@ -395,7 +370,7 @@ static void finalize_locked(void)
     sigset_t saved;
     dft_signals_hold(&saved);
     atomic_store(&dft_finalizing, 1);
-    run_hooks(DFT_HOOK_FINALIZING); /* e.g. restores the GOT before the end event */
+    dft_run_lifecycle_hooks(DFT_HOOK_FINALIZING); /* e.g. restores the GOT before the end event */
     dft_flusher_stop();
     dft_threads_unpark();
     /* Events recorded after this point are refused and counted (num_dropped):
@@ -499,7 +474,7 @@ static void fork_child(void)
                 dft_g.path ? dft_g.path : "trace", strerror(errno));
         atomic_store(&dft_trace.active, 0);
         atomic_store(&dft_trace.state, DFT_STATE_DISABLED);
-        run_hooks(DFT_HOOK_ABANDONED);
+        dft_run_lifecycle_hooks(DFT_HOOK_ABANDONED);
         dft_signals_release(&fork_saved_mask);
         return;
     }
