@@ -72,8 +72,8 @@ REQUEST_TAIL = "-stacks.req"
 
 def request_path(trace_path: str) -> Optional[str]:
     """The stacks request file of a trace file: "<...>-stacks.req" beside
-    "<...>-app.pfw[.gz]" (src/core/stacks.c watches it), or None when
-    trace_path is not a trace file's name."""
+    "<...>-app.pfw[.gz]" (core/trace_name.c names it, core/stacks.c watches
+    it), or None when trace_path is not a trace file's name."""
     for tail in (TAIL + ".gz", TAIL):
         if trace_path.endswith(tail) and len(trace_path) > len(tail):
             return trace_path[: -len(tail)] + REQUEST_TAIL

@@ -25,7 +25,7 @@
 #error "DFT_VERSION is defined by setup.py from dftracer/_version.py"
 #endif
 
-/* ---- lifecycle (core/tracer.c) ------------------------------------------ */
+/* ---- lifecycle (core/tracer.c; the hooks' table: core/state.c) ------------- */
 
 enum { DFT_STATE_UNINIT = 0, DFT_STATE_DISABLED, DFT_STATE_ACTIVE, DFT_STATE_FINALIZED };
 
@@ -101,7 +101,7 @@ static inline int dft_trace_ready(void)
     return dft_trace_active() || dft_lazy_start() == 0;
 }
 
-/* ---- what the trace is (core/tracer.c) ------------------------------------ */
+/* ---- what the trace is (core/tracer.c; dft_trace_pid: core/state.c) -------- */
 
 /* The pid written in events (initialize_log's process_id, else getpid()). */
 int64_t dft_trace_pid(void);

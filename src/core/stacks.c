@@ -3,7 +3,7 @@
  *
  * No signal carries a request: the asker creates or replaces a small file
  * next to the trace, "<trace name less -app.pfw[.gz]>-stacks.req"
- * (dft_stacks_request_path), and the flusher, at each wake (every half
+ * (dft_trace_name_request, core/trace_name.c), and the flusher, at each wake (every half
  * DFTRACER_FLUSH_INTERVAL), stat()s it and answers when it changed.  Only a
  * process tracing into that folder under that name ever looks at it, so
  * nothing is sent to any process: a program's own signal handlers, a pid
@@ -26,8 +26,8 @@
 #include <unistd.h>
 
 #include "core/state.h"
+#include "core/trace_name.h"
 
-#define REQ_TAIL "-stacks.req"
 
 static void (*dumper)(const char *why, unsigned req);
 static _Atomic unsigned requests, served;
@@ -47,20 +47,6 @@ static char req_path[PATH_MAX];  /* absolute: the program may chdir() later */
 static req_state req_seen;
 
 void dft_set_stack_dumper(void (*dump)(const char *why, unsigned req)) { dumper = dump; }
-
-int dft_stacks_request_path(const char *trace_path, char *out, size_t cap)
-{
-    static const char *const tails[] = {"-app.pfw.gz", "-app.pfw"};
-    size_t n = strlen(trace_path);
-    for (size_t i = 0; i < sizeof tails / sizeof *tails; i++) {
-        size_t t = strlen(tails[i]);
-        if (n > t && strcmp(trace_path + n - t, tails[i]) == 0) {
-            int w = snprintf(out, cap, "%.*s" REQ_TAIL, (int)(n - t), trace_path);
-            return w > 0 && (size_t)w < cap ? 0 : -1;
-        }
-    }
-    return -1;
-}
 
 /* The flusher thread (or its starter), no GIL. */
 static req_state look(const char *path)
@@ -94,7 +80,7 @@ void dft_stacks_arm(const char *trace_path)
     char p[PATH_MAX], cwd[PATH_MAX];
     armed_for[0] = req_path[0] = 0;
     if (!trace_path || strlen(trace_path) >= sizeof armed_for ||
-        dft_stacks_request_path(trace_path, p, sizeof p) != 0)
+        dft_trace_name_request(trace_path, p, sizeof p) != 0)
         return;
     if (p[0] == '/') {
         memcpy(req_path, p, strlen(p) + 1);

@@ -69,3 +69,12 @@ int dft_trace_name_has_pid(const char *path, long pid)
     return tail && w > 0 && (size_t)(tail - path) >= (size_t)w &&
            memcmp(tail - w, want, (size_t)w) == 0;
 }
+
+int dft_trace_name_request(const char *path, char *out, size_t cap)
+{
+    const char *tail = name_tail(path);
+    if (!tail || tail == path)
+        return -1;
+    int w = snprintf(out, cap, "%.*s-stacks.req", (int)(tail - path), path);
+    return w > 0 && (size_t)w < cap ? 0 : -1;
+}

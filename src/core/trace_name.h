@@ -21,4 +21,9 @@ char *dft_trace_name_numbered(const char *path, int k);
  * of the process pid), else 0.  Pure; any thread, no GIL. */
 int dft_trace_name_has_pid(const char *path, long pid);
 
+/* The `dftracer stacks` request file of the trace file path into out (cap
+ * bytes): "<...>-stacks.req" for "<...>-app.pfw[.gz]".  0, or -1 when path
+ * is not a trace file's name or out is too short.  Pure: any thread. */
+int dft_trace_name_request(const char *path, char *out, size_t cap);
+
 #endif

@@ -1,5 +1,5 @@
 /* reader/iostats_fold.c: _core._io_add, _io_fold, _io_unfold, _io_sums:
- * the I/O summary's sums over a job (dftracer/tools/iostats.py, Fold and
+ * the I/O summary's sums over a job (dftracer/tools/iofold.py, Fold and
  * FileRows), folded as each trace's result arrives instead of keeping every
  * (trace file, data file) pair's counters.  All GIL held. */
 #define PY_SSIZE_T_CLEAN

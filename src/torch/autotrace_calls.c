@@ -406,7 +406,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* GIL held (PyInit__core, through dft_at_hooks_register). */
+/* GIL held (PyInit__core, through torch/module.c). */
 int dft_at_calls_register(PyObject *module)
 {
     if (PyType_Ready(&AtCallType) < 0)

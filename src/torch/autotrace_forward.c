@@ -302,7 +302,7 @@ static PyMethodDef forward_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* GIL held (PyInit__core, through dft_at_hooks_register). */
+/* GIL held (PyInit__core, through torch/module.c). */
 int dft_at_forward_register(PyObject *module)
 {
     if (PyType_Ready(&ForwardWrapperType) < 0)
