@@ -15,15 +15,9 @@ typedef int (*dft_integration_fn)(PyObject *module);
 int dft_profile_register(PyObject *module);        /* profile/: dft_fn, decorators */
 int dft_io_register(PyObject *module);             /* io/: POSIX/stdio tracing */
 int dft_tools_register(PyObject *module);          /* reader/: trace readers for the CLI */
-int dft_torch_profiler_register(PyObject *module); /* torch/trace_handler.c */
 int dft_cupti_register(PyObject *module);          /* gpu/: GPU activity */
-int dft_dynamo_state_register(PyObject *module);   /* torch/dynamo_state.c: contexts */
-int dft_dynamo_register(PyObject *module);         /* torch/dynamo_timing.c: graph timers */
-int dft_frame_hook_register(PyObject *module);     /* torch/frame_hook.c: PEP 523 hook */
-int dft_ddp_hook_register(PyObject *module);       /* torch/ddp_hook.c: DDP's bucket hook */
 int dft_hang_register(PyObject *module);           /* hang/module.c: open spans, stacks */
-int dft_autotrace_register(PyObject *module);      /* torch/autotrace_*.c: torch hooks */
-int dft_memory_register(PyObject *module);         /* torch/memory_py.c: MemoryTracker */
+int dft_torch_register(PyObject *module);          /* torch/module.c: torch's parts */
 
 /* module.c: a module made from def holding what dftracer._core holds (the
  * logger type, the module functions, every integration in table order).
@@ -37,15 +31,9 @@ static const dft_integration_fn dft_integrations[] = {
     dft_profile_register,
     dft_io_register,
     dft_tools_register,
-    dft_torch_profiler_register,
     dft_cupti_register,
-    dft_dynamo_state_register,
-    dft_dynamo_register,
-    dft_frame_hook_register,
-    dft_ddp_hook_register,
     dft_hang_register,
-    dft_autotrace_register,
-    dft_memory_register,
+    dft_torch_register,
 };
 #endif
 

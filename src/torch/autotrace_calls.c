@@ -20,7 +20,6 @@
  * pickling by name are the original function's, as functools.wraps gave.
  * A failure of ours turns the part off (dft_at_fail) and the call runs
  * once, untouched.  Everything needs the GIL. */
-#include "integrations.h"
 #include "torch/autotrace_calls.h"
 
 #include <string.h>

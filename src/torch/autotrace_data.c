@@ -20,7 +20,6 @@
  * and forward the call untouched when their part is off.  A failure of ours
  * turns the part off (dft_at_fail); the program's exceptions pass through.
  * Everything needs the GIL. */
-#include "integrations.h"
 #include "torch/autotrace.h"
 
 #include <pthread.h>

@@ -16,7 +16,6 @@
  * bound method it stands for.  A module the program puts forward hooks on
  * later is handed back to modules.py (_at_forward_rehook), which times it by
  * hooks around the program's.  Everything needs the GIL. */
-#include "integrations.h"
 #include "torch/autotrace.h"
 
 #include <string.h>

@@ -19,7 +19,6 @@
  *
  * A hook that fails turns its part off (dft_at_fail) and never raises into
  * the program.  Everything needs the GIL (torch calls hooks with it). */
-#include "integrations.h"
 #include "torch/autotrace.h"
 
 #include <string.h>

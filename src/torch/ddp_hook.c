@@ -29,7 +29,7 @@
  * dft_ddp_native_api (the capsule _ddp_native_api) and calls the hook itself
  * only in its slow cases (DFT_DDP_SLOW). */
 #include "core/core.h"
-#include "integrations.h"
+#include "torch/parts.h"
 #include "torch/autotrace.h"
 #include "torch/comm_seq.h"
 #include "torch/ddp_native_api.h"

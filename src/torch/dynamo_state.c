@@ -2,7 +2,7 @@
  * and the PEP 523 frame hook (frame_hook.c) share: each thread's timer ring
  * and counters, and the Dynamo contexts (the args of one Dynamo instance).
  * Both sit on this file; neither calls the other.  GIL held unless noted. */
-#include "integrations.h"
+#include "torch/parts.h"
 #include "format/grow.h"
 #include "torch/dynamo_state.h"
 

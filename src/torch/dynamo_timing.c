@@ -11,7 +11,7 @@
  * All functions here are called from Python with the GIL held. */
 #include "core/core.h"
 #include "format/grow.h"
-#include "integrations.h"
+#include "torch/parts.h"
 #include "torch/dynamo_state.h"
 
 #include <errno.h>

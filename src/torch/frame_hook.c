@@ -23,7 +23,7 @@
  * evaluates the frame. */
 #include "core/core.h"
 #include "format/grow.h"
-#include "integrations.h"
+#include "torch/parts.h"
 #include "torch/dynamo_state.h"
 
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * kernel's high-water mark, the memory limit and the peak sampler; and the
  * CUDA allocator's figures at each iteration's end under `dftracer run`.
  * GIL held on entry; the reads run with it released. */
-#include "integrations.h"
+#include "torch/parts.h"
 #include "core/core.h"
 #include "torch/autotrace.h"
 

@@ -14,7 +14,7 @@
 #include "core/clock.h"
 #include "core/core.h"
 #include "dftracer.h"
-#include "integrations.h"
+#include "torch/parts.h"
 #include "torch/kineto.h"
 #include "torch/trace_handler.h"
 

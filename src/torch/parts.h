@@ -1,0 +1,18 @@
+/* torch/parts.h: the torch folder's parts as torch/module.c registers them
+ * (its one face to the module, integrations.h's dft_torch_register; the
+ * zero-code hooks' parts are declared in torch/autotrace.h).  GIL held
+ * (PyInit__core); 0, or -1 with an exception set. */
+#ifndef DFT_TORCH_PARTS_H
+#define DFT_TORCH_PARTS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+int dft_torch_profiler_register(PyObject *module); /* trace_handler.c */
+int dft_dynamo_state_register(PyObject *module);   /* dynamo_state.c: contexts */
+int dft_dynamo_register(PyObject *module);         /* dynamo_timing.c: graph timers */
+int dft_frame_hook_register(PyObject *module);     /* frame_hook.c: PEP 523 hook */
+int dft_ddp_hook_register(PyObject *module);       /* ddp_hook.c: DDP's bucket hook */
+int dft_memory_register(PyObject *module);         /* memory_py.c: MemoryTracker */
+
+#endif
