@@ -13,7 +13,8 @@
 #include "hang/walk.h"
 
 /* _walk_for_test(pipe_only) -> [(ident, native, [(file, line, function), ...
- * innermost first]), ...] for every thread, the main thread first. */
+ * innermost first], the address of the bottom frame the walk reached or 0),
+ * ...] for every thread, the main thread first. */
 static PyObject *walk_for_test(PyObject *m, PyObject *arg)
 {
     (void)m;
@@ -37,39 +38,12 @@ static PyObject *walk_for_test(PyObject *m, PyObject *arg)
             else
                 PyList_SET_ITEM(fl, i, t);
         }
-        PyObject *row = fl ? Py_BuildValue("(klN)", threads[k].ident, threads[k].native, fl) : NULL;
+        PyObject *row = fl ? Py_BuildValue("(klNN)", threads[k].ident, threads[k].native, fl,
+                                           PyLong_FromVoidPtr((void *)(uintptr_t)w.bottom))
+                           : NULL;
         if (!row || PyList_Append(out, row) < 0)
             Py_CLEAR(out);
         Py_XDECREF(row);
-    }
-    PyMem_Free(frames);
-    dft_walk_close(&w);
-    return out;
-}
-
-/* _walk_bottoms_for_test(pipe_only) -> {ident: the address of the bottom
- * frame the walker reached, 0 when it ended elsewhere} for every thread. */
-static PyObject *walk_bottoms_for_test(PyObject *m, PyObject *arg)
-{
-    (void)m;
-    int pipe_only = PyObject_IsTrue(arg);
-    if (pipe_only < 0)
-        return NULL;
-    dft_walker w;
-    if (dft_walk_open(&w, pipe_only) != 0)
-        return PyErr_SetFromErrno(PyExc_OSError);
-    dft_walk_thread threads[64];
-    dft_walk_frame *frames = PyMem_Malloc(DFT_WALK_MAX_FRAMES * sizeof *frames);
-    PyObject *out = frames ? PyDict_New() : PyErr_NoMemory();
-    int n = out ? dft_walk_threads(&w, PyInterpreterState_Get(), threads, 64) : 0;
-    for (int k = 0; k < n && out; k++) {
-        dft_walk_stack(&w, threads[k].tstate, frames, DFT_WALK_MAX_FRAMES);
-        PyObject *key = PyLong_FromUnsignedLong(threads[k].ident);
-        PyObject *val = key ? PyLong_FromVoidPtr((void *)(uintptr_t)w.bottom) : NULL;
-        if (!val || PyDict_SetItem(out, key, val) < 0)
-            Py_CLEAR(out);
-        Py_XDECREF(key);
-        Py_XDECREF(val);
     }
     PyMem_Free(frames);
     dft_walk_close(&w);
@@ -114,11 +88,8 @@ static PyObject *walk_copy_for_test(PyObject *m, PyObject *arg)
 
 static PyMethodDef methods[] = {
     {"_walk_for_test", walk_for_test, METH_O,
-     "_walk_for_test(pipe_only) -> [(ident, native, [(file, line, function)])]: the stacks "
-     "walker's view of every thread, innermost frame first."},
-    {"_walk_bottoms_for_test", walk_bottoms_for_test, METH_O,
-     "_walk_bottoms_for_test(pipe_only) -> {ident: address of the bottom frame the walk "
-     "reached, or 0}."},
+     "_walk_for_test(pipe_only) -> [(ident, native, [(file, line, function)], bottom)]: the "
+     "stacks walker's view of every thread, innermost frame first."},
     {"_walk_bottom_here_for_test", walk_bottom_here_for_test, METH_NOARGS,
      "_walk_bottom_here_for_test() -> the address of this thread's bottom frame."},
     {"_walk_copy_for_test", walk_copy_for_test, METH_O,

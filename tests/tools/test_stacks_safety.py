@@ -441,7 +441,7 @@ def test_the_walker_ends_at_each_threads_bottom_frame(pipe_only):
     helper.start()
     try:
         assert ready.wait(60)
-        bottoms = core._walk_bottoms_for_test(pipe_only)
+        bottoms = {t[0]: t[3] for t in core._walk_for_test(pipe_only)}
         here = core._walk_bottom_here_for_test()
     finally:
         go.set()
