@@ -373,7 +373,9 @@ def write_json(a: Dict[str, Any], out: Any) -> None:
     out.write("{")
     for n, (key, value) in enumerate(a.items()):
         out.write(("\n" if n == 0 else ",\n") + f" {json.dumps(key)}: ")
-        if isinstance(value, (list, iofold.FileRows)) and len(value):
+        if isinstance(value, iofold.FileRows) and not len(value):
+            out.write("[]")  # no data file: the rows are no JSON value themselves
+        elif isinstance(value, (list, iofold.FileRows)) and len(value):
             out.write("[")
             for i, v in enumerate(value):
                 out.write(("\n  " if i == 0 else ",\n  ") + json.dumps(v))

@@ -97,3 +97,19 @@ def test_the_fold_and_its_rows():
     assert [r["path"] for r in rows] == ["/d/c", "/d/a", "/d/b"]
     assert [r["bytes_read"] for r in rows[:2]] == [9, 6] and rows[2]["path"] == "/d/b"
     assert len(rows) == 3 and [r["processes"] for r in rows] == [1, 1, 2]
+
+
+def test_a_job_without_data_files_writes_an_empty_list():
+    """`summary --io --json` of traces that read no data file (an FSDP2 loop
+    with I/O off): "files" is [], as the text says "0 files"."""
+    import io
+    import json
+
+    from dftracer.tools import iostats
+
+    r = {"status": "ok", "files": [], "host": "h", "pid": 1, "read_ts": None, "marks": []}
+    a = iostats.analyze([r])
+    assert len(a["files"]) == 0 and a["totals"]["files"] == 0
+    out = io.StringIO()
+    iostats.write_json(a, out)
+    assert json.loads(out.getvalue())["files"] == []
