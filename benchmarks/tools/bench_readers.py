@@ -4,7 +4,9 @@ one run (issue 53; docs/performance.md, "Reading").
 
 The trace is written by the tracer itself: one process making `log_event`
 calls (POSIX reads with 4 integer args), so the lines are exactly the
-writer's. Each command runs in a fresh process, in turns, --rounds times;
+writer's. Each command runs in a fresh process, in turns, --rounds times
+after one warm-up turn (Python's modules byte-compiled, as an install has
+them: PYTHONDONTWRITEBYTECODE is unset for the commands);
 its CPU time (user + system, Python's start included) comes from the
 kernel's accounting of the child, so other work on the machine moves it
 less than wall time. The CLI is the `dftracer` of the Python that runs this
@@ -78,6 +80,10 @@ def main() -> None:
     if opts.events < 1 or opts.rounds < 1:
         ap.error("--events and --rounds must be at least 1")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    # Python's start as an install has it: modules byte-compiled (pip compiles
+    # them), not compiled from source on every start; a warm-up turn below
+    # writes the caches where they are missing
+    no_pyc = env.pop("PYTHONDONTWRITEBYTECODE", None) is not None
     builds: List[Tuple[str, str, Dict[str, str]]] = [("this", sys.executable, env)]
     for spec in opts.python:
         name, sep, rest = spec.partition("=")
@@ -100,15 +106,22 @@ def main() -> None:
                               text=True).stdout.split(":")[-1].strip() or "unknown CPU")
         print(f"{opts.events:,} events ({lines:,} lines, {os.path.getsize(path) / 1e6:.1f} MB "
               f"of gzip); {cpu}, {os.cpu_count()} CPUs; {opts.rounds} rounds, medians of CPU s")
+        if no_pyc:
+            print("PYTHONDONTWRITEBYTECODE is unset for the commands measured (modules "
+                  "byte-compiled, as installed)")
         times: Dict[str, List[float]] = {}
-        # cwd: the trace's folder, so no source tree is imported by accident
-        for _ in range(opts.rounds):
-            times.setdefault("zcat | wc -l", []).append(
-                cpu_of(["sh", "-c", f"zcat '{path}' | wc -l"], where, env))
+        # cwd: the trace's folder, so no source tree is imported by accident;
+        # round 0 is the warm-up (byte code written, file in the page cache)
+        for turn in range(opts.rounds + 1):
+            t = cpu_of(["sh", "-c", f"zcat '{path}' | wc -l"], where, env)
+            if turn:
+                times.setdefault("zcat | wc -l", []).append(t)
             for name, py, build_env in builds:
                 for label, flags in PASSES:
                     cmd = [py, "-m", "dftracer", "summary", path, "-j", "1", *flags]
-                    times.setdefault(f"{label} ({name})", []).append(cpu_of(cmd, where, build_env))
+                    t = cpu_of(cmd, where, build_env)
+                    if turn:
+                        times.setdefault(f"{label} ({name})", []).append(t)
         base = statistics.median(times["zcat | wc -l"])
         print(f"{'command':32} {'CPU s':>7} {'M events/s':>11} {'x zcat':>7}")
         for label, ts in times.items():

@@ -21,6 +21,8 @@
  * Pure; runs without the GIL. */
 #include "reader/classify.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 static int is(const char *p, size_t n, const char *lit)
@@ -111,7 +113,7 @@ typedef struct call {
 #define W DFT_CLS_IO_WRITE
 #define C(NAME, DIR, KIND, OP) {NAME, sizeof NAME - 1, (DIR) | (KIND), DFT_IO_OP_##OP}
 
-/* Sorted by name (strcmp) for the binary search below: every POSIX/STDIO
+/* Sorted by name (strcmp), for a reader of this list: every POSIX/STDIO
  * call that moves data or that Darshan counts apart from plain metadata.
  * docs/io-tracing.md's table says the same for every intercepted call, and
  * tests/io/test_io_bytes.py checks the two against each other.  A call not
@@ -231,24 +233,67 @@ static const call calls[] = {
     C("writev", W, DFT_CLS_IO_BYTES, WRITE),
 };
 
+/* The calls by name: an open-addressed table of indexes into calls, built
+ * once by whichever pass thread asks first (a binary search by memcmp was a
+ * tenth of a pass that classifies every line). */
+#define CALL_SLOTS 512
+_Static_assert(sizeof calls / sizeof *calls < CALL_SLOTS / 2, "calls outgrew their table");
+static unsigned char call_slot[CALL_SLOTS]; /* index + 1; 0: empty */
+static pthread_once_t call_slots_once = PTHREAD_ONCE_INIT;
+static int call_slots_ready;
+
+/* A name's home slot from its length and three of its bytes, the top bits
+ * of a multiplicative hash: a few multiplies, where a hash of every byte
+ * cost more than the search (at most 5 probes for these names). */
+static size_t name_slot(const char *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    uint32_t h = (uint32_t)n * 0x9e3779b1u + (unsigned char)p[0] * 0x85ebca77u +
+                 (unsigned char)p[n - 1] * 0xc2b2ae3du + (unsigned char)p[n / 2] * 0x27d4eb2fu;
+    return (h * 0x9e3779b1u) >> 23; /* 9 bits: CALL_SLOTS */
+}
+
+static void build_call_slots(void)
+{
+    for (size_t i = 0; i < sizeof calls / sizeof *calls; i++) {
+        size_t j = name_slot(calls[i].name, calls[i].len);
+        while (call_slot[j])
+            j = (j + 1) & (CALL_SLOTS - 1);
+        call_slot[j] = (unsigned char)(i + 1);
+    }
+    call_slots_ready = 1;
+}
+
+static int same_name(const call *c, const char *name, size_t nn)
+{
+    if (c->len != nn)
+        return 0;
+    for (size_t i = 0; i < nn; i++)
+        if (c->name[i] != name[i])
+            return 0;
+    return 1;
+}
+
 static const call *find(const char *cat, size_t cn, const char *name, size_t nn)
 {
     if (!is(cat, cn, "POSIX") && !is(cat, cn, "STDIO"))
         return NULL;
-    size_t lo = 0, hi = sizeof calls / sizeof *calls;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        size_t cl = calls[mid].len;
-        int d = memcmp(name, calls[mid].name, nn < cl ? nn : cl);
-        if (d == 0)
-            d = nn < cl ? -1 : nn > cl;
-        if (d == 0)
-            return &calls[mid];
-        if (d < 0)
-            hi = mid;
-        else
-            lo = mid + 1;
+    /* a pass meets one call name line after line: the thread's last answer
+     * first */
+    static _Thread_local const call *last;
+    if (last && same_name(last, name, nn))
+        return last;
+    if (pthread_once(&call_slots_once, build_call_slots) != 0 || !call_slots_ready) {
+        /* pthread_once fails only on a bad argument: read the table through */
+        for (size_t i = 0; i < sizeof calls / sizeof *calls; i++)
+            if (same_name(&calls[i], name, nn))
+                return &calls[i];
+        return NULL;
     }
+    for (size_t j = name_slot(name, nn); call_slot[j]; j = (j + 1) & (CALL_SLOTS - 1))
+        if (same_name(&calls[call_slot[j] - 1], name, nn))
+            return last = &calls[call_slot[j] - 1];
     return NULL;
 }
 

@@ -36,8 +36,8 @@ static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, d
         str = (dft_sv){vp, (size_t)(vend - vp)}; /* the older tools' integers: their text */
         is_str = 1;
     }
-    dft_arg_fields_read(fields, sizeof fields / sizeof *fields, a, &a->have, key, vp, vend, str,
-                        is_str);
+    static dft_arg_table table = DFT_ARG_TABLE(fields);
+    dft_arg_table_read(&table, a, &a->have, key, vp, vend, str, is_str);
 }
 
 /* The members of the args object of a line that parsed as an event. */

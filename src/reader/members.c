@@ -1,10 +1,11 @@
 /* reader/members.c: the passes' reading of an event's args: dft_line_args
  * hands each member of the args object the parser found to a callback (a
  * plain object in one scan, any other through reader/scan.c's member walk),
- * and dft_arg_fields_read puts a member into the field a table names.  Pure;
+ * and dft_arg_table_read puts a member into the field a table names.  Pure;
  * no GIL. */
 #include "reader/reader.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 /* The members of the args object opened in *args, each handed to fn. */
@@ -32,7 +33,7 @@ static void plain_walk(const char *p, const char *end, dft_arg_fn fn, void *ctx)
 {
     while (p < end && *p == '"') {
         const char *k = p + 1;
-        const char *q = memchr(k, '"', (size_t)(end - k));
+        const char *q = dft_plain_quote(k, end);
         if (!q)
             return;
         dft_sv key = {k, (size_t)(q - k)};
@@ -40,7 +41,7 @@ static void plain_walk(const char *p, const char *end, dft_arg_fn fn, void *ctx)
         dft_sv str = {NULL, 0};
         int is_str = v < end && *v == '"';
         if (is_str) {
-            q = memchr(v + 1, '"', (size_t)(end - v - 1));
+            q = dft_plain_quote(v + 1, end);
             if (!q)
                 return;
             str = (dft_sv){v + 1, (size_t)(q - v - 1)};
@@ -72,13 +73,31 @@ int dft_line_args(const dft_line *l, dft_arg_fn fn, void *ctx)
     return args_walk(&args, fn, ctx);
 }
 
-int dft_arg_fields_read(const dft_arg_field *fields, size_t n, void *obj, unsigned *have,
-                        dft_sv key, const char *v, const char *vend, dft_sv str, int is_str)
+/* The bit of a key in a table's signature (bit 63 also marks it computed:
+ * a key on that bit is only never turned away). */
+static inline uint64_t key_bit(const char *k, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        const dft_arg_field *f = &fields[i];
-        if (key.n != f->key_len || key.n == 0 || f->key[0] != key.p[0] ||
-            memcmp(f->key, key.p, key.n) != 0)
+    return 1ull << ((n * 7 + (unsigned char)k[0] * 3 + (unsigned char)k[n - 1]) & 63);
+}
+
+int dft_arg_table_read(dft_arg_table *t, void *obj, unsigned *have, dft_sv key, const char *v,
+                       const char *vend, dft_sv str, int is_str)
+{
+    if (key.n == 0)
+        return 0;
+    uint64_t sig = atomic_load_explicit(&t->keys, memory_order_relaxed);
+    if (!sig) {
+        sig = 1ull << 63;
+        for (size_t i = 0; i < t->n; i++)
+            sig |= key_bit(t->fields[i].key, t->fields[i].key_len);
+        atomic_store_explicit(&t->keys, sig, memory_order_relaxed);
+    }
+    if (!(sig & key_bit(key.p, key.n)))
+        return 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const dft_arg_field *f = &t->fields[i];
+        if (key.n != f->key_len || f->key[0] != key.p[0] ||
+            !dft_bytes_eq(f->key + 1, key.p + 1, key.n - 1))
             continue;
         char *at = (char *)obj + f->off;
         int64_t x;

@@ -149,36 +149,6 @@ static int args_object(dft_pstate *s, dft_line *l)
     return 0;
 }
 
-/* The closing quote of a string body starting at b with no backslash before
- * it, or NULL (a backslash, or no quote): one pass, no call, since the
- * strings of a line are short. */
-static inline const char *plain_quote(const char *b, const char *end)
-{
-    const char *q = b;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    /* eight bytes at a time: a byte equal to '"' or '\\' is a zero byte of
-     * w ^ pattern, found by the borrow trick (the lowest hit is exact) */
-    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-    for (; end - q >= 8; q += 8) {
-        uint64_t w;
-        memcpy(&w, q, 8);
-        uint64_t xq = w ^ (ones * '"'), xb = w ^ (ones * '\\');
-        uint64_t hit = ((xq - ones) & ~xq & highs) | ((xb - ones) & ~xb & highs);
-        if (hit) {
-            q += __builtin_ctzll(hit) >> 3;
-            return *q == '"' ? q : NULL;
-        }
-    }
-#endif
-    for (; q < end; q++) {
-        if (*q == '"')
-            return q;
-        if (*q == '\\')
-            return NULL;
-    }
-    return NULL;
-}
-
 /* The args object as dftracer writes it (no spaces, no escapes in keys or
  * string values, each value followed by ',' or '}'): each key and string
  * found in one scan; members.c walks such an object again on the same
@@ -201,7 +171,7 @@ static int args_fast(dft_pstate *s, dft_line *l)
         if (s->p >= s->end || *s->p != '"')
             return -1;
         const char *k = s->p + 1;
-        const char *q = plain_quote(k, s->end);
+        const char *q = dft_plain_quote(k, s->end);
         if (!q || q + 1 >= s->end || q[1] != ':')
             return -1;
         dft_sv key = {k, (size_t)(q - k)};
@@ -211,7 +181,7 @@ static int args_fast(dft_pstate *s, dft_line *l)
         int is_int = 0;
         if (s->p < s->end && *s->p == '"') {
             const char *b = s->p + 1;
-            q = plain_quote(b, s->end);
+            q = dft_plain_quote(b, s->end);
             if (!q || q + 1 >= s->end || (q[1] != ',' && q[1] != '}'))
                 return -1;
             val.p = b;
@@ -345,7 +315,7 @@ static int general(dft_pstate *s, dft_line *l)
 static int fast_str(dft_pstate *s, dft_sv *out)
 {
     const char *b = s->p;
-    const char *q = plain_quote(b, s->end);
+    const char *q = dft_plain_quote(b, s->end);
     if (!q || q + 1 >= s->end || q[1] != ',')
         return -1;
     if (s->mode == DFT_PARSE_STRICT)

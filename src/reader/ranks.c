@@ -81,8 +81,8 @@ static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, d
     };
 #undef INT
 #undef STR
-    dft_arg_fields_read(fields, sizeof fields / sizeof *fields, a, &a->have, key, vp, vend, str,
-                        is_str);
+    static dft_arg_table table = DFT_ARG_TABLE(fields);
+    dft_arg_table_read(&table, a, &a->have, key, vp, vend, str, is_str);
 }
 
 /* The members of the args object of a line that parsed as an event. */
@@ -131,7 +131,7 @@ static int32_t key_of(pass *ps, dft_sv cat, dft_sv name)
         int32_t k = ps->kslots[j] - 1;
         dft_rk_key *e = &r->keys[k];
         if (ps->khash[k] == h && e->cat_len == cat.n && e->name_len == name.n &&
-            memcmp(e->cat, cat.p, cat.n) == 0 && memcmp(e->name, name.p, name.n) == 0)
+            dft_bytes_eq(e->cat, cat.p, cat.n) && dft_bytes_eq(e->name, name.p, name.n))
             return k;
     }
     /* keys and their hashes side by side: keys_cap is what both hold */

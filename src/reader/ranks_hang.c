@@ -43,8 +43,8 @@ static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, d
 #undef INT
 #undef STR
     hg_args *a = ctx;
-    dft_arg_fields_read(fields, sizeof fields / sizeof *fields, a, &a->have, key, vp, vend, str,
-                        is_str);
+    static dft_arg_table table = DFT_ARG_TABLE(fields);
+    dft_arg_table_read(&table, a, &a->have, key, vp, vend, str, is_str);
 }
 
 enum { M_RSS = 1, M_STEP = 2 };
@@ -62,8 +62,8 @@ static void mem_value(void *ctx, dft_sv key, const char *vp, const char *vend, d
         DFT_ARG_FIELD("step", M_STEP, offsetof(mem_args, step), DFT_ARG_FIELD_INT),
     };
     mem_args *a = ctx;
-    dft_arg_fields_read(fields, sizeof fields / sizeof *fields, a, &a->have, key, vp, vend, str,
-                        is_str);
+    static dft_arg_table table = DFT_ARG_TABLE(fields);
+    dft_arg_table_read(&table, a, &a->have, key, vp, vend, str, is_str);
 }
 
 void dft_hg_memory(dft_hg *hg, const dft_line *l)

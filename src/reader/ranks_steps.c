@@ -372,7 +372,13 @@ int dft_rk_steps(dft_rk_result *r, dft_rk_ev *ev, size_t nev, int kind)
 {
     static const char *const names[DFT_RK_NKINDS] = {NULL,       "named", "iteration",
                                                      "profiler", "train", "args"};
-    if (nev > 1) /* ev is NULL for a file without complete events */
+    /* ev is NULL for a file without complete events; a thread whose events
+     * do not nest was written in this order already, and the check costs a
+     * tenth of the sort it saves */
+    size_t i = 1;
+    while (i < nev && by_thread_start(&ev[i - 1], &ev[i]) <= 0)
+        i++;
+    if (i < nev)
         qsort(ev, nev, sizeof *ev, by_thread_start);
     if (kind && (build_steps(r, ev, nev, kind) < 0 || number_steps(r) < 0))
         return -1;

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <zlib.h>
 
@@ -93,6 +94,48 @@ typedef struct dft_sv {
     const char *p;
     size_t n;
 } dft_sv;
+
+/* n bytes of a and b equal: an inline loop, for the short keys and names a
+ * pass compares on each line (a library memcmp's call costs more).  No GIL. */
+static inline int dft_bytes_eq(const char *a, const char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return 0;
+    return 1;
+}
+
+/* The closing quote of a string body starting at b with no backslash before
+ * it, or NULL (a backslash, or no quote): one pass, no call, since the
+ * strings of a line are short.  No GIL. */
+static inline const char *dft_plain_quote(const char *b, const char *end)
+{
+    const char *q = b;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* eight bytes at a time: a byte equal to '"' or '\\' is a zero byte of
+     * w ^ pattern, found by the borrow trick (the lowest hit of either is
+     * exact: a false one only lies above a true one) */
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    for (; end - q >= 8; q += 8) {
+        uint64_t w;
+        memcpy(&w, q, 8);
+        uint64_t xq = w ^ (ones * '"'), xb = w ^ (ones * '\\');
+        uint64_t hq = (xq - ones) & ~xq & highs, hit = hq | ((xb - ones) & ~xb & highs);
+        if (hit) {
+            /* the lowest hit is a quote when hq has it: no load of the byte */
+            uint64_t first = hit & (0 - hit);
+            return (hq & first) ? q + (__builtin_ctzll(hit) >> 3) : NULL;
+        }
+    }
+#endif
+    for (; q < end; q++) {
+        if (*q == '"')
+            return q;
+        if (*q == '\\')
+            return NULL;
+    }
+    return NULL;
+}
 
 /* dft_line.have bits */
 #define DFT_HAVE_ID 0x1
@@ -256,12 +299,22 @@ typedef struct dft_arg_field {
 /* A table entry: the key's length from the literal, none counted per line. */
 #define DFT_ARG_FIELD(key, bit, off, kind) {key, sizeof(key) - 1, bit, off, kind}
 
+/* A pass's table of fields, with a signature of its keys' lengths and first
+ * and last bytes that turns most other keys away before any compare (the
+ * writer's own args: hhash, level, p_idx, ...).  The signature is filled in
+ * at first use; every thread computes the same value, stored atomically. */
+typedef struct dft_arg_table {
+    const dft_arg_field *fields;
+    size_t n;
+    _Atomic uint64_t keys; /* 0: not computed yet */
+} dft_arg_table;
+#define DFT_ARG_TABLE(fields) {fields, sizeof fields / sizeof *fields, 0}
+
 /* Reads one member of args, as a dft_arg_fn gets it, into the field of obj
- * that fields[0..n) names for key, and sets its bit in *have; a value of the
- * wrong kind leaves both as they were.  1 when a field is named key, else 0.
- * No GIL. */
-int dft_arg_fields_read(const dft_arg_field *fields, size_t n, void *obj, unsigned *have,
-                        dft_sv key, const char *v, const char *vend, dft_sv str, int is_str);
+ * that t names for key, and sets its bit in *have; a value of the wrong kind
+ * leaves both as they were.  1 when a field is named key, else 0.  No GIL. */
+int dft_arg_table_read(dft_arg_table *t, void *obj, unsigned *have, dft_sv key, const char *v,
+                       const char *vend, dft_sv str, int is_str);
 
 /* ---- a set of uint64 keys with a pointer each (reader/set.c) ------------ */
 

@@ -52,8 +52,8 @@ static void arg_value(void *ctx, dft_sv key, const char *vp, const char *vend, d
 #undef INT
 #undef STR
     stk_args *a = ctx;
-    dft_arg_fields_read(fields, sizeof fields / sizeof *fields, a, &a->have, key, vp, vend, str,
-                        is_str);
+    static dft_arg_table table = DFT_ARG_TABLE(fields);
+    dft_arg_table_read(&table, a, &a->have, key, vp, vend, str, is_str);
 }
 
 /* One `stack` line into the list; -1 out of memory.  No GIL. */

@@ -119,7 +119,7 @@ def test_an_empty_object_followed_by_text_is_a_bad_line(tmp_path):
 
 def test_the_passes_read_their_args_by_one_table(tmp_path):
     """The ranks and I/O passes read their args through one table reader
-    (src/reader/members.c, dft_arg_fields_read): the ranks pass takes an
+    (src/reader/members.c, dft_arg_table_read): the ranks pass takes an
     integer written as a string (as the older tools wrote some) as the
     integer; the I/O pass takes a file's path and its calls' integers."""
     from dftracer import _core
