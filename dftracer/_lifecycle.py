@@ -47,6 +47,12 @@ def _in_forked_worker(_: object) -> None:
     util.Finalize(None, _core.finalize, exitpriority=-100)
 
 
+def _register_after_fork() -> None:
+    from multiprocessing import util
+
+    util.register_after_fork(_token, _in_forked_worker)
+
+
 _real_exit = os._exit
 
 
@@ -71,9 +77,12 @@ def install() -> None:
     atexit.register(_core.finalize)
     if os._exit is _real_exit:
         os._exit = _exit
-    from multiprocessing import util
+    # multiprocessing's after-fork hook once the program imports
+    # multiprocessing.util (every start method imports it before its first
+    # child): importing it here cost every `import dftracer` 7 ms
+    from dftracer._autotrace import imports
 
-    util.register_after_fork(_token, _in_forked_worker)
+    imports.when_imported("multiprocessing.util", _register_after_fork)
     # The parent's flusher back at once after os.fork(), so that a parent that
     # forks and then blocks still answers `dftracer stacks` (docs/hang.md).
     # CPython 3.12 counts threads for its fork warning before these hooks run,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import glob
 import os
 import re
-import socket
 from typing import NamedTuple, Optional
 
 SUFFIXES = (".pfw", ".pfw.gz")
@@ -53,11 +52,17 @@ def stem(log_file: Optional[str]) -> str:
 
 def host_name(name: Optional[str] = None) -> str:
     """The host as names carry it: gethostname() with "/" and whitespace as "_"."""
-    return re.sub(r"[/\s]", "_", socket.gethostname() if name is None else name)
+    if name is None:
+        import socket  # here: 3 ms of every command's start, for the few that ask
+
+        name = socket.gethostname()
+    return re.sub(r"[/\s]", "_", name)
 
 
 def hosts() -> set:
     """This host's names: as gethostname() gives it and as trace names carry it."""
+    import socket
+
     return {socket.gethostname(), host_name()}
 
 

@@ -639,3 +639,23 @@ def test_finalize_waits_for_a_chunk_an_exiting_thread_is_handing_off(tmp_path):
     (path,) = find_traces(str(tmp_path), "exit")
     events = read_trace(path).of("X", cat="c", name="w")
     assert len(events) == 5000, (len(events), proc.stderr)
+
+
+def test_import_leaves_multiprocessing_alone_until_the_program_imports_it():
+    """`import dftracer` does not import multiprocessing (7 ms of every
+    start, the CLI's too); its after-fork hook is registered once the program
+    imports multiprocessing.util, which every start method imports before its
+    first child (the pool tests above run the fork, spawn and forkserver
+    children that it finalizes)."""
+    code = textwrap.dedent("""
+        import sys
+        import dftracer
+        from dftracer import _lifecycle
+        print("multiprocessing" in sys.modules)
+        from multiprocessing import util
+        print(any(f is _lifecycle._in_forked_worker for (_, _, f) in util._afterfork_registry))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=clean_env(), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "True"]
