@@ -242,9 +242,19 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str],
             if by == "name":
                 row["names"] = len(names[key]) if group_numbered else 1
             rows.append(row)
-        rows.sort(key=lambda x: (-x["total_us"], -x["count"]))
+        # ties by the group's own fields: the C pass's table order is no order
+        fields = list(GROUPINGS[by]) + (["module"] if by == "name" else [])
+        rows.sort(key=lambda x: (-x["total_us"], -x["count"],
+                                 tuple(_tie(x.get(f)) for f in fields)))
         out["by_" + by] = rows
     return out
+
+
+def _tie(v: Any) -> Tuple[int, Any]:
+    """A group field as a sort key: numbers in their order, then text, None first."""
+    if isinstance(v, int):
+        return (1, v)
+    return (0, "") if v is None else (2, str(v))
 
 
 # ---- output ------------------------------------------------------------------

@@ -202,3 +202,25 @@ def test_report_groups_top_functions_and_keeps_each_step(numbered, tmp_path):
     assert cli("report", str(numbered), "-o", str(each), "--no-group").returncode == 0
     names = {r["name"] for r in read_data(str(each))["self_by_name"]}
     assert "ProfilerStep#7" in names and "ProfilerStep#*" not in names
+
+
+TIES = """
+from dftracer.python import dftracer
+log = dftracer.initialize_log({stem!r}, None, -1)
+# equal totals and counts: the rows' order must come from the names
+for name in ("op9", "op10", "op1", "op5", "op0", "op3"):
+    for i in range(4):
+        log.log_event(name, "compute", 1000 + i, 25, {{}})
+log.finalize()
+"""
+
+
+def test_rows_with_equal_totals_come_in_name_order(tmp_path):
+    """Rows tied on total and count are ordered by their fields (cat, then
+    name), not by the C pass's table; before, their order followed the hash."""
+    run_python(TIES.format(stem=str(tmp_path / "trace")), env={"DFTRACER_ENABLE": "1"},
+               cwd=str(tmp_path))
+    out = json.loads(cli("summary", str(tmp_path), "--json", "--by", "name").stdout)
+    tied = [r["name"] for r in out["by_name"] if r["cat"] == "compute"]
+    assert [r["count"] for r in out["by_name"] if r["cat"] == "compute"] == [4] * 6
+    assert tied == sorted(tied) == ["op0", "op1", "op10", "op3", "op5", "op9"]
