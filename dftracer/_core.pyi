@@ -60,8 +60,10 @@ def _record_rank(rank: int, world_size: int = -1, local_rank: int = -1,
                  job_id: Optional[str] = None, source: str = "torch.distributed") -> None:
     """Writes a `rank` metadata event (a rank learnt after start-up)."""
 
-def _record_worker(id: int, num_workers: int = -1) -> None:
-    """Writes a `worker` metadata event (a DataLoader worker's id)."""
+def _record_worker(id: int, num_workers: int = -1, loader: int = -1,
+                   dataset: Optional[str] = None) -> None:
+    """Writes a `worker` metadata event (a DataLoader worker's id, its
+    loader's number and dataset class)."""
 
 # Zero-code torch hooks in C (src/torch/autotrace_*.c; dftracer/_autotrace)
 class _TorchHook:

@@ -445,19 +445,23 @@ static PyObject *mod_record_rank(PyObject *m, PyObject *args, PyObject *kw)
     Py_RETURN_NONE;
 }
 
-/* _record_worker(id, num_workers=-1): the `worker` metadata event of a
- * DataLoader worker (docs/trace-format.md, "Workers"). */
+/* _record_worker(id, num_workers=-1, loader=-1, dataset=None): the `worker`
+ * metadata event of a DataLoader worker (docs/trace-format.md, "Workers"). */
 static PyObject *mod_record_worker(PyObject *m, PyObject *args, PyObject *kw)
 {
     (void)m;
-    static char *kwlist[] = {"id", "num_workers", NULL};
-    long long id, num = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "L|L:_record_worker", kwlist, &id, &num))
+    static char *kwlist[] = {"id", "num_workers", "loader", "dataset", NULL};
+    long long id, num = -1, loader = -1;
+    const char *dataset = NULL;
+    Py_ssize_t dataset_len = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "L|LLz#:_record_worker", kwlist, &id, &num,
+                                     &loader, &dataset, &dataset_len))
         return NULL;
     if (id < 0)
         return PyErr_Format(PyExc_ValueError, "_record_worker: id must be >= 0, not %lld", id);
     if (dft_trace_active() || dft_lazy_start() == 0)
-        dft_identity_emit_worker(id, num < 0 ? -1 : num);
+        dft_identity_emit_worker(id, num < 0 ? -1 : num, loader < 0 ? -1 : loader, dataset,
+                                 (size_t)dataset_len);
     Py_RETURN_NONE;
 }
 
@@ -467,8 +471,8 @@ static PyMethodDef module_methods[] = {
      "\n\nWrites a `rank` metadata event (a rank learnt after start-up)."},
     {"_record_worker", (PyCFunction)(void (*)(void))mod_record_worker,
      METH_VARARGS | METH_KEYWORDS,
-     "_record_worker(id, num_workers=-1)\n\nWrites a `worker` metadata event (a DataLoader "
-     "worker's id)."},
+     "_record_worker(id, num_workers=-1, loader=-1, dataset=None)\n\nWrites a `worker` "
+     "metadata event (a DataLoader worker's id, its loader's number and dataset class)."},
     {"get_time", mod_get_time, METH_NOARGS, "Microseconds since the epoch (tracer clock)."},
     {"finalize", mod_finalize, METH_NOARGS, "Finalizes the trace (used at exit)."},
     {"is_active", mod_is_active, METH_NOARGS, "True while events are being recorded."},

@@ -42,6 +42,19 @@ from dftracer._autotrace._base import data_enter, emit, now, part, patch
 P = part("dataloader")
 
 _epochs: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+# each loader's number in this process, in the order of their first pass
+_numbers: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+
+
+class _Starting:
+    """The loader whose pass is starting its workers: a worker forked inside
+    __iter__ finds its loader's number here (a spawned one does not)."""
+
+    loader = -1
+
+
+def _dataset_name(dataset: Any) -> str:
+    return type(dataset).__name__ if dataset is not None else ""
 
 
 def _index(idx: Any) -> Optional[Dict[str, int]]:
@@ -63,7 +76,17 @@ def _wrap_iter(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
     @functools.wraps(original)
     def __iter__(self: Any) -> Any:
         t0 = now() if P.on else 0  # workers start prefetching inside original()
-        it = original(self)
+        number = -1
+        if P.on:
+            try:
+                number = _numbers.setdefault(self, len(_numbers))
+            except TypeError:  # a loader that cannot be weakly referenced
+                pass
+        _Starting.loader = number
+        try:
+            it = original(self)
+        finally:
+            _Starting.loader = -1
         modules.search_again()
         if P.on:
             try:
@@ -72,8 +95,11 @@ def _wrap_iter(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
                 epoch = _epochs.get(self, 0)
                 it._dftracer_epoch = epoch
                 it._dftracer_loader = weakref.ref(self)
-                emit("iter", "dataloader", t0, now(),
-                     {"epoch": epoch, "workers": int(getattr(self, "num_workers", 0) or 0)})
+                ints = {"epoch": epoch, "workers": int(getattr(self, "num_workers", 0) or 0)}
+                if number >= 0:
+                    ints["loader"] = number
+                emit("iter", "dataloader", t0, now(), ints,
+                     {"dataset": _dataset_name(getattr(self, "dataset", None))})
             except Exception:  # an iterator without attributes: no epoch
                 pass
         return it
@@ -108,7 +134,8 @@ def _note_worker() -> None:
     try:
         info = get_worker_info()
         if info is not None:
-            _core._record_worker(int(info.id), int(info.num_workers))
+            _core._record_worker(int(info.id), int(info.num_workers), _Starting.loader,
+                                 _dataset_name(info.dataset) or None)
     except Exception:  # no id: readers count the process as a worker of its own
         pass
 

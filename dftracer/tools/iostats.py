@@ -253,8 +253,11 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
             for epoch, nbytes, unplaced, ivs in slots:
                 if epoch is None:
                     continue
-                e = epochs.setdefault(epoch, {"bytes": 0, "unplaced": 0, "paths": {}})
+                e = epochs.setdefault(epoch, {"bytes": 0, "unplaced": 0, "paths": {},
+                                              "loaders": {}})
                 e["bytes"] += nbytes
+                label = loader_label(r)
+                e["loaders"][label] = e["loaders"].get(label, 0) + nbytes
                 e["unplaced"] += unplaced
                 have = e["paths"].get(row)
                 if have is None:
@@ -277,7 +280,9 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
             before[row] = array("q", (v for iv in merged for v in iv))
         by_epoch.append({"epoch": epoch, "bytes_read": e["bytes"],
                          "unique_bytes": unique + e["unplaced"], "reread_bytes": reread,
-                         "files": len(e["paths"]), "unplaced_bytes": e["unplaced"]})
+                         "files": len(e["paths"]), "unplaced_bytes": e["unplaced"],
+                         "by_loader": [{"loader": k, "bytes_read": v} for k, v in
+                                       sorted(e["loaders"].items(), key=_loader_order)]})
     before.clear()
     out_files = iofold.file_rows(fold, by_proc, max(1, len(procs)), by_rank, low, span, job)
     return {
@@ -287,6 +292,28 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
         "darshan": darshan_dict(job),
         "totals": dict(_io_row(job), files=len(out_files), processes=len(files)),
     }
+
+
+def loader_label(r: Result) -> str:
+    """Whose reads a process's are, for by_epoch's by_loader: a DataLoader
+    worker's loader (its parent's number for it, and its dataset's class:
+    "loader 1 (ImageFolder)"; "loader ?" for a worker that was not forked,
+    which cannot know the number), or "main" for any other process (a
+    rank reading for itself, a loader without workers)."""
+    if r.get("worker", -1) < 0:
+        return "main"
+    n, ds = r.get("loader", -1), r.get("dataset") or ""
+    name = f"loader {n}" if n >= 0 else "loader ?"
+    return f"{name} ({ds})" if ds else name
+
+
+def _loader_order(item: Tuple[str, int]) -> Tuple[int, int, str]:
+    """main first, then the loaders by number, then those of unknown number."""
+    label = item[0]
+    if label == "main":
+        return (0, 0, label)
+    num = label.split(" ", 2)[1]
+    return (1, int(num), label) if num.isdigit() else (2, 0, label)
 
 
 def _by_rank(files: List[Result], parents: Dict[int, Optional[Result]],
@@ -412,12 +439,19 @@ def render(a: Dict[str, Any], top: int) -> str:
     parts.append("\nRead sizes (calls): " + ", ".join(f"{b} {v:,}" for b, v in hist.items() if v)
                  if any(hist.values()) else "\nRead sizes: no reads")
     if a["by_epoch"]:
-        body = [[str(e["epoch"]), common.fmt_bytes(e["bytes_read"]),
-                 common.fmt_bytes(e["unique_bytes"]), common.fmt_bytes(e["reread_bytes"]),
-                 f"{e['files']:,}"] for e in a["by_epoch"]]
-        parts.append("\nBy epoch (re-read: bytes an earlier epoch read too: cacheable)\n" +
+        body = []
+        for e in a["by_epoch"]:
+            body.append([str(e["epoch"]), common.fmt_bytes(e["bytes_read"]),
+                         common.fmt_bytes(e["unique_bytes"]),
+                         common.fmt_bytes(e["reread_bytes"]), f"{e['files']:,}"])
+            loaders = e.get("by_loader", [])
+            if len(loaders) > 1:  # indented: whose reads they were
+                body += [[f"  {x['loader']}", common.fmt_bytes(x["bytes_read"]), "", "", ""]
+                         for x in loaders]
+        parts.append("\nBy epoch (re-read: bytes an earlier epoch read too: cacheable; "
+                     "indented: by loader)\n" +
                      common.table(["epoch", "read", "unique", "re-read", "files"], body,
-                                  range(0, 5)))
+                                  range(1, 5)))
     else:
         parts.append("\nBy epoch: no epochs found (no iteration/epoch events; "
                      "--epoch-from NAME names others)")

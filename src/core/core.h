@@ -244,9 +244,11 @@ typedef struct dft_rank_info {
 int dft_identity_emit_rank(const dft_rank_info *ri);
 
 /* A `worker` event: this process is worker `id` of `num_workers` (-1:
- * unknown) of a pool such as a DataLoader's.  Returns dft_emit's result.
- * Any thread, no GIL. */
-int dft_identity_emit_worker(int64_t id, int64_t num_workers);
+ * unknown) of a pool such as a DataLoader's, the loader its parent numbered
+ * `loader` (-1: unknown) over a dataset of class `dataset` (NULL: unknown).
+ * Returns dft_emit's result.  Any thread, no GIL. */
+int dft_identity_emit_worker(int64_t id, int64_t num_workers, int64_t loader,
+                             const char *dataset, size_t dataset_len);
 
 /* Memory (core/memory_read.c, memory_counters.c, memory_watch.c;
  * docs/memory.md): the process's resident memory and its limit read from

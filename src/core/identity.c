@@ -121,13 +121,19 @@ int dft_identity_emit_rank(const dft_rank_info *ri)
 }
 
 /* Any thread, no GIL. */
-int dft_identity_emit_worker(int64_t id, int64_t num_workers)
+int dft_identity_emit_worker(int64_t id, int64_t num_workers, int64_t loader,
+                             const char *dataset, size_t dataset_len)
 {
-    dft_arg args[3] = {{.key = "name", .type = DFT_ARG_STR, .v.s = {"worker", 6}},
+    dft_arg args[5] = {{.key = "name", .type = DFT_ARG_STR, .v.s = {"worker", 6}},
                        {.key = "value", .type = DFT_ARG_INT, .v.i = id}};
     unsigned n = 2;
     if (num_workers >= 0)
         args[n++] = (dft_arg){.key = "num_workers", .type = DFT_ARG_INT, .v.i = num_workers};
+    if (loader >= 0)
+        args[n++] = (dft_arg){.key = "loader", .type = DFT_ARG_INT, .v.i = loader};
+    if (dataset && dataset_len)
+        args[n++] = (dft_arg){.key = "dataset", .type = DFT_ARG_STR,
+                              .v.s = {dataset, dataset_len}};
     dft_event ev = {.name = "worker", .name_len = 6, .cat = "dftracer", .cat_len = 8,
                     .ph = DFT_PH_METADATA, .args = args, .nargs = n};
     dft_mem_set_worker(id, num_workers); /* its batches are its steps (core/memory_counters.c) */

@@ -12,12 +12,12 @@
 #define SV_IS(v, lit) ((v).n == sizeof(lit) - 1 && memcmp((v).p, lit, sizeof(lit) - 1) == 0)
 
 enum { I_VALUE = 1, I_LOCAL = 2, I_WORLD = 4, I_JOB = 8, I_SOURCE = 16, I_WORKERS = 32,
-       I_PPID = 64 };
+       I_PPID = 64, I_LOADER = 128, I_DATASET = 256 };
 
 typedef struct ident_args {
     unsigned have;
-    int64_t value, local_rank, world_size, num_workers, ppid;
-    dft_sv job_id, source;
+    int64_t value, local_rank, world_size, num_workers, ppid, loader;
+    dft_sv job_id, source, dataset;
 } ident_args;
 
 void dft_copy_sv(char *dst, size_t cap, dft_sv v)
@@ -32,7 +32,7 @@ void dft_ident_init(dft_ident *id)
 {
     memset(id, 0, sizeof *id);
     id->pid = id->ppid = id->rank = id->local_rank = id->world_size = -1;
-    id->worker = id->num_workers = -1;
+    id->worker = id->num_workers = id->loader = -1;
 }
 
 /* At most 18 digits, an optional '-': the whole of [p, end). */
@@ -49,6 +49,7 @@ static void arg(void *ctx, dft_sv key, const char *v, const char *vend, dft_sv s
         {"world_size", I_WORLD, offsetof(ident_args, world_size)},
         {"num_workers", I_WORKERS, offsetof(ident_args, num_workers)},
         {"ppid", I_PPID, offsetof(ident_args, ppid)},
+        {"loader", I_LOADER, offsetof(ident_args, loader)},
     };
     ident_args *a = ctx;
     if (is_str) {
@@ -60,6 +61,11 @@ static void arg(void *ctx, dft_sv key, const char *v, const char *vend, dft_sv s
         if (SV_IS(key, "source")) {
             a->source = str;
             a->have |= I_SOURCE;
+            return;
+        }
+        if (SV_IS(key, "dataset")) {
+            a->dataset = str;
+            a->have |= I_DATASET;
             return;
         }
         v = str.p; /* "value": "2" (the older tools' CM rank) */
@@ -112,6 +118,10 @@ int dft_ident_line(dft_ident *id, const dft_line *l)
             a.value <= INT32_MAX) {
             id->worker = a.value;
             id->num_workers = (a.have & I_WORKERS) && a.num_workers > a.value ? a.num_workers : -1;
+            id->loader = (a.have & I_LOADER) && a.loader >= 0 && a.loader <= INT32_MAX
+                             ? a.loader : -1;
+            dft_copy_sv(id->dataset, sizeof id->dataset,
+                        (a.have & I_DATASET) ? a.dataset : (dft_sv){"", 0});
         }
     }
     return 1;

@@ -15,6 +15,8 @@ typedef struct dft_ident {
     char host[256], process_name[512], job_id[256], rank_source[64];
     int64_t pid, ppid, rank, local_rank, world_size; /* -1: unknown */
     int64_t worker, num_workers; /* the `worker` metadata event's; -1: unknown */
+    int64_t loader;              /* its `loader`: the parent's loader number; -1: unknown */
+    char dataset[128];           /* its `dataset` class name ("": unknown) */
     int have_pid;
 } dft_ident;
 

@@ -210,18 +210,28 @@ def test_validation_reads_belong_to_the_epoch_they_ran_in(tmp_path):
     pass."""
     np = pytest.importorskip("numpy")
     pytest.importorskip("torch")
-    total = 0
+    total, part_bytes = 0, {}
     for part, n in (("train", 8), ("val", 4)):
         (tmp_path / "data" / part).mkdir(parents=True)
         for i in range(n):
             path = tmp_path / "data" / part / f"s{i}.npy"
             np.save(path, np.full(1000 * (i + 1), i, dtype=np.float32))
             total += path.stat().st_size
+            part_bytes[part] = part_bytes.get(part, 0) + path.stat().st_size
     epochs = 3
     run(tmp_path, "loader_val", "data", str(epochs), "2")
     a = io_json(tmp_path)
     assert [e["epoch"] for e in a["by_epoch"]] == list(range(epochs))
     assert [e["bytes_read"] for e in a["by_epoch"]] == [total] * epochs, a["by_epoch"]
+    # labelled by loader: the training loader is the process's loader 0, the
+    # validation's loader 1 (both over a dataset of class Files); the main
+    # process reads no data file
+    for e in a["by_epoch"]:
+        assert e["by_loader"] == [{"loader": "loader 0 (Files)", "bytes_read": part_bytes["train"]},
+                                  {"loader": "loader 1 (Files)", "bytes_read": part_bytes["val"]}], e
+    text = subprocess.run([sys.executable, "-m", "dftracer", "summary", "runs", "--io"],
+                          cwd=str(tmp_path), env=env(), capture_output=True, text=True).stdout
+    assert "indented: by loader" in text and text.count("  loader 1 (Files)") == epochs
     main = [read_trace(p) for p in find_traces(str(tmp_path / "runs"))]
     fetches = [e for t in main for e in t.of(cat="dataloader", name="fetch")]
     # 4 training and 2 validation batches a pass, each pass's number its own
@@ -232,6 +242,13 @@ def test_validation_reads_belong_to_the_epoch_they_ran_in(tmp_path):
                    key=lambda e: e["ts"])
     assert [e["args"]["epoch"] for e in iters] == [e for e in range(epochs) for _ in (0, 1)]
     assert all(e["args"]["workers"] == 2 for e in iters)
+    assert [e["args"]["loader"] for e in iters] == [0, 1] * epochs
+    assert all(e["args"]["dataset"] == "Files" for e in iters)
+    # each worker says which loader of its parent it serves
+    workers = [t for t in (read_trace(p) for p in find_traces(str(tmp_path / "runs")))
+               if t.of("M", name="worker")]
+    loaders = sorted(t.of("M", name="worker")[-1]["args"]["loader"] for t in workers)
+    assert loaders == sorted([0, 0, 1, 1] * epochs), loaders  # 2 workers a pass, not persistent
     for it in iters:
         first = min(f["ts"] for f in fetches if f["ts"] >= it["ts"])
         assert it["ts"] + it["dur"] <= first

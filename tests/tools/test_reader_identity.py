@@ -11,7 +11,7 @@ import pytest
 
 
 IDENTITY = ("host", "process_name", "pid", "ppid", "rank", "local_rank", "world_size", "job_id",
-            "rank_source", "worker", "num_workers")
+            "rank_source", "worker", "num_workers", "loader", "dataset")
 
 
 def _write(path, meta, start_args):
@@ -37,16 +37,18 @@ def _write(path, meta, start_args):
 @pytest.mark.parametrize("meta, start, want", [
     ([("rank", {"name": "rank", "value": "5", "local_rank": "1", "world_size": 8,
                 "job_id": "j1", "source": "torch.distributed"}),
-      ("worker", {"name": "worker", "value": 2, "num_workers": 4})],
+      ("worker", {"name": "worker", "value": 2, "num_workers": 4, "loader": 1,
+                  "dataset": "ImageFolder"})],
      {"ppid": 7},
      {"rank": 5, "local_rank": 1, "world_size": 8, "job_id": "j1",
-      "rank_source": "torch.distributed", "worker": 2, "num_workers": 4, "ppid": 7}),
+      "rank_source": "torch.distributed", "worker": 2, "num_workers": 4, "ppid": 7,
+      "loader": 1, "dataset": "ImageFolder"}),
     ([("rank", {"name": "rank", "value": 2**31})], {"ppid": "x"},
      {"rank": -1, "local_rank": -1, "world_size": -1, "job_id": "", "rank_source": "",
-      "worker": -1, "num_workers": -1, "ppid": -1}),
+      "worker": -1, "num_workers": -1, "ppid": -1, "loader": -1, "dataset": ""}),
     ([("CM", {"name": "rank", "value": "4"}), ("worker", {"name": "worker", "value": 1,
-                                                          "num_workers": 1})], {},
-     {"rank": 4, "rank_source": "CM", "worker": 1, "num_workers": -1}),
+                                                          "num_workers": 1, "loader": -2})], {},
+     {"rank": 4, "rank_source": "CM", "worker": 1, "num_workers": -1, "loader": -1}),
 ])
 def test_both_passes_read_the_same_identity(tmp_path, meta, start, want):
     from dftracer import _core
