@@ -8,6 +8,7 @@ first, named another rank, or named nobody.
 
     python benchmarks/tools/bench_stragglers.py [--runs 5] [--iters 60]
         [--shares 0,5,10,25] [--where forward,get_batch] [--burners 2] [--ranks 4]
+        [--keep-wrong DIR]
 
 Run it with the interpreter that has dftracer and torch installed (the
 package, not a source tree: `make setup-test`, then `.venv/bin/python
@@ -38,7 +39,10 @@ def burn(stop: Any) -> None:
         pass
 
 
-def run(base: str, data: str, ranks: int, iters: int, slow: Optional[tuple]) -> Dict[str, Any]:
+def run(base: str, data: str, ranks: int, iters: int, slow: Optional[tuple],
+        keep: Optional[str] = None) -> Dict[str, Any]:
+    """One job's `summary --ranks --json`; its traces are removed, or moved
+    under keep when it named a rank it should not have (a["kept"])."""
     out = tempfile.mkdtemp(prefix="run-", dir=base)
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     cmd = [sys.executable, "-m", "dftracer", "run", "-q", "--log-file",
@@ -50,7 +54,12 @@ def run(base: str, data: str, ranks: int, iters: int, slow: Optional[tuple]) -> 
     proc = subprocess.run([sys.executable, "-m", "dftracer", "summary", out, "--ranks",
                            "--json"], check=True, capture_output=True, text=True)
     a = json.loads(proc.stdout)
-    shutil.rmtree(out, ignore_errors=True)
+    s = a["stragglers"]
+    if keep and s and (not slow or s[0]["rank"] != slow[0]):
+        os.makedirs(keep, exist_ok=True)
+        a["kept"] = shutil.move(out, os.path.join(keep, os.path.basename(out)))
+    else:
+        shutil.rmtree(out, ignore_errors=True)
     return a
 
 
@@ -62,6 +71,9 @@ def main() -> None:
     p.add_argument("--where", default="forward,get_batch")
     p.add_argument("--burners", type=int, default=2)
     p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--keep-wrong", metavar="DIR", default=None,
+                   help="move the traces of each run that named a rank it should not have "
+                        "(balanced: any) under DIR, to see why")
     a = p.parse_args()
     base = tempfile.mkdtemp(prefix="bench-stragglers-")
     data = os.path.join(base, "data")
@@ -88,7 +100,7 @@ def main() -> None:
                 t0 = time.time()
                 for _ in range(a.runs):
                     slow = (slow_rank, where, share / 100 * step_ms) if share else None
-                    res = run(base, data, a.ranks, a.iters, slow)
+                    res = run(base, data, a.ranks, a.iters, slow, a.keep_wrong)
                     s = res["stragglers"]
                     if not s:
                         none += 1
@@ -100,7 +112,8 @@ def main() -> None:
                         wrong += 1
                     notes.append(f"{s[0]['rank']} {s[0]['mean_lead_us'] / 1e3:.1f}+-"
                                  f"{s[0]['stderr_us'] / 1e3:.1f} "
-                                 f"{s[0]['cause_class']}:{s[0]['cause_name']}")
+                                 f"{s[0]['cause_class']}:{s[0]['cause_name']}" +
+                                 (f" (kept: {res['kept']})" if "kept" in res else ""))
                 case = "balanced" if not share else f"{share:g}% {where}"
                 print(f"{case:<22} {a.runs:>4} {right:>5} {wrong:>5} {none:>5}  "
                       f"{'; '.join(notes)}  ({time.time() - t0:.0f} s)", flush=True)
