@@ -26,8 +26,10 @@ unknown code is timed in Python, one event per fetch. An iterable dataset's
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 import os
+import threading
 import weakref
 from typing import Any, Callable, Dict, Optional
 
@@ -46,11 +48,18 @@ _epochs: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
 _numbers: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
 
 
-class _Starting:
-    """The loader whose pass is starting its workers: a worker forked inside
-    __iter__ finds its loader's number here (a spawned one does not)."""
+class _Starting(threading.local):
+    """The loader whose pass this thread is starting, workers and all: a
+    worker forked inside __iter__ finds its loader's number here (the forking
+    thread is the child's only one; a spawned worker does not inherit it)."""
 
     loader = -1
+
+
+_starting = _Starting()
+# the loaders' numbers, process-wide: a loader collected keeps its number, so
+# none is given twice (next() of a count is one step under the GIL)
+_numbering = itertools.count()
 
 
 def _dataset_name(dataset: Any) -> str:
@@ -79,14 +88,16 @@ def _wrap_iter(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
         number = -1
         if P.on:
             try:
-                number = _numbers.setdefault(self, len(_numbers))
+                number = _numbers.get(self, -1)
+                if number < 0:
+                    number = _numbers[self] = next(_numbering)
             except TypeError:  # a loader that cannot be weakly referenced
-                pass
-        _Starting.loader = number
+                number = -1
+        _starting.loader = number
         try:
             it = original(self)
         finally:
-            _Starting.loader = -1
+            _starting.loader = -1
         modules.search_again()
         if P.on:
             try:
@@ -134,7 +145,7 @@ def _note_worker() -> None:
     try:
         info = get_worker_info()
         if info is not None:
-            _core._record_worker(int(info.id), int(info.num_workers), _Starting.loader,
+            _core._record_worker(int(info.id), int(info.num_workers), _starting.loader,
                                  _dataset_name(info.dataset) or None)
     except Exception:  # no id: readers count the process as a worker of its own
         pass
