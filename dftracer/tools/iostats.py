@@ -487,10 +487,16 @@ def html_section(a: Dict[str, Any], top: int) -> List[Tuple[str, List[str], List
               common.fmt_us(f["read_time_us"]), common.fmt_us(f["meta_time_us"])]
              for f in a["files"][:t]])]
     if a["by_epoch"]:
+        rows = []
+        for e in a["by_epoch"]:
+            rows.append([str(e["epoch"]), common.fmt_bytes(e["bytes_read"]),
+                         common.fmt_bytes(e["unique_bytes"]), common.fmt_bytes(e["reread_bytes"])])
+            loaders = e.get("by_loader", [])
+            if len(loaders) > 1:  # whose reads they were, as `summary --io` shows them
+                rows += [[f"  {x['loader']}", common.fmt_bytes(x["bytes_read"]), "", ""]
+                         for x in loaders]
         out.append(("I/O by epoch", ["epoch", "read", "unique", "re-read"],
-                    [[str(e["epoch"]), common.fmt_bytes(e["bytes_read"]),
-                      common.fmt_bytes(e["unique_bytes"]), common.fmt_bytes(e["reread_bytes"])]
-                     for e in a["by_epoch"]]))
+                    rows))
     rows = []
     for r in a["by_rank"]:
         rows.append([str(r["rank"]) if r["rank"] is not None else "-", f"{r['host']}:{r['pid']}",

@@ -7,6 +7,7 @@ the raw events."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -232,6 +233,13 @@ def test_validation_reads_belong_to_the_epoch_they_ran_in(tmp_path):
     text = subprocess.run([sys.executable, "-m", "dftracer", "summary", "runs", "--io"],
                           cwd=str(tmp_path), env=env(), capture_output=True, text=True).stdout
     assert "indented: by loader" in text and text.count("  loader 1 (Files)") == epochs
+    if importlib.util.find_spec("plotly") is not None:  # the report's table: the same rows
+        subprocess.run([sys.executable, "-m", "dftracer", "report", "runs", "-o", "r.html"],
+                       cwd=str(tmp_path), env=env(), capture_output=True, check=True,
+                       timeout=300)
+        table = (tmp_path / "r.html").read_text().split("<h2>I/O by epoch</h2>", 1)[1]
+        table = table.split("</table>", 1)[0]
+        assert table.count("loader 0 (Files)") == table.count("loader 1 (Files)") == epochs
     main = [read_trace(p) for p in find_traces(str(tmp_path / "runs"))]
     fetches = [e for t in main for e in t.of(cat="dataloader", name="fetch")]
     # 4 training and 2 validation batches a pass, each pass's number its own
