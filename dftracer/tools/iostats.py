@@ -256,8 +256,8 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
                 e = epochs.setdefault(epoch, {"bytes": 0, "unplaced": 0, "paths": {},
                                               "loaders": {}})
                 e["bytes"] += nbytes
-                label = loader_label(r)
-                e["loaders"][label] = e["loaders"].get(label, 0) + nbytes
+                key = _loader_key(r)
+                e["loaders"][key] = e["loaders"].get(key, 0) + nbytes
                 e["unplaced"] += unplaced
                 have = e["paths"].get(row)
                 if have is None:
@@ -281,8 +281,8 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
         by_epoch.append({"epoch": epoch, "bytes_read": e["bytes"],
                          "unique_bytes": unique + e["unplaced"], "reread_bytes": reread,
                          "files": len(e["paths"]), "unplaced_bytes": e["unplaced"],
-                         "by_loader": [{"loader": k, "bytes_read": v} for k, v in
-                                       sorted(e["loaders"].items(), key=_loader_order)]})
+                         "by_loader": [{"loader": k[2], "bytes_read": v} for k, v in
+                                       sorted(e["loaders"].items())]})
     before.clear()
     out_files = iofold.file_rows(fold, by_proc, max(1, len(procs)), by_rank, low, span, job)
     return {
@@ -294,26 +294,19 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
     }
 
 
-def loader_label(r: Result) -> str:
-    """Whose reads a process's are, for by_epoch's by_loader: a DataLoader
-    worker's loader (its parent's number for it, and its dataset's class:
-    "loader 1 (ImageFolder)"; "loader ?" for a worker that was not forked,
-    which cannot know the number), or "main" for any other process (a
-    rank reading for itself, a loader without workers)."""
+def _loader_key(r: Result) -> Tuple[int, int, str]:
+    """Whose reads a process's are, for by_epoch's by_loader, as (order,
+    number, label): any process but a DataLoader worker is "main" (a rank
+    reading for itself, a loader without workers), first; a worker's reads
+    are its loader's, by the number its parent gave the loader and its
+    dataset's class ("loader 1 (ImageFolder)"), by number; a worker that was
+    not forked cannot know the number ("loader ?"), last."""
     if r.get("worker", -1) < 0:
-        return "main"
+        return (0, 0, "main")
     n, ds = r.get("loader", -1), r.get("dataset") or ""
     name = f"loader {n}" if n >= 0 else "loader ?"
-    return f"{name} ({ds})" if ds else name
-
-
-def _loader_order(item: Tuple[str, int]) -> Tuple[int, int, str]:
-    """main first, then the loaders by number, then those of unknown number."""
-    label = item[0]
-    if label == "main":
-        return (0, 0, label)
-    num = label.split(" ", 2)[1]
-    return (1, int(num), label) if num.isdigit() else (2, 0, label)
+    label = f"{name} ({ds})" if ds else name
+    return (1, n, label) if n >= 0 else (2, 0, label)
 
 
 def _by_rank(files: List[Result], parents: Dict[int, Optional[Result]],

@@ -21,6 +21,8 @@
  * Pure; runs without the GIL. */
 #include "reader/classify.h"
 
+#include "reader/reader.h"
+
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -240,7 +242,6 @@ static const call calls[] = {
 _Static_assert(sizeof calls / sizeof *calls < CALL_SLOTS / 2, "calls outgrew their table");
 static unsigned char call_slot[CALL_SLOTS]; /* index + 1; 0: empty */
 static pthread_once_t call_slots_once = PTHREAD_ONCE_INIT;
-static int call_slots_ready;
 
 /* A name's home slot from its length and three of its bytes, the top bits
  * of a multiplicative hash: a few multiplies, where a hash of every byte
@@ -262,17 +263,11 @@ static void build_call_slots(void)
             j = (j + 1) & (CALL_SLOTS - 1);
         call_slot[j] = (unsigned char)(i + 1);
     }
-    call_slots_ready = 1;
 }
 
 static int same_name(const call *c, const char *name, size_t nn)
 {
-    if (c->len != nn)
-        return 0;
-    for (size_t i = 0; i < nn; i++)
-        if (c->name[i] != name[i])
-            return 0;
-    return 1;
+    return c->len == nn && dft_bytes_eq(c->name, name, nn);
 }
 
 static const call *find(const char *cat, size_t cn, const char *name, size_t nn)
@@ -284,7 +279,7 @@ static const call *find(const char *cat, size_t cn, const char *name, size_t nn)
     static _Thread_local const call *last;
     if (last && same_name(last, name, nn))
         return last;
-    if (pthread_once(&call_slots_once, build_call_slots) != 0 || !call_slots_ready) {
+    if (pthread_once(&call_slots_once, build_call_slots) != 0) {
         /* pthread_once fails only on a bad argument: read the table through */
         for (size_t i = 0; i < sizeof calls / sizeof *calls; i++)
             if (same_name(&calls[i], name, nn))
