@@ -109,8 +109,14 @@ $(VENV)/.ready:
 	touch $@
 
 # The package as a user gets it: an sdist, a wheel built from that sdist, the
-# wheel installed (not editable).  build/pkg holds them (dist/ is `make wheel`'s).
-setup: system-deps $(VENV)/.ready
+# wheel installed (not editable).  build/pkg holds them (dist/ is `make wheel`'s);
+# they are built again when a file that goes into the package changed since
+# (CI's `make backends` after `make test` does not rebuild them).
+PKG_STAMP := build/pkg/.installed
+PKG_INPUTS := $(shell find src dftracer -type f -not -name '*.py[co]' -not -name '*.so' 2>/dev/null) \
+  setup.py pyproject.toml MANIFEST.in dftracer-preload.pth
+setup: system-deps $(PKG_STAMP)
+$(PKG_STAMP): $(VENV)/.ready $(PKG_INPUTS)
 	rm -rf build/pkg && mkdir -p build
 	$(PY) -m build --no-isolation --outdir build/pkg . >build/pkg.log 2>&1 || \
 	  { cat build/pkg.log; exit 1; }
@@ -119,6 +125,7 @@ setup: system-deps $(VENV)/.ready
 	  { echo "the build printed warnings (build/pkg.log)"; exit 1; }
 	-@$(PIP) uninstall -q -y pydftracer 2>/dev/null  # the name this project had before 0.2
 	$(PIP) install -q --force-reinstall --no-deps build/pkg/$(DIST_NAME)-*.whl
+	touch $@
 
 # Tests also exercise the torch integrations: the CPU build of torch.
 setup-test: setup

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -84,6 +85,54 @@ def build_config_changed(build_temp, config):
     return had is not None and had != config
 
 
+def _compile_in_parallel(compiler, jobs):
+    """Makes compiler.compile run up to jobs compilers at once: the extension is
+    ~180 files that distutils compiles one after the other, most of a build's
+    time on a machine with more than one core. Threads only wait for the
+    compiler processes. Left as it is if this distutils lacks the steps."""
+    steps = ("_setup_compile", "_get_cc_args", "_compile")
+    if jobs < 2 or not all(hasattr(compiler, s) for s in steps):
+        return
+
+    def compile(sources, output_dir=None, macros=None, include_dirs=None, debug=0,
+                extra_preargs=None, extra_postargs=None, depends=None):
+        macros, objects, extra_postargs, pp_opts, build = compiler._setup_compile(
+            output_dir, macros, include_dirs, sources, depends, extra_postargs)
+        cc_args = compiler._get_cc_args(pp_opts, debug, extra_preargs)
+
+        def one(obj):
+            src, ext = build[obj]
+            compiler._compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
+
+        with ThreadPoolExecutor(jobs) as pool:  # an error is raised again here
+            list(pool.map(one, [obj for obj in objects if obj in build]))
+        return objects
+
+    compiler.compile = compile
+
+
+def _build_jobs(asked):
+    """build_ext's --parallel (-j) when given, else DFTRACER_BUILD_JOBS, else
+    the CPUs this process may run on."""
+    if asked:
+        return int(asked)
+    value = os.environ.get("DFTRACER_BUILD_JOBS", "").strip()
+    if value:
+        try:
+            if int(value) >= 1:
+                return int(value)
+        except ValueError:
+            pass
+        print(f"warning: DFTRACER_BUILD_JOBS={value!r} is not a positive number: "
+              f"using {_cpus()}", file=sys.stderr)
+    return _cpus()
+
+
+def _cpus():
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else (os.cpu_count() or 1)
+
+
 class build_ext_checked(build_ext):
     """Says which deflate library the build uses (one line), and rebuilds every
     object when the build configuration (the library, macros, flags) differs
@@ -101,7 +150,14 @@ class build_ext_checked(build_ext):
             print("dftracer build: the build configuration changed since the objects in "
                   f"{self.build_temp} were compiled: rebuilding them all", file=sys.stderr)
             self.force = True
+        # distutils' own --parallel builds extensions side by side, not one
+        # extension's files: the files are compiled in parallel instead.
+        self._jobs, self.parallel = _build_jobs(self.parallel), None
         super().run()
+
+    def build_extensions(self):
+        _compile_in_parallel(self.compiler, self._jobs)
+        super().build_extensions()
 
     def _temp_of(self, ext):
         return os.path.join(self.build_temp, "testcore") if ext.name == TESTCORE else self.build_temp
