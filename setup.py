@@ -7,7 +7,9 @@ DFTRACER_BUILD_CUPTI=0 (no CUPTI), DFTRACER_FRAME_HOOK_MAX_PY=0x030A (treat
 CPython newer than 3.10 as untested for the frame hook; for tests),
 DFTRACER_BUILD_TESTCORE=1 (also build the test extension, _dftracer_testcore:
 the same sources with the core's test hooks and src/testing/, for the test and
-benchmark targets of the Makefile; never in a wheel) or =only (just that one).
+benchmark targets of the Makefile; never in a wheel) or =only (just that one),
+DFTRACER_BUILD_JOBS=N (compilers run at once; default: build_ext's -j, else
+the CPUs this process may use).
 """
 
 import glob

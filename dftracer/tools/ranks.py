@@ -197,6 +197,7 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
     slowest: Dict[int, int] = {r.rank: 0 for r in ranks}  # steps with the largest lead
     chance: Dict[int, float] = {r.rank: 0.0 for r in ranks}  # sum of 1 / ranks compared
     per_step = []  # (step, durs, leads by position, mean time by class)
+    usual_wait = _usual_waits(ranks)
     for n in numbers:
         present = [(r, r.row(n)) for r in ranks]
         present = [(r, row) for r, row in present if row is not None]
@@ -210,9 +211,10 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
         if len(present) >= 2:
             cls = [row[3:3 + NCLS] for _, row in present]
             own = [sum(v[c] for c in range(NCLS) if c != COMM) for v in cls]
-            if all(row[WAIT] >= 0 for _, row in present):
+            waits = [row[WAIT] if row[WAIT] >= 0 else usual_wait[r.rank] for r, row in present]
+            if all(w is not None for w in waits):
                 # time waiting for a CPU is the machine's, not the rank's work
-                own = [max(0, o - row[WAIT]) for o, (_, row) in zip(own, present)]
+                own = [max(0, o - w) for o, w in zip(own, waits)]
             med_own = medians_of_others(own)
             med_cls = [medians_of_others([v[c] for v in cls]) for c in range(NCLS)]
             best = None
@@ -290,6 +292,18 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
         "alignment": align(results),
         "warnings": warnings,
     }
+
+
+def _usual_waits(ranks: Sequence[Rank]) -> Dict[int, Optional[float]]:
+    """Each rank's median run-queue wait over its steps that have one (None:
+    none has): what a step of it without one is taken to have waited, so that
+    one rank's missing counters do not leave every rank's wait in its step."""
+    out: Dict[int, Optional[float]] = {}
+    for r in ranks:
+        known = [r.steps[i * FIELDS + WAIT] for i in range(r.nsteps)
+                 if r.steps[i * FIELDS + WAIT] >= 0]
+        out[r.rank] = statistics.median(known) if known else None
+    return out
 
 
 def _rank_row(r: Rank, straggler_steps: int, slowest_steps: int) -> Dict[str, Any]:

@@ -89,6 +89,11 @@ int64_t dft_at_step(void);
  * is initialized (torch/memory_py.c).  The stepping thread, GIL held. */
 void dft_at_cuda_mem_step(int64_t step);
 void dft_at_activity(int64_t start, int64_t end);
+/* The step thread's scheduler counters now, kept for a boundary at ts (the
+ * clock just read) that the step code may find a moment later.  The GIL. */
+void dft_at_mark(int64_t ts);
+/* The same when no iteration is open (ts may start the first). */
+void dft_at_mark_first(int64_t ts);
 void dft_at_fetch_begin(int64_t ts);
 void dft_at_fetch_end(int64_t start, int64_t end, int has_epoch, int64_t epoch);
 void dft_at_loader_exhausted(int64_t ts);

@@ -205,6 +205,7 @@ void dft_at_forward_pre(PyObject *module)
     if (d == 0) {
         Py_XSETREF(t->top, Py_NewRef(module));
         t->fwd_start = dft_clock_us();
+        dft_at_mark_first(t->fwd_start);
         t->fwd_tok = dft_at_span_open("forward", "compute", t->fwd_start, -1);
     }
 }
@@ -374,6 +375,7 @@ static void optimizer_pre(PyObject *opt)
         return;
     t->opt_owner = opt;
     int64_t start = t->opt_start = dft_clock_us();
+    dft_at_mark_first(start);
     t->opt_tok = dft_at_span_open("optimizer.step", "compute", start, dft_at_step());
     if (t->depth) { /* a forward that ended without its hooks */
         t->depth = 0;
@@ -394,6 +396,7 @@ static void optimizer_post(PyObject *opt)
     Py_CLEAR(t->bwd_type); /* the next backward is of the next forward */
     dft_at_span_close(&t->opt_tok);
     int64_t end = dft_clock_us();
+    dft_at_mark(end); /* before the event is written: a flush can take a while */
     const char *name = dft_at_type_name(Py_TYPE(opt));
     dft_arg a[2] = {{DFT_AT_KEY("step"), .type = DFT_ARG_INT, .v.i = dft_at_step()},
                     {DFT_AT_KEY("optimizer"), .type = DFT_ARG_STR, .v.s = {name, strlen(name)}}};

@@ -122,7 +122,9 @@ void dft_at_fail(int part)
  * slowed by a busy machine waits, one given more work runs.  A boundary
  * found late (an iteration closed at an earlier optimizer step's end, while
  * the optimizers of one iteration are being learned) gives the iterations on
- * both sides of it none.  One pread of a
+ * both sides of it none.  The counters are read as the boundary's time is
+ * taken (dft_at_mark), not when the step code gets to it: on a busy machine
+ * the thread can wait for a CPU, or the writer flush, in between.  One pread of a
  * descriptor kept open for the thread that last asked (reopened when another
  * thread or a forked child asks); none where the file is missing.  The GIL. */
 static struct {
@@ -175,6 +177,9 @@ static sched_sample sched_now(void)
 
 enum { MODE_NONE, MODE_LOADER, MODE_OPTIM };
 
+/* The counters at the time ts a hook took for a boundary that may follow. */
+typedef struct { int64_t ts; sched_sample at; } sched_mark;
+
 static struct {
     int64_t step;           /* number of the current iteration */
     int has_start;
@@ -188,6 +193,8 @@ static struct {
     size_t ncycle, cycle_cap;
     int has_cycle;
     int64_t last_end;       /* end of the last optimizer step */
+    sched_mark mark;        /* the last dft_at_mark */
+    sched_mark last_end_at; /* the counters at last_end */
     int batch_pending;      /* LOADER: a batch was fetched, not closed */
     int64_t last_activity;
     int64_t tok;            /* the open span of the current iteration */
@@ -238,13 +245,34 @@ static void emit_held(void)
                    S.held_from, S.held_to, S.held_sampled, S.held_sampled_us);
 }
 
-static void close_at(int64_t end)
+void dft_at_mark(int64_t ts)
+{
+    S.mark = (sched_mark){ts, sched_now()};
+}
+
+void dft_at_mark_first(int64_t ts)
+{
+    if (!S.has_start)
+        dft_at_mark(ts);
+}
+
+/* The counters at the boundary ts: its mark, else read now when ts is
+ * (within 1 ms), else none. */
+static sched_sample sched_at(int64_t ts)
+{
+    if (S.mark.ts == ts && S.mark.at.ok)
+        return S.mark.at;
+    sched_sample now = sched_now();
+    if (dft_clock_us() - ts > 1000) /* not the boundary's counters */
+        now.ok = 0;
+    return now;
+}
+
+static void close_at(int64_t end, sched_sample to)
 {
     int64_t start = S.has_start && S.start <= end ? S.start : end;
     int64_t step = S.step;
-    sched_sample from = S.has_start ? S.at_start : (sched_sample){0, 0, 0}, to = sched_now();
-    if (dft_clock_us() - end > 1000) /* not the boundary's counters */
-        to.ok = 0;
+    sched_sample from = S.has_start ? S.at_start : (sched_sample){0, 0, 0};
     dft_mem_step(step); /* the resident memory at the step's end: docs/memory.md */
     dft_at_cuda_mem_step(step); /* and the CUDA allocator's, when in use */
     char sampled[DFT_SAMPLE_KEY];
@@ -282,7 +310,7 @@ void dft_at_activity(int64_t start, int64_t end)
     if (!S.has_start) {
         S.has_start = 1;
         S.start = start;
-        S.at_start = sched_now();
+        S.at_start = sched_at(start);
         dft_sample_take((char[DFT_SAMPLE_KEY]){0}, DFT_SAMPLE_KEY); /* samples before the step */
         dft_sample_step_thread();
         reopen(1, start);
@@ -293,9 +321,10 @@ void dft_at_activity(int64_t start, int64_t end)
 
 void dft_at_fetch_begin(int64_t ts)
 {
+    dft_at_mark(ts); /* also the end of a pass found exhausted (dft_at_loader_exhausted) */
     if (S.mode != MODE_OPTIM && S.batch_pending) {
         S.batch_pending = 0;
-        close_at(ts);
+        close_at(ts, sched_at(ts));
     }
     dft_at_activity(ts, 0);
 }
@@ -317,7 +346,7 @@ void dft_at_loader_exhausted(int64_t ts)
 {
     if (S.mode != MODE_OPTIM && S.batch_pending) {
         S.batch_pending = 0;
-        close_at(ts);
+        close_at(ts, sched_at(ts));
         S.has_start = 0;
         reopen(0, 0);
     }
@@ -354,7 +383,8 @@ int dft_at_optimizer_begin(uintptr_t opt, int64_t ts)
         }
         S.has_cycle = 1;
         S.nstepped = 0;
-        close_at(S.last_end);
+        close_at(S.last_end, S.last_end_at.ts == S.last_end ? S.last_end_at.at
+                                                             : (sched_sample){0, 0, 0});
     }
     dft_at_activity(ts, 0);
     return 0;
@@ -387,10 +417,11 @@ int dft_at_optimizer_end(uintptr_t opt, int64_t ts)
     }
     S.stepped[S.nstepped++] = opt;
     S.last_end = ts;
+    S.last_end_at = (sched_mark){ts, sched_at(ts)};
     dft_at_activity(ts, ts);
     if (cycle_done()) {
         S.nstepped = 0;
-        close_at(ts);
+        close_at(ts, S.last_end_at.at);
     }
     return 0;
 }
@@ -444,10 +475,11 @@ static PyObject *py_steps_exit(PyObject *m, PyObject *unused)
     emit_held();
     if (S.nstepped) {
         S.nstepped = 0;
-        close_at(S.last_end);
+        close_at(S.last_end, S.last_end_at.ts == S.last_end ? S.last_end_at.at
+                                                             : (sched_sample){0, 0, 0});
     } else if (S.mode == MODE_LOADER && S.batch_pending) {
         S.batch_pending = 0;
-        close_at(S.last_activity);
+        close_at(S.last_activity, sched_at(S.last_activity));
     }
     Py_RETURN_NONE;
 }

@@ -223,6 +223,47 @@ def test_stragglers_from_results(tmp_path):
     assert "rank 3" in ranks.render(a, 20)
 
 
+def test_a_rank_without_counters_in_some_steps_leaves_the_others_waits_out(tmp_path):
+    """Ranks 0 and 1 share their CPUs with busy programs: each step their
+    forward is 3 ms longer, all of it waiting for a CPU (wait_us), and the
+    others wait for them in the all_reduce.  Rank 3's iterations lack the
+    counters in every third step (a trace of an older build, or a file that
+    could not be read): its usual wait stands in for them, so ranks 0 and 1
+    lead in no step and nobody is named.  Without that, those steps would
+    count ranks 0 and 1's waits as their work: 3 ms leads in a third of the
+    steps."""
+    d = tmp_path / "job"
+    for rank in range(4):
+        busy = rank in (0, 1)
+        events = []
+        for k in range(30):
+            t = k * 10_000
+            fwd = 4000 + (3000 if busy else 0) + (k * 37 + rank * 11) % 50
+            sched = {} if rank == 3 and k % 3 == 0 else \
+                {"cpu_us": 5000, "wait_us": (3000 if busy else 0) + 100}
+            events += [ev("iteration", "pipeline", t, 9000, step=k, **sched),
+                       ev("forward", "compute", t, fwd),
+                       ev("all_reduce", "comm", t + fwd, 9000 - fwd, seq=k, group="world")]
+        write(d, events, env={"RANK": str(rank)})
+    a = ranks.analyze(_core._rank_file(p) for p in find_traces(str(d)))
+    assert a["stragglers"] == []
+    assert max(max(s["excess_us"]) for s in a["steps"]) < 100, a["steps"]
+    # the same job with rank 0 given 2 ms more work (CPU, not waiting) names it
+    d2 = tmp_path / "slow"
+    for rank in range(4):
+        events = []
+        for k in range(30):
+            t = k * 10_000
+            fwd = 4000 + (2000 if rank == 0 else 0) + (k * 37 + rank * 11) % 50
+            sched = {} if rank == 3 and k % 3 == 0 else {"cpu_us": fwd, "wait_us": 100}
+            events += [ev("iteration", "pipeline", t, 9000, step=k, **sched),
+                       ev("forward", "compute", t, fwd),
+                       ev("all_reduce", "comm", t + fwd, 9000 - fwd, seq=k, group="world")]
+        write(d2, events, env={"RANK": str(rank)})
+    a = ranks.analyze(_core._rank_file(p) for p in find_traces(str(d2)))
+    assert [(s["rank"], s["cause_name"]) for s in a["stragglers"]] == [(0, "forward")]
+
+
 def test_a_straggler_in_untraced_code(tmp_path):
     """Rank 2 spends 500 us a step where no event is (plus a 10 us `log`);
     the others wait for it in the all_reduce."""
