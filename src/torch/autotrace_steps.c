@@ -119,12 +119,12 @@ void dft_at_fail(int part)
  * time on a CPU and time runnable but waiting for one, ns), read at the
  * iteration boundaries so each iteration says how much of its wall time its
  * thread ran and how long it waited for a CPU (docs/trace-format.md): a rank
- * slowed by a busy machine waits, one given more work runs.  A boundary
- * found late (an iteration closed at an earlier optimizer step's end, while
- * the optimizers of one iteration are being learned) gives the iterations on
- * both sides of it none.  The counters are read as the boundary's time is
- * taken (dft_at_mark), not when the step code gets to it: on a busy machine
- * the thread can wait for a CPU, or the writer flush, in between.  One pread of a
+ * slowed by a busy machine waits, one given more work runs.  The counters
+ * are read as a boundary's time is taken (dft_at_mark; each optimizer step's
+ * end is kept, for a boundary found there late, while the optimizers of one
+ * iteration are being learned), not when the step code gets to it: on a busy
+ * machine the thread can wait for a CPU, or the writer flush, in between.
+ * One pread of a
  * descriptor kept open for the thread that last asked (reopened when another
  * thread or a forked child asks); none where the file is missing.  The GIL. */
 static struct {
@@ -194,7 +194,7 @@ static struct {
     int has_cycle;
     int64_t last_end;       /* end of the last optimizer step */
     sched_mark mark;        /* the last dft_at_mark */
-    sched_mark last_end_at; /* the counters at last_end */
+    sched_sample at_last_end; /* the counters at last_end */
     int batch_pending;      /* LOADER: a batch was fetched, not closed */
     int64_t last_activity;
     int64_t tok;            /* the open span of the current iteration */
@@ -383,8 +383,7 @@ int dft_at_optimizer_begin(uintptr_t opt, int64_t ts)
         }
         S.has_cycle = 1;
         S.nstepped = 0;
-        close_at(S.last_end, S.last_end_at.ts == S.last_end ? S.last_end_at.at
-                                                             : (sched_sample){0, 0, 0});
+        close_at(S.last_end, S.at_last_end);
     }
     dft_at_activity(ts, 0);
     return 0;
@@ -417,11 +416,11 @@ int dft_at_optimizer_end(uintptr_t opt, int64_t ts)
     }
     S.stepped[S.nstepped++] = opt;
     S.last_end = ts;
-    S.last_end_at = (sched_mark){ts, sched_at(ts)};
+    S.at_last_end = sched_at(ts);
     dft_at_activity(ts, ts);
     if (cycle_done()) {
         S.nstepped = 0;
-        close_at(ts, S.last_end_at.at);
+        close_at(ts, S.at_last_end);
     }
     return 0;
 }
@@ -475,8 +474,7 @@ static PyObject *py_steps_exit(PyObject *m, PyObject *unused)
     emit_held();
     if (S.nstepped) {
         S.nstepped = 0;
-        close_at(S.last_end, S.last_end_at.ts == S.last_end ? S.last_end_at.at
-                                                             : (sched_sample){0, 0, 0});
+        close_at(S.last_end, S.at_last_end);
     } else if (S.mode == MODE_LOADER && S.batch_pending) {
         S.batch_pending = 0;
         close_at(S.last_activity, sched_at(S.last_activity));
