@@ -321,7 +321,11 @@ void dft_at_activity(int64_t start, int64_t end)
 
 void dft_at_fetch_begin(int64_t ts)
 {
-    dft_at_mark(ts); /* also the end of a pass found exhausted (dft_at_loader_exhausted) */
+    /* read only where this batch may end or start an iteration (and a pass
+     * found exhausted, dft_at_loader_exhausted): not per batch of a loop
+     * whose optimizer steps end its iterations */
+    if (S.mode != MODE_OPTIM || !S.has_start)
+        dft_at_mark(ts);
     if (S.mode != MODE_OPTIM && S.batch_pending) {
         S.batch_pending = 0;
         close_at(ts, sched_at(ts));
