@@ -8,6 +8,7 @@
 #   make test-dev    the quick loop: extension built in place, suite run with
 #                    PYTHONPATH=. (no wheel, no install)
 #   make test-asan   the suite against an ASan + UBSan build (build/asan)
+#   make test-under-load  `make test` RUNS times beside BURNERS CPU burners
 #   make wheel       dist/: the sdist and a wheel for every supported Python
 #   make test-wheels each supported Python: a fresh venv, the dist/ wheel, the
 #                    tests that need no torch; then the same from the sdist
@@ -67,7 +68,7 @@ endef
 
 .PHONY: demo test test-dev test-asan test-wheels wheel sdist bench setup setup-test \
         system-deps browser-deps backends bench-writer tmux-deps testcore reference clean \
-        print-oldest-python
+        print-oldest-python test-under-load
 
 # The reference for tests/python/test_compat_reference.py and
 # tests/tools/test_validate_formats.py (the real pydftracer and dftracer),
@@ -157,6 +158,29 @@ demo: setup
 
 test: setup-test browser-deps tmux-deps testcore reference
 	$(call run_installed_tests,$(PY))
+
+# The suite as a busy machine runs it: `make test` RUNS times, one after the
+# other, beside BURNERS busy loops (one process each, started before the first
+# run, stopped after the last or on Ctrl-C); each run's output is kept in
+# build/under-load/run-N.log.  The bar (#52): 10 of 10 green beside two
+# burners, 3 of 3 beside four; a margin in a test comes from a bound measured
+# so (README, Development).
+BURNERS ?= 2
+RUNS ?= 1
+# (make named through a variable: `make -n test-under-load` only prints)
+TEST_MAKE = $(MAKE)
+test-under-load:
+	@[[ "$(BURNERS)" =~ ^[0-9]+$$ && "$(RUNS)" =~ ^[1-9][0-9]*$$ ]] || \
+	  { echo "BURNERS must be a whole number and RUNS one above 0 (got BURNERS='$(BURNERS)' RUNS='$(RUNS)')"; exit 2; }
+	@mkdir -p build/under-load; pids=; \
+	for i in $$(seq 1 $(BURNERS)); do sh -c 'while :; do :; done' & pids="$$pids $$!"; done; \
+	trap 'kill $$pids 2>/dev/null' EXIT; trap 'exit 130' INT TERM; green=0; \
+	for r in $$(seq 1 $(RUNS)); do t=$$SECONDS; log=build/under-load/run-$$r.log; \
+	  if $(TEST_MAKE) test >$$log 2>&1; then green=$$((green + 1)); s=green; else s=RED; fi; \
+	  echo "run $$r of $(RUNS) beside $(BURNERS) burners: $$s in $$((SECONDS - t)) s:" \
+	    "$$(grep -E '[0-9]+ (passed|failed)' $$log | tail -1) ($$log)"; \
+	done; \
+	echo "$$green of $(RUNS) runs green beside $(BURNERS) burners"; [ $$green = $(RUNS) ]
 
 # The quick development loop: the extension built in place, no install.
 test-dev: system-deps $(VENV)/.ready reference
