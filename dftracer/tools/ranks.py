@@ -13,14 +13,16 @@ name).  This module combines the files:
 - stragglers: the straggler is the rank the others wait for (docs/cli.md,
   "Stragglers").  A rank's time in a step is split so that waiting for the
   others is communication (reader/ranks_steps.c), so its time outside
-  communication is what it did itself.  Per step, a rank's lead is that time
-  minus the median of the other ranks' (paired within the step, so what
+  communication is what it did itself.  Per step, a rank's lead is that time,
+  less its run-queue wait (the machine's doing), minus the median of the
+  other ranks' (paired within the step, so what
   slows the whole machine cancels).  Over the steps, a rank is named when
   its mean lead is evidence, not noise -- T_MIN standard errors above 0
   (winsorized, widened for correlated steps), or the slowest rank in so
   many steps that chance (1 / ranks a step) gives it at most P_SLOWEST /
   ranks -- and its typical and mean lead reach a practical floor
-  (STEP_SHARE of the median step, STEP_MIN_US), named with the class whose
+  (STEP_SHARE of the median step, STEP_MIN_US) and its lead with the waits
+  left in is above 0 (the others did wait for it), named with the class whose
   typical excess over the others holds most of it and that class's top
   event.  The step's straggler is the rank with the largest lead when it
   reaches the floor.  A balanced job's leads are noise around 0: no
@@ -194,6 +196,7 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
     pos = {r.rank: i for i, r in enumerate(ranks)}
     # per rank: [(step, lead, per-class excess over the others' median)]
     leads: Dict[int, List[Tuple[int, float, List[float]]]] = {r.rank: [] for r in ranks}
+    walls: Dict[int, List[float]] = {r.rank: [] for r in ranks}  # leads before the waits are taken out
     slowest: Dict[int, int] = {r.rank: 0 for r in ranks}  # steps with the largest lead
     chance: Dict[int, float] = {r.rank: 0.0 for r in ranks}  # sum of 1 / ranks compared
     per_step = []  # (step, durs, leads by position, mean time by class)
@@ -211,6 +214,9 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
         if len(present) >= 2:
             cls = [row[3:3 + NCLS] for _, row in present]
             own = [sum(v[c] for c in range(NCLS) if c != COMM) for v in cls]
+            med_wall = medians_of_others(own)
+            for i, (r, _) in enumerate(present):
+                walls[r.rank].append(own[i] - med_wall[i])
             waits = [row[WAIT] if row[WAIT] >= 0 else usual_wait[r.rank] for r, row in present]
             if all(w is not None for w in waits):
                 # time waiting for a CPU is the machine's, not the rank's work
@@ -269,13 +275,18 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
         # DataLoader workers make it)
         evidence = min(p_mean, p_slowest) <= ALPHA / tested or (
             typical >= NOISE_K * noise and straggled[r.rank] >= HALF * compared)
-        if typical >= floor and mean >= floor and evidence:
+        # ... and the others waited for it: taking the waits out may not make
+        # a straggler of a rank that waited for them (a spin to a deadline, as
+        # a host's wait for its GPU, is not stretched by the run queue: the
+        # rank the machine preempted there only looks faster)
+        wall = typical_lead(walls[r.rank])
+        if typical >= floor and mean >= floor and evidence and wall > 0:
             held = [x for x in v if who.get(x[0]) == r.rank] or v
             s = _straggler(r, v, held, compared, ranks)
             s.update({"mean_lead_us": int(mean), "stderr_us": int(se),
                       "p_mean": p_mean,
                       "slowest_steps": slowest[r.rank], "p_slowest": p_slowest,
-                      "chance_steps": round(p0 * len(v), 1)})
+                      "chance_steps": round(p0 * len(v), 1), "wall_lead_us": int(wall)})
             stragglers.append(s)
     stragglers.sort(key=lambda s: (-s["mean_lead_us"], s["rank"]))
     return {
