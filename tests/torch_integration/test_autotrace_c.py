@@ -86,14 +86,12 @@ def test_the_hooks_are_c_objects_and_a_loop_gets_every_event_once_a_step(tmp_pat
     # (cpu_us and wait_us: the thread's scheduling, checked in test_autotrace.py;
     # sampled and sampled_us: there only when a stack sample landed in the
     # iteration's untraced time, as one can on a busy machine: test_sampler.py)
-    sched = ("cpu_us", "wait_us", "sampled", "sampled_us")
-    assert [{k: v for k, v in args(e).items() if k not in sched} for e in its] == [{"step": i, "epoch": 0} for i in range(3)]
-    for e in its:
-        a = e["args"]
+    varying = ("cpu_us", "wait_us", "sampled", "sampled_us")
+    assert [{k: v for k, v in args(e).items() if k not in varying}
+            for e in its] == [{"step": i, "epoch": 0} for i in range(3)]
+    for a in (e["args"] for e in its):  # a sample here is the loop's own code (`python -c`)
         assert ("sampled" in a) == ("sampled_us" in a), a
-        if "sampled" in a:  # the loop's own code (it runs as `python -c`); whole 10 ms periods
-            assert a["sampled"].startswith("<string>:") and a["sampled_us"] % 10000 == 0, a
-            assert a["sampled_us"] > 0, a
+        assert a.get("sampled", "<string>:").startswith("<string>:"), a
     assert [args(e) for e in fetches] == [{"batch": i, "workers": 0, "epoch": 0} for i in range(3)]
     assert [args(e) for e in items] == [{"index": i} for i in range(12)]
     assert [args(e) for e in fwd] == [{"module": "Sequential"}] * 3
