@@ -21,8 +21,8 @@ name).  This module combines the files:
   (winsorized, widened for correlated steps), or the slowest rank in so
   many steps that chance (1 / ranks a step) gives it at most P_SLOWEST /
   ranks -- and its typical and mean lead reach a practical floor
-  (STEP_SHARE of the median step, STEP_MIN_US) and its lead with the waits
-  left in is above 0 (the others did wait for it), named with the class whose
+  (STEP_SHARE of the median step, STEP_MIN_US), and so does its lead with
+  the waits left in (the others did wait for it), named with the class whose
   typical excess over the others holds most of it and that class's top
   event.  The step's straggler is the rank with the largest lead when it
   reaches the floor.  A balanced job's leads are noise around 0: no
@@ -275,12 +275,13 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
         # DataLoader workers make it)
         evidence = min(p_mean, p_slowest) <= ALPHA / tested or (
             typical >= NOISE_K * noise and straggled[r.rank] >= HALF * compared)
-        # ... and the others waited for it: taking the waits out may not make
-        # a straggler of a rank that waited for them (a spin to a deadline, as
-        # a host's wait for its GPU, is not stretched by the run queue: the
-        # rank the machine preempted there only looks faster)
+        # ... and the others waited for it, at least the floor: taking the
+        # waits out may not make a straggler of a rank that waited for them
+        # (a spin to a deadline, as a host's wait for its GPU, is not
+        # stretched by the run queue: the rank the machine preempted there
+        # only looks faster); a wall lead of a few us is noise, not a wait
         wall = typical_lead(walls[r.rank])
-        if typical >= floor and mean >= floor and evidence and wall > 0:
+        if typical >= floor and mean >= floor and evidence and wall >= floor:
             held = [x for x in v if who.get(x[0]) == r.rank] or v
             s = _straggler(r, v, held, compared, ranks)
             s.update({"mean_lead_us": int(mean), "stderr_us": int(se),

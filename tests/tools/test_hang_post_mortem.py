@@ -322,6 +322,9 @@ def test_top_names_a_dead_and_a_stopped_process(tmp_path):
     stopped = subprocess.Popen(["sleep", "300"])
     try:
         os.kill(stopped.pid, signal.SIGSTOP)
+        # the stop takes effect when the child next runs, which a loaded
+        # machine can delay past top's read of /proc: wait until it has
+        os.waitpid(stopped.pid, os.WUNTRACED)
         now = int(time.time() * 1e6)
         for r, pid in ((0, os.getpid()), (1, gone.pid), (2, stopped.pid)):  # 0: alive
             t = Trace(pid, rank=r, host=host, world=3).steps(4, at=now - 20 * S)

@@ -14,6 +14,7 @@ import pytest
 
 from dftracer import _core
 from dftracer.tools import ranks
+from dftracer.tools.lead_stats import typical_lead
 from tracefile import find_traces, run_python
 
 WRITE = """
@@ -263,10 +264,10 @@ def test_a_rank_without_counters_in_some_steps_leaves_the_others_waits_out(tmp_p
     assert [(s["rank"], s["cause_name"]) for s in a["stragglers"]] == [(0, "forward")]
 
 
-def _spin_job(d, extra_us):
+def _spin_job(d, extra_us, late_us=1000):
     """Two ranks whose forward spins to a 20 ms deadline (a host waiting for
     its GPU).  Rank 0 shares its CPU with busy programs: 12 ms of its spin is
-    in the run queue, and its forward ends 1 ms late (its work after the
+    in the run queue, and its forward ends late_us late (its work after the
     deadline waited too).  Rank 1 keeps its CPU, and its forward does
     extra_us of work more."""
     for rank in range(2):
@@ -274,7 +275,7 @@ def _spin_job(d, extra_us):
         for k in range(30):
             t = k * 30_000
             jitter = (k * 37 + rank * 11) % 50
-            fwd = (21_000 if rank == 0 else 20_000 + extra_us) + jitter
+            fwd = (20_000 + late_us if rank == 0 else 20_000 + extra_us) + jitter
             step = max(21_000, 20_000 + extra_us) + 1000 + 50
             sched = {"cpu_us": fwd - 12_000, "wait_us": 12_000} if rank == 0 else \
                 {"cpu_us": fwd - 300, "wait_us": 300}
@@ -300,6 +301,21 @@ def test_a_rank_that_waited_for_the_others_is_not_named_for_its_cpu(tmp_path):
     assert [(s["rank"], s["cause_name"]) for s in a["stragglers"]] == [(1, "forward")], \
         a["stragglers"]
     assert 1500 <= a["stragglers"][0]["wall_lead_us"] <= 2100, a["stragglers"]
+
+
+def test_a_wall_lead_of_a_few_us_is_not_a_wait(tmp_path):
+    """Both forwards end at the deadline (rank 0's work after it did not
+    wait): with the waits left in, rank 1 leads by its jitter, ~11 us a
+    step, which is not the others waiting for it.  Beside four burners a
+    balanced 2-rank job was named so (`slowest in 12/12 steps, +5.05 ms`,
+    wall_lead_us 18, the floor 1.2 ms); the wall lead must reach the floor."""
+    a = _spin_job(tmp_path / "job", 0, late_us=0)
+    # rank 1's lead with the waits left in is its forward less rank 0's
+    wall = typical_lead([(k * 37 + 11) % 50 - (k * 37) % 50 for k in range(30)])
+    assert 0 < wall < 100 < a["straggler_bound_us"], (wall, a["straggler_bound_us"])
+    # with the waits out rank 1 leads every step by ~11.7 ms: evidence, above the floor
+    assert sum(1 for s in a["steps"] if s["straggler"] == 1) == 30, a["steps"]
+    assert a["stragglers"] == [], a["stragglers"]
 
 
 def test_a_straggler_in_untraced_code(tmp_path):
