@@ -92,8 +92,11 @@ PHASE = PHASE_HEADER + textwrap.dedent(
 def run_phase(phase: str, n: int, tmp: str, env_extra: dict | None = None) -> dict:
     out = os.path.join(tmp, f"{phase}.pfw")
     env = dict(os.environ, DFTRACER_ENABLE="1", **(env_extra or {}))
+    # cwd: the scratch folder; `python -c` puts the current folder first on
+    # sys.path, and `make bench` runs from the repo root, whose source tree
+    # (no extension built there) would hide the installed package.
     proc = subprocess.run([sys.executable, "-c", PHASE, phase, str(n), out], env=env,
-                          capture_output=True, text=True, check=True)
+                          cwd=tmp, capture_output=True, text=True, check=True)
     for p in glob.glob(os.path.join(tmp, f"{phase}-*")):
         os.unlink(p)
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -51,8 +51,10 @@ def run(base: str, data: str, ranks: int, iters: int, slow: Optional[tuple],
     if slow:
         cmd += ["--slow-rank", str(slow[0]), "--slow", slow[1], "--slow-ms", f"{slow[2]:.2f}"]
     subprocess.run(cmd, cwd=out, check=True, capture_output=True, timeout=900)
+    # cwd: the run's folder; from the repo root `-m dftracer` would import the
+    # source tree (no extension built there) instead of the installed package.
     proc = subprocess.run([sys.executable, "-m", "dftracer", "summary", out, "--ranks",
-                           "--json"], check=True, capture_output=True, text=True)
+                           "--json"], cwd=out, check=True, capture_output=True, text=True)
     a = json.loads(proc.stdout)
     s = a["stragglers"]
     if keep and s and (not slow or s[0]["rank"] != slow[0]):
