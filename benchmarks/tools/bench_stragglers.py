@@ -30,6 +30,8 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional
 
+from bench_tools import run_cli  # this script's folder is sys.path[0]
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROG = os.path.join(HERE, "..", "..", "tests", "tools", "lm_ddp_prog.py")
 
@@ -51,11 +53,11 @@ def run(base: str, data: str, ranks: int, iters: int, slow: Optional[tuple],
     if slow:
         cmd += ["--slow-rank", str(slow[0]), "--slow", slow[1], "--slow-ms", f"{slow[2]:.2f}"]
     subprocess.run(cmd, cwd=out, check=True, capture_output=True, timeout=900)
-    # cwd: the run's folder; from the repo root `-m dftracer` would import the
-    # source tree (no extension built there) instead of the installed package.
-    proc = subprocess.run([sys.executable, "-m", "dftracer", "summary", out, "--ranks",
-                           "--json"], cwd=out, check=True, capture_output=True, text=True)
-    a = json.loads(proc.stdout)
+    report = out + ".json"
+    run_cli(["summary", out, "--ranks", "--json", "--no-progress"], report)
+    with open(report) as f:
+        a = json.load(f)
+    os.unlink(report)
     s = a["stragglers"]
     if keep and s and (not slow or s[0]["rank"] != slow[0]):
         os.makedirs(keep, exist_ok=True)

@@ -104,7 +104,7 @@ sys.exit(rc)
 
 def run_cli(args: list, out_path: Optional[str] = None) -> tuple:
     """(seconds, peak RSS MiB) of `dftracer ARGS` in a fresh interpreter; its
-    output goes to out_path (None: nowhere).  bench_ranks.py uses it too.
+    output goes to out_path (None: nowhere).  The other tools benchmarks use it too.
     The dftracer is the one this script's Python imports: the installed
     package, or a source tree on PYTHONPATH; the CLI starts in a neutral
     folder so that a checkout in the current one is never imported instead."""
