@@ -65,6 +65,10 @@ def _record_worker(id: int, num_workers: int = -1, loader: int = -1,
     """Writes a `worker` metadata event (a DataLoader worker's id, its
     loader's number and dataset class)."""
 
+def _signal_ends_process(signum: int) -> None:
+    """The handler now installed for signum (SIGTERM, SIGHUP) ends the
+    process: the tracer's handler finalizes the trace before it runs."""
+
 # Zero-code torch hooks in C (src/torch/autotrace_*.c; dftracer/_autotrace)
 class _TorchHook:
     """A torch forward or optimizer step hook of the zero-code events."""

@@ -12,7 +12,13 @@ that bypass atexit are closed here:
   ``os._exit``: one is registered in every child, also when tracing starts
   only later in it (forkserver children, whose server process is not tracing).
 
-Only a C-level ``_exit()`` (from native code) is not seen; what it loses is
+- torch's DataLoader worker signal handler, which a worker installs as it
+  starts and which ends the worker with a C-level ``_exit()`` on the SIGTERM
+  its parent sends at exit (a persistent loader left alive): the core is told
+  that this handler ends the process, so its own SIGTERM handler, chained in
+  front of torch's, finalizes the trace before torch's runs.
+
+Any other C-level ``_exit()`` (from native code) is not seen; what it loses is
 bounded by the time-based flush (docs/configuration.md).
 """
 
@@ -68,6 +74,28 @@ def _exit(status: int, /) -> None:  # the signature of os._exit
 _exit.__wrapped__ = _real_exit  # type: ignore[attr-defined]
 
 
+def _wrap_worker_signals() -> None:
+    """torch's _worker_loop calls signal_handling._set_worker_signal_handlers()
+    first: wrapped so that the core learns its SIGTERM handler ends the worker."""
+    import signal
+
+    from torch.utils.data._utils import signal_handling
+
+    original = signal_handling._set_worker_signal_handlers
+    if getattr(original, "__wrapped__", None) is not None:
+        return
+
+    def _set_worker_signal_handlers(*args: object) -> None:
+        original(*args)
+        try:
+            _core._signal_ends_process(signal.SIGTERM)
+        except Exception:  # the worker runs on whatever happens here
+            pass
+
+    _set_worker_signal_handlers.__wrapped__ = original  # type: ignore[attr-defined]
+    signal_handling._set_worker_signal_handlers = _set_worker_signal_handlers
+
+
 def install() -> None:
     """Registers the exit and fork hooks once per interpreter."""
     global _installed
@@ -83,6 +111,7 @@ def install() -> None:
     from dftracer._autotrace import imports
 
     imports.when_imported("multiprocessing.util", _register_after_fork)
+    imports.when_imported("torch.utils.data._utils.signal_handling", _wrap_worker_signals)
     # The parent's flusher back at once after os.fork(), so that a parent that
     # forks and then blocks still answers `dftracer stacks` (docs/hang.md).
     # CPython 3.12 counts threads for its fork warning before these hooks run,

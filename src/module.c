@@ -11,6 +11,7 @@
 #include "binding/pyargs.h"
 
 #include <errno.h>
+#include <signal.h>
 
 /* ---- GIL hooks for the core's waits ------------------------------------ */
 
@@ -465,7 +466,27 @@ static PyObject *mod_record_worker(PyObject *m, PyObject *args, PyObject *kw)
     Py_RETURN_NONE;
 }
 
+/* _signal_ends_process(signum): the handler now installed for signum ends
+ * the process when it runs (torch's DataLoader worker handler); dftracer's
+ * handler, chained in front of it, finalizes the trace first. */
+static PyObject *mod_signal_ends_process(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    long sig = PyLong_AsLong(arg);
+    if (sig == -1 && PyErr_Occurred())
+        return NULL;
+    if (sig != SIGTERM && sig != SIGHUP)
+        return PyErr_Format(PyExc_ValueError,
+                            "_signal_ends_process: signum must be SIGTERM or SIGHUP, not %ld", sig);
+    if (dft_signals_handler_ends_process((int)sig) != 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"_signal_ends_process", mod_signal_ends_process, METH_O,
+     "_signal_ends_process(signum)\n\nThe handler now installed for signum (SIGTERM, SIGHUP) "
+     "ends the process: the trace is finalized before it runs."},
     {"_record_rank", (PyCFunction)(void (*)(void))mod_record_rank, METH_VARARGS | METH_KEYWORDS,
      "_record_rank(rank, world_size=-1, local_rank=-1, job_id=None, source='torch.distributed')"
      "\n\nWrites a `rank` metadata event (a rank learnt after start-up)."},

@@ -211,6 +211,12 @@ int64_t dft_inflight_missed(void);
  * sets, which the flusher calls with why ("request" or "SIGTERM") and the
  * request's number.  No GIL. */
 void dft_set_stack_dumper(void (*dump)(const char *why, unsigned req));
+/* The handler now installed for sig (SIGTERM or SIGHUP) ends the process
+ * when it runs, as torch's DataLoader worker handler does with _exit(): the
+ * tracer's handler, bound again over it when needed, finalizes the trace
+ * before chaining to it (core/signals.c).  0, or -1 for a signal the tracer
+ * does not handle.  GIL held. */
+int dft_signals_handler_ends_process(int sig);
 /* From the program's after-fork hook in the parent (core/park.c): starts
  * the flusher at once, so a parent that forks and then blocks still answers
  * stacks requests.  The forking thread, GIL held. */

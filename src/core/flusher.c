@@ -8,7 +8,9 @@
  * safe) to write every thread's committed records and drain the writer queue
  * while the handler waits: the handler itself takes no lock and allocates
  * nothing, and the flush runs on a thread that holds no lock of the
- * interrupted one.  Each wake also looks once at the stacks request file
+ * interrupted one; when the signal ends the process, the flusher finalizes
+ * the trace instead (through the function tracer.c sets: the `end` event is
+ * written before the process goes).  Each wake also looks once at the stacks request file
  * (core/stacks.c); with the time-based flush off it still wakes every
  * STACKS_POLL_S for that alone.  All signals are blocked here; no GIL, never
  * Python. */
@@ -42,6 +44,9 @@ static struct {
     _Atomic int alive;    /* the thread runs and serves requests */
     _Atomic unsigned req; /* flush requests from signal handlers */
     _Atomic unsigned done;
+    _Atomic int final;    /* a request's process ends after it: finalize */
+    _Atomic long long final_deadline_ns;
+    _Atomic(int (*)(long long deadline_ns)) finalize; /* tracer.c's, for a signal */
     double period;        /* seconds between ticks; 0: requests only */
 } flusher;
 
@@ -59,10 +64,15 @@ static void *flusher_main(void *arg)
         if (req != atomic_load(&flusher.done)) {
             if (flusher.period > 0 && atomic_load(&dft_trace.active))
                 dft_open_spans_tick((int64_t)(flusher.period * 2e6), 0, 1); /* at the kill */
-            dft_flush_all_threads(1); /* every thread's records, and the queue drained */
-            /* A process killed before its first member still leaves its
-             * header: it lived (an exec'd child never gets here). */
-            dft_writer_write_kept();
+            int (*finalize)(long long) = atomic_load(&flusher.final) ? atomic_load(&flusher.finalize)
+                                                                     : NULL;
+            /* finalize stops this thread (the loop ends after the store below) */
+            if (!finalize || !finalize(atomic_load(&flusher.final_deadline_ns))) {
+                dft_flush_all_threads(1); /* every thread's records, and the queue drained */
+                /* A process killed before its first member still leaves its
+                 * header: it lived (an exec'd child never gets here). */
+                dft_writer_write_kept();
+            }
             atomic_store(&flusher.done, req);
             continue;
         }
@@ -121,12 +131,18 @@ void dft_flusher_start(void)
     flusher.started = 1;
 }
 
-/* Under life_lock; no GIL. */
+/* Under life_lock; no GIL.  On the flusher itself (its finalize for a
+ * signal) it only tells the loop to end: the thread detaches. */
 pid_t dft_flusher_stop(void)
 {
     if (!flusher.started)
         return 0;
     atomic_store(&flusher.stop, 1);
+    if (pthread_equal(pthread_self(), flusher.thread)) {
+        pthread_detach(flusher.thread);
+        flusher.started = 0;
+        return atomic_load(&flusher.tid);
+    }
     sem_post(&flusher.wake);
     pthread_join(flusher.thread, NULL);
     flusher.started = 0;
@@ -153,11 +169,21 @@ void dft_flusher_wake(void)
 /* Async-signal-safe. */
 int dft_flusher_alive(void) { return atomic_load(&flusher.alive); }
 
+/* Any thread, no GIL. */
+void dft_flusher_set_finalize(int (*finalize)(long long deadline_ns))
+{
+    atomic_store(&flusher.finalize, finalize);
+}
+
 /* Async-signal context. */
-int dft_flusher_flush_for_signal(long long deadline_ns)
+int dft_flusher_flush_for_signal(long long deadline_ns, int final)
 {
     if (!atomic_load(&flusher.alive))
         return 0;
+    if (final) {
+        atomic_store(&flusher.final_deadline_ns, deadline_ns);
+        atomic_store(&flusher.final, 1); /* never cleared: the process is ending */
+    }
     unsigned mine = atomic_fetch_add(&flusher.req, 1) + 1;
     sem_post(&flusher.wake);
     while ((int)(atomic_load(&flusher.done) - mine) < 0 && atomic_load(&flusher.alive) &&

@@ -12,7 +12,7 @@
 
 /* The tracer's slow paths (a hand-off, a flush, a thread's first event,
  * start, finalize, fork) hold locks that the flush of a SIGTERM needs.
- * SIGTERM and SIGINT wait on this thread until such a path is done: another
+ * SIGTERM, SIGHUP and SIGINT wait on this thread until such a path is done: another
  * thread takes them, or they are delivered right after.  Two system calls
  * per hand-off of a whole buffer; never on the hot path. */
 static inline void dft_signals_hold(sigset_t *saved)
@@ -20,6 +20,7 @@ static inline void dft_signals_hold(sigset_t *saved)
     sigset_t block;
     sigemptyset(&block);
     sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
     sigaddset(&block, SIGINT);
     pthread_sigmask(SIG_BLOCK, &block, saved);
 }

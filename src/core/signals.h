@@ -5,10 +5,12 @@
 
 #include <stdatomic.h>
 
-/* Binds SIGTERM (with all, DFTRACER_BIND_SIGNALS: SIGINT, SIGABRT and SIGSEGV
- * too), each once per process, chaining to the action it had then.  Under
- * life_lock. */
+/* Binds SIGTERM and SIGHUP (with all, DFTRACER_BIND_SIGNALS: SIGINT, SIGABRT
+ * and SIGSEGV too), each once per process, chaining to the action it had
+ * then.  Under life_lock. */
 void dft_signals_install(int all);
+
+/* dft_signals_handler_ends_process: core/core.h. */
 
 /* Set while finalize runs: a signal that comes then waits for it instead of
  * cutting the end of the trace. */

@@ -412,6 +412,22 @@ void dft_finalize(void)
 /* C atexit: after Python's own atexit handlers (which finalize first), no GIL. */
 static void at_exit(void) { dft_finalize(); }
 
+/* The finalize of a signal that ends the process (core/signals.c), run by the
+ * flusher while the handler waits.  The interrupted thread may hold
+ * life_lock, and would never let it go: it is only tried until deadline_ns
+ * (0: the handler flushes what it can instead).  The flusher, no GIL. */
+static int finalize_for_signal(long long deadline_ns)
+{
+    while (pthread_mutex_trylock(&dft_g.life_lock) != 0) {
+        if (dft_signal_clock_ns() >= deadline_ns)
+            return 0;
+        dft_signal_nap_1ms();
+    }
+    finalize_locked();
+    pthread_mutex_unlock(&dft_g.life_lock);
+    return 1;
+}
+
 /* ---- fork -------------------------------------------------------------- */
 
 /* Before fork(): write out everything buffered so the child cannot inherit it
@@ -496,4 +512,5 @@ static void install_process_hooks(void)
         dft_log(DFT_LOG_ERROR, "pthread_atfork failed; forked children will not be traced");
     if (atexit(at_exit) != 0)
         dft_log(DFT_LOG_ERROR, "atexit failed; call finalize() before exit");
+    dft_flusher_set_finalize(finalize_for_signal);
 }
