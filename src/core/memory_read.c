@@ -11,11 +11,18 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The statm descriptor and the pid that opened it: /proc/self resolves at
- * open, so a forked child must open its own. */
+#include "core/owned_fd.h"
+
+/* The statm descriptor, kept out of the program's way and checked before
+ * each read (core/owned_fd.c: a program that closes its descriptors may
+ * reuse the number), and the pid that opened it: /proc/self resolves at
+ * open, so a forked child opens its own.  Lock-free: a forked child must not
+ * inherit a lock held by a thread it does not have. */
 static _Atomic int statm_fd = -1;
 static _Atomic pid_t statm_pid;
-static long page_size;
+static _Atomic dev_t statm_dev;
+static _Atomic ino_t statm_ino;
+static _Atomic long page_size;
 
 /* Reads up to cap - 1 bytes of path at offset 0 into buf, NUL-terminated;
  * the length, or -1. */
@@ -32,33 +39,48 @@ static ssize_t read_small(const char *path, char *buf, size_t cap)
     return n;
 }
 
-static int statm_open(void)
+/* The statm descriptor of this process, opened (again) when there is none
+ * or the one kept is not statm any more; -1 when it cannot be opened.  The
+ * parent's, inherited by a forked child, is left open there (it may still be
+ * the parent's to use: the child never closes it). */
+static int statm_get(void)
 {
     pid_t me = getpid();
     int fd = atomic_load(&statm_fd);
-    if (fd >= 0 && atomic_load(&statm_pid) == me)
-        return fd;
-    int nfd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    if (nfd < 0)
-        return -1;
-    /* Two threads racing here both open; one keeps its descriptor, the
-     * other closes its own.  The parent's inherited one stays open in the
-     * child (it may still be the parent's to use). */
-    if (atomic_compare_exchange_strong(&statm_fd, &fd, nfd)) {
-        atomic_store(&statm_pid, me);
-        return nfd;
+    if (fd >= 0 && atomic_load(&statm_pid) == me) {
+        dft_owned_fd kept = {.fd = fd, .dev = atomic_load(&statm_dev),
+                             .ino = atomic_load(&statm_ino)};
+        if (dft_owned_fd_check(&kept))
+            return fd;
+        /* the number is the program's now: forgotten, never closed */
+        atomic_compare_exchange_strong(&statm_fd, &fd, -1);
+        fd = -1;
     }
-    close(nfd);
+    dft_owned_fd mine;
+    int nfd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (nfd < 0 || dft_owned_fd_adopt(&mine, nfd) != 0)
+        return -1;
+    atomic_store(&statm_dev, mine.dev); /* the same for every thread of this process */
+    atomic_store(&statm_ino, mine.ino);
+    /* Two threads racing here both open; one keeps its descriptor, the
+     * other closes its own. */
+    if (atomic_compare_exchange_strong(&statm_fd, &fd, mine.fd)) {
+        atomic_store(&statm_pid, me);
+        return mine.fd;
+    }
+    close(mine.fd);
     return atomic_load(&statm_pid) == me ? atomic_load(&statm_fd) : -1;
 }
 
 int64_t dft_mem_rss(void)
 {
-    if (page_size <= 0) {
+    long ps = atomic_load(&page_size);
+    if (ps <= 0) {
         long p = sysconf(_SC_PAGESIZE);
-        page_size = p > 0 ? p : 4096;
+        ps = p > 0 ? p : 4096;
+        atomic_store(&page_size, ps);
     }
-    int fd = statm_open();
+    int fd = statm_get();
     if (fd < 0)
         return -1;
     char buf[128];
@@ -74,7 +96,7 @@ int64_t dft_mem_rss(void)
     unsigned long long pages = strtoull(p, &end, 10);
     if (end == p)
         return -1;
-    return (int64_t)pages * page_size;
+    return (int64_t)pages * ps;
 }
 
 int64_t dft_mem_hwm(void)

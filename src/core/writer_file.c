@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -26,7 +28,7 @@ dft_writer_state dft_writer = {
     .space = PTHREAD_COND_INITIALIZER,
     .idle = PTHREAD_COND_INITIALIZER,
     .file_lock = PTHREAD_MUTEX_INITIALIZER,
-    .fd = -1,
+    .file = DFT_OWNED_FD_NONE,
 };
 
 /* ---- writing ----------------------------------------------------------- */
@@ -37,13 +39,44 @@ dft_writer_state dft_writer = {
  * ones; if it cannot be cut back, writing stops for good.  The first failure
  * is reported once.  Caller holds file_lock (or is in a signal handler:
  * write, ftruncate and the log's one write() are async-signal-safe). */
+/* The trace file's descriptor was closed by the program, or its number now
+ * names a file of the program's (os.closerange, then an open()): opens the
+ * trace file again by name, for appending, when it is still the same file;
+ * else writing stops, with one line.  Nothing is ever written through the
+ * old number.  Caller holds file_lock (or is in a signal handler: open,
+ * fstat and fcntl are async-signal-safe). */
+static int reclaim_file(void)
+{
+    const char *path = dft_writer.actual ? dft_writer.actual : dft_writer.path;
+    int fd = path ? open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW) : -1;
+    if (fd >= 0 && dft_owned_fd_same_file(&dft_writer.file, fd)) {
+        if (dft_owned_fd_adopt(&dft_writer.file, fd) == 0) {
+            struct stat st;
+            if (fstat(dft_writer.file.fd, &st) == 0)
+                dft_writer.good_end = st.st_size;
+            return 0;
+        }
+        fd = -1; /* closed by adopt */
+    }
+    int e = fd >= 0 ? ESTALE : errno;
+    if (fd >= 0)
+        close(fd);
+    dft_writer.dead = 1;
+    dft_log(DFT_LOG_ERROR, "the program closed the trace file's descriptor and %s cannot be "
+            "opened again (%s); no more events are written to it",
+            path ? path : "the trace file", strerror(e));
+    return -1;
+}
+
 static int write_all(const char *buf, size_t n)
 {
-    if (dft_writer.fd < 0 || dft_writer.dead)
+    if (dft_writer.file.fd < 0 || dft_writer.dead)
+        return -1;
+    if (!dft_owned_fd_check(&dft_writer.file) && reclaim_file() != 0)
         return -1;
     size_t done = 0;
     while (done < n) {
-        ssize_t w = write(dft_writer.fd, buf + done, n - done);
+        ssize_t w = write(dft_writer.file.fd, buf + done, n - done);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
@@ -53,7 +86,7 @@ static int write_all(const char *buf, size_t n)
                 dft_log(DFT_LOG_ERROR, "cannot write to %s: %s; events are being dropped",
                         dft_writer.actual ? dft_writer.actual : "trace", strerror(e));
             }
-            if (done > 0 && ftruncate(dft_writer.fd, dft_writer.good_end) != 0) {
+            if (done > 0 && ftruncate(dft_writer.file.fd, dft_writer.good_end) != 0) {
                 dft_writer.dead = 1;
                 dft_log(DFT_LOG_ERROR, "cannot cut %s back to its last whole member: %s; "
                         "no more events are written to it",
@@ -133,7 +166,7 @@ static int write_kept_locked(worker *wk)
         return 0;
     const char *buf;
     size_t len;
-    if (dft_writer.fd < 0 || dft_writer.dead || (dft_writer.compression && worker_zinit(wk) != 0) ||
+    if (dft_writer.file.fd < 0 || dft_writer.dead || (dft_writer.compression && worker_zinit(wk) != 0) ||
         dft_kept_member(atomic_load(&dft_writer.need_bracket),
                         dft_writer.compression ? wk->cz : NULL,
                         &buf, &len) != 0 ||
@@ -158,7 +191,7 @@ static void write_piece(worker *wk, const char *text, size_t n, size_t lines,
     size_t len;
     int encoded = encode_piece(wk, 0, text, n, &buf, &len) == 0;
     pthread_mutex_lock(&dft_writer.file_lock);
-    int ok = dft_writer.fd >= 0 && !dft_writer.dead && write_kept_locked(wk) == 0;
+    int ok = dft_writer.file.fd >= 0 && !dft_writer.dead && write_kept_locked(wk) == 0;
     int bracket = atomic_load(&dft_writer.need_bracket);
     if (ok && (bracket || !encoded) && encode_piece(wk, bracket, text, n, &buf, &len) != 0) {
         keep_needed(recs, lines, "compression failed");
@@ -208,7 +241,8 @@ static int open_file_locked(void)
     free(dft_writer.actual);
     dft_writer.actual = used;
     dft_writer.pending = 0;
-    dft_writer.fd = fd;
+    if (dft_owned_fd_adopt(&dft_writer.file, fd) != 0)
+        return -1;
     dft_writer.dead = 0;
     dft_writer.good_end = size;
     atomic_store(&dft_writer.need_bracket, size == 0);
@@ -219,7 +253,7 @@ static int open_file_locked(void)
  * a failure once per trace.  Caller holds dft_writer.lock. */
 void dft_writer_open_pending_locked(void)
 {
-    if (dft_writer.fd < 0 && dft_writer.pending && open_file_locked() != 0 &&
+    if (dft_writer.file.fd < 0 && dft_writer.pending && open_file_locked() != 0 &&
         !dft_writer.write_error_reported) {
         dft_writer.write_error_reported = 1;
         dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", dft_writer.path,
@@ -277,7 +311,7 @@ void dft_writer_write_now(const dft_event *ev, int64_t id)
         return;
     dft_rec_place at = {.id = id, .level = 1, .p_idx = -1, .tid = ev->tid};
     dft_record_encode(rec, ev, size, &at);
-    if (dft_writer.fd < 0 && dft_writer.pending && open_file_locked() != 0)
+    if (dft_writer.file.fd < 0 && dft_writer.pending && open_file_locked() != 0)
         return;
     worker *wk = &dft_writer.sync;
     size_t pos = 0;
@@ -374,7 +408,7 @@ int dft_writer_emergency_prepare(void)
  * skips the write if another thread holds the file lock. */
 int dft_writer_emergency(const char *data, size_t start, size_t end)
 {
-    if (!dft_writer.emergency_ready || dft_writer.fd < 0 ||
+    if (!dft_writer.emergency_ready || dft_writer.file.fd < 0 ||
         atomic_exchange(&dft_writer.emergency_busy, 1))
         return -1;
     worker *wk = &dft_writer.emergency;

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "core/compress.h"
+#include "core/owned_fd.h"
 #include "core/writer.h"
 #include "format/lines.h"
 
@@ -41,12 +42,13 @@ typedef struct dft_writer_state {
     worker sync; /* for the header and end event, written under dft_g.life_lock */
     int pending; /* the file is configured but not opened yet */
 
-    pthread_mutex_t file_lock; /* the fd and the write of one member */
-    int fd;
+    pthread_mutex_t file_lock; /* the file and the write of one member */
+    dft_owned_fd file; /* the trace file, checked before each member (core/owned_fd.c) */
     char *path;      /* the file asked for */
     char *actual;    /* the file written: path, or its fallback name */
     off_t good_end;  /* end of the last whole member written */
-    int dead;        /* a torn write could not be cut back: writing stopped */
+    int dead;        /* a torn write could not be cut back, or the file was taken
+                      * from the writer and could not be opened again: writing stopped */
     int compression;
     dft_fmt_ctx fmt;
     _Atomic int need_bracket; /* a new file: the next piece written starts with "[\n" */
