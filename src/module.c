@@ -441,8 +441,7 @@ static PyObject *mod_record_rank(PyObject *m, PyObject *args, PyObject *kw)
         return PyErr_Format(PyExc_ValueError, "_record_rank: rank must be >= 0, not %lld", rank);
     dft_rank_info ri = {.rank = rank, .local_rank = local < 0 ? -1 : local,
                         .world_size = world < 0 ? -1 : world, .job_id = job, .source = source};
-    if (dft_trace_active() || dft_lazy_start() == 0)
-        dft_identity_emit_rank(&ri);
+    dft_identity_learn_rank(&ri, dft_trace_active() || dft_lazy_start() == 0);
     Py_RETURN_NONE;
 }
 

@@ -49,8 +49,8 @@ def get_testcore():
         pytest.skip(f"the test extension {TESTCORE} is not built: {TESTCORE_BUILD}")
 EVENT_KEYS_X = ["id", "name", "cat", "pid", "tid", "ts", "dur", "ph"]
 EVENT_KEYS_M = ["id", "name", "cat", "pid", "tid", "ph"]
-META_NAMES = {"HH", "FH", "SH", "CM", "thread_name", "process_name", "rank", "worker", "clock", "open",
-              "stack", "memory"}
+META_NAMES = {"HH", "FH", "SH", "CM", "thread_name", "process_name", "process_sort_index", "rank",
+              "worker", "clock", "open", "stack", "memory"}
 
 
 @dataclass

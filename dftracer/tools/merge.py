@@ -81,13 +81,25 @@ def assign_pids(infos: List[Dict[str, Any]]) -> List[Tuple[int, int]]:
 
 
 def process_label(info: Dict[str, Any], pid: int) -> str:
+    """`<exec> [host H, pid P, rank R, worker W, child of pid Q]`: a DataLoader
+    worker says which worker of which rank it is (never a rank of its own)."""
     name = info.get("process_name") or os.path.basename(info["path"])
     bits = [f"host {info.get('host') or '?'}", f"pid {info.get('pid')}"]
     if info.get("rank") is not None:
         bits.append(f"rank {info['rank']}")
+    if info.get("worker") is not None:
+        bits.append(f"worker {info['worker']}")
     if info.get("parent") is not None:
         bits.append(f"child of pid {info['parent']}")
     return f"{name} [{', '.join(bits)}]"
+
+
+def sort_index(info: Dict[str, Any]) -> int:
+    """Perfetto's process order: ranks by number, each followed by its
+    workers, then the processes of no rank (a launcher)."""
+    rank, worker = info.get("rank"), info.get("worker")
+    base = (rank + 1) * 1000 if rank is not None else 10 ** 9
+    return base + (worker + 1 if worker is not None else 0)
 
 
 def _identities(infos: List[Dict[str, Any]], syncs: List[Dict[str, Any]]) -> None:
@@ -99,6 +111,8 @@ def _identities(infos: List[Dict[str, Any]], syncs: List[Dict[str, Any]]) -> Non
             continue
         if s.get("rank", -1) >= 0:
             info["rank"] = s["rank"]
+        if s.get("worker", -1) >= 0:
+            info["worker"] = s["worker"]
         if s.get("ppid", -1) >= 0 and (s.get("host"), s["ppid"]) in procs:
             info["parent"] = s["ppid"]
 
@@ -132,7 +146,7 @@ def main(args: argparse.Namespace) -> int:
     parts_dir = tempfile.mkdtemp(prefix=".dftracer-merge-", dir=out_dir)
     try:
         parts = [os.path.join(parts_dir, f"{n:06d}.part") for n in range(len(files))]
-        items = [(f, part, args.fmt, pid_map, (len(files), k), offsets.get(f, 0))
+        items = [(f, part, args.fmt, pid_map, (2 * len(files), k), offsets.get(f, 0))
                  for k, (f, part, pid_map) in enumerate(zip(files, parts, pid_maps))]
         results = runner.run(_rewrite, items, jobs=args.jobs, dask=args.dask,
                              label=args.fmt == "pfw" and "merge" or "convert",
@@ -144,6 +158,10 @@ def main(args: argparse.Namespace) -> int:
             names.append({"id": len(names) + 1, "name": "process_name", "cat": "dftracer",
                           "pid": new, "tid": new, "ph": "M",
                           "args": {"name": process_label(info, new)}})
+            names.append({"id": len(names) + 1, "name": "process_sort_index", "cat": "dftracer",
+                          "pid": new, "tid": new, "ph": "M",
+                          "args": {"name": "process_sort_index", "value": sort_index(info),
+                                   "sort_index": sort_index(info)}})
         lines = [line_keys.dumps(e, ensure_ascii=False) for e in names]
         if args.fmt == "pfw":
             header = "[\n" + "".join(line + "\n" for line in lines)

@@ -51,7 +51,9 @@ void dft_finalize(void);
  *   FLUSH       before dft_flush() writes;
  *   FINALIZING  under the lifecycle lock before the end event, while events
  *               are still recorded;
- *   ABANDONED   under the lock, when a forked child cannot open its file.
+ *   ABANDONED   under the lock, when a forked child cannot open its file;
+ *   RECONFIGURED under the lock, when initialize_log takes over a trace that
+ *               started by itself (its data_dir may differ).
  * Hooks called under the lock must not start or finalize tracing. */
 typedef enum {
     DFT_HOOK_OPENED = 0,
@@ -59,6 +61,7 @@ typedef enum {
     DFT_HOOK_FLUSH,
     DFT_HOOK_FINALIZING,
     DFT_HOOK_ABANDONED,
+    DFT_HOOK_RECONFIGURED,
 } dft_hook_event;
 typedef void (*dft_lifecycle_hook)(dft_hook_event ev);
 int dft_add_lifecycle_hook(dft_lifecycle_hook fn); /* 0, or -1 when the table is full */
@@ -248,6 +251,11 @@ typedef struct dft_rank_info {
 /* A `rank` event for a rank learnt later (torch.distributed's
  * init_process_group).  Returns dft_emit's result.  Any thread, no GIL. */
 int dft_identity_emit_rank(const dft_rank_info *ri);
+/* The same, remembered (with emit 0: only remembered, no trace yet): the
+ * headers of this process's later files and of its forked children (its
+ * DataLoader workers) name that rank too, when the launcher's environment
+ * names none.  Any thread, no GIL. */
+int dft_identity_learn_rank(const dft_rank_info *ri, int emit);
 
 /* A `worker` event: this process is worker `id` of `num_workers` (-1:
  * unknown) of a pool such as a DataLoader's, the loader its parent numbered

@@ -120,6 +120,55 @@ int dft_identity_emit_rank(const dft_rank_info *ri)
     return dft_emit_logged(&ev);
 }
 
+/* The rank learnt after start-up (torch.distributed's), kept for the
+ * headers of this process's later files and of its forked children: a
+ * DataLoader worker of a rank whose launcher set no RANK (Lightning's own,
+ * mp.spawn) is a worker of that rank.  busy guards the copy; writers hold the
+ * GIL, readers (a header) run under life_lock or single-threaded in a child. */
+static struct {
+    atomic_flag busy;
+    int have;
+    dft_rank_info ri;
+    char job_id[128], source[64];
+} learnt = {.busy = ATOMIC_FLAG_INIT};
+
+static void copy_text(char *dst, size_t cap, const char *src)
+{
+    size_t n = src ? strlen(src) : 0;
+    if (n >= cap)
+        n = cap - 1;
+    if (n)
+        memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* Any thread, no GIL. */
+int dft_identity_learn_rank(const dft_rank_info *ri, int emit)
+{
+    while (atomic_flag_test_and_set(&learnt.busy))
+        ;
+    learnt.ri = *ri;
+    copy_text(learnt.job_id, sizeof learnt.job_id, ri->job_id);
+    copy_text(learnt.source, sizeof learnt.source, ri->source);
+    learnt.ri.job_id = ri->job_id ? learnt.job_id : NULL;
+    learnt.ri.source = ri->source ? learnt.source : NULL;
+    learnt.have = 1;
+    atomic_flag_clear(&learnt.busy);
+    return emit ? dft_identity_emit_rank(ri) : 0;
+}
+
+/* The learnt rank into ri (its strings: learnt's own); 1 when there is one. */
+static int learnt_rank(dft_rank_info *ri)
+{
+    while (atomic_flag_test_and_set(&learnt.busy))
+        ;
+    int have = learnt.have;
+    if (have)
+        *ri = learnt.ri;
+    atomic_flag_clear(&learnt.busy);
+    return have;
+}
+
 /* Any thread, no GIL. */
 int dft_identity_emit_worker(int64_t id, int64_t num_workers, int64_t loader,
                              const char *dataset, size_t dataset_len)
@@ -183,7 +232,7 @@ void dft_identity_emit_header(void)
     if (!hooked && dft_add_lifecycle_hook(on_lifecycle) == 0)
         hooked = 1;
     dft_rank_info ri;
-    if (rank_from_env(&ri))
+    if (rank_from_env(&ri) || learnt_rank(&ri))
         dft_identity_emit_rank(&ri);
     emit_pair("start");
 }

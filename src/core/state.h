@@ -111,7 +111,11 @@ typedef struct dft_globals {
     dft_config cfg;
     size_t flush_threshold;      /* bytes of records that trigger a hand-off */
     size_t chunk_cap;
-    int64_t pid;                 /* pid written in events */
+    int64_t pid;                 /* pid written in events: the OS pid, as the
+                                  * reference writes it (a fork child's ppid
+                                  * then names its parent's events) */
+    int64_t name_id;             /* the id in the file's name: initialize_log's
+                                  * process_id, else the pid */
     int64_t real_pid;            /* getpid() of the process owning the file */
     uint64_t hhash;
     char hostname[256];

@@ -208,3 +208,24 @@ void dft_trace_file_forget_owned(void)
         free(w);
     }
 }
+
+/* Caller holds the writer's lock; no GIL. */
+int dft_trace_file_rename(const char *from, const char *to)
+{
+    if (was_written(to)) {
+        errno = EEXIST;
+        return -1;
+    }
+    /* link() never replaces what is at `to` (rename() would); the two names
+     * must be on one file system, else the caller starts a new file. */
+    if (link(from, to) != 0)
+        return -1;
+    if (unlink(from) != 0) {
+        int e = errno;
+        unlink(to);
+        errno = e;
+        return -1;
+    }
+    remember_written(to);
+    return 0;
+}

@@ -23,6 +23,11 @@ int dft_trace_file_open(const char *path, char **actual, off_t *size);
  * errno.  Any thread, no GIL. */
 int dft_trace_file_make_dir(const char *path, char *dir, size_t cap);
 
+/* Gives the file this process is writing at `from` the name `to`, never over
+ * anything there (EEXIST), on the same file system only (EXDEV): a trace
+ * that started by itself takes the name initialize_log gives it.  0, or -1
+ * with errno.  Caller holds the writer's lock; no GIL. */
+int dft_trace_file_rename(const char *from, const char *to);
 /* In a forked child: the names the parent wrote are the parent's business
  * (the child's own pid is in its names).  Single-threaded. */
 void dft_trace_file_forget_owned(void);

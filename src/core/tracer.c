@@ -208,7 +208,7 @@ static void emit_header(void) /* under life_lock, no GIL */
 static void make_path(void)
 {
     char *p = dft_trace_name_build(dft_g.cfg.log_file ? dft_g.cfg.log_file : "./trace",
-                                   dft_g.hostname, dft_g.pid, dft_g.cfg.compression);
+                                   dft_g.hostname, dft_g.name_id, dft_g.cfg.compression);
     if (!p)
         return;
     free(dft_g.path);
@@ -258,6 +258,57 @@ int dft_start(const char *log_file, const char *data_dir, int64_t process_id, in
     return rc;
 }
 
+/* initialize_log in a process whose trace started by itself (an event
+ * logged before it, as DLIO's first `@dlp.log_init` is): the trace goes on
+ * in the file initialize_log names, with every event logged so far -- the
+ * file is renamed, and the I/O filter takes the new data_dir -- so that no
+ * file is left in the current directory.  0, or -1 when it cannot be
+ * renamed there (another file system, a name taken): the caller finalizes
+ * the trace and starts a new one, as before.  Caller holds life_lock; no
+ * GIL. */
+static int adopt_locked(const char *log_file, const char *data_dir, int64_t process_id)
+{
+    char *stem = log_file && *log_file ? dft_config_stem(log_file) : NULL;
+    int64_t name_id = process_id >= 0 ? process_id : dft_g.real_pid;
+    const char *use = stem ? stem : dft_g.cfg.log_file ? dft_g.cfg.log_file : "./trace";
+    char *path = dft_trace_name_build(use, dft_g.hostname, name_id, dft_g.cfg.compression);
+    char *dd = data_dir && *data_dir ? strdup(data_dir) : NULL;
+    char dir[PATH_MAX];
+    int ok = path && (!data_dir || !*data_dir || dd) &&
+             dft_trace_file_make_dir(path, dir, sizeof dir) == 0 &&
+             (strcmp(path, dft_g.path ? dft_g.path : "") == 0 || dft_writer_rename(path) == 0);
+    if (!ok) {
+        dft_log(DFT_LOG_INFO, "the trace that started by itself cannot take the name %s: %s; "
+                "it ends there and a new one starts", path ? path : "?", strerror(errno));
+        free(stem);
+        free(path);
+        free(dd);
+        return -1;
+    }
+    if (stem) {
+        free(dft_g.cfg.log_file);
+        dft_g.cfg.log_file = stem;
+    }
+    if (dd) {
+        free(dft_g.cfg.data_dir);
+        dft_g.cfg.data_dir = dd;
+    }
+    free(dft_g.path);
+    dft_g.path = path;
+    dft_g.name_id = name_id;
+    dft_g.explicit_init = 1;
+    dft_run_lifecycle_hooks(DFT_HOOK_RECONFIGURED);
+    /* the stacks request file is named after the trace: the flusher watches
+     * the new one (it reads the name only as it starts) */
+    sigset_t saved;
+    dft_signals_hold(&saved);
+    dft_flusher_stop();
+    dft_flusher_start();
+    dft_signals_release(&saved);
+    dft_log(DFT_LOG_INFO, "tracing goes on in %s", dft_writer_path());
+    return 0;
+}
+
 static int start_held(const char *log_file, const char *data_dir, int64_t process_id,
                       int explicit_init, char *err, size_t errlen, int *started)
 {
@@ -268,7 +319,11 @@ static int start_held(const char *log_file, const char *data_dir, int64_t proces
             pthread_mutex_unlock(&dft_g.life_lock);
             return 0;
         }
-        finalize_locked(); /* an implicit trace gives way to initialize_log */
+        if (adopt_locked(log_file, data_dir, process_id) == 0) {
+            pthread_mutex_unlock(&dft_g.life_lock);
+            return 0;
+        }
+        finalize_locked(); /* it could not: a file of its own, then */
     }
     if (!explicit_init && state != DFT_STATE_UNINIT) {
         pthread_mutex_unlock(&dft_g.life_lock);
@@ -295,7 +350,8 @@ static int start_held(const char *log_file, const char *data_dir, int64_t proces
     dft_clock_init(); /* done at import; kept for C API users */
     read_hostname();
     dft_g.real_pid = (int64_t)getpid();
-    dft_g.pid = process_id >= 0 ? process_id : dft_g.real_pid;
+    dft_g.pid = dft_g.real_pid;
+    dft_g.name_id = process_id >= 0 ? process_id : dft_g.real_pid;
     dft_g.flush_threshold = dft_g.cfg.write_buffer;
     size_t base = dft_g.cfg.write_buffer < 65536 ? 65536 : dft_g.cfg.write_buffer;
     dft_g.chunk_cap = base + DFT_REC_MAX;
@@ -483,6 +539,7 @@ static void fork_child(void)
     }
     dft_g.real_pid = (int64_t)getpid();
     dft_g.pid = dft_g.real_pid;
+    dft_g.name_id = dft_g.real_pid; /* its own file, under the parent's stem */
     make_path();
     atomic_fetch_add(&dft_trace.gen, 1);
     if (!dft_g.path || open_file(0, dft_trace_gen()) != 0) {

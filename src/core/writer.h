@@ -17,6 +17,11 @@ typedef struct dft_writer_opts {
 } dft_writer_opts;
 
 int dft_writer_open(const dft_writer_opts *o, int open_now); /* 0, or -1 with errno */
+/* The trace goes on under another name: the file being written is renamed
+ * (never over anything there; core/trace_file.c), or, not opened yet, will
+ * be opened there.  0, or -1 with errno (the name is unchanged).  Under
+ * dft_g.life_lock; no GIL. */
+int dft_writer_rename(const char *new_path);
 extern __thread int dft_no_gil_release;
 dft_chunk *dft_chunk_new(void);                 /* NULL when out of memory */
 dft_chunk *dft_chunk_new_first(void);           /* a thread's first: small; NULL likewise */

@@ -301,6 +301,40 @@ int dft_writer_open(const dft_writer_opts *o, int open_now)
     return open_now ? open_file_locked() : 0;
 }
 
+/* Any thread, no GIL (under dft_g.life_lock). */
+int dft_writer_rename(const char *new_path)
+{
+    char *path = strdup(new_path);
+    if (!path) {
+        errno = ENOMEM;
+        return -1;
+    }
+    pthread_mutex_lock(&dft_writer.lock);
+    pthread_mutex_lock(&dft_writer.file_lock);
+    int rc = 0;
+    if (dft_writer.actual) { /* opened: the file itself takes the name */
+        char *actual = strdup(new_path);
+        if (!actual || dft_trace_file_rename(dft_writer.actual, new_path) != 0) {
+            int e = actual ? errno : ENOMEM;
+            free(actual);
+            free(path);
+            path = NULL;
+            errno = e;
+            rc = -1;
+        } else {
+            free(dft_writer.actual);
+            dft_writer.actual = actual;
+        }
+    }
+    if (path) {
+        free(dft_writer.path);
+        dft_writer.path = path;
+    }
+    pthread_mutex_unlock(&dft_writer.file_lock);
+    pthread_mutex_unlock(&dft_writer.lock);
+    return rc;
+}
+
 /* Formats one event and writes it at once, bypassing the queue (the end event).
  * Called by finalize after the queue is drained. */
 void dft_writer_write_now(const dft_event *ev, int64_t id)

@@ -76,6 +76,10 @@ static void io_lifecycle(dft_hook_event ev)
 {
     if (ev == DFT_HOOK_OPENED)
         io_start();
+    else if (ev == DFT_HOOK_RECONFIGURED) {
+        io_stop(); /* the filter again, from initialize_log's data_dir */
+        io_start();
+    }
     else if (ev == DFT_HOOK_FINALIZING || ev == DFT_HOOK_ABANDONED) {
         if (ev == DFT_HOOK_FINALIZING)
             dft_io_filter_warn_missing();

@@ -242,3 +242,112 @@ def test_the_init_hook_with_another_finder_that_asks_the_others(tmp_path):
     (meta,) = metadata(read_trace(path), "rank")
     assert (meta["value"], meta["world_size"], meta["local_rank"], meta["source"]) == (
         5, 6, 3, "torch.distributed")
+
+
+# ---- who a process is, as the reference writes it (issue 67) -----------------
+
+NO_LAUNCHER = {v: "" for v in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")}
+
+
+def test_events_carry_the_os_pid_and_a_forked_child_names_it_as_ppid(tmp_path):
+    # process_id names the file (a rank, as DLIO passes it), never the pid
+    # field: pydftracer's dftracer 2.2.0 writes the OS pid there too.
+    proc = run_python(f"""
+        import os
+        from dftracer.python import dftracer, dft_fn
+        log = dftracer.initialize_log({str(tmp_path / 'trace-3-of-4.pfw')!r}, None, 3)
+        with dft_fn("work", name="parent"):
+            pass
+        pid = os.fork()
+        if pid == 0:
+            with dft_fn("work", name="child"):
+                pass
+            os._exit(0)
+        os.waitpid(pid, 0)
+        log.finalize()
+        print(os.getpid(), pid)
+        """, dict(NO_LAUNCHER, DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1"))
+    parent_pid, child_pid = map(int, proc.stdout.split())
+    files = find_traces(str(tmp_path), "trace-3-of-4")
+    assert len(files) == 2
+    by_pid = {}
+    for f in files:
+        tr = read_trace(f)
+        pids = {e["pid"] for e in tr.events}
+        assert len(pids) == 1
+        by_pid[pids.pop()] = (f, tr)
+    assert set(by_pid) == {parent_pid, child_pid}
+    assert by_pid[parent_pid][0].endswith("-3-app.pfw.gz")  # the name keeps process_id
+    (start,) = by_pid[child_pid][1].of("X", name="start")
+    assert start["args"]["ppid"] == parent_pid
+
+
+def test_events_logged_before_initialize_log_go_to_the_file_it_names(tmp_path):
+    # DLIO decorates its classes' __init__ with @dlp.log_init and calls
+    # initialize_log later: the trace that started by itself goes on in the
+    # file initialize_log names, and nothing is left in the current folder.
+    cwd, logs = tmp_path / "cwd", tmp_path / "logs"
+    cwd.mkdir()
+    run_python(f"""
+        from dftracer.python import dftracer, dft_fn
+        class Storage:
+            @dft_fn("storage").log_init
+            def __init__(self):
+                with dft_fn("work", name="early"):
+                    pass
+        Storage()
+        log = dftracer.initialize_log({str(logs / 'trace-0-of-2.pfw')!r}, None, 0)
+        with dft_fn("work", name="late"):
+            pass
+        print(log.trace_path)
+        log.finalize()
+        """, dict(NO_LAUNCHER, DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1"), cwd=str(cwd))
+    assert os.listdir(cwd) == []
+    (path,) = find_traces(str(logs), "trace-0-of-2")
+    tr = read_trace(path)
+    names = [e["name"] for e in tr.user_events()]
+    assert names.count("early") == 1 and names.count("late") == 1
+    assert len(tr.of("X", cat="storage")) == 1
+
+
+def test_a_rank_learnt_later_is_in_the_files_of_forked_workers(tmp_path):
+    # Lightning's own launcher and mp.spawn set no RANK: torch.distributed
+    # gives the rank (_record_rank); the workers the rank forks are its own.
+    run_python(f"""
+        import os
+        from dftracer import _core
+        from dftracer.python import dftracer, dft_fn
+        log = dftracer.initialize_log({str(tmp_path / 'trace')!r}, None, -1)
+        _core._record_rank(2, world_size=4, local_rank=2)
+        pid = os.fork()
+        if pid == 0:
+            _core._record_worker(1, num_workers=2)
+            with dft_fn("data", name="item"):
+                pass
+            os._exit(0)
+        os.waitpid(pid, 0)
+        log.finalize()
+        """, dict(NO_LAUNCHER, DFTRACER_ENABLE="1"))
+    files = find_traces(str(tmp_path))
+    assert len(files) == 2
+    for f in files:
+        tr = read_trace(f)
+        ranks = metadata(tr, "rank")
+        assert [r["value"] for r in ranks] == [2] and ranks[0]["world_size"] == 4
+    (child,) = [f for f in files if metadata(read_trace(f), "worker")]
+    merged = tmp_path / "merged.pfw"
+    proc = subprocess.run([sys.executable, "-m", "dftracer", "merge", "-o", str(merged), *files],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    labels = {}
+    order = {}
+    for e in read_trace(str(merged), check=False).events:
+        if e["ph"] == "M" and e["name"] == "process_name" and "[host" in e["args"]["name"]:
+            labels[e["pid"]] = e["args"]["name"]
+        if e["ph"] == "M" and e["name"] == "process_sort_index":
+            order[e["pid"]] = e["args"]["sort_index"]
+    worker = [p for p, n in labels.items() if ", worker 1" in n]
+    rank = [p for p, n in labels.items() if ", worker" not in n]
+    assert len(worker) == 1 and len(rank) == 1
+    assert ", rank 2, worker 1, child of pid" in labels[worker[0]]
+    assert order[rank[0]] < order[worker[0]]  # a rank's workers follow it

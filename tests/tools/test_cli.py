@@ -214,8 +214,10 @@ def test_merge_one_file_for_perfetto(two_ranks, tmp_path):
     kept = [e for t in traces for e in t.events
             if not (e["ph"] == "M" and e["name"] in ("HH", "FH", "SH", "process_name"))]
     names = [e for e in events if e["ph"] == "M" and e["name"] == "process_name"]
-    assert len(events) == len(kept) + len(names)
-    assert len(names) == 2
+    order = [e for e in events if e["ph"] == "M" and e["name"] == "process_sort_index"]
+    assert len(events) == len(kept) + len(names) + len(order)
+    assert len(names) == 2 and len(order) == 2
+    assert {e["pid"] for e in order} == {e["pid"] for e in names}
     labels = sorted(e["args"]["name"] for e in names)
     pids = sorted(t.events[0]["pid"] for t in traces)
     host = traces[0].of("M", name="HH")[0]["args"]["name"]
@@ -249,7 +251,7 @@ def test_convert_chrome_object(two_ranks, tmp_path):
     n = sum(len([e for e in read_trace(p).events
                  if not (e["ph"] == "M" and e["name"] in ("HH", "FH", "SH", "process_name"))])
             for p in paths)
-    assert len(obj["traceEvents"]) == n + 2
+    assert len(obj["traceEvents"]) == n + 2 + 2  # a process_name and a process_sort_index each
     assert {e["ph"] for e in obj["traceEvents"]} <= {"X", "M", "i", "C"}
 
 
