@@ -1,6 +1,8 @@
 # dftracer developer targets.  `make demo` and `make test` work from a fresh
 # clone: they create .venv, build the package and install what they need.
+# `make help` prints this list (CONTRIBUTING.md: how to work on the code).
 #
+#   make help        this list of targets
 #   make demo        the package (a wheel, installed) and a small traced workload
 #   make test        sdist -> wheel -> installed into .venv (not editable), then
 #                    the whole suite (with the CPU build of torch) against it,
@@ -66,7 +68,12 @@ define build_testcore
 	  --build-temp $(2)/tmp >$(2).log 2>&1 || { cat $(2).log; exit 1; }
 endef
 
-.PHONY: demo test test-dev test-asan test-wheels wheel sdist bench setup setup-test \
+# The target list at the top of this file, as `make help` prints it.
+help:
+	@awk '/^#   make [a-z-]+ / { sub(/^#   /, "  "); print; on = 1; next } \
+	  on && /^#       +[^ ]/ { sub(/^#/, " "); print; next } { on = 0 }' $(firstword $(MAKEFILE_LIST))
+
+.PHONY: help demo test test-dev test-asan test-wheels wheel sdist bench setup setup-test \
         system-deps browser-deps backends bench-writer tmux-deps testcore reference clean \
         print-oldest-python test-under-load
 

@@ -87,13 +87,28 @@ def build_config_changed(build_temp, config):
     return had is not None and had != config
 
 
-def _compile_in_parallel(compiler, jobs):
-    """Makes compiler.compile run up to jobs compilers at once: the extension is
-    ~180 files that distutils compiles one after the other, most of a build's
-    time on a machine with more than one core. Threads only wait for the
-    compiler processes. Left as it is if this distutils lacks the steps."""
+def _up_to_date(obj):
+    """True when obj is newer than its source and every header it included,
+    as the compiler listed them in obj.d (-MMD) at the last build."""
+    try:
+        with open(obj + ".d", encoding="utf-8") as f:
+            deps = f.read().replace("\\\n", " ").split(":", 1)[1].split()
+        built = os.stat(obj).st_mtime
+        return all(os.stat(d).st_mtime <= built for d in deps)
+    except (OSError, IndexError):
+        return False
+
+
+def _compile_in_parallel(compiler, jobs, force):
+    """Makes compiler.compile run up to jobs compilers at once (the extension is
+    ~190 files that distutils compiles one after the other, most of a build's
+    time on a machine with more than one core; threads only wait for the
+    compiler processes), and compile only what changed: each object records
+    the headers it included (-MMD) and is left as it is while neither its
+    source nor one of them is newer (force(): the build configuration
+    changed, or --force).  Left as it is if this distutils lacks the steps."""
     steps = ("_setup_compile", "_get_cc_args", "_compile")
-    if jobs < 2 or not all(hasattr(compiler, s) for s in steps):
+    if not all(hasattr(compiler, s) for s in steps):
         return
 
     def compile(sources, output_dir=None, macros=None, include_dirs=None, debug=0,
@@ -101,12 +116,16 @@ def _compile_in_parallel(compiler, jobs):
         macros, objects, extra_postargs, pp_opts, build = compiler._setup_compile(
             output_dir, macros, include_dirs, sources, depends, extra_postargs)
         cc_args = compiler._get_cc_args(pp_opts, debug, extra_preargs)
+        again = force()
 
         def one(obj):
+            if not again and _up_to_date(obj):
+                return
             src, ext = build[obj]
-            compiler._compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
+            compiler._compile(obj, src, ext, cc_args, list(extra_postargs or []) +
+                              ["-MMD", "-MF", obj + ".d"], pp_opts)
 
-        with ThreadPoolExecutor(jobs) as pool:  # an error is raised again here
+        with ThreadPoolExecutor(max(jobs, 1)) as pool:  # an error is raised again here
             list(pool.map(one, [obj for obj in objects if obj in build]))
         return objects
 
@@ -158,7 +177,7 @@ class build_ext_checked(build_ext):
         super().run()
 
     def build_extensions(self):
-        _compile_in_parallel(self.compiler, self._jobs)
+        _compile_in_parallel(self.compiler, self._jobs, lambda: bool(self.force))
         super().build_extensions()
 
     def _temp_of(self, ext):

@@ -11,6 +11,7 @@ events (docs/ai.md) with tracing starting at the first one.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from dftracer._envflag import flag, preload
@@ -21,9 +22,16 @@ def enabled() -> bool:
     return flag("DFTRACER_ENABLE") and preload()
 
 
+def script_missing() -> bool:
+    """`python nosuch.py`: the interpreter will exit (status 2) without
+    running a line, so there is nothing to trace (no trace file is made)."""
+    arg0 = sys.argv[0] if sys.argv else ""
+    return arg0 not in ("", "-", "-c", "-m") and not os.path.exists(arg0)
+
+
 def start() -> None:
     """Starts the trace from the environment; never raises."""
-    if not flag("DFTRACER_ENABLE"):
+    if not flag("DFTRACER_ENABLE") or script_missing():
         return
     try:
         # importing dftracer installs the exit and fork hooks, and the wait for

@@ -34,7 +34,8 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     mods = {m: importlib.import_module("dftracer.tools." + m) for m in wanted}
     parser = argparse.ArgumentParser(
         prog="dftracer",
-        description="Read, summarise, check and merge dftracer traces (.pfw, .pfw.gz).",
+        description="Trace Python programs (run) and read, summarise, check, merge and view "
+                    "their traces (.pfw, .pfw.gz): live (top, stacks) or afterwards.",
         epilog="example:\n  dftracer summary ./traces\n\n"
                "Run 'dftracer COMMAND --help' for each command's options.",
         formatter_class=argparse.RawDescriptionHelpFormatter)

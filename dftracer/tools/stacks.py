@@ -231,7 +231,9 @@ def main(args: argparse.Namespace) -> int:
         json.dump({"processes": ranks, "others": others, "not_asked": skipped}, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        print(render(ranks, others, skipped))
+        text = render(ranks, others, skipped)
+        if text:  # nothing to show: only the line below
+            print(text)
     if not answers and not skipped:
         common.err(f"no live traced process of this host ({socket.gethostname()}) writes to "
                    f"{' '.join(args.paths)}")

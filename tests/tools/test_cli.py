@@ -550,3 +550,33 @@ def test_summary_of_no_trace_prints_only_the_error(tmp_path):
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout
     assert proc.stderr.strip().splitlines() == [
         f"dftracer: {p}: not a dftracer trace (line 1: not a JSON object)"], proc.stderr
+
+
+# ---- small things a user sees (issue 71, item 4) ------------------------------
+
+
+def test_the_help_names_every_command_and_says_it_traces_too():
+    from dftracer.tools.cli import COMMANDS
+
+    proc = cli("--help")
+    assert proc.returncode == 0, proc.stderr
+    listed = proc.stdout.split("positional arguments:")[1].split("options:")[0]
+    for name in COMMANDS:
+        assert f"\n    {name} " in listed, name
+    assert "Trace Python programs (run)" in " ".join(proc.stdout.split())
+
+
+def test_run_of_a_script_that_does_not_exist_writes_no_trace(tmp_path):
+    proc = cli("run", "-q", "--log-file", str(tmp_path / "t"), "--", sys.executable,
+               str(tmp_path / "nosuch.py"), cwd=str(tmp_path))
+    assert proc.returncode == 2  # python's own status for a missing script
+    assert "nosuch.py" in proc.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_stacks_of_a_folder_without_traces_prints_only_its_two_lines(tmp_path):
+    proc = cli("stacks", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2 and "holds no .pfw" in lines[0] and "no live traced process" in lines[1]
