@@ -11,7 +11,7 @@ import array
 import json
 import statistics
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dftracer import _core
 from dftracer.tools import common, liveness, runner
@@ -261,22 +261,17 @@ def killed_ranks(results: List[Dict[str, Any]]) -> bool:
     return len(ranks) > 1 and any(_end(r) == "killed" for r in ranks)
 
 
-def dead_steps_of(paths: List[str], args: argparse.Namespace) -> Dict[str, int]:
-    """The dead ranks' last steps by the post mortem: one ranks pass more."""
-    from dftracer.tools import hang, work
-
-    per_rank = runner.run(work.rank_file, paths, jobs=args.jobs, dask=args.dask, label="ranks",
-                          progress=args.progress, extra=(getattr(args, "step", None),))
-    return hang.dead_last_steps(per_rank)
-
-
-def main(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace,
+         dead_steps_of: Optional[Callable[[List[str]], Dict[str, int]]] = None) -> int:
+    """dead_steps_of(files): the dead ranks' last steps by the post mortem
+    (summary.py passes one: a ranks pass more, when a rank was killed)."""
     files, status = common.expand_paths(args)
     if not files:
         return common.EXIT_BAD_INPUT
     results = read(files, args)
     status = max(status, common.check_results(results))
-    a = analyze(results, dead_steps_of(files, args) if killed_ranks(results) else None)
+    dead = dead_steps_of(files) if dead_steps_of is not None and killed_ranks(results) else None
+    a = analyze(results, dead)
     if args.json:
         json.dump(a, sys.stdout, indent=1)
         sys.stdout.write("\n")
