@@ -618,7 +618,9 @@ def _last_step(r: Dict[str, Any]) -> Optional[int]:
 def procs_of(results: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """One process per result of the ranks pass (`_core._rank_file`), with
     the hang state the pass kept and its rank by the one rule (the C pass's
-    identity: the last valid `rank` event, else the process name)."""
+    identity: the last valid `rank` event, else the process name); its
+    state `finished` (`end`), `running` or `stopped` (no `end` yet, and its
+    process still runs: tools/liveness.py) or `exited`."""
     procs = []
     for r in results:
         if not isinstance(r.get("hang"), dict):
