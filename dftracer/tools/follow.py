@@ -18,7 +18,7 @@ import time
 import zlib
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
-from dftracer.tools import paths as _paths, trace_name
+from dftracer.tools import liveness, paths as _paths
 from dftracer.tools.top_figures import (GROUPS, STEP_SOURCES, US, F_READ, F_WRITE,
                                         KeyTable, Process, consume)
 
@@ -331,25 +331,6 @@ def _zero_tail(fd: int, start: int, end: int) -> int:
     return start
 
 
-_HOSTS = trace_name.hosts()
-PID_MAX = 1 << 22  # the kernel's highest pid_max
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process of this host with that pid exists (a silent one that
-    does not has died without finalizing).  A pid no kernel gives (an old or
-    crafted name's) is no process."""
-    if not 0 < pid <= PID_MAX:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: it exists
-        return True
-    return True
-
-
 # ---- finding the files ---------------------------------------------------------
 
 class Finder:
@@ -493,6 +474,13 @@ class Follower:
             return "silent"
         return "running"
 
+    @staticmethod
+    def newest_us(f: FileState) -> int:
+        """The newest time a file's process wrote at: its events' ends, its
+        snapshots and clock pairs (the hang state's)."""
+        st = f.proc.__dict__.get("hang_state")
+        return max(f.proc.head or 0, st.last_at if st is not None else 0)
+
     def snapshot(self, now: Optional[float] = None, only: Optional[Set[str]] = None,
                  top: int = 20) -> Dict[str, Any]:
         """The figures, as `dftracer top --once --json` prints them."""
@@ -548,8 +536,10 @@ class Follower:
                     f"incomplete last line ({incomplete} bytes)"
             if not mark and f.size > f.offset and f.stuck_at is None:
                 mark = f"catching up ({f.offset * 100 // max(f.size, 1)}%)"
-            if not mark and state == "silent" and not f.gone and p.host in _HOSTS and p.pid:
-                if not _alive(p.pid):
+            live = liveness.proc_state(p.host, p.pid, self.newest_us(f)) \
+                if state == "silent" and not f.gone and p.pid else None
+            if not mark and live is not None:
+                if live == "gone":
                     mark = "exited without an end event"
                 elif p.rank is None and children.get((p.host, p.pid)):
                     state = "waiting"  # a launcher (torchrun): its ranks run

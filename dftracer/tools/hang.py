@@ -37,12 +37,12 @@ import zlib
 from array import array
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from dftracer.tools import line_keys, memory, rank_rule, trace_name
+from dftracer.tools import dead_steps, line_keys, liveness, memory, rank_rule
 from dftracer.tools.line_keys import unescape
 
 DEFAULT_AFTER = 60.0       # s: top's --hang-after
 POST_MORTEM_AFTER = 2.0    # s: waits shorter than this when a job ended are not a hang
-DEAD_GAP_US = 20_000_000   # after the job: a rank silent this long before the newest is dead
+DEAD_GAP_US = int(liveness.RECENT_S * 1e6)  # after the job: silent this long before the newest: dead
 MAX_FILES = 4096           # FH definitions kept per process: the newest 2048 to 4096
 MAX_SPANS = 16             # spans kept per thread snapshot (the tracer writes at most 16)
 MAX_THREADS = 64           # threads kept per process
@@ -223,6 +223,15 @@ def _group_ranks(group: str, world_n: int) -> Optional[List[Tuple[int, int]]]:
     return merged
 
 
+def _in_group(group: str, rank: int, world_n: int) -> bool:
+    """Whether rank is one of a group's ranks (`world`: every rank; a label
+    cut short or unknown: none, as nothing can be said of it)."""
+    if group == "world":
+        return True
+    spans = _group_ranks(group, world_n)
+    return spans is not None and any(lo <= rank < hi for lo, hi in spans)
+
+
 def _collective_wait(st: ProcHang) -> Optional[Dict[str, Any]]:
     """The innermost collective one of the process's threads is inside."""
     best = None
@@ -270,6 +279,8 @@ def _where(p: Dict[str, Any], st: ProcHang, now_us: int) -> Dict[str, Any]:
     }
     if p.get("last_step") is not None:
         out["last_step"] = p["last_step"]
+    if "last_step_written" in p:  # a dead rank's, raised by its peers' collectives
+        out["last_step_written"] = p["last_step_written"]
     if st.rss_bytes is not None:  # a dead rank's memory: was it growing? (docs/hang.md)
         out["rss_bytes"] = st.rss_bytes
         pts = sorted(st.rss_steps)[-memory.CREEP_MIN_STEPS:]
@@ -361,19 +372,31 @@ def _pick_main(procs: List[Dict[str, Any]]) -> Tuple[Dict[int, Dict[str, Any]], 
     return by_rank, world
 
 
-def _mark_dead(by_rank: Dict[int, Dict[str, Any]]) -> None:
+def _mark_dead(by_rank: Dict[int, Dict[str, Any]], world_n: int) -> None:
     """After the job: a rank whose trace ends with neither `end` nor SIGTERM
-    stacks died, when the job's other ranks say they were still alive
-    after it: one of them ended (finalized or SIGTERM), or wrote
-    DEAD_GAP_US later.  (A job killed whole by SIGKILL leaves every rank
-    without both: then nobody is named dead.)"""
-    ended = {r for r, p in by_rank.items() if p["state"] == "finished" or p["hang"].sigterm}
+    stacks, and whose process is gone (tools/liveness.py: not running, not
+    stopped), died, when the job's other ranks say they were still alive
+    after it: one of them ended (finalized or SIGTERM) or still runs, or
+    wrote DEAD_GAP_US later.  (A job killed whole by SIGKILL leaves every
+    rank without both: then nobody is named dead.)  A dead rank's last step
+    is raised to what its peers' collectives say it finished
+    (tools/dead_steps.py): its own trace lost its last flush interval."""
+    alive_after = {r for r, p in by_rank.items()
+                   if p["state"] in ("finished", "running", "stopped") or p["hang"].sigterm}
     newest = max((p.get("last_ts") or 0 for p in by_rank.values()), default=0)
     for r, p in by_rank.items():
-        if r in ended:
+        if r in alive_after:
             continue
-        if ended or newest - (p.get("last_ts") or 0) > DEAD_GAP_US:
+        if alive_after or newest - (p.get("last_ts") or 0) > DEAD_GAP_US:
             p["state"] = "dead"
+    peers = list(by_rank.values())
+    for r, p in by_rank.items():
+        if p["state"] != "dead":
+            continue
+        s = dead_steps.last_step(p, peers, lambda g, r=r: _in_group(g, r, world_n))
+        own = p.get("last_step")
+        if s is not None and (own is None or s > own):
+            p["last_step_written"], p["last_step"] = own, s
 
 
 def detect(procs: Iterable[Dict[str, Any]], now_us: int, hang_after: float,
@@ -386,8 +409,9 @@ def detect(procs: Iterable[Dict[str, Any]], now_us: int, hang_after: float,
     by_rank, world_size = _pick_main(list(procs))
     if not by_rank:
         return None
+    world_n = max(max(by_rank) + 1, world_size)
     if after_job:
-        _mark_dead(by_rank)
+        _mark_dead(by_rank, world_n)
     dead = sorted(r for r, p in by_rank.items() if p.get("state") == "dead")
     waits: Dict[Tuple[str, int, str], List[Tuple[int, int]]] = {}
     for r, p in by_rank.items():
@@ -396,7 +420,6 @@ def detect(procs: Iterable[Dict[str, Any]], now_us: int, hang_after: float,
         w = _collective_wait(p["hang"])
         if w is not None:
             waits.setdefault((w["group"], w["seq"], w["value"]), []).append((r, w["since"]))
-    world_n = max(max(by_rank) + 1, world_size)
     key: Optional[Tuple[str, int, str]] = None
     waiting_ranks: List[int] = []
     stuck_ranks: List[int] = []
@@ -520,14 +543,20 @@ def _stuck_where(s: Dict[str, Any]) -> str:
     ic = s.get("in_collective")
     if ic:
         where += f" inside {ic['name']} #{ic['seq']} ({ic['group']})"
-    for o in reversed(s.get("open", [])):
+    # a dead rank whose trace lost steps: its newest snapshot is older than them
+    raised = "last_step_written" in s
+    for o in reversed(s.get("open", []) if not raised else []):
         if o.get("name") == "iteration" and "step" in o:
             return where + f" during iteration {o['step']}"
-    inner = [o for o in s.get("open", []) if o.get("cat") in _PASSIVE]
+    inner = [o for o in s.get("open", []) if o.get("cat") in _PASSIVE and not raised]
     if inner:
         return where + f" during {inner[-1]['name']}"
     if state == "dead" and s.get("last_step") is not None:
         where += f" after step {s['last_step']}"
+        if raised:
+            own = s["last_step_written"]
+            where += (f" (by its peers' collectives; its trace ends after step {own})"
+                      if own is not None else " (by its peers' collectives; its trace has no step)")
     return where
 
 
@@ -555,25 +584,6 @@ def message(h: Dict[str, Any]) -> str:
 
 # ---- live: dftracer top ------------------------------------------------------------
 
-_HOSTS = trace_name.hosts()
-
-
-def proc_state(pid: Any) -> Optional[str]:
-    """A process of this host by /proc/PID/stat: `gone`, `stopped` (state T,
-    t: SIGSTOP, a debugger) or None (running, sleeping, or not knowable)."""
-    if _int(pid) is None or not 0 < pid < 1 << 22:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read(4096)
-    except FileNotFoundError:
-        return "gone"
-    except OSError:
-        return None
-    rest = stat.rpartition(b")")[2].split()
-    return "stopped" if rest and rest[0] in (b"T", b"t") else None
-
-
 def from_follower(fol: Any, now_s: float, hang_after: float) -> Optional[Dict[str, Any]]:
     """The hang among the files `dftracer top` follows."""
     procs = []
@@ -581,8 +591,8 @@ def from_follower(fol: Any, now_s: float, hang_after: float) -> Optional[Dict[st
         p = f.proc
         st = p.__dict__.get("hang_state") or ProcHang()
         state = fol.state(f, now_s)
-        if state != "finished" and p.host in _HOSTS:
-            live = proc_state(p.pid)
+        if state != "finished":
+            live = liveness.proc_state(p.host, p.pid, fol.newest_us(f))
             if live == "stopped":
                 state = "stopped"
             elif live == "gone" and not st.sigterm and \
@@ -608,7 +618,9 @@ def _last_step(r: Dict[str, Any]) -> Optional[int]:
 def procs_of(results: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """One process per result of the ranks pass (`_core._rank_file`), with
     the hang state the pass kept and its rank by the one rule (the C pass's
-    identity: the last valid `rank` event, else the process name)."""
+    identity: the last valid `rank` event, else the process name); its
+    state `finished` (`end`), `running` or `stopped` (no `end` yet, and its
+    process still runs: tools/liveness.py) or `exited`."""
     procs = []
     for r in results:
         if not isinstance(r.get("hang"), dict):
@@ -619,12 +631,19 @@ def procs_of(results: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
             rank = rank_rule.rank_of_process_name(r.get("process_name") or "")
         end = r.get("end_max", 0) if r.get("has_ts") else 0
         ppid, ws, worker = r.get("ppid", -1), r.get("world_size", -1), r.get("worker", -1)
-        procs.append({"rank": rank, "pid": r.get("pid") if r.get("pid", -1) >= 0 else None,
+        pid = r.get("pid") if r.get("pid", -1) >= 0 else None
+        last_ts = max(end, st.last_at)
+        state = "finished" if r.get("finalized") else "exited"
+        if state == "exited" and not st.sigterm:  # no end yet: still running? (tools/liveness.py)
+            live = liveness.process_state(r.get("host") or None, pid, r.get("path"), last_ts)
+            state = "exited" if live == "gone" else live
+        procs.append({"rank": rank, "pid": pid,
                       "ppid": ppid if ppid >= 0 else None, "host": r.get("host") or None,
                       "path": r.get("path"), "world_size": ws if ws > 0 else None,
-                      "state": "finished" if r.get("finalized") else "exited",
-                      "worker": worker if worker >= 0 else None, "last_step": _last_step(r),
-                      "last_ts": max(end, st.last_at), "hang": st})
+                      "state": state, "worker": worker if worker >= 0 else None,
+                      "last_step": _last_step(r), "last_ts": last_ts, "hang": st,
+                      "step_kind": r.get("step_kind"), "last_sync": r.get("last_sync") or [],
+                      "_steps_raw": (r.get("steps"), r.get("step_fields"))})
     return procs
 
 
@@ -636,6 +655,19 @@ def post_mortem(results: List[Dict[str, Any]], hang_after: float = 0.0) -> Optio
     procs = procs_of(results)
     now = max((p["last_ts"] for p in procs), default=0)
     return detect(procs, now, hang_after, after_job=True)
+
+
+def dead_last_steps(results: List[Dict[str, Any]]) -> Dict[str, int]:
+    """{path: the last step it finished} of each dead rank of the ranks
+    pass's results, as the post mortem counts it (its peers' collectives
+    raise its own trace's count: tools/dead_steps.py).  For the memory
+    report of a job with a killed rank."""
+    by_rank, world_size = _pick_main(procs_of(results))
+    if not by_rank:
+        return {}
+    _mark_dead(by_rank, max(max(by_rank) + 1, world_size))
+    return {p["path"]: p["last_step"] for p in by_rank.values()
+            if p["state"] == "dead" and p.get("last_step") is not None}
 
 
 # ---- marks: dftracer view ----------------------------------------------------------

@@ -11,10 +11,10 @@ import array
 import json
 import statistics
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dftracer import _core
-from dftracer.tools import common, runner
+from dftracer.tools import common, liveness, runner
 from dftracer.tools.rank_rule import rank_of_process_name
 
 MIB = 1 << 20
@@ -47,11 +47,11 @@ def theil_sen(points: List[Tuple[int, int]]) -> float:
 
 
 def _end(r: Dict[str, Any]) -> str:
-    if r.get("finalized"):
-        return "finalized"
-    if r.get("sigterm"):
-        return "exited"  # it was asked to stop and wrote its last records
-    return "killed" if r.get("has_ts") else "unknown"
+    """finalized, exited (asked to stop: its SIGTERM stacks), running (no
+    `end` yet: the one rule of tools/liveness.py), killed or unknown."""
+    return liveness.ending(bool(r.get("finalized")), bool(r.get("sigterm")), r.get("host"),
+                           r.get("pid"), r.get("path"),
+                           r.get("ts_max") if r.get("has_ts") else None)
 
 
 def _role(r: Dict[str, Any], ranks_by_ppid: Dict[int, int]) -> str:
@@ -117,8 +117,12 @@ def _process(r: Dict[str, Any], ranks_by_ppid: Dict[int, int]) -> Dict[str, Any]
     return p
 
 
-def analyze(results: List[Dict[str, Any]]) -> Dict[str, Any]:
-    """{"processes", "creep", "oom"} (docs/cli.md, "summary --memory")."""
+def analyze(results: List[Dict[str, Any]],
+            dead_steps: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
+    """{"processes", "creep", "oom", "running"} (docs/cli.md, "summary --memory").
+    dead_steps: {path: last step} of the job's dead ranks by the hang post
+    mortem (hang.dead_last_steps), which counts the steps a killed rank's
+    trace lost from its peers' collectives."""
     readable = [r for r in results if r.get("status") in ("ok", "truncated")]
     for r in readable:
         rank = r.get("rank", -1)
@@ -132,14 +136,20 @@ def analyze(results: List[Dict[str, Any]]) -> Dict[str, Any]:
     procs.sort(key=lambda p: (p["rank"] is None, p["rank"] or 0, p["role"] != "launcher",
                               p["role"] == "worker", p["worker"] or 0, p["pid"] or 0))
     creep, oom = [], []
+    running = []
     for p in procs:
         pts, slope = p["_points"], p["growth_bytes_per_step"]
         who = {k: p[k] for k in ("rank", "pid", "role", "worker")}
+        if p["end"] == "running":
+            running.append({**who, "last_step": p["last_step"], "path": p["path"]})
         if slope >= CREEP_BYTES_PER_STEP and p["steps"] >= CREEP_MIN_STEPS:
             creep.append({**who, "growth_bytes_per_step": slope,
                           "first_step": _first_step(pts, slope), "steps": p["steps"],
                           "span": p["_span"], "path": p["path"]})
         if p["end"] == "killed":
+            told = (dead_steps or {}).get(p["path"])
+            if told is not None and (p["last_step"] is None or told > p["last_step"]):
+                p["last_step"] = told
             growing = ((slope >= CREEP_BYTES_PER_STEP and len(pts) >= 3)
                        or p["_rise"] >= OOM_RISE)
             limit, last = p["limit_bytes"], p["last_rss_bytes"]
@@ -151,7 +161,7 @@ def analyze(results: List[Dict[str, Any]]) -> Dict[str, Any]:
                             "message": _oom_message(p, growing), "path": p["path"]})
     for p in procs:
         del p["_points"], p["_span"], p["_rise"]
-    return {"processes": procs, "creep": creep, "oom": oom}
+    return {"processes": procs, "creep": creep, "oom": oom, "running": running}
 
 
 def _who(p: Dict[str, Any]) -> str:
@@ -171,7 +181,7 @@ def size_text(n: Optional[int]) -> str:
 
 
 def _oom_message(p: Dict[str, Any], growing: bool) -> str:
-    at = f" at step {p['last_step']}" if p["last_step"] is not None else ""
+    at = f" after step {p['last_step']}" if p["last_step"] is not None else ""
     if growing and p["growth_bytes_per_step"] >= CREEP_BYTES_PER_STEP:
         how = f"growing {size_text(p['growth_bytes_per_step'])} a step"
     elif growing:
@@ -200,7 +210,16 @@ def render(a: Dict[str, Any]) -> str:
     if a["oom"]:
         out.append("\nKilled while growing or near the memory limit (the OOM killer?)")
         out.extend(f"  {o['message']}" for o in a["oom"])
+    if a.get("running"):
+        out.append("\n" + running_text(a["running"]))
     return "\n".join(out)
+
+
+def running_text(running: List[Dict[str, Any]]) -> str:
+    """`Still running (no end event yet; the figures are so far): rank 0, rank 1`."""
+    names = [_who(p) for p in running]
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    return f"Still running (no end event yet; the figures are so far): {shown}"
 
 
 def html_section(a: Dict[str, Any]) -> List[Tuple[str, List[str], List[List[str]]]]:
@@ -219,6 +238,11 @@ def html_section(a: Dict[str, Any]) -> List[Tuple[str, List[str], List[List[str]
     if a["oom"]:
         out.append(("Killed while growing or near the memory limit (the OOM killer?)",
                     ["process", "what"], [[_who(o), o["message"]] for o in a["oom"]]))
+    if a.get("running"):
+        out.append(("Still running (no end event yet; the figures are so far)",
+                    ["process", "last step"],
+                    [[_who(p), "-" if p["last_step"] is None else str(p["last_step"])]
+                     for p in a["running"]]))
     return out
 
 
@@ -228,13 +252,26 @@ def read(paths: List[str], args: argparse.Namespace) -> List[Dict[str, Any]]:
                       progress=args.progress)
 
 
-def main(args: argparse.Namespace) -> int:
+def killed_ranks(results: List[Dict[str, Any]]) -> bool:
+    """Whether some rank of a job of several ended killed: then its steps
+    are counted by the post mortem (dead_steps of analyze)."""
+    ranks = [r for r in results if r.get("status") in ("ok", "truncated")
+             and r.get("worker", -1) < 0 and (r.get("rank") if isinstance(r.get("rank"), int)
+                                               else -1) >= 0]
+    return len(ranks) > 1 and any(_end(r) == "killed" for r in ranks)
+
+
+def main(args: argparse.Namespace,
+         dead_steps_of: Optional[Callable[[List[str]], Dict[str, int]]] = None) -> int:
+    """dead_steps_of(files): the dead ranks' last steps by the post mortem
+    (summary.py passes one: a ranks pass more, when a rank was killed)."""
     files, status = common.expand_paths(args)
     if not files:
         return common.EXIT_BAD_INPUT
     results = read(files, args)
     status = max(status, common.check_results(results))
-    a = analyze(results)
+    dead = dead_steps_of(files) if dead_steps_of is not None and killed_ranks(results) else None
+    a = analyze(results, dead)
     if args.json:
         json.dump(a, sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -83,12 +83,13 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
     summ = summary.aggregate(results, bys, group_numbered=grouped)
     good = [r for r in results if summary.readable(r)]
     paths = [r["path"] for r in good]
-    rank_data, shift, found = None, {}, None
+    rank_data, shift, found, dead = None, {}, None, None
     if len({r["host"] for r in good}) > 1 or sum(r["rank"] >= 0 for r in good) > 1:
         per_rank = runner.run(work.rank_file, paths, jobs=args.jobs, dask=args.dask,
                               label="ranks", progress=args.progress,
                               extra=(getattr(args, "step", None),))
         found = hang.post_mortem(per_rank, hang.POST_MORTEM_AFTER)  # before analyze takes the steps
+        dead = hang.dead_last_steps(per_rank)  # a killed rank's steps, for the memory section
         rank_data = ranks.analyze(per_rank)
         if not getattr(args, "no_align", False):
             shift = ranks.file_offsets(per_rank, rank_data["alignment"])
@@ -129,7 +130,7 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
         io["files"] = list(io["files"])  # the page's data holds every file's row
     from dftracer.tools import memory  # the memory section: summary --memory's numbers
 
-    mem = memory.analyze(memory.read(paths, args))
+    mem = memory.analyze(memory.read(paths, args), dead)
     data["memory"] = mem if any(p["samples"] for p in mem["processes"]) else None
     return data
 

@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from dftracer.tools import common, hang, paths as _paths, trace_name
+from dftracer.tools import common, hang, liveness, paths as _paths, trace_name
 from dftracer.tools.line_keys import unescape
 
 EXAMPLE = """example:
@@ -53,7 +53,7 @@ def _on_this_host(name: trace_name.TraceName) -> bool:
     return any(name.on_host(h) for h in trace_name.hosts())
 
 
-PID_MAX = 1 << 22  # the kernel's highest pid_max: a larger pid in a name is no process's
+PID_MAX = liveness.PID_MAX  # a larger pid in a name is no process's
 
 
 def _write_request(path: str) -> Optional[str]:

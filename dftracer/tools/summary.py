@@ -422,9 +422,13 @@ def main(args: argparse.Namespace) -> int:
         common.err("--memory, --io and --ranks are views of their own: give one")
         return common.EXIT_BAD_INPUT
     if args.memory:
-        from dftracer.tools import memory
+        from dftracer.tools import hang, memory
 
-        return memory.main(args)
+        # a killed rank's steps, as the post mortem counts them (docs/hang.md);
+        # a bad file was reported by the memory pass already
+        return memory.main(args, lambda files: hang.dead_last_steps(runner.run(
+            work.rank_file, files, jobs=args.jobs, dask=args.dask, label="ranks",
+            progress=args.progress, extra=(args.step,))))
     if args.io:
         return _main_io(args)
     if args.ranks:

@@ -3,7 +3,8 @@
  * One streaming pass collects the file's identity (host, pid, ppid, the
  * `rank` and `clock` metadata), its sync points (comm events with `group`
  * and `seq` args that are not `async`, or are DDP buckets: docs/trace-format.md,
- * "Ranks and clocks") and its complete events as 32-byte records.  Then, per thread,
+ * "Ranks and clocks"; and the newest of each group) and its complete events
+ * as 32-byte records.  Then, per thread,
  * the events sorted by start give each event its self time (its duration
  * minus that of the events nested in it), and each event's self time goes
  * to the step it starts in, split into classes (compute, data, io, comm,
@@ -200,6 +201,37 @@ static void sync_add(dft_rk_result *r, uint64_t key, int64_t end)
     h[i] = (dft_rk_sync){key, end};
 }
 
+/* Keeps end as its group's newest sync point (ranks.h, dft_rk_last). */
+static void last_add(dft_rk_result *r, dft_sv group, int64_t seq, int64_t end)
+{
+    if (group.n >= DFT_RK_GROUP_MAX)
+        return;
+    size_t i = 0, oldest = 0;
+    while (i < r->nlast && !(r->last[i].group_len == group.n &&
+                             memcmp(r->last[i].group, group.p, group.n) == 0)) {
+        if (r->last[i].end < r->last[oldest].end)
+            oldest = i;
+        i++;
+    }
+    if (i == r->nlast) {
+        if (r->nlast < DFT_RK_LAST_MAX) {
+            r->nlast++;
+        } else if (end > r->last[oldest].end) {
+            i = oldest;
+        } else {
+            return;
+        }
+        memcpy(r->last[i].group, group.p, group.n);
+        r->last[i].group[group.n] = '\0';
+        r->last[i].group_len = group.n;
+        r->last[i].end = INT64_MIN;
+    }
+    if (end >= r->last[i].end) {
+        r->last[i].seq = seq;
+        r->last[i].end = end;
+    }
+}
+
 /* ---- the reading pass -------------------------------------------------- */
 
 static void metadata(pass *ps, const dft_line *l)
@@ -263,6 +295,7 @@ static int add_event(pass *ps, const dft_line *l)
         if (a.have & A_DDP) /* numbered apart from the group's other collectives */
             h = fnv(h ^ 0xff, "ddp", 3);
         sync_add(r, h, l->ts + l->dur);
+        last_add(r, a.group, a.seq, l->ts + l->dur);
     }
     if (ps->sync_only)
         return 0;

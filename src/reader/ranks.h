@@ -45,6 +45,19 @@ typedef struct dft_rk_sync {
     int64_t end;  /* ts + dur */
 } dft_rk_sync;
 
+/* The newest sync point of each of at most DFT_RK_LAST_MAX groups (a new
+ * group takes the place of the one whose newest end is oldest; a group named
+ * in DFT_RK_GROUP_MAX bytes or more is not kept): the collectives a killed
+ * rank's peers completed with it last (docs/hang.md, "After the job"). */
+#define DFT_RK_LAST_MAX 8
+#define DFT_RK_GROUP_MAX 256
+
+typedef struct dft_rk_last {
+    char group[DFT_RK_GROUP_MAX]; /* raw (escapes as written), NUL-terminated */
+    size_t group_len;
+    int64_t seq, end; /* the event's seq, and its ts + dur */
+} dft_rk_last;
+
 typedef struct dft_rk_result {
     int status; /* dft_rd_status that ended the file, or -1 (out of memory) */
     char err[256];
@@ -60,6 +73,8 @@ typedef struct dft_rk_result {
     size_t nsteps;
     dft_rk_sync *sync;
     size_t nsync;
+    dft_rk_last last[DFT_RK_LAST_MAX];
+    size_t nlast;
     uint64_t clock_pairs;
     int64_t clock_first, clock_min, clock_max; /* trace clock minus wall clock, us */
     dft_hg hang; /* what the process was inside of when last seen (not with sync_only) */

@@ -7,6 +7,8 @@
  *          key of each class (-1: none) and its self time, the step thread's
  *          CPU time and run-queue wait (-1: unknown) (_RANK_STEP_FIELDS);
  *   sync:  per sync point its key (a hash, as int64) and its end.
+ * "last_sync" is [(group, seq, end)]: each group's newest sync point (the
+ * group as written, escapes kept).
  * "hang" is reader/ranks_hang.h's state (hang_dict below). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -56,6 +58,24 @@ static PyObject *sync_bytes(const dft_rk_result *r)
         *o++ = r->sync[i].end;
     }
     return b;
+}
+
+static PyObject *last_list(const dft_rk_result *r)
+{
+    PyObject *list = PyList_New((Py_ssize_t)r->nlast);
+    if (!list)
+        return NULL;
+    for (size_t i = 0; i < r->nlast; i++) {
+        const dft_rk_last *l = &r->last[i];
+        PyObject *t = Py_BuildValue("(NLL)", dft_rd_text(l->group, l->group_len),
+                                    (long long)l->seq, (long long)l->end);
+        if (!t) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    return list;
 }
 
 static PyObject *keys_list(const dft_rk_result *r)
@@ -223,7 +243,7 @@ static PyObject *rank_file(PyObject *module, PyObject *args, PyObject *kwargs)
         return PyErr_NoMemory();
     }
     PyObject *out = Py_BuildValue(
-        "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:O,s:O,s:L,s:L,s:z,s:N,s:i,s:N,s:N,"
+        "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:O,s:O,s:L,s:L,s:z,s:N,s:i,s:N,s:N,s:N,"
         "s:(KLLL),s:N}",
         "path", path, "status", dft_rd_status_name(r.status), "message", r.err, "members",
         (unsigned long long)r.members, "events", (unsigned long long)r.events, "long_lines",
@@ -231,7 +251,7 @@ static PyObject *rank_file(PyObject *module, PyObject *args, PyObject *kwargs)
         (unsigned long long)r.first_long_line, "finalized",
         r.finalized ? Py_True : Py_False, "has_ts", r.have_ts ? Py_True : Py_False, "ts_min",
         (long long)r.ts_min, "end_max", (long long)r.end_max, "step_kind", r.step_kind,
-        "steps", steps_bytes(&r), "step_fields", STEP_FIELDS, "sync", sync_bytes(&r), "keys",
+        "steps", steps_bytes(&r), "step_fields", STEP_FIELDS, "sync", sync_bytes(&r), "last_sync", last_list(&r), "keys",
         keys_list(&r), "clock", (unsigned long long)r.clock_pairs, (long long)r.clock_first,
         (long long)r.clock_min, (long long)r.clock_max, "hang", hang_dict(&r.hang));
     if (out && (dft_rd_bad_add_to(out, &r.bad) < 0 || dft_ident_add_to(out, &r.who) < 0))

@@ -2,7 +2,9 @@
 under `dftracer run`: the DataLoader worker that keeps 4 MB a sample is the
 one and only memory creep; a clean run and 20 flat but noisy processes have
 none; a 2-rank gloo job in a memory cgroup whose rank 1 grows until the
-kernel's OOM killer ends it lists that rank, and only it, under `oom`.
+kernel's OOM killer ends it lists that rank, and only it, under `oom`, after
+the step its own output says it finished last (within one); a process that
+grows while it runs is `running`, not killed, until it is SIGKILLed.
 The counter events themselves are checked against docs/trace-format.md."""
 
 from __future__ import annotations
@@ -206,22 +208,69 @@ def oom_run(tmp_path_factory):
                 time.sleep(0.1)
     assert proc.returncode != 0, "rank 1 was not killed"
     assert "SIGKILL" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
-    return out, limit
+    done = {}  # rank: the last step it says it finished
+    for line in proc.stdout.splitlines():
+        words = line.split()
+        if len(words) == 4 and words[0] == "rank" and words[2] == "done":
+            done[int(words[1])] = int(words[3])
+    return out, limit, done
 
 
 @pytest.mark.no_asan  # ASan's shadow memory and speed change when the limit is met
 def test_the_oom_killed_rank_and_only_it(oom_run):
-    out, limit = oom_run
+    out, limit, done = oom_run
     a = summary(out)
     (o,) = a["oom"]
     assert (o["rank"], o["role"], o["why"]) == (1, "main", "growing")
     assert 15 * MIB <= o["growth_bytes_per_step"] <= 25 * MIB
     assert o["limit_bytes"] == limit and o["last_step"] >= 5
     assert o["last_rss_bytes"] >= 5 * 20 * MIB
-    assert o["message"].startswith(f"rank 1 killed at step {o['last_step']}, ")
+    # the steps its trace lost at the kill are counted from rank 0's collectives
+    assert abs(o["last_step"] - done[1]) <= 1, (o, done)
+    assert o["message"].startswith(f"rank 1 killed after step {o['last_step']}, ")
     ends = {(p["rank"], p["role"]): p["end"] for p in a["processes"]}
     assert ends[(1, "main")] == "killed"
     assert ends[(0, "main")] != "killed" and ends[(None, "launcher")] == "finalized"
+
+
+def test_a_growing_process_is_running_until_it_is_killed(tmp_path):
+    """The process grows 10 MiB a second and has no `end` yet: while it
+    runs, `summary --memory` says `running` (tools/liveness.py: its pid is
+    alive on this host) and lists no OOM kill; once SIGKILLed, `killed`
+    while growing."""
+    proc = subprocess.Popen([sys.executable, "-m", "dftracer", "run", "-q", "--log-file",
+                             str(tmp_path / "t"), "--", sys.executable,
+                             os.path.join(HERE, "grow_prog.py")], cwd=str(tmp_path),
+                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, start_new_session=True)
+    try:
+        pid = None
+        for line in proc.stdout:  # 100 MiB: its last samples rose by more than OOM_RISE
+            words = line.split()
+            pid = int(words[1])
+            if int(words[3]) >= 100:
+                break
+        assert pid is not None, "the program printed nothing"
+        live = summary(tmp_path)
+        (p,) = live["processes"]
+        assert (p["pid"], p["end"], p["samples"] >= 3) == (pid, "running", True), p
+        assert live["oom"] == [] and [r["pid"] for r in live["running"]] == [pid]
+        text = subprocess.run([sys.executable, "-m", "dftracer", "summary", "--memory",
+                               str(tmp_path)], capture_output=True, text=True, timeout=120).stdout
+        assert "Still running (no end event yet; the figures are so far): pid " in text
+        assert "killed" not in text and "OOM" not in text
+        os.kill(pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    after = summary(tmp_path)
+    (p,) = after["processes"]
+    assert p["end"] == "killed" and after["running"] == []
+    (o,) = after["oom"]
+    assert (o["pid"], o["why"]) == (pid, "growing"), o
+    assert o["message"].startswith(f"pid {pid} killed, ") and " up " in o["message"]
 
 
 def test_top_shows_each_process_rss(leak_run):

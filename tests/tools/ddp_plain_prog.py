@@ -11,6 +11,8 @@ after the optimizer step.
   when it fetches its --at-th batch;
 --fault lock: rank --rank deadlocks on a threading.Lock there.
 Just before blocking, the rank writes the time into --fifo + ".blocked".
+--say: each rank prints `rank R pid P done S` (flushed) when its step S ends
+(after the optimizer step), for a test that kills a rank.
 The lines the tests look for in the stacks end in a `# mark:<name>` comment."""
 
 import argparse
@@ -32,6 +34,7 @@ ap.add_argument("--fifo", default="")
 ap.add_argument("--fsdp", action="store_true")
 ap.add_argument("--explicit", action="store_true")
 ap.add_argument("--bucket-mb", type=float, default=25.0)
+ap.add_argument("--say", action="store_true")
 a = ap.parse_args()
 
 dist.init_process_group("gloo")
@@ -119,4 +122,6 @@ for step in range(a.steps):
     opt.zero_grad(set_to_none=True)
     if a.explicit:
         work.wait()
+    if a.say:
+        print(f"rank {rank} pid {os.getpid()} done {step}", flush=True)
 dist.destroy_process_group()

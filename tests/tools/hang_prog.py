@@ -8,6 +8,9 @@ backward, an all_reduce of a tensor and an optimizer step.
 --fault stop: rank --rank stops itself (SIGSTOP) before its --at all_reduce
   (the test then kills it with SIGKILL);
 --fault none: no fault, and at step --at every rank computes --long s.
+--step-s S: every step computes S s more (a sleep before its all_reduce);
+--say: each rank prints `rank R pid P done S` (flushed) when its step S ends, so a
+  test that kills a rank knows how many steps it had done.
 The lines the tests look for in the stacks end in a `# <mark>` comment."""
 
 import argparse
@@ -26,6 +29,8 @@ ap.add_argument("--steps", type=int, default=16)
 ap.add_argument("--rank", type=int, default=2)
 ap.add_argument("--long", type=float, default=0.0)
 ap.add_argument("--fifo", default="")
+ap.add_argument("--step-s", type=float, default=0.0)
+ap.add_argument("--say", action="store_true")
 a = ap.parse_args()
 
 dist.init_process_group("gloo")
@@ -63,8 +68,12 @@ for step in range(a.steps):
             os.kill(os.getpid(), signal.SIGSTOP)  # mark:stop
         if a.fault == "none" and a.long:
             time.sleep(a.long)  # mark:long
+    if a.step_s:
+        time.sleep(a.step_s)  # mark:step
     t = torch.ones(4)
     dist.all_reduce(t)  # mark:all_reduce
     opt.step()
     opt.zero_grad()
+    if a.say:
+        print(f"rank {rank} pid {os.getpid()} done {step}", flush=True)
 dist.destroy_process_group()

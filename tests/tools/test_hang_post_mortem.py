@@ -281,6 +281,97 @@ def test_a_job_killed_whole_names_nobody_dead(tmp_path):
     assert h is None or not h["dead_ranks"]
 
 
+# ---- a killed rank's steps, from its peers' collectives ----------------------------------
+
+def lockstep_job(tmp_path: Path, lost: int = 4, frac: float = 0.9, peers_comm: bool = True,
+                 peer_group: str = "world") -> Path:
+    """4 ranks of 10 one-second steps, each with an all_reduce that ends at
+    frac of the step; rank 3 was killed after its step 9, and its trace lost
+    its last `lost` steps (the flush interval they fell in); the others
+    ended with SIGTERM stacks."""
+    for r in range(4):
+        t = Trace(100 + r, rank=r)
+        for k in range(10 - lost if r == 3 else 10):
+            t.x("iteration", "pipeline", T0 + k * S, S, {"step": k})
+            if r == 3 or peers_comm:
+                group = "world" if r == 3 else peer_group
+                t.x("all_reduce", "comm", T0 + k * S + int(frac * S) - 1000, 1000,
+                    {"group": group, "seq": k})
+        if r != 3:
+            t.clock(T0 + 40 * S)
+            t.stacks(T0 + 41 * S, "/job/train.py:30 <module>")
+        t.write(tmp_path)
+    return tmp_path
+
+
+def dead_entry(tmp_path: Path) -> Dict[str, Any]:
+    h = ranks_json(tmp_path)["hang"]
+    assert h["dead_ranks"] == [3] and h["collective"] is None
+    (s,) = h["stuck"]
+    return dict(s, message=h["message"])
+
+
+def test_a_killed_rank_is_said_to_have_done_the_steps_its_peers_show(tmp_path):
+    """Its peers completed all_reduce #9 with it, late in their step 9: it
+    had finished step 9 (docs/hang.md, "After the job"), though its own
+    trace ends after step 5."""
+    s = dead_entry(lockstep_job(tmp_path))
+    assert (s["last_step"], s["last_step_written"]) == (9, 5)
+    assert s["message"] == ("hang: rank 3 dead (gone without finalizing) after step 9 (by its "
+                            "peers' collectives; its trace ends after step 5)")
+
+
+def test_a_collective_early_in_the_step_counts_the_step_before(tmp_path):
+    """The newest collective ended in the first half of the peers' step 9:
+    the rank most likely died in the rest of that step (within one of it)."""
+    s = dead_entry(lockstep_job(tmp_path, frac=0.2))
+    assert (s["last_step"], s["last_step_written"]) == (8, 5)
+
+
+def test_peers_without_lockstep_collectives_say_nothing(tmp_path):
+    s = dead_entry(lockstep_job(tmp_path, peers_comm=False))
+    assert s["last_step"] == 5 and "last_step_written" not in s
+    assert s["message"] == "hang: rank 3 dead (gone without finalizing) after step 5"
+
+
+def test_a_group_the_dead_rank_is_not_in_says_nothing(tmp_path):
+    s = dead_entry(lockstep_job(tmp_path, peer_group="pg1[0-2]"))
+    assert s["last_step"] == 5 and "last_step_written" not in s
+
+
+def test_the_memory_report_counts_the_killed_ranks_steps_alike(tmp_path):
+    lockstep_job(tmp_path)
+    path = tmp_path / "trace-h-103-python.pfw.gz"
+    t = Trace(103, rank=3)  # rank 3 again, growing 20 MiB a step until killed
+    for k in range(6):
+        t.x("iteration", "pipeline", T0 + k * S, S, {"step": k})
+        t.x("all_reduce", "comm", T0 + k * S + int(0.9 * S) - 1000, 1000, {"group": "world", "seq": k})
+        t.add({"name": "memory", "cat": "memory", "pid": 103, "tid": 103, "ts": T0 + k * S + S,
+               "ph": "C", "args": {"rss_bytes": 1_000_000_000 + k * 20 * 2**20, "step": k}})
+    path.unlink()
+    t.write(tmp_path)
+    rc, out = dft("summary", "--memory", "--json", "-j", "1", str(tmp_path))
+    (o,) = json.loads(out)["oom"]
+    assert (o["rank"], o["last_step"]) == (3, 9)
+    assert o["message"].startswith("rank 3 killed after step 9, ")
+
+
+def test_the_pass_keeps_each_groups_newest_collective(tmp_path):
+    """`last_sync` (src/reader/ranks.c): the newest sync point of each of at
+    most 8 groups; a ninth group takes the place of the one whose newest
+    is oldest; an async issue is no sync point; a group named in 256 bytes
+    or more is not kept."""
+    t = Trace(10, rank=0)
+    for g in range(10):
+        for seq in range(3):
+            t.x("all_reduce", "comm", T0 + g * S + seq * 1000, 10, {"group": f"pg{g}[0-1]", "seq": seq})
+    t.x("all_reduce", "comm", T0 + 50 * S, 10, {"group": "pg9[0-1]", "seq": 7, "async": 1})
+    t.x("all_reduce", "comm", T0 + 60 * S, 10, {"group": "g" * 256, "seq": 1})
+    t.x("broadcast", "comm", T0 + 2 * S + 5, 10, {"group": "pg2[0-1]", "seq": 1})  # older than seq 2
+    last = sorted(_core._rank_file(t.write(tmp_path))["last_sync"])
+    assert last == [(f"pg{g}[0-1]", 2, T0 + g * S + 2000 + 10) for g in range(2, 10)]
+
+
 # ---- a rank waiting for its DataLoader worker ------------------------------------------------
 
 @pytest.mark.parametrize("ppid", [101, 999])  # 999: its parent's trace is not here (no ppid match)
