@@ -211,7 +211,16 @@ def _summarize_file(path: _Path) -> Dict[str, Any]:
 
 def _validate_file(path: _Path) -> Dict[str, Any]:
     """Checks one trace against docs/trace-format.md: status, events, members,
-    finalized, header, problem_count, problems (the first 20)."""
+    finalized, header, problem_count, problems (the first 20), format, and
+    for rule 4 the hashes used but not defined in it (undefined_hashes) with
+    who wrote it (host, pid, ppid, start_ts): dftracer.tools.validate judges
+    those, an ancestor's file may define them."""
+
+def _defined_hashes(path: _Path, hashes: Iterable[int]) -> Dict[str, Any]:
+    """Which of hashes the trace defines (defined: HH, FH or SH events), and
+    who wrote it: host, pid, ppid, start_ts, numeric_ph (dftracer 2.x's
+    layout), status, message, events.  With no hashes it reads only up to
+    the start event."""
 
 def _rewrite_file(path: _Path, part: _Path, fmt: str, old_pid: int, new_pid: int,
                   nfiles: int, index: int, ts_offset: int = 0) -> Dict[str, Any]:

@@ -154,3 +154,14 @@ def io_file(item: Tuple[str, Optional[bytes]], epoch_from: Optional[str] = None)
         return _core._io_file(path, epoch_from, bounds)
     except OSError as exc:
         return _failure(path, exc)
+
+
+def defined_hashes(item: Tuple[str, Any]) -> Dict[str, Any]:
+    """Which of the hashes item = (path, hashes) the trace defines, and who
+    wrote it (src/reader/validate_parent.c): validate's walk from a dftracer
+    2.x fork child to its parent's file.  No hashes: only its identity."""
+    path, hashes = item
+    try:
+        return _core._defined_hashes(path, hashes)
+    except OSError as exc:
+        return _failure(path, exc)

@@ -257,6 +257,10 @@ int dft_identity_emit_rank(const dft_rank_info *ri);
  * names none.  Any thread, no GIL. */
 int dft_identity_learn_rank(const dft_rank_info *ri, int emit);
 
+/* The rank the launcher's environment gives (RANK, SLURM_PROCID,
+ * OMPI_COMM_WORLD_RANK, PMI_RANK, first found), or -1.  Any thread, no GIL. */
+int64_t dft_identity_env_rank(void);
+
 /* A `worker` event: this process is worker `id` of `num_workers` (-1:
  * unknown) of a pool such as a DataLoader's, the loader its parent numbered
  * `loader` (-1: unknown) over a dataset of class `dataset` (NULL: unknown).

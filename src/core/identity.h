@@ -6,11 +6,7 @@
 
 #include <stdint.h>
 
-#include "core/core.h" /* dft_rank_info, dft_identity_emit_rank */
-
-/* The rank the launcher's environment gives (RANK, SLURM_PROCID,
- * OMPI_COMM_WORLD_RANK, PMI_RANK, first found), or -1.  Any thread, no GIL. */
-int64_t dft_identity_env_rank(void);
+#include "core/core.h" /* dft_rank_info, dft_identity_emit_rank, dft_identity_env_rank */
 
 /* The rest of a trace's header: the `rank` event when the environment names
  * one, and the first `clock` pair.  Registers (once) the lifecycle hook that

@@ -5,12 +5,15 @@
  * compare-and-swap, so a wrapper stays usable wherever libc's own function
  * is.  Prefixes are parsed under life_lock (io_start) before any wrapper is
  * installed and freed only after every wrapper has been removed. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -37,6 +40,15 @@ typedef struct missing_entry {
 } missing_entry;
 static missing_entry *missing;
 static size_t nmissing;
+
+/* One process of a job warns about them (docs/io-tracing.md, "Turning it
+ * on"): the one whose trace found them missing (a forked child inherits
+ * the list and stays quiet), unless it is a rank other than 0 or a process
+ * started by a traced one (that one warns); and once, however many traces
+ * it writes. */
+static pid_t missing_owner;
+static int missing_quiet;
+static pid_t warned_pid;
 
 /* Remembers a missing entry; 0, or -1 out of memory. */
 static int remember_missing(const char *s, size_t len, const char *absolute)
@@ -202,6 +214,75 @@ static int add_prefix(const char *s, size_t len)
     return rc;
 }
 
+/* ---- who warns about missing entries ---------------------------------- */
+
+/* The parent of pid, from /proc/<pid>/stat, or -1. */
+static pid_t parent_of(pid_t pid)
+{
+    char path[40], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n;
+    do
+        n = read(fd, buf, sizeof buf - 1);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold ") " itself */
+    int ppid;
+    if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
+        return -1;
+    return (pid_t)ppid;
+}
+
+static int ends_with(const char *s, size_t n, const char *tail)
+{
+    size_t t = strlen(tail);
+    return n >= t && memcmp(s + n - t, tail, t) == 0;
+}
+
+/* 1 when process pid holds a trace file open (docs/trace-format.md,
+ * "Files": "...-app.pfw[.gz]"): it is traced.  0 when it holds none or its
+ * descriptors cannot be read (another user's process). */
+static int holds_trace(pid_t pid)
+{
+    char dir[40], target[PATH_MAX];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int found = 0;
+    const struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        ssize_t n = readlinkat(dirfd(d), e->d_name, target, sizeof target - 1);
+        if (n <= 0)
+            continue;
+        found = ends_with(target, (size_t)n, "-app.pfw") || ends_with(target, (size_t)n, "-app.pfw.gz");
+    }
+    closedir(d);
+    return found;
+}
+
+/* 1 when a process above this one (its parent, theirs, ... up to 64) is
+ * traced: a worker spawned by a traced program, a rank under a traced
+ * launcher, a forkserver's child.  Read while they still run: at start. */
+static int traced_ancestor(void)
+{
+    pid_t p = getppid();
+    for (int depth = 0; p > 1 && depth < 64; depth++) {
+        if (holds_trace(p))
+            return 1;
+        p = parent_of(p);
+    }
+    return 0;
+}
+
 /* Under life_lock, before the wrappers are installed. */
 int dft_io_filter_init(const char *data_dir)
 {
@@ -225,17 +306,49 @@ int dft_io_filter_init(const char *data_dir)
         if (*p == ':')
             p++;
     }
+    missing_owner = getpid();
+    missing_quiet = nmissing && (dft_identity_env_rank() > 0 || traced_ancestor());
     return (int)nprefixes;
 }
 
-/* Under life_lock, when the trace is finalized: one warning line for each
- * entry that never came to exist (a typo: nothing under it was traced). */
+/* Under life_lock, when the trace is finalized: one warning line naming the
+ * entries that never came to exist (a typo: nothing under them was traced),
+ * from one process of the job (see missing_owner). */
 void dft_io_filter_warn_missing(void)
 {
-    for (size_t i = 0; i < nmissing; i++)
-        if (access(missing[i].absolute, F_OK) != 0)
-            dft_warn_config("DFTRACER_DATA_DIR entry '%s' does not exist; nothing under it was "
-                            "traced", missing[i].written);
+    pid_t self = getpid();
+    if (!nmissing || self != missing_owner || missing_quiet || warned_pid == self) {
+        missing_reset();
+        return;
+    }
+    char names[640];
+    size_t len = 0;
+    unsigned named = 0, more = 0;
+    for (size_t i = 0; i < nmissing; i++) {
+        if (access(missing[i].absolute, F_OK) == 0)
+            continue;
+        /* the first always fits (cut at 600 bytes); the rest while they do */
+        int n = snprintf(names + len, sizeof names - len, "%s'%.600s'", named ? ", " : "",
+                         missing[i].written);
+        if (n < 0 || (size_t)n >= sizeof names - len) {
+            names[len] = '\0';
+            more++;
+            continue;
+        }
+        len += (size_t)n;
+        named++;
+    }
+    if (named == 1 && !more)
+        dft_warn_config("DFTRACER_DATA_DIR entry %s does not exist; nothing under it was traced",
+                        names);
+    else if (more)
+        dft_warn_config("DFTRACER_DATA_DIR entries %s and %u more do not exist; nothing under "
+                        "them was traced", names, more);
+    else if (named)
+        dft_warn_config("DFTRACER_DATA_DIR entries %s do not exist; nothing under them was "
+                        "traced", names);
+    if (named + more)
+        warned_pid = self;
     missing_reset();
 }
 

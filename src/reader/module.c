@@ -127,6 +127,9 @@ static PyMethodDef tools_methods[] = {
      "_summarize_file(path) -> dict\n\nAggregates one trace file (see dftracer.tools.summary)."},
     {"_validate_file", dft_tools_validate_file, METH_O,
      "_validate_file(path) -> dict\n\nChecks one trace file against docs/trace-format.md."},
+    {"_defined_hashes", dft_tools_defined_hashes, METH_VARARGS,
+     "_defined_hashes(path, hashes) -> dict\n\nWhich of hashes (ints) the trace defines, and "
+     "who wrote it (host, pid, ppid, start_ts); no hashes: reads only up to its start event."},
     {"_rewrite_file", (PyCFunction)(void (*)(void))dft_tools_rewrite_file,
      METH_VARARGS | METH_KEYWORDS,
      "_rewrite_file(path, part, fmt, old_pid, new_pid, nfiles, index, ts_offset=0) -> dict\n\n"

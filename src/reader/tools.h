@@ -30,6 +30,7 @@ void dft_hist_free(dft_hist *h);
 
 PyObject *dft_tools_summarize_file(PyObject *module, PyObject *path);
 PyObject *dft_tools_validate_file(PyObject *module, PyObject *path);
+PyObject *dft_tools_defined_hashes(PyObject *module, PyObject *args); /* validate_parent.c */
 PyObject *dft_tools_rewrite_file(PyObject *module, PyObject *args, PyObject *kwargs);
 int dft_tools_register(PyObject *module);
 int dft_tools_register_events(PyObject *module); /* reader/events.c */

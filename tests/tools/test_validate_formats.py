@@ -4,10 +4,12 @@ the files pydftracer 2.0.6 over dftracer 2.2.0 writes (the reference; their
 own rules).  Each problem names the rule it breaks.
 
 The 2.x samples in tests/tools/reference/ were written by the reference running
-tests/tools/reference/program.py (DFTRACER_INC_METADATA=1 and 0).  When the
+tests/tools/reference/program.py (DFTRACER_INC_METADATA=1 and 0), those in
+tests/tools/reference/fork/ by fork_tree.py (a parent, its fork children, a
+grandchild: the children use hashes their ancestors defined).  When the
 reference is named (DFTRACER_REFERENCE_PYTHON: a python with
 pydftracer==2.0.6 dftracer==2.2.0, which `make test` builds once into
-build/reference-venv and sets), a fresh pair is made and checked too.
+build/reference-venv and sets), fresh ones are made and checked too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import glob
 import gzip
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -28,6 +31,8 @@ SAMPLES = os.path.join(HERE, "reference")
 PROGRAM = os.path.join(SAMPLES, "program.py")
 WITH_ARGS = os.path.join(SAMPLES, "pydftracer-2.0.6-metadata.trace.gz")
 WITHOUT_ARGS = os.path.join(SAMPLES, "pydftracer-2.0.6-no-metadata.trace.gz")
+FORK_PROGRAM = os.path.join(SAMPLES, "fork_tree.py")
+FORK_SAMPLES = os.path.join(SAMPLES, "fork")
 REFERENCE = os.environ.get("DFTRACER_REFERENCE_PYTHON")  # `make test` builds and sets it
 
 
@@ -199,3 +204,193 @@ def test_merge_and_view_rewrite_reference_traces_into_dftracer_format(tmp_path):
         v.stop()
     text = gzip.decompress(body).decode()
     assert text.startswith("[\n") and '"ph":1' not in text and '"ph":"X"' in text
+
+
+# ---- dftracer 2.x fork children: rule 4 across a child and its ancestors ----
+
+HASH_KEYS = ("hhash", "fhash", "cmd_hash", "exec_hash", "cwd")
+
+
+def hash_tables(path):
+    """(pid, ppid, hashes defined, hashes used) of a 2.x file, read here
+    with json: what validate must find on its own."""
+    pid = ppid = None
+    defined, used = set(), set()
+    for line in sample_lines(path):
+        e = json.loads(line)
+        pid = e["pid"] if pid is None else pid
+        args = e.get("args", {})
+        if e["name"] in ("HH", "FH", "SH") and e["ph"] == 4:
+            defined.add(args["value"])
+        if e["name"] == "start":
+            ppid = args["ppid"]
+        used.update(v for k, v in args.items() if k in HASH_KEYS or k.endswith("hash"))
+    return pid, ppid, defined, used
+
+
+def fork_tree(folder):
+    """{path: (pid, ppid, defined, used)} of a fork_tree.py run's files, and
+    the path of its parent (the -app file)."""
+    files = {p: hash_tables(p) for p in sorted(glob.glob(os.path.join(folder, "trace-*.pfw.gz")))}
+    (app,) = [p for p in files if p.endswith("-app.pfw.gz")]
+    return files, app
+
+
+def check_fork_tree(folder):
+    files, app = fork_tree(folder)
+    assert len(files) == 4  # parent, fork child, grandchild, multiprocessing worker
+    by_pid = {t[0]: p for p, t in files.items()}
+    rc, results = validate(folder)
+    assert rc == 0, results
+    for r in results:
+        pid, ppid, defined, used = files[r["path"]]
+        assert (r["verdict"], r["format"], r["problem_count"]) == ("ok", "dftracer-2.x", 0), r
+        assert (r["pid"], r["ppid"]) == (pid, ppid)
+        assert "undefined_hashes" not in r
+        inherited = used - defined
+        assert r["undefined"] == r["inherited"] == len(inherited)
+        if r["path"] == app:
+            assert not inherited and r["ancestors"] == []
+            continue
+        assert r["path"].endswith("-fork.pfw.gz") and inherited  # the case of issue 67
+        # the walk goes parent by parent up to the file that defines them
+        chain, p = [], r["path"]
+        while p != app:
+            p = by_pid[files[p][1]]
+            chain.append(p)
+        assert [a["path"] for a in r["ancestors"]] == chain
+        assert sum(a["hashes"] for a in r["ancestors"]) == len(inherited)
+        assert inherited <= files[app][2]
+    grandchild = next(r for r in results if len(r["ancestors"]) == 2)
+    assert grandchild["ancestors"][0]["hashes"] == 0  # its parent had them from the app too
+    text = cli("validate", folder).stdout.splitlines()
+    child = next(ln for ln in text if "-fork.pfw.gz" in ln and "its parent's file" in ln)
+    assert child.startswith("OK         ") and f"its parent's file {app} (pid " in child
+    return files, app
+
+
+def test_reference_fork_children_validate_with_their_parent():
+    check_fork_tree(FORK_SAMPLES)
+
+
+def test_fork_child_alone_finds_its_parent_beside_it_or_says_it_is_missing(tmp_path):
+    files, app = fork_tree(FORK_SAMPLES)
+    child = next(p for p, t in files.items() if t[1] == files[app][0])
+    # given alone, its parent's file is found beside it and read
+    rc, (r,) = validate(child)
+    assert rc == 0 and r["verdict"] == "ok" and r["ancestors"][0]["path"] == app, r
+    # copied away from its parent: a warning naming the parent's pid, exit 0
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(child, alone)
+    copy = str(alone / os.path.basename(child))
+    rc, (r,) = validate(copy)
+    assert rc == 0 and r["verdict"] == "parent-missing" and r["problem_count"] == 0, r
+    assert r["parent_missing"] == {"pid": files[app][0], "child": copy,
+                                   "hashes": len(files[child][3] - files[child][2])}
+    line = cli("validate", copy).stdout
+    assert line.startswith(f"NO PARENT  {copy}: dftracer 2.x trace") and \
+        f"the file of pid {files[app][0]} (its parent) is neither among the files given nor " \
+        "beside it" in line, line
+    # the grandchild beside its parent only: the hashes are the grandparent's
+    by_pid = {t[0]: p for p, t in files.items()}
+    grand = next(p for p, t in files.items() if by_pid.get(t[1], app) != app)
+    two = tmp_path / "two"
+    two.mkdir()
+    for p in (grand, by_pid[files[grand][1]]):
+        shutil.copy(p, two)
+    rc, results = validate(two)
+    assert rc == 0 and {r["verdict"] for r in results} == {"parent-missing"}, results
+    g = next(r for r in results if r["path"].endswith(os.path.basename(grand)))
+    assert g["parent_missing"]["pid"] == files[app][0]
+    assert f"(the parent of {os.path.basename(by_pid[files[grand][1]])})" in \
+        cli("validate", str(two / os.path.basename(grand))).stdout
+
+
+def write_gz(path, lines):
+    path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    return str(path)
+
+
+def test_a_hash_defined_nowhere_is_still_invalid(tmp_path):
+    """A fork child whose parent is there but defines no such hash, and a
+    file that is no fork child with a hash it never defines, break rule 4."""
+    files, app = fork_tree(FORK_SAMPLES)
+    child = next(p for p, t in files.items() if t[1] == files[app][0])
+    d = tmp_path / "run"
+    d.mkdir()
+    shutil.copy(app, d)
+    lines = sample_lines(child)
+    k = next(i for i, ln in enumerate(lines) if '"fhash":"' in ln)
+    fhash = json.loads(lines[k])["args"]["fhash"]
+    lines[k] = lines[k].replace(fhash, "00000000deadbeef")
+    bad = write_gz(d / os.path.basename(child), lines)
+    rc, results = validate(str(d))
+    assert rc == 1
+    r = next(r for r in results if r["path"] == bad)
+    assert r["verdict"] == "invalid" and r["inherited"] == r["undefined"] - 1, r
+    assert r["problems"] == ["1 hash values used but never defined, in it nor in its "
+                             "ancestors' files (rule 4: every hash defined once)"]
+    assert next(r for r in results if r["path"] != bad)["verdict"] == "ok"
+    # the parent itself with a definition taken out: no ancestor can help it
+    lines = [ln for ln in sample_lines(app) if '"name":"FH"' not in ln or "shared.bin" not in ln]
+    r = broken(tmp_path, lines, "trace-0000000000000000-app.pfw.gz")
+    assert r["problems"] == ["1 hash values used but never defined (rule 4: every hash "
+                             "defined once)"] and r["ancestors"] == []
+    # a child renamed so that it is no "-fork" file: alone, nothing says the
+    # hashes are a parent's
+    lonely = tmp_path / "lonely"
+    lonely.mkdir()
+    shutil.copy(child, lonely / "trace-1-app.pfw.gz")
+    rc, (r,) = validate(lonely / "trace-1-app.pfw.gz")
+    assert rc == 1 and r["verdict"] == "invalid" and "(rule 4: every hash defined once)" in \
+        r["problems"][0], r
+    # a "parent" that started after the child is another process with the pid
+    late = tmp_path / "late"
+    late.mkdir()
+    start = json.loads(next(ln for ln in sample_lines(app) if '"name":"start"' in ln))["ts"]
+    write_gz(late / os.path.basename(app),
+             [ln.replace(f'"ts":{start},', f'"ts":{start + 10**9},') for ln in sample_lines(app)])
+    shutil.copy(child, late)
+    rc, results = validate(late)
+    verdicts = {os.path.basename(r["path"]): r["verdict"] for r in results}
+    assert rc == 0 and verdicts == {os.path.basename(app): "ok",
+                                    os.path.basename(child): "parent-missing"}, results
+
+
+def test_own_files_keep_rule_4_per_file(tmp_path):
+    """dftracer's own files define every hash they use, a fork child's
+    included: one that does not is invalid whatever is beside it."""
+    d = tmp_path / "ours"
+    d.mkdir()
+    (path,) = write_project_traces(d, ranks=(None,))
+    lines = read_lines(path)
+    k = next(i for i, ln in enumerate(lines) if '"name":"FH"' in ln)
+    r = broken(tmp_path, lines[:k] + lines[k + 1:-1], "nofh-fork.pfw.gz")
+    assert r["format"] == "dftracer" and "undefined_hashes" not in r
+    assert "1 hash values used but never defined (rule 4: every hash defined once)" in \
+        r["problems"], r["problems"]
+
+
+def test_fresh_reference_fork_children_are_valid(tmp_path):
+    python = _reference_python()
+    if python is None:
+        pytest.skip("DFTRACER_REFERENCE_PYTHON is not set: `make test` builds the reference "
+                    "(pydftracer 2.0.6, dftracer 2.2.0) and sets it")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")
+           and k != "PYTHONPATH"}
+    env.update(DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1")
+    run = tmp_path / "run"
+    run.mkdir()
+    subprocess.run([python, FORK_PROGRAM, str(run / "trace"), str(run / "data")],
+                   env=env, cwd=str(run), check=True, capture_output=True, timeout=120)
+    files, app = check_fork_tree(str(run))
+    # each child alone, away from its parent: a warning, never INVALID
+    for p in files:
+        if p == app:
+            continue
+        alone = tmp_path / os.path.basename(p)
+        alone.mkdir()
+        shutil.copy(p, alone)
+        rc, (r,) = validate(alone)
+        assert rc == 0 and r["verdict"] == "parent-missing", r
