@@ -1,7 +1,7 @@
 """The rank of a process (docs/trace-format.md "Rank"), read by both readers
 from one table of cases: the C summary (`dftracer summary --json`,
-src/reader/summary.c) and the Python head scan that merge and convert use
-(dftracer/tools/work.py file_info, seen in the process labels `merge` writes)."""
+src/reader/summary.c) and merge's scan (the ranks pass's `own_rank`, seen in
+the process labels `merge` writes), both through src/reader/identity.c."""
 
 from __future__ import annotations
 
