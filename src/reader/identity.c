@@ -35,7 +35,7 @@ void dft_ident_init(dft_ident *id)
 {
     memset(id, 0, sizeof *id);
     id->pid = id->ppid = id->rank = id->local_rank = id->world_size = -1;
-    id->worker = id->num_workers = id->loader = -1;
+    id->worker = id->num_workers = id->loader = id->name_rank = -1;
 }
 
 /* A rank written as text: ASCII digits only, at most INT32_MAX (ranks are
@@ -71,9 +71,7 @@ int64_t dft_rank_of_process_name(dft_sv name)
 
 int64_t dft_ident_own_rank(const dft_ident *id)
 {
-    if (id->rank >= 0)
-        return id->rank;
-    return dft_rank_of_process_name((dft_sv){id->process_name, strlen(id->process_name)});
+    return id->rank >= 0 ? id->rank : id->name_rank;
 }
 
 static void arg(void *ctx, dft_sv key, const char *v, const char *vend, dft_sv str, int is_str)
@@ -140,6 +138,7 @@ int dft_ident_line(dft_ident *id, const dft_line *l)
             dft_copy_sv(id->host, sizeof id->host, l->a_name);
     } else if (SV_IS(l->name, "process_name")) {
         dft_copy_sv(id->process_name, sizeof id->process_name, l->a_name);
+        id->name_rank = dft_rank_of_process_name(l->a_name); /* before any cut */
         if (l->have & DFT_HAVE_PID)
             id->pid = l->pid;
     } else if (SV_IS(l->name, "rank") || SV_IS(l->a_name, "rank")) {

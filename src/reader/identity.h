@@ -18,6 +18,7 @@ typedef struct dft_ident {
     int64_t worker, num_workers; /* the `worker` metadata event's; -1: unknown */
     int64_t loader;              /* its `loader`: the parent's loader number; -1: unknown */
     char dataset[128];           /* its `dataset` class name ("": unknown) */
+    int64_t name_rank;           /* the last process_name's rank, read whole; -1: none */
     int have_pid;
 } dft_ident;
 
