@@ -43,6 +43,7 @@ PROCESS_NAMES = [
     ("rank 2147483648", None),
     ("rank 99999999999999999999999", None),
     ("rank \u0663", None),  # an Arabic-Indic digit three
+    ("x" * 600 + " rank 4", 4),  # longer than the 511 bytes the readers keep of a name
 ]
 
 # `rank` metadata events after a process_name of rank 1 -> the rank read
