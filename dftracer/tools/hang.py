@@ -37,7 +37,7 @@ import zlib
 from array import array
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from dftracer.tools import dead_steps, line_keys, liveness, memory, rank_rule
+from dftracer.tools import dead_steps, line_keys, liveness, memory
 from dftracer.tools.line_keys import unescape
 
 DEFAULT_AFTER = 60.0       # s: top's --hang-after
@@ -626,9 +626,8 @@ def procs_of(results: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
         if not isinstance(r.get("hang"), dict):
             continue  # unreadable
         st = ProcHang.from_pass(r["hang"])
-        rank = r.get("rank", -1)
-        if _int(rank) is None or rank < 0:
-            rank = rank_rule.rank_of_process_name(r.get("process_name") or "")
+        rank = r.get("own_rank", -1)  # the rank rule, as reader/identity.c applied it
+        rank = rank if _int(rank) is not None and rank >= 0 else None
         end = r.get("end_max", 0) if r.get("has_ts") else 0
         ppid, ws, worker = r.get("ppid", -1), r.get("world_size", -1), r.get("worker", -1)
         pid = r.get("pid") if r.get("pid", -1) >= 0 else None

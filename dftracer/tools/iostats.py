@@ -36,7 +36,6 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from dftracer import _core
 from dftracer.tools import common, iofold, runner, work
-from dftracer.tools.rank_rule import own_rank as _own_rank
 
 MARK_KINDS = ("named", "iteration", "pipeline", "loader")  # src/reader/iostats.h, DFT_IO_MARK_*
 BUCKETS = iofold.BUCKETS
@@ -232,8 +231,9 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
     parents = _parents(files)
     rank_of: Dict[int, Optional[int]] = {}
     for r in files:
-        rank_of[id(r)] = next((k for k in (_own_rank(a) for a in _ancestors(r, parents))
-                               if k is not None), None)
+        # the nearest ancestor's own_rank: the rank rule as the C pass applied it
+        rank_of[id(r)] = next((k for k in (a.get("own_rank", -1) for a in _ancestors(r, parents))
+                               if k >= 0), None)
     procs: Dict[Tuple[str, int], int] = {}
     for r in files:
         procs.setdefault((r["host"], r["pid"]), len(procs))

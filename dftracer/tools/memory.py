@@ -15,7 +15,6 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dftracer import _core
 from dftracer.tools import common, liveness, runner
-from dftracer.tools.rank_rule import rank_of_process_name
 
 MIB = 1 << 20
 CREEP_BYTES_PER_STEP = MIB  # a robust slope at least this ...
@@ -125,9 +124,8 @@ def analyze(results: List[Dict[str, Any]],
     trace lost from its peers' collectives."""
     readable = [r for r in results if r.get("status") in ("ok", "truncated")]
     for r in readable:
-        rank = r.get("rank", -1)
-        r["rank"] = rank if rank is not None and rank >= 0 else rank_of_process_name(
-            r.get("process_name") or "")
+        rank = r.get("own_rank", -1)  # the rank rule, as reader/identity.c applied it
+        r["rank"] = rank if rank >= 0 else None
     ranks_by_ppid: Dict[int, int] = {}
     for r in readable:
         if r["rank"] is not None and r.get("worker", -1) < 0:

@@ -9,7 +9,7 @@ import os
 import shutil
 import tempfile
 import zlib
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from dftracer.tools import common, line_keys, ranks, runner, work
 
@@ -102,19 +102,36 @@ def sort_index(info: Dict[str, Any]) -> int:
     return base + (worker + 1 if worker is not None else 0)
 
 
-def _identities(infos: List[Dict[str, Any]], syncs: List[Dict[str, Any]]) -> None:
-    """The rank from the whole file (torch.distributed's when it came later)
-    and, for a process started by another input's process, that parent."""
-    procs = {(s.get("host"), s.get("pid")) for s in syncs if s.get("status") in ("ok", "truncated")}
-    for info, s in zip(infos, syncs):
-        if s.get("status") not in ("ok", "truncated"):
-            continue
-        if s.get("rank", -1) >= 0:
-            info["rank"] = s["rank"]
-        if s.get("worker", -1) >= 0:
-            info["worker"] = s["worker"]
-        if s.get("ppid", -1) >= 0 and (s.get("host"), s["ppid"]) in procs:
-            info["parent"] = s["ppid"]
+def identity(s: Dict[str, Any], procs: Set[Tuple[Any, Any]]) -> Dict[str, Any]:
+    """Who wrote a file, from its ranks pass (src/reader/identity.c, read
+    over the whole file): host, pid, process name, the rank by the rule
+    (own_rank: the last valid `rank` event, else the process name's), a
+    DataLoader worker's id and, for a process started by another input's
+    process (procs: the inputs' (host, pid)), that parent.  None for what the
+    file does not say."""
+    def known(key: str) -> Any:
+        v = s.get(key, -1)
+        return v if isinstance(v, int) and v >= 0 else None
+
+    ppid = known("ppid")
+    return {"path": s["path"], "host": s.get("host", ""), "pid": known("pid"),
+            "process_name": s.get("process_name", ""), "rank": known("own_rank"),
+            "worker": known("worker"),
+            "parent": ppid if ppid is not None and (s.get("host"), ppid) in procs else None}
+
+
+def unusable(s: Dict[str, Any]) -> Optional[str]:
+    """Why merge cannot take a file (missing, unreadable, not a trace, or
+    corrupt before its first event), or None: a corrupt file's events up to
+    the corruption are merged, and the rewrite names it."""
+    st = s.get("status")
+    if st in ("ok", "truncated"):
+        if s.get("events", 0) == 0 and not s.get("bad_lines", 0):
+            return "not a dftracer trace (no event line)"
+        return common.not_a_trace(s)
+    if st == "corrupt" and s.get("events", 0) > 0:
+        return None
+    return common.describe(s)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -125,16 +142,17 @@ def main(args: argparse.Namespace) -> int:
     plain = out_path.endswith(".pfw" if args.fmt == "pfw" else ".json")
     real_out = os.path.realpath(out_path)
     files = [f for f in files if os.path.realpath(f) != real_out]
-    infos = runner.run(work.file_info, files, jobs=args.jobs, dask=args.dask,
+    # One scan, then the rewrite: each file read twice.  The scan (the ranks
+    # pass without its records) gives each file's identity and sync points.
+    syncs = runner.run(work.sync_points, files, jobs=args.jobs, dask=args.dask,
                        label="scan", progress=args.progress)
-    bad = [i for i in infos if i["status"] != "ok"]
-    for i in bad:
-        common.err(f"{i['path']}: {common.describe(i)}")
+    bad = [(s["path"], why) for s in syncs for why in [unusable(s)] if why]
+    for path, why in bad:
+        common.err(f"{path}: {why}")
     if bad:
         return common.EXIT_BAD_INPUT
-    syncs = runner.run(work.sync_points, files, jobs=args.jobs, dask=args.dask,
-                       label="align", progress=args.progress)
-    _identities(infos, syncs)
+    procs = {(s.get("host"), s.get("pid")) for s in syncs if s.get("status") in ("ok", "truncated")}
+    infos = [identity(s, procs) for s in syncs]
     offsets: Dict[str, int] = {}
     if not getattr(args, "no_align", False):
         alignment = ranks.align(syncs)

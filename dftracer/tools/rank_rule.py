@@ -1,7 +1,9 @@
 """The one rank rule of docs/trace-format.md ("Rank", "Ranks and clocks"), for
-the Python readers (`dftracer top`, merge's file_info): src/reader/summary.c
-(rank_of, rank_digits) applies the same rule in C, and
-tests/tools/test_rank.py holds both to one table."""
+the Python readers that parse events themselves (`dftracer top`):
+src/reader/identity.c (dft_rank_of_process_name, dft_ident_own_rank) applies
+the same rule in C for every pass, whose results carry it as `own_rank`
+(merge, summary, the ranks, I/O and memory passes); tests/tools/test_rank.py
+holds the C rule to one table of cases."""
 
 from __future__ import annotations
 
@@ -38,15 +40,6 @@ def rank_of_value(value: Any) -> Optional[int]:
     if isinstance(value, int):
         return value if 0 <= value <= RANK_MAX else None
     return _digits(value) if isinstance(value, str) else None
-
-
-def own_rank(result: Any) -> Optional[int]:
-    """A C pass's result's own rank: the `rank` it read (-1: none), else the
-    one in its process name (the ranks and I/O passes' Python sides)."""
-    rank = result.get("rank", -1)
-    if isinstance(rank, int) and rank >= 0:
-        return rank
-    return rank_of_process_name(result.get("process_name") or "")
 
 
 def count_of_value(value: Any, least: int = 0) -> Optional[int]:

@@ -44,7 +44,6 @@ from array import array
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from dftracer import _core
-from dftracer.tools.rank_rule import own_rank as _own_rank
 from dftracer.tools import common
 from dftracer.tools.lead_stats import (binom_tail, lead_t, mad, medians_of_others, t_tail,
                                        typical_lead)
@@ -75,6 +74,13 @@ Result = Dict[str, Any]
 
 def _ok(r: Result) -> bool:
     return r.get("status") in ("ok", "truncated") and "sync" in r
+
+
+def _own_rank(r: Result) -> Optional[int]:
+    """The pass's `own_rank` (reader/identity.c applies the rank rule), None
+    for none."""
+    k = r.get("own_rank", -1)
+    return k if k >= 0 else None
 
 
 def _int64s(data: bytes) -> array:
@@ -115,6 +121,7 @@ def identify(results: Iterable[Result]) -> Tuple[List[Rank], List[Result], List[
     """(ranks by rank number, the processes that belong to no rank, warnings)."""
     files = [r for r in results if _ok(r)]
     by_proc = {(r["host"], r["pid"]): r for r in files}
+    # the rank rule's rank, as the C pass read it (reader/identity.c)
     own = {id(r): _own_rank(r) for r in files}
 
     def parent(r: Result) -> Optional[Result]:

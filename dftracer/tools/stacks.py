@@ -128,11 +128,13 @@ def _events_from(path: str, offset: int) -> List[Dict[str, Any]]:
 
 
 def _rank(path: str) -> Tuple[Optional[int], Optional[str]]:
-    """(rank, host) from the head of the trace (its header and rank events)."""
+    """(rank, host) of the trace: the ranks pass's identity (src/reader/identity.c,
+    the rank rule), without its records."""
     from dftracer.tools import work
 
-    info = work.file_info(path)  # the C line reader over the file's first batches
-    return info["rank"], info["host"] or None
+    r = work.sync_points(path)
+    rank = r.get("own_rank", -1)
+    return (rank if rank >= 0 else None), r.get("host") or None
 
 
 def _frames(args: Dict[str, Any]) -> List[Dict[str, Any]]:

@@ -7,12 +7,9 @@ or "error"."""
 
 from __future__ import annotations
 
-import json
 from typing import Any, Dict, Optional, Tuple
 
 from dftracer import _core
-from dftracer.tools.common import long_line_message
-from dftracer.tools.rank_rule import rank_of_process_name, rank_of_value  # noqa: F401
 
 def _failure(path: str, exc: OSError) -> Dict[str, Any]:
     missing = isinstance(exc, FileNotFoundError)
@@ -43,93 +40,13 @@ def rank_file(path: str, step: Optional[str] = None) -> Dict[str, Any]:
 
 
 def sync_points(path: str) -> Dict[str, Any]:
-    """Identity, clock pairs and sync points of one trace, for merge's alignment."""
+    """Identity (host, pid, process name, rank by the rule: own_rank, worker,
+    ppid; src/reader/identity.c), clock pairs and sync points of one trace:
+    merge's one scan before its rewrite."""
     try:
         return _core._rank_file(path, None, True)
     except OSError as exc:
         return _failure(path, exc)
-
-
-def _is_bracket(line: bytes) -> bool:
-    return line.strip(b" \t\r,") in (b"", b"[", b"]")
-
-
-def _loads(line: bytes) -> Tuple[Optional[Dict[str, Any]], str]:
-    """(the trace event on a line, "") or (None, why not): not JSON, nested too
-    deeply, or a JSON object that is no trace event (no "name" or "ph")."""
-    try:
-        ev = json.loads(line.rstrip(b" \r,"))
-    except RecursionError:
-        return None, "nested too deeply"
-    except ValueError:
-        try:  # the older tools' bytes that are not UTF-8
-            ev = json.loads(line.rstrip(b" \r,").decode("utf-8", "replace"))
-        except RecursionError:
-            return None, "nested too deeply"
-        except ValueError:
-            return None, "not JSON"
-    if not isinstance(ev, dict):
-        return None, "not a JSON object"
-    if "name" not in ev or "ph" not in ev:
-        return None, 'a JSON object but not a trace event (no "name" or "ph")'
-    return ev, ""
-
-
-def file_info(path: str, max_batches: int = 4) -> Dict[str, Any]:
-    """Host, pid, rank and process name from the head of a file (the rank of
-    a `rank` metadata event wins over the process_name's, as in summary)."""
-    info: Dict[str, Any] = {"path": path, "status": "ok", "message": "", "host": "",
-                            "pid": None, "rank": None, "process_name": "", "events": 0}
-    try:
-        reader = _core._LineReader(path)
-    except OSError as exc:
-        return _failure(path, exc)
-    parsed = lineno = first_bad = 0
-    bad_why = ""
-    meta_rank: Optional[int] = None
-    for n, batch in enumerate(reader):
-        for line in batch:
-            lineno += 1
-            if _is_bracket(line):
-                continue
-            ev, why = _loads(line)
-            if ev is None:
-                if not first_bad:
-                    first_bad, bad_why = lineno, why
-                continue
-            parsed += 1
-            if info["pid"] is None and isinstance(ev.get("pid"), int):
-                info["pid"] = ev["pid"]
-            if ev.get("ph") not in ("M", 4):  # 4: dftracer 2.x's metadata
-                continue
-            args = ev.get("args") or {}
-            if ev.get("name") == "HH" and not info["host"]:
-                info["host"] = str(args.get("name", ""))
-            elif ev.get("name") == "process_name":
-                info["process_name"] = str(args.get("name", ""))
-                if isinstance(ev.get("pid"), int):
-                    info["pid"] = ev["pid"]
-                if info["rank"] is None:
-                    info["rank"] = rank_of_process_name(info["process_name"])
-            elif args.get("name") == "rank":
-                value = rank_of_value(args.get("value"))
-                meta_rank = meta_rank if value is None else value
-        if info["host"] and info["process_name"] or n + 1 >= max_batches:
-            break
-    if meta_rank is not None:
-        info["rank"] = meta_rank
-    if parsed == 0 and reader.status in ("ok", "reading"):
-        long_lines, first_long = reader.long_lines
-        if long_lines and (not first_bad or first_long <= first_bad):
-            why = long_line_message(first_long, 1)
-        elif first_bad:
-            why = f"line {first_bad}: {bad_why}"
-        else:
-            why = "no event line"
-        info["status"], info["message"] = "error", f"not a dftracer trace ({why})"
-    elif reader.status in ("corrupt", "error"):
-        info["status"], info["message"] = reader.status, reader.message
-    return info
 
 
 def rewrite_file(path: str, part: str, fmt: str, pid_map: Tuple[int, int],

@@ -1,9 +1,12 @@
-/* reader/identity.c: who wrote a trace file, read once for both passes
- * (reader/ranks.c, reader/iostats.c): the rank rule of docs/trace-format.md
+/* reader/identity.c: who wrote a trace file, the one C reader of the
+ * identity events for every pass (summary, ranks, I/O, memory, validate's
+ * parent walk, the stacks tail): the rank rule of docs/trace-format.md
  * ("Rank"): the last valid rank event wins (torch.distributed's, written at
  * init_process_group, comes after the launcher's), a value 0..INT32_MAX, an
- * int or the older tools' string of digits; a DataLoader worker's id
- * ("Workers"): the last wins.  Pure; no GIL, no Python. */
+ * int or the older tools' string of digits, else a process_name that is
+ * `rank <N>` or ends in ` rank <N>`; a DataLoader worker's id ("Workers"):
+ * the last wins.  dftracer/tools/rank_rule.py is the same rule for the
+ * Python readers that parse JSON themselves.  Pure; no GIL, no Python. */
 #include "reader/identity.h"
 
 #include <stddef.h>
@@ -32,10 +35,44 @@ void dft_ident_init(dft_ident *id)
 {
     memset(id, 0, sizeof *id);
     id->pid = id->ppid = id->rank = id->local_rank = id->world_size = -1;
-    id->worker = id->num_workers = id->loader = -1;
+    id->worker = id->num_workers = id->loader = id->name_rank = -1;
 }
 
-/* At most 18 digits, an optional '-': the whole of [p, end). */
+/* A rank written as text: ASCII digits only, at most INT32_MAX (ranks are
+ * C ints in MPI and torch.distributed); -1 for anything else. */
+static int64_t rank_digits(const char *p, size_t n)
+{
+    int64_t v = 0;
+    if (n == 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (p[i] - '0');
+        if (v > INT32_MAX)
+            return -1;
+    }
+    return v;
+}
+
+int64_t dft_rank_of_process_name(dft_sv name)
+{
+    static const char word[] = "rank ";
+    const size_t wl = sizeof word - 1;
+    size_t d = name.n;
+    while (d > 0 && name.p[d - 1] >= '0' && name.p[d - 1] <= '9')
+        d--;
+    if (d == name.n || d < wl || memcmp(name.p + d - wl, word, wl) != 0)
+        return -1;
+    if (d > wl && name.p[d - wl - 1] != ' ')
+        return -1;
+    return rank_digits(name.p + d, name.n - d);
+}
+
+int64_t dft_ident_own_rank(const dft_ident *id)
+{
+    return id->rank >= 0 ? id->rank : id->name_rank;
+}
 
 static void arg(void *ctx, dft_sv key, const char *v, const char *vend, dft_sv str, int is_str)
 {
@@ -101,6 +138,7 @@ int dft_ident_line(dft_ident *id, const dft_line *l)
             dft_copy_sv(id->host, sizeof id->host, l->a_name);
     } else if (SV_IS(l->name, "process_name")) {
         dft_copy_sv(id->process_name, sizeof id->process_name, l->a_name);
+        id->name_rank = dft_rank_of_process_name(l->a_name); /* before any cut */
         if (l->have & DFT_HAVE_PID)
             id->pid = l->pid;
     } else if (SV_IS(l->name, "rank") || SV_IS(l->a_name, "rank")) {

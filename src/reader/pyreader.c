@@ -77,10 +77,11 @@ int dft_rd_bad_add_to(PyObject *d, const dft_rd_bad *b)
 int dft_ident_add_to(PyObject *d, const dft_ident *id)
 {
     PyObject *v = Py_BuildValue(
-        "{s:N,s:N,s:L,s:L,s:L,s:L,s:L,s:N,s:N,s:L,s:L,s:L,s:N}", "host",
+        "{s:N,s:N,s:L,s:L,s:L,s:L,s:L,s:L,s:N,s:N,s:L,s:L,s:L,s:N}", "host",
         dft_rd_text(id->host, strlen(id->host)), "process_name",
         dft_rd_text(id->process_name, strlen(id->process_name)), "pid", (long long)id->pid,
-        "ppid", (long long)id->ppid, "rank", (long long)id->rank, "local_rank",
+        "ppid", (long long)id->ppid, "rank", (long long)id->rank, "own_rank",
+        (long long)dft_ident_own_rank(id), "local_rank",
         (long long)id->local_rank, "world_size", (long long)id->world_size, "job_id",
         dft_rd_text(id->job_id, strlen(id->job_id)), "rank_source",
         dft_rd_text(id->rank_source, strlen(id->rank_source)), "worker", (long long)id->worker,

@@ -7,10 +7,12 @@
  * partial results across files and groups them as asked, so memory depends on
  * the number of distinct keys, never on the number of events.  Complete events
  * with a bad duration (reader.h, dft_dur_ok) are counted apart and left out of
- * the groups and the time range. */
+ * the groups and the time range.  Who wrote the file (host, pid, process
+ * name, rank) is read through reader/identity.c, as every pass reads it. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "reader/identity.h"
 #include "reader/reader.h"
 #include "reader/tools.h"
 
@@ -35,9 +37,9 @@ typedef struct summary {
     size_t cap, used;
     /* file facts */
     uint64_t lines, events, ph_x, ph_i, ph_c, ph_m, other;
-    int64_t ts_min, end_max, pid, rank, num_events;
-    int have_ts, have_pid, finalized;
-    char host[256], process_name[512];
+    int64_t ts_min, end_max, num_events;
+    int have_ts, finalized;
+    dft_ident who; /* host, pid, process name, rank: reader/identity.c */
     dft_rd_bad bad;
     uint64_t bad_dur, first_bad_dur_line; /* complete events with a bad duration */
     int64_t first_bad_dur;
@@ -163,69 +165,6 @@ static void summary_free(summary *s)
     free(s->slots);
 }
 
-static void copy_sv(char *dst, size_t cap, dft_sv v)
-{
-    size_t n = v.n < cap - 1 ? v.n : cap - 1;
-    if (n)
-        memcpy(dst, v.p, n);
-    dst[n] = 0;
-}
-
-/* A rank written as text: ASCII digits only, at most INT32_MAX (ranks are
- * C ints in MPI and torch.distributed); -1 for anything else. */
-static int64_t rank_digits(const char *p, size_t n)
-{
-    int64_t v = 0;
-    if (n == 0)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return -1;
-        v = v * 10 + (p[i] - '0');
-        if (v > INT32_MAX)
-            return -1;
-    }
-    return v;
-}
-
-/* The rank in a process_name (docs/trace-format.md): the name is `rank <N>`
- * or ends in ` rank <N>`, as the tracer writes `<exec> rank <N>`; -1 when
- * it has none.  dftracer/tools/rank_rule.py applies the same rule. */
-static int64_t rank_of(dft_sv name)
-{
-    static const char word[] = "rank ";
-    const size_t wl = sizeof word - 1;
-    size_t d = name.n;
-    while (d > 0 && name.p[d - 1] >= '0' && name.p[d - 1] <= '9')
-        d--;
-    if (d == name.n || d < wl || memcmp(name.p + d - wl, word, wl) != 0)
-        return -1;
-    if (d > wl && name.p[d - wl - 1] != ' ')
-        return -1;
-    return rank_digits(name.p + d, name.n - d);
-}
-
-/* Metadata: host, process name and rank (our process_name, or the older
- * tools' PR/CM "rank", which wins). */
-static void metadata(summary *s, const dft_line *l)
-{
-    if (l->name.n == 2 && memcmp(l->name.p, "HH", 2) == 0 && !s->host[0])
-        copy_sv(s->host, sizeof s->host, l->a_name);
-    else if (l->name.n == 12 && memcmp(l->name.p, "process_name", 12) == 0) {
-        copy_sv(s->process_name, sizeof s->process_name, l->a_name);
-        if (s->rank < 0)
-            s->rank = rank_of(l->a_name);
-        if (l->have & DFT_HAVE_PID) {
-            s->pid = l->pid;
-            s->have_pid = 1;
-        }
-    } else if (l->a_name.n == 4 && memcmp(l->a_name.p, "rank", 4) == 0) {
-        int64_t v = rank_digits(l->a_value.p, l->a_value.n);
-        if (v >= 0)
-            s->rank = v;
-    }
-}
-
 /* The pass itself; runs without the GIL.  Returns the reader's end status,
  * or -1 when out of memory. */
 static int summarize(dft_rd *r, summary *s)
@@ -240,15 +179,11 @@ static int summarize(dft_rd *r, summary *s)
     while ((st = dft_rd_next_parsed(r, &text, &n, &l, &s->bad)) == DFT_RD_OK) {
         s->lines = r->line_no;
         s->events++;
-        if (!s->have_pid && (l.have & DFT_HAVE_PID)) {
-            s->pid = l.pid;
-            s->have_pid = 1;
+        if (dft_ident_line(&s->who, &l)) {
+            s->ph_m++; /* a metadata event: nothing else to read in it */
+            continue;
         }
         switch (l.ph) {
-        case 'M':
-            s->ph_m++;
-            metadata(s, &l);
-            continue;
         case 'X':
             s->ph_x++;
             break;
@@ -404,7 +339,7 @@ PyObject *dft_tools_summarize_file(PyObject *module, PyObject *arg)
     dft_rd r;
     summary s;
     memset(&s, 0, sizeof s);
-    s.rank = -1;
+    dft_ident_init(&s.who);
     s.num_events = -1;
     int rc, open_rc;
     Py_BEGIN_ALLOW_THREADS
@@ -425,9 +360,8 @@ PyObject *dft_tools_summarize_file(PyObject *module, PyObject *arg)
     if (!groups)
         goto done;
     /* host and process names from the older tools may not be UTF-8 */
-    PyObject *host = PyUnicode_DecodeUTF8(s.host, (Py_ssize_t)strlen(s.host), "replace");
-    PyObject *pname =
-        PyUnicode_DecodeUTF8(s.process_name, (Py_ssize_t)strlen(s.process_name), "replace");
+    PyObject *host = dft_rd_text(s.who.host, strlen(s.who.host));
+    PyObject *pname = dft_rd_text(s.who.process_name, strlen(s.who.process_name));
     if (!host || !pname) {
         Py_XDECREF(host);
         Py_XDECREF(pname);
@@ -443,7 +377,7 @@ PyObject *dft_tools_summarize_file(PyObject *module, PyObject *arg)
         (unsigned long long)s.ph_x, "instant", (unsigned long long)s.ph_i, "counter",
         (unsigned long long)s.ph_c, "metadata", (unsigned long long)s.ph_m, "first_bad",
         s.bad.first, "first_bad_line", (unsigned long long)s.bad.first_line, "host", host, "process_name", pname,
-        "pid", (long long)(s.have_pid ? s.pid : -1), "rank", (long long)s.rank, "has_ts",
+        "pid", (long long)s.who.pid, "rank", (long long)dft_ident_own_rank(&s.who), "has_ts",
         s.have_ts ? Py_True : Py_False, "ts_min", (long long)s.ts_min, "end_max",
         (long long)s.end_max, "finalized", s.finalized ? Py_True : Py_False, "num_events",
         (long long)s.num_events, "long_lines", (unsigned long long)r.long_lines,

@@ -58,7 +58,8 @@ PyObject *dft_rd_text(const char *s, size_t n);
 /* A pass's status word: "ok", "truncated", "corrupt" or "error". */
 const char *dft_rd_status_name(int status);
 /* Adds who wrote the file (reader/identity.h) to the pass's result dict d:
- * host, process_name, pid, ppid, rank, local_rank, world_size, job_id,
+ * host, process_name, pid, ppid, rank, own_rank (the rank rule's: rank, else
+ * the process_name's), local_rank, world_size, job_id,
  * rank_source, worker, num_workers.  0, or -1 with an exception.  GIL held. */
 struct dft_ident;
 int dft_ident_add_to(PyObject *d, const struct dft_ident *id);

@@ -1,7 +1,7 @@
 """The rank of a process (docs/trace-format.md "Rank"), read by both readers
 from one table of cases: the C summary (`dftracer summary --json`,
-src/reader/summary.c) and the Python head scan that merge and convert use
-(dftracer/tools/work.py file_info, seen in the process labels `merge` writes)."""
+src/reader/summary.c) and merge's scan (the ranks pass's `own_rank`, seen in
+the process labels `merge` writes), both through src/reader/identity.c."""
 
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ PROCESS_NAMES = [
     ("rank 2147483648", None),
     ("rank 99999999999999999999999", None),
     ("rank \u0663", None),  # an Arabic-Indic digit three
+    ("x" * 600 + " rank 4", 4),  # longer than the 511 bytes the readers keep of a name
 ]
 
 # `rank` metadata events after a process_name of rank 1 -> the rank read

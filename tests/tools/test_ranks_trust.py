@@ -58,7 +58,7 @@ def sync_result(host, rank, ends, world=-1):
     for key, end in ends.items():
         data.extend((key, end))
     return {"path": f"{host}-{rank}", "status": "ok", "host": host, "pid": rank,
-            "rank": rank, "world_size": world, "process_name": "", "sync": data.tobytes(),
+            "rank": rank, "own_rank": rank, "world_size": world, "process_name": "", "sync": data.tobytes(),
             "clock": (0, 0, 0, 0)}
 
 
