@@ -6,7 +6,8 @@ tests/tools/deep_steps_prog.py (each step: 3 ms in a shallow function, then
 `dftracer run` at each depth, R runs each; a wrapper reads the sampler
 thread's own run time (`dft-sampler`, its schedstat) as the program ends.
 Printed per depth (medians over the runs): the sampler's CPU per second of
-the loop and per stack read, the stacks read, and from the trace's
+the loop (its first iteration's start to its last's end) and per stack
+read (where the build's iterations count them, `sampled_n`), the stacks read, and from the trace's
 `iteration` events the sums of `sampled_dropped`, `sampled_cut` and
 `sampled_missed` and the share of the iterations with a place that name
 the deep function.
@@ -65,12 +66,15 @@ def one(depth: int, iters: int) -> Dict[str, float]:
         line = [ln for ln in proc.stderr.splitlines() if ln.startswith("SAMPLER ")][-1]
         ns, wall = int(line.split()[1]), float(line.split()[2])
         (path,) = find_traces(os.path.join(tmp, "runs"))
-        its = [e["args"] for e in read_trace(path).of("X", cat="pipeline", name="iteration")]
+        events = read_trace(path).of("X", cat="pipeline", name="iteration")
+        its = [e["args"] for e in events]
+        # the sampler runs from the first step on: its share of the loop's time
+        loop_s = (max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)) / 1e6
     sums = {k: sum(a.get(f"sampled_{k}", 0) for a in its) for k in ("n", "dropped", "cut",
                                                                     "missed")}
     named = [a for a in its if "sampled" in a]
     deep = [a for a in named if a["sampled"].endswith("_work > wait")]
-    return {"cpu_pct": ns / 1e9 / wall * 100, "us_per_read": ns / 1e3 / max(sums["n"], 1),
+    return {"cpu_pct": ns / 1e9 / min(loop_s, wall) * 100, "us_per_read": ns / 1e3 / max(sums["n"], 1),
             **sums, "deep_share": len(deep) / max(len(named), 1)}
 
 
