@@ -1,14 +1,18 @@
 /* hang/sampler.c: samples of the step thread's Python stack, counted by the
  * place they land in, for the time of a step no event covers (sampler.h).
  *
- * One thread of its own per process, started at the first step: it sleeps a
- * period, reads the step thread's frames through the walker (never the GIL,
- * never a signal: the step thread is not stopped, so a sample may show a
- * frame it has just left) and counts the sample's place in a small table.
- * The step thread takes the table at each step's end.  The table is behind
- * a spin flag held for a few hundred nanoseconds at a time: a fork while the
- * sampler holds it leaves the child's copy clear (the child starts a sampler
- * of its own, as it has no thread of the parent's). */
+ * One thread of its own per process, started at the first step: it wakes on
+ * a grid of periods (the walk's time comes out of its sleep; a grid point it
+ * woke too late for is skipped and counted as missed, not caught up), reads
+ * the step thread's frames through the walker (never the GIL, never a
+ * signal: the step thread is not stopped, so a sample may show a frame it
+ * has just left) and counts the sample's place, with the time since its
+ * previous tick, in the stretch of time it fell in.  The step thread cuts
+ * the stretches where a step may end and takes those up to a step's end.
+ * The stretches are behind a spin flag held for a few microseconds at a
+ * time: a fork while the sampler holds it leaves the child's copy clear
+ * (the child starts a sampler of its own, as it has no thread of the
+ * parent's). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -22,25 +26,37 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/config.h"
 #include "core/core.h"
 #include "hang/walk.h"
 
-#define MAX_PLACES 16 /* places counted in one step; a 17th is dropped */
-#define MAX_FRAMES 64 /* frames read per sample (innermost first) */
+#define MAX_PLACES 16 /* places counted in one stretch; a 17th is dropped */
+#define MAX_FRAMES 64 /* frames kept per sample (the innermost; deeper ones are followed) */
+#define MAX_STRETCHES 4 /* the step's start and the last cuts (older cuts merge) */
 
 typedef struct {
     char key[DFT_SAMPLE_KEY];
-    unsigned count;
+    int64_t us; /* its samples' weights */
+    int64_t n;  /* its samples */
+    int64_t cut; /* of them, cut walks */
 } place;
+
+/* The samples taken from one possible step boundary to the next. */
+typedef struct {
+    int64_t from; /* its start (dft_clock_us) */
+    place places[MAX_PLACES];
+    int nplaces;
+    int64_t samples, dropped, missed; /* dft_sample_step's */
+} stretch;
 
 static struct {
     _Atomic(const void *) tstate; /* the step thread's PyThreadState */
     _Atomic(const void *) bottom; /* its bottom frame (dft_walk_bottom_here) */
     _Atomic pid_t pid;            /* the process whose sampler runs (0: none) */
-    atomic_flag busy;             /* the table's spin flag */
-    place places[MAX_PLACES];
-    int nplaces;
+    atomic_flag busy;             /* the stretches' spin flag */
+    stretch st[MAX_STRETCHES];    /* oldest first, st[0] from the step's start */
+    int nst;
     int64_t period_us;
     char stdlib[512]; /* the standard library's folder, with its final '/' */
     size_t stdlib_len;
@@ -116,24 +132,122 @@ static int place_of(const dft_walk_frame *f, int n, char *key, size_t cap)
     return 1;
 }
 
-/* Counts one sample at key.  The sampler thread, no GIL. */
-static void count(const char *key)
+/* ---- the stretches (the spin flag held) --------------------------------- */
+
+static void stretch_open(stretch *t, int64_t from)
+{
+    t->from = from;
+    t->nplaces = 0;
+    t->samples = t->dropped = t->missed = 0;
+}
+
+/* Adds n samples (cut of them cut walks) weighing us at key to t: 0, or -1
+ * when its places are full. */
+static int stretch_add(stretch *t, const char *key, int64_t n, int64_t cut, int64_t us)
+{
+    int i = 0;
+    while (i < t->nplaces && strcmp(t->places[i].key, key) != 0)
+        i++;
+    if (i == t->nplaces) {
+        if (t->nplaces == MAX_PLACES)
+            return -1;
+        snprintf(t->places[i].key, sizeof t->places[i].key, "%s", key);
+        t->places[i].us = t->places[i].n = t->places[i].cut = 0;
+        t->nplaces++;
+    }
+    t->places[i].us += us;
+    t->places[i].n += n;
+    t->places[i].cut += cut;
+    return 0;
+}
+
+/* Folds b into a (a place that does not fit is dropped, and counted). */
+static void stretch_merge(stretch *a, const stretch *b)
+{
+    a->samples += b->samples;
+    a->dropped += b->dropped;
+    a->missed += b->missed;
+    for (int i = 0; i < b->nplaces; i++)
+        if (stretch_add(a, b->places[i].key, b->places[i].n, b->places[i].cut, b->places[i].us) != 0)
+            a->dropped += b->places[i].n;
+}
+
+/* Removes the first k stretches; one opened at from when none is left. */
+static void stretches_shift(int k, int64_t from)
+{
+    memmove(&S.st[0], &S.st[k], (size_t)(S.nst - k) * sizeof S.st[0]);
+    S.nst -= k;
+    if (S.nst == 0) {
+        stretch_open(&S.st[0], from);
+        S.nst = 1;
+    }
+}
+
+/* The stretches of a process whose sampler starts (or a forked child's). */
+static void stretches_reset(void)
+{
+    S.nst = 0;
+    stretches_shift(0, dft_clock_us());
+}
+
+/* What one tick saw. */
+enum { TICK_PLACE, TICK_TIMED, TICK_DROPPED };
+
+/* Counts the tick at `at` (prev: the one before) in its stretch: the last
+ * that starts at or before it.  key: its place (TICK_PLACE).  The sampler
+ * thread, no GIL. */
+static void record(int64_t at, int64_t prev, int what, const char *key, int cut, int64_t missed)
 {
     lock();
-    int i = 0;
-    while (i < S.nplaces && strcmp(S.places[i].key, key) != 0)
-        i++;
-    if (i == S.nplaces && S.nplaces < MAX_PLACES) {
-        snprintf(S.places[i].key, sizeof S.places[i].key, "%s", key);
-        S.places[i].count = 0;
-        S.nplaces++;
+    int i = S.nst - 1;
+    while (i > 0 && S.st[i].from > at)
+        i--;
+    stretch *t = &S.st[i];
+    t->samples++;
+    t->missed += missed;
+    if (what == TICK_PLACE) {
+        /* its weight: the time since the previous tick (a tick the sampler
+         * woke late for weighs the grid points it missed too), from a period
+         * before the stretch's start at most: the stretch's first sample
+         * stands for the time before it, as its last leaves the time after
+         * it to the next stretch's first (sampled_us is cut to the step) */
+        int64_t floor = t->from - S.period_us;
+        int64_t us = at - (prev > floor ? prev : floor);
+        if (stretch_add(t, key, 1, cut, us > 0 ? us : 0) != 0)
+            t->dropped++;
+    } else if (what == TICK_DROPPED) {
+        t->dropped++;
     }
-    if (i < S.nplaces)
-        S.places[i].count++;
     unlock();
 }
 
 /* ---- the sampler thread ------------------------------------------------- */
+
+static int64_t ns_of(const struct timespec *t) { return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec; }
+
+static struct timespec timespec_of(int64_t ns)
+{
+    return (struct timespec){.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
+}
+
+/* What the walk of one tick says: TICK_*, the place into key. */
+static int look(dft_walker *w, const void *ts, dft_walk_frame *frames, char *key, size_t cap,
+                int *cut)
+{
+    int n = dft_walk_stack(w, ts, frames, MAX_FRAMES);
+    if (w->stopped) /* in code the events time */
+        return TICK_TIMED;
+    /* a walk that did not end at the thread's bottom frame followed a
+     * popped frame's stale links (the thread moved under it), failed, or
+     * went deeper than the walker follows: its frames are not a place.  A
+     * cut walk is held to the same bottom (it follows the links past the
+     * frames it keeps) */
+    if (!w->bottom || w->bottom != atomic_load_explicit(&S.bottom, memory_order_acquire) ||
+        !place_of(frames, n, key, cap))
+        return TICK_DROPPED;
+    *cut = w->depth > n;
+    return TICK_PLACE;
+}
 
 /* The sampler thread: no GIL, never a Python call.  It ends with the
  * process (a detached thread), or when a forked child took over. */
@@ -146,26 +260,58 @@ static void *sampler_main(void *arg)
     w.no_lines = 1; /* a place is a file and a function: no line table read */
     w.stop = stop_at_timed;
     dft_walk_frame *frames = malloc(MAX_FRAMES * sizeof *frames);
-    if (!frames) {
+    struct timespec now;
+    if (!frames || clock_gettime(CLOCK_MONOTONIC, &now) != 0) {
+        free(frames);
         dft_walk_close(&w);
         return NULL;
     }
-    struct timespec period = {S.period_us / 1000000, (S.period_us % 1000000) * 1000};
+    const int64_t period = S.period_us * 1000;
+    int64_t next = ns_of(&now), prev = dft_clock_us(), skipped = 0;
     char key[DFT_SAMPLE_KEY];
     while (atomic_load(&S.pid) == me) {
-        struct timespec left = period;
-        while (nanosleep(&left, &left) != 0 && errno == EINTR)
+        /* the next point of the grid: the walk's time is not added to the
+         * period (Austin's loop subtracts it from its sleep) */
+        next += period;
+        struct timespec until = timespec_of(next);
+        int rc;
+        while ((rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL)) == EINTR)
             ;
+        int64_t missed = skipped;
+        skipped = 0;
+        if (rc == 0 && clock_gettime(CLOCK_MONOTONIC, &now) == 0 && ns_of(&now) - next >= period) {
+            /* woke a period or more late (a busy machine): the grid points
+             * passed are skipped, not caught up in a burst */
+            missed += (ns_of(&now) - next) / period;
+            next += (ns_of(&now) - next) / period * period;
+        } else if (rc != 0) { /* no absolute sleep here: a relative one */
+            struct timespec left = timespec_of(period);
+            while (nanosleep(&left, &left) != 0 && errno == EINTR)
+                ;
+            next = clock_gettime(CLOCK_MONOTONIC, &now) == 0 ? ns_of(&now) : next;
+        }
+        int64_t at = dft_clock_us(), before = prev;
+        prev = at;
         const void *ts = atomic_load_explicit(&S.tstate, memory_order_acquire);
         if (!ts || !dft_trace_active()) /* finalized: no walk until a step names a thread */
             continue;
-        int n = dft_walk_stack(&w, ts, frames, MAX_FRAMES);
-        /* a walk that did not end at the thread's bottom frame followed a
-         * popped frame's stale links (the thread moved under it): its
-         * frames are not a place.  One a stop frame ended is not counted. */
-        if (w.bottom && w.bottom == atomic_load_explicit(&S.bottom, memory_order_acquire) &&
-            place_of(frames, n, key, sizeof key))
-            count(key);
+        struct timespec cpu0, cpu1;
+        int timed = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0) == 0;
+        int cut = 0;
+        int what = look(&w, ts, frames, key, sizeof key, &cut);
+        record(at, before, what, key, cut, missed);
+        /* a twentieth of a CPU at most: a walk that took long (a stack
+         * thousands of frames deep, a slow copy) moves the next tick on, and
+         * the grid points it passes count as missed (their time is in the
+         * next sample's weight) */
+        if (timed && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1) == 0 &&
+            clock_gettime(CLOCK_MONOTONIC, &now) == 0) {
+            int64_t earliest = ns_of(&now) + 19 * (ns_of(&cpu1) - ns_of(&cpu0));
+            if (earliest > next + period) {
+                skipped = (earliest - next) / period;
+                next += skipped * period;
+            }
+        }
     }
     free(frames);
     dft_walk_close(&w);
@@ -201,7 +347,7 @@ void dft_sample_step_thread(void)
         return;
     /* the first step here (or in a forked child, which has no sampler) */
     atomic_flag_clear(&S.busy);
-    S.nplaces = 0;
+    stretches_reset();
     S.period_us = 1000000 / c->sample_hz;
     find_stdlib();
     atomic_store(&S.pid, me);
@@ -222,22 +368,53 @@ void dft_sample_step_thread(void)
     pthread_attr_destroy(&attr);
 }
 
-int64_t dft_sample_take(char *key, size_t cap)
+void dft_sample_cut(int64_t ts)
 {
-    key[0] = 0;
     if (atomic_load(&S.pid) != getpid())
-        return 0;
+        return;
     lock();
-    int best = -1;
-    for (int i = 0; i < S.nplaces; i++)
-        if (best < 0 || S.places[i].count > S.places[best].count)
-            best = i;
-    int64_t us = 0;
-    if (best >= 0) {
-        snprintf(key, cap, "%s", S.places[best].key);
-        us = (int64_t)S.places[best].count * S.period_us;
+    if (ts > S.st[S.nst - 1].from) {
+        if (S.nst == MAX_STRETCHES) { /* the oldest cut is the least likely end: it goes */
+            stretch_merge(&S.st[0], &S.st[1]);
+            memmove(&S.st[1], &S.st[2], (size_t)(S.nst - 2) * sizeof S.st[0]);
+            S.nst--;
+        }
+        stretch_open(&S.st[S.nst++], ts);
     }
-    S.nplaces = 0;
     unlock();
-    return us;
+}
+
+void dft_sample_take(int64_t end, dft_sample_step *out)
+{
+    memset(out, 0, sizeof *out);
+    if (atomic_load(&S.pid) != getpid())
+        return;
+    lock();
+    /* the stretches that start before end (the last of them may run past
+     * it when end is not a cut: then all of it) */
+    int k = 0;
+    while (k < S.nst && (k == 0 || S.st[k].from < end))
+        k++;
+    if (S.st[0].from >= end) /* a step that ended before it began: nothing */
+        k = 0;
+    int best = -1;
+    for (int i = 1; i < k; i++)
+        stretch_merge(&S.st[0], &S.st[i]);
+    if (k > 0) {
+        const stretch *t = &S.st[0];
+        for (int i = 0; i < t->nplaces; i++) {
+            if (best < 0 || t->places[i].us > t->places[best].us)
+                best = i;
+            out->cut += t->places[i].cut;
+        }
+        if (best >= 0) {
+            snprintf(out->place, sizeof out->place, "%s", t->places[best].key);
+            out->place_us = t->places[best].us;
+        }
+        out->samples = t->samples;
+        out->dropped = t->dropped;
+        out->missed = t->missed;
+        stretches_shift(k, end);
+    }
+    unlock();
 }

@@ -9,7 +9,16 @@
  * calls are timed by events already): the function it lands in is the
  * innermost frame of the program's own code (not the standard library's,
  * not an installed package's), with the innermost frame beside it when
- * that is another one ("train.py:get_batch (memmap.py:__new__)"). */
+ * that is another one ("train.py:get_batch (memmap.py:__new__)").
+ *
+ * Each sample carries its time: the step code says where a step may end
+ * (dft_sample_cut) and takes the samples up to its end (dft_sample_take),
+ * so a step closed late (the first one, while the optimizers of a step are
+ * learned; the last, at exit) gets its own samples, not the next one's.  A
+ * sample weighs the time since the sampler's previous tick (Austin's rule:
+ * one the sampler woke late for stands for the ticks it missed), from at
+ * most a period before the step's start; the step code cuts a place's time
+ * to the step's. */
 #ifndef DFT_HANG_SAMPLER_H
 #define DFT_HANG_SAMPLER_H
 
@@ -22,10 +31,32 @@
  * thread the first time (and in a forked child).  The GIL held. */
 void dft_sample_step_thread(void);
 
-/* The place most samples since the last call landed in, into key (cap
- * bytes), and its estimated time (samples x period): 0 when no untraced
- * sample was taken (key left empty).  Starts the next step's count.  The
- * step thread, the GIL held. */
-int64_t dft_sample_take(char *key, size_t cap);
+/* What the samples of one step say (docs/trace-format.md, `iteration`). */
+typedef struct {
+    char place[DFT_SAMPLE_KEY]; /* the place most of their time landed in; "" when none */
+    int64_t place_us;           /* its samples' weights (0: none counted at a place); up
+                                 * to a period more than the step: cut it */
+    int64_t samples;            /* stacks read in the step */
+    int64_t dropped;            /* of them, not counted at a place though outside torch's
+                                 * code: the walk failed, did not end at the thread's
+                                 * bottom frame (it followed stale links), went deeper
+                                 * than DFT_WALK_MAX_DEPTH, or found the places full */
+    int64_t cut;                /* of those counted at a place, walks deeper than the
+                                 * frames kept (the innermost kept, the bottom checked) */
+    int64_t missed;             /* ticks skipped: the sampler woke a period or more late */
+} dft_sample_step;
+
+/* A step may end at ts (an optimizer step's end, a batch's): the samples
+ * taken after it are kept apart from those before, so a dft_sample_take(ts)
+ * that comes later still takes only the ones before.  The step thread, the
+ * GIL held. */
+void dft_sample_cut(int64_t ts);
+
+/* The samples taken up to end (dft_clock_us) since the last call, into out
+ * (all zeros when the sampler is off or none was taken); the later ones
+ * stay for the next step.  end is a time given to dft_sample_cut, or now
+ * (else the samples of the stretch it falls in are all taken).  The step
+ * thread, the GIL held. */
+void dft_sample_take(int64_t end, dft_sample_step *out);
 
 #endif

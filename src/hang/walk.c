@@ -35,6 +35,8 @@
 #define MAX_NAME_CHARS 4096         /* a longer name is not a code object's */
 #define CHUNK 4096                  /* one pipe write: at most PIPE_BUF, atomic */
 #define TABLE_SLACK 16              /* zeros after a table: a torn varint stops there */
+#define FRAME_PAGE 4096             /* what one frame read copies at most: the 4 KiB
+                                     * around a frame lie in the pages that hold it */
 
 struct dft_walk_code {
     const void *code;  /* the code object's address; NULL: empty */
@@ -121,6 +123,9 @@ int dft_walk_open(dft_walker *w, int pipe_only)
         return -1;
     }
     w->cache = calloc(DFT_WALK_CACHE, sizeof *w->cache); /* NULL: no cache */
+#if PY_VERSION_HEX >= 0x030B0000
+    w->page = malloc(FRAME_PAGE + sizeof(_PyInterpreterFrame)); /* NULL: one copy a frame */
+#endif
     return 0;
 }
 
@@ -132,8 +137,10 @@ void dft_walk_close(dft_walker *w)
     w->pipe_fd[0] = w->pipe_fd[1] = -1;
     free(w->cache);
     free(w->table);
+    free(w->page);
     w->cache = NULL;
     w->table = NULL;
+    w->page = NULL;
 }
 
 /* ---- objects ------------------------------------------------------------ */
@@ -326,6 +333,29 @@ int dft_walk_threads(dft_walker *w, PyInterpreterState *interp, dft_walk_thread 
     return kept;
 }
 
+#if PY_VERSION_HEX >= 0x030B0000
+/* The frame header (n bytes) at at into dst.  A thread's frames lie in a row
+ * in its data stack, each below the one it called: one copy of the page up
+ * to a header's end serves the frames below it in that page (a stack 100
+ * frames deep is a few copies, not 100). */
+static int copy_frame(dft_walker *w, void *dst, const void *at, size_t n)
+{
+    uintptr_t a = (uintptr_t)at;
+    if (!w->page)
+        return dft_walk_copy(w, dst, at, n);
+    if (!(w->page_len && a >= w->page_at && a - w->page_at + n <= w->page_len)) {
+        uintptr_t from = a & ~(uintptr_t)(FRAME_PAGE - 1);
+        w->page_len = 0;
+        if (dft_walk_copy(w, w->page, (const void *)from, a - from + n) != 0)
+            return -1;
+        w->page_at = from;
+        w->page_len = a - from + n;
+    }
+    memcpy(dst, w->page + (a - w->page_at), n);
+    return 0;
+}
+#endif
+
 /* The newest frame of the thread state at tstate, or NULL. */
 static const void *top_frame(dft_walker *w, const void *tstate)
 {
@@ -350,16 +380,26 @@ int dft_walk_stack(dft_walker *w, const void *tstate, dft_walk_frame *out, int c
         cap = DFT_WALK_MAX_FRAMES;
     const void *at = top_frame(w, tstate), *last = NULL;
     int n = 0;
+    dft_walk_frame past; /* a frame beyond the kept ones: its names for the stop */
+    PyCodeObject co;
+    const void *co_at = NULL; /* the code object co holds (a recursion's frames share it) */
     w->bottom = NULL;
-    /* at most twice as many frames visited as kept (incomplete ones are
+    w->page_len = 0;
+    w->depth = 0;
+    w->stopped = 0;
+    /* past the cap the links are followed on (the bottom is what tells a
+     * sound walk from one that followed stale links), the frames not kept;
+     * at most twice as many frames visited as counted (incomplete ones are
      * skipped): a cycle ends there */
-    for (int visited = 0; at && n < cap && visited < 2 * DFT_WALK_MAX_FRAMES; visited++) {
-        PyCodeObject co;
+    for (int visited = 0; at && w->depth < DFT_WALK_MAX_DEPTH && visited < 2 * DFT_WALK_MAX_DEPTH;
+         visited++) {
         const void *code;
         int addrq;
+        /* not kept and no stop to check: only the link is needed */
+        int link_only = n >= cap && !w->stop;
 #if PY_VERSION_HEX >= 0x030B0000
         _PyInterpreterFrame fr;
-        if (dft_walk_copy(w, &fr, at, offsetof(_PyInterpreterFrame, localsplus)) != 0)
+        if (copy_frame(w, &fr, at, offsetof(_PyInterpreterFrame, localsplus)) != 0)
             break;
         last = at;
         const void *next = fr.previous;
@@ -376,8 +416,13 @@ int dft_walk_stack(dft_walker *w, const void *tstate, dft_walk_frame *out, int c
             continue;
         }
 #endif
-        if (copy_code(w, code, &co) != 0) { /* 3.13: None for a frame without code */
+        if (link_only) {
+            w->depth++;
             at = next;
+            continue;
+        }
+        if (code != co_at && (co_at = copy_code(w, code, &co) == 0 ? code : NULL) == NULL) {
+            at = next; /* 3.13: None for a frame without code */
             continue;
         }
         const _Py_CODEUNIT *first =
@@ -397,25 +442,36 @@ int dft_walk_stack(dft_walker *w, const void *tstate, dft_walk_frame *out, int c
         last = at;
         const void *next = fr.f_back;
         code = fr.f_code;
-        if (copy_code(w, code, &co) != 0) {
+        if (link_only) {
+            w->depth++;
+            at = next;
+            continue;
+        }
+        if (code != co_at && (co_at = copy_code(w, code, &co) == 0 ? code : NULL) == NULL) {
             at = next;
             continue;
         }
         addrq = fr.f_lasti < 0 || fr.f_lasti > INT32_MAX / 2 ? -1 : fr.f_lasti * 2;
 #endif
-        dft_walk_frame *f = &out[n];
+        w->depth++;
+        dft_walk_frame *f = n < cap ? &out[n] : &past;
         code_names(w, code, &co, f);
-        if (w->no_lines)
+        if (w->no_lines || f == &past)
             f->line = 0;
 #if PY_VERSION_HEX < 0x030B0000
         else if (fr.f_lineno > 0) /* set while tracing: CPython's own answer */
             f->line = fr.f_lineno;
 #endif
-        else
-            f->line = line_of(w, &co, addrq);
-        n++;
-        if (w->stop && w->stop(f))
+        else {
+            PyCodeObject lines = co; /* line_of points its table at the walker's copy */
+            f->line = line_of(w, &lines, addrq);
+        }
+        if (f != &past)
+            n++;
+        if (w->stop && w->stop(f)) {
+            w->stopped = 1;
             return n;
+        }
         at = next;
     }
     if (!at)

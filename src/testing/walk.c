@@ -12,15 +12,19 @@
 
 #include "hang/walk.h"
 
-/* _walk_for_test(pipe_only) -> [(ident, native, [(file, line, function), ...
- * innermost first], the address of the bottom frame the walk reached or 0),
- * ...] for every thread, the main thread first. */
-static PyObject *walk_for_test(PyObject *m, PyObject *arg)
+/* _walk_for_test(pipe_only, cap=100) -> [(ident, native, [(file, line,
+ * function), ... innermost first, at most cap], the address of the bottom
+ * frame the walk reached or 0, the frames it went through), ...] for every
+ * thread, the main thread first. */
+static PyObject *walk_for_test(PyObject *m, PyObject *args)
 {
     (void)m;
-    int pipe_only = PyObject_IsTrue(arg);
-    if (pipe_only < 0)
+    int pipe_only, cap = DFT_WALK_MAX_FRAMES;
+    if (!PyArg_ParseTuple(args, "p|i:_walk_for_test", &pipe_only, &cap))
         return NULL;
+    if (cap < 1 || cap > DFT_WALK_MAX_FRAMES)
+        return PyErr_Format(PyExc_ValueError, "_walk_for_test: cap must be 1 to %d, not %d",
+                            DFT_WALK_MAX_FRAMES, cap);
     dft_walker w;
     if (dft_walk_open(&w, pipe_only) != 0)
         return PyErr_SetFromErrno(PyExc_OSError);
@@ -29,7 +33,7 @@ static PyObject *walk_for_test(PyObject *m, PyObject *arg)
     PyObject *out = frames ? PyList_New(0) : PyErr_NoMemory();
     int n = out ? dft_walk_threads(&w, PyInterpreterState_Get(), threads, 64) : 0;
     for (int k = 0; k < n && out; k++) {
-        int nf = dft_walk_stack(&w, threads[k].tstate, frames, DFT_WALK_MAX_FRAMES);
+        int nf = dft_walk_stack(&w, threads[k].tstate, frames, cap);
         PyObject *fl = PyList_New(nf);
         for (int i = 0; fl && i < nf; i++) {
             PyObject *t = Py_BuildValue("(sis)", frames[i].file, frames[i].line, frames[i].func);
@@ -38,8 +42,9 @@ static PyObject *walk_for_test(PyObject *m, PyObject *arg)
             else
                 PyList_SET_ITEM(fl, i, t);
         }
-        PyObject *row = fl ? Py_BuildValue("(klNN)", threads[k].ident, threads[k].native, fl,
-                                           PyLong_FromVoidPtr((void *)(uintptr_t)w.bottom))
+        PyObject *row = fl ? Py_BuildValue("(klNNi)", threads[k].ident, threads[k].native, fl,
+                                           PyLong_FromVoidPtr((void *)(uintptr_t)w.bottom),
+                                           w.depth)
                            : NULL;
         if (!row || PyList_Append(out, row) < 0)
             Py_CLEAR(out);
@@ -87,9 +92,9 @@ static PyObject *walk_copy_for_test(PyObject *m, PyObject *arg)
 }
 
 static PyMethodDef methods[] = {
-    {"_walk_for_test", walk_for_test, METH_O,
-     "_walk_for_test(pipe_only) -> [(ident, native, [(file, line, function)], bottom)]: the "
-     "stacks walker's view of every thread, innermost frame first."},
+    {"_walk_for_test", walk_for_test, METH_VARARGS,
+     "_walk_for_test(pipe_only, cap=100) -> [(ident, native, [(file, line, function)], bottom, "
+     "depth)]: the stacks walker's view of every thread, innermost frame first."},
     {"_walk_bottom_here_for_test", walk_bottom_here_for_test, METH_NOARGS,
      "_walk_bottom_here_for_test() -> the address of this thread's bottom frame."},
     {"_walk_copy_for_test", walk_copy_for_test, METH_O,

@@ -202,16 +202,16 @@ static struct {
     int64_t held_start, held_end, held_step, held_epoch;
     int held_has_epoch;
     sched_sample at_start, held_from, held_to; /* the thread's counters at the boundaries */
-    char held_sampled[DFT_SAMPLE_KEY];  /* the held iteration's sampled place */
-    int64_t held_sampled_us;
+    dft_sample_step held_sampled;  /* the held iteration's samples */
+    dft_sample_step carried;       /* a held iteration's samples, its span taken back */
     int loader_sure;        /* LOADER: two batch iterations closed, no optimizer */
 } S;
 
 static void emit_iteration(int64_t start, int64_t end, int64_t step, int has_epoch,
                            int64_t epoch, sched_sample from, sched_sample to,
-                           const char *sampled, int64_t sampled_us)
+                           const dft_sample_step *sampled)
 {
-    dft_arg a[6] = {{DFT_AT_KEY("step"), .type = DFT_ARG_INT, .v.i = step}};
+    dft_arg a[10] = {{DFT_AT_KEY("step"), .type = DFT_ARG_INT, .v.i = step}};
     unsigned n = 1;
     if (has_epoch)
         a[n++] = (dft_arg){DFT_AT_KEY("epoch"), .type = DFT_ARG_INT, .v.i = epoch};
@@ -221,12 +221,39 @@ static void emit_iteration(int64_t start, int64_t end, int64_t step, int has_epo
         a[n++] = (dft_arg){DFT_AT_KEY("wait_us"), .type = DFT_ARG_INT,
                            .v.i = (to.wait_ns - from.wait_ns) / 1000};
     }
-    if (sampled_us > 0) { /* where the untraced time went: hang/sampler.h */
+    /* where the untraced time went (hang/sampler.h): never more than the
+     * iteration (a sample in flight at a boundary could tip it) */
+    int64_t sampled_us = sampled->place_us < end - start ? sampled->place_us : end - start;
+    if (sampled_us > 0 && sampled->place[0]) {
         a[n++] = (dft_arg){DFT_AT_KEY("sampled"), .type = DFT_ARG_STR,
-                           .v.s = {sampled, strlen(sampled)}};
+                           .v.s = {sampled->place, strlen(sampled->place)}};
         a[n++] = (dft_arg){DFT_AT_KEY("sampled_us"), .type = DFT_ARG_INT, .v.i = sampled_us};
     }
+    if (sampled->samples > 0 || sampled->missed > 0) { /* and what the sampler could not count */
+        a[n++] = (dft_arg){DFT_AT_KEY("sampled_n"), .type = DFT_ARG_INT, .v.i = sampled->samples};
+        a[n++] = (dft_arg){DFT_AT_KEY("sampled_dropped"), .type = DFT_ARG_INT,
+                           .v.i = sampled->dropped};
+        a[n++] = (dft_arg){DFT_AT_KEY("sampled_cut"), .type = DFT_ARG_INT, .v.i = sampled->cut};
+        a[n++] = (dft_arg){DFT_AT_KEY("sampled_missed"), .type = DFT_ARG_INT,
+                           .v.i = sampled->missed};
+    }
     dft_at_emit("iteration", "pipeline", start, end, a, n);
+}
+
+/* more's samples added to into's: the counts, and the place that weighs
+ * more (the same one: both weights). */
+static void sampled_add(dft_sample_step *into, const dft_sample_step *more)
+{
+    if (strcmp(into->place, more->place) == 0)
+        into->place_us += more->place_us;
+    else if (more->place_us > into->place_us) {
+        memcpy(into->place, more->place, sizeof into->place);
+        into->place_us = more->place_us;
+    }
+    into->samples += more->samples;
+    into->dropped += more->dropped;
+    into->cut += more->cut;
+    into->missed += more->missed;
 }
 
 static void reopen(int has, int64_t start)
@@ -242,7 +269,7 @@ static void emit_held(void)
         return;
     S.has_held = 0;
     emit_iteration(S.held_start, S.held_end, S.held_step, S.held_has_epoch, S.held_epoch,
-                   S.held_from, S.held_to, S.held_sampled, S.held_sampled_us);
+                   S.held_from, S.held_to, &S.held_sampled);
 }
 
 void dft_at_mark(int64_t ts)
@@ -275,8 +302,10 @@ static void close_at(int64_t end, sched_sample to)
     sched_sample from = S.has_start ? S.at_start : (sched_sample){0, 0, 0};
     dft_mem_step(step); /* the resident memory at the step's end: docs/memory.md */
     dft_at_cuda_mem_step(step); /* and the CUDA allocator's, when in use */
-    char sampled[DFT_SAMPLE_KEY];
-    int64_t sampled_us = dft_sample_take(sampled, sizeof sampled);
+    dft_sample_step sampled;
+    dft_sample_take(end, &sampled);
+    sampled_add(&sampled, &S.carried);
+    memset(&S.carried, 0, sizeof S.carried);
     dft_sample_step_thread();
     S.step++;
     S.has_start = 1;
@@ -293,14 +322,13 @@ static void close_at(int64_t end, sched_sample to)
             S.held_epoch = S.epoch;
             S.held_from = from;
             S.held_to = to;
-            memcpy(S.held_sampled, sampled, sizeof sampled);
-            S.held_sampled_us = sampled_us;
+            S.held_sampled = sampled;
             return;
         }
         S.loader_sure = 1;
         emit_held();
     }
-    emit_iteration(start, end, step, S.has_epoch, S.epoch, from, to, sampled, sampled_us);
+    emit_iteration(start, end, step, S.has_epoch, S.epoch, from, to, &sampled);
 }
 
 int64_t dft_at_step(void) { return S.step; }
@@ -311,12 +339,16 @@ void dft_at_activity(int64_t start, int64_t end)
         S.has_start = 1;
         S.start = start;
         S.at_start = sched_at(start);
-        dft_sample_take((char[DFT_SAMPLE_KEY]){0}, DFT_SAMPLE_KEY); /* samples before the step */
+        dft_sample_step before; /* samples before the step: no iteration's */
+        dft_sample_take(start, &before);
         dft_sample_step_thread();
         reopen(1, start);
     }
-    if (end > S.last_activity)
+    if (end > S.last_activity) {
         S.last_activity = end;
+        if (S.mode != MODE_OPTIM) /* where an iteration ends at exit (_at_steps_exit) */
+            dft_sample_cut(end);
+    }
 }
 
 void dft_at_fetch_begin(int64_t ts)
@@ -411,6 +443,7 @@ int dft_at_optimizer_end(uintptr_t opt, int64_t ts)
         S.has_start = 1;
         S.has_held = 0;
         S.step--;
+        S.carried = S.held_sampled; /* its samples stay its own */
     }
     S.mode = MODE_OPTIM;
     S.batch_pending = 0;
@@ -420,6 +453,7 @@ int dft_at_optimizer_end(uintptr_t opt, int64_t ts)
     }
     S.stepped[S.nstepped++] = opt;
     S.last_end = ts;
+    dft_sample_cut(ts); /* an iteration may end here, closed at the next optimizer step */
     S.at_last_end = sched_at(ts);
     dft_at_activity(ts, ts);
     if (cycle_done()) {

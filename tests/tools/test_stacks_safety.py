@@ -449,3 +449,41 @@ def test_the_walker_ends_at_each_threads_bottom_frame(pipe_only):
     assert here and seen[0] and here != seen[0]
     assert bottoms[threading.main_thread().ident] == here
     assert bottoms[helper.ident] == seen[0]
+
+
+@pytest.mark.parametrize("pipe_only", [False, True], ids=["process_vm_readv", "pipe"])
+def test_a_walk_deeper_than_its_cap_keeps_the_innermost_frames_and_reaches_the_bottom(pipe_only):
+    """A stack deeper than the frames a walk keeps (the stack sampler keeps
+    64): the innermost are kept, innermost first, and the walk follows the
+    links on to the bottom frame, so the sampler's check that a walk ended at
+    its thread's bottom holds for it too (a program 100 frames deep was
+    never counted), and `depth` says how many it went through."""
+    import threading
+
+    from tracefile import get_testcore
+
+    core = get_testcore()
+    got = []
+
+    def dive(n):
+        if n:
+            return dive(n - 1)
+        here = sys._getframe().f_lineno + 1
+        walks = [core._walk_for_test(pipe_only, 64), core._walk_for_test(pipe_only)]
+        got.append((here, walks, core._walk_bottom_here_for_test()))
+
+    dive(150)
+    here, (cut, full), bottom = got[0]
+    outside, f = 151, sys._getframe()  # dive's 151 frames, then this one and its callers
+    while f:
+        outside, f = outside + 1, f.f_back
+    for walk, kept in ((cut, 64), (full, 100)):
+        main = walk[0]
+        assert main[0] == threading.main_thread().ident
+        frames, reached, depth = main[2], main[3], main[4]
+        assert len(frames) == kept
+        assert frames[0] == (__file__, here, "dive")
+        assert [f[2] for f in frames] == ["dive"] * kept
+        assert reached == bottom and depth == outside, (depth, outside)
+    with pytest.raises(ValueError, match="cap must be 1 to 100, not 0"):
+        core._walk_for_test(pipe_only, 0)

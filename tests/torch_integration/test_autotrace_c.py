@@ -85,8 +85,10 @@ def test_the_hooks_are_c_objects_and_a_loop_gets_every_event_once_a_step(tmp_pat
     steps = by_ts(trace.of(cat="compute", name="optimizer.step"))
     # (cpu_us and wait_us: the thread's scheduling, checked in test_autotrace.py;
     # sampled and sampled_us: there only when a stack sample landed in the
-    # iteration's untraced time, as one can on a busy machine: test_sampler.py)
-    varying = ("cpu_us", "wait_us", "sampled", "sampled_us")
+    # iteration's untraced time, as one can on a busy machine, and the
+    # sampler's counters when it read a stack in it: test_sampler.py)
+    varying = ("cpu_us", "wait_us", "sampled", "sampled_us", "sampled_n", "sampled_dropped",
+               "sampled_cut", "sampled_missed")
     assert [{k: v for k, v in args(e).items() if k not in varying}
             for e in its] == [{"step": i, "epoch": 0} for i in range(3)]
     for a in (e["args"] for e in its):  # a sample here is the loop's own code (`python -c`)
