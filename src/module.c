@@ -465,7 +465,54 @@ static PyObject *mod_record_worker(PyObject *m, PyObject *args, PyObject *kw)
     Py_RETURN_NONE;
 }
 
+/* _after_fork_parent(): os.fork()'s after_in_parent hook (installed below):
+ * the tracer's helper threads, parked for the fork, start again at once
+ * (core/park.c), so a parent that forks and then blocks still flushes,
+ * answers stacks requests and samples its MemoryTracker blocks.  GIL held. */
+static PyObject *mod_after_fork_parent(PyObject *m, PyObject *unused)
+{
+    (void)m, (void)unused;
+    dft_threads_resume_after_fork();
+    Py_RETURN_NONE;
+}
+
+/* Installs _after_fork_parent where the interpreter has counted its threads
+ * for the fork warning before the after-fork hooks run: every CPython but
+ * 3.13, which counts after them (there the parked helpers wait for the next
+ * event, core/park.c).  Once per process; GIL held, at import. */
+static int install_after_fork_hook(PyObject *m)
+{
+#if PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x030E0000
+    (void)m;
+    return 0;
+#else
+    static int installed;
+    if (installed)
+        return 0;
+    PyObject *os = PyImport_ImportModule("os");
+    PyObject *reg = os ? PyObject_GetAttrString(os, "register_at_fork") : NULL;
+    PyObject *fn = reg ? PyObject_GetAttrString(m, "_after_fork_parent") : NULL;
+    PyObject *kw = fn ? Py_BuildValue("{sO}", "after_in_parent", fn) : NULL;
+    PyObject *args = kw ? PyTuple_New(0) : NULL;
+    PyObject *r = args ? PyObject_Call(reg, args, kw) : NULL;
+    int ok = r != NULL;
+    Py_XDECREF(r);
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    Py_XDECREF(fn);
+    Py_XDECREF(reg);
+    Py_XDECREF(os);
+    if (!ok)
+        return -1;
+    installed = 1;
+    dft_threads_parent_hook_installed();
+    return 0;
+#endif
+}
+
 static PyMethodDef module_methods[] = {
+    {"_after_fork_parent", mod_after_fork_parent, METH_NOARGS,
+     "_after_fork_parent()\n\nStarts the tracer's helper threads again in a parent after fork()."},
     {"_record_rank", (PyCFunction)(void (*)(void))mod_record_rank, METH_VARARGS | METH_KEYWORDS,
      "_record_rank(rank, world_size=-1, local_rank=-1, job_id=None, source='torch.distributed')"
      "\n\nWrites a `rank` metadata event (a rank learnt after start-up)."},
@@ -532,6 +579,8 @@ PyObject *dft_core_module_create(struct PyModuleDef *def)
     for (size_t i = 0; i < sizeof dft_integrations / sizeof *dft_integrations; i++)
         if (dft_integrations[i] && dft_integrations[i](m) < 0)
             goto fail;
+    if (install_after_fork_hook(m) < 0)
+        goto fail;
     static int hooked;
     if (!hooked) {
         hooked = 1;

@@ -6,9 +6,14 @@
  * never a signal: the step thread is not stopped, so a sample may show a
  * frame it has just left) and counts the sample's place in a small table.
  * The step thread takes the table at each step's end.  The table is behind
- * a spin flag held for a few hundred nanoseconds at a time: a fork while the
- * sampler holds it leaves the child's copy clear (the child starts a sampler
- * of its own, as it has no thread of the parent's). */
+ * a spin flag held for a few hundred nanoseconds at a time.
+ *
+ * At fork() the thread is one of core/park.c's helpers (registered at its
+ * first start: hang/ is above core/, core never calls up): it exits before
+ * the fork and starts again in the parent when park.c resumes the helpers,
+ * keeping the step's samples so far.  A forked child has no sampler until
+ * its own first step, which starts one with an empty table (the child's
+ * steps are its own). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -21,6 +26,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <sys/syscall.h>
 
 #include "core/config.h"
 #include "core/core.h"
@@ -133,29 +140,191 @@ static void count(const char *key)
     unlock();
 }
 
+/* ---- the thread's start, stop and fork (core/park.c's table) ----------- */
+
+static struct {
+    pthread_mutex_t lock; /* start, stop and the nap's wake */
+    pthread_cond_t wake;  /* the nap between samples; broadcast to stop the thread */
+    clockid_t clock;      /* wake's clock */
+    _Atomic int running;  /* a sampler thread runs; it clears this as it exits */
+    _Atomic int parked;   /* stopped for a fork: park.c's resume starts it again */
+    int stop;             /* asks the thread to exit */
+    int registered;       /* in park.c's table (else it never starts: it would be counted) */
+    int said;             /* a failed start was said */
+    pid_t tid;            /* the running thread's kernel id */
+} T = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void init_wake(void)
+{
+    pthread_condattr_t a;
+    T.clock = CLOCK_REALTIME;
+    if (pthread_condattr_init(&a) == 0) {
+        if (pthread_condattr_setclock(&a, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&T.wake, &a) == 0)
+            T.clock = CLOCK_MONOTONIC;
+        else
+            pthread_cond_init(&T.wake, NULL);
+        pthread_condattr_destroy(&a);
+    } else {
+        pthread_cond_init(&T.wake, NULL);
+    }
+}
+
+/* Sleeps *period unless asked to stop; 0 when asked.  The sampler thread. */
+static int nap(const struct timespec *period)
+{
+    struct timespec t;
+    clock_gettime(T.clock, &t);
+    t.tv_sec += period->tv_sec;
+    t.tv_nsec += period->tv_nsec;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&T.lock);
+    while (!T.stop && pthread_cond_timedwait(&T.wake, &T.lock, &t) != ETIMEDOUT)
+        ;
+    int go = !T.stop;
+    pthread_mutex_unlock(&T.lock);
+    return go;
+}
+
+/* The sampler thread's first and last words. */
+static void thread_began(void)
+{
+    pthread_mutex_lock(&T.lock);
+    T.tid = (pid_t)syscall(SYS_gettid);
+    pthread_mutex_unlock(&T.lock);
+}
+
+static void thread_ends(void)
+{
+    pthread_mutex_lock(&T.lock);
+    atomic_store(&T.running, 0);
+    pthread_cond_broadcast(&T.wake); /* a stop waiting for this exit */
+    pthread_mutex_unlock(&T.lock);
+}
+
+static void *sampler_main(void *arg);
+
+/* Starts the thread for process me, detached (it ends itself; a fork waits
+ * for the kernel to let go of it).  Under T.lock. */
+static void start_locked(pid_t me)
+{
+    if (atomic_load(&T.running) || atomic_load(&T.parked) || !T.registered)
+        return;
+    pthread_t t;
+    pthread_attr_t attr;
+    int e = pthread_attr_init(&attr);
+    if (e == 0) {
+        e = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (e == 0)
+            e = pthread_create(&t, &attr, sampler_main, (void *)(intptr_t)me);
+        pthread_attr_destroy(&attr);
+    }
+    if (e == 0) {
+        atomic_store(&T.running, 1);
+        pthread_setname_np(t, "dft-sampler"); /* top -H and the bench find it by name */
+    } else if (!T.said) {
+        T.said = 1;
+        dft_log(DFT_LOG_WARN, "dftracer: could not start the stack sampler; untraced time "
+                              "has no place");
+    }
+}
+
+/* Before fork(): the thread exits; T.lock stays held through the fork.  The
+ * forking thread. */
+static int sampler_stop(pid_t *tids, int cap)
+{
+    pthread_mutex_lock(&T.lock);
+    int n = 0;
+    if (atomic_load(&T.running)) {
+        T.stop = 1;
+        pthread_cond_broadcast(&T.wake);
+        while (atomic_load(&T.running))
+            pthread_cond_wait(&T.wake, &T.lock);
+        T.stop = 0;
+        atomic_store(&T.parked, 1);
+        if (cap > 0 && T.tid > 0)
+            tids[n++] = T.tid;
+    }
+    return n;
+}
+
+static void sampler_parent(void) { pthread_mutex_unlock(&T.lock); }
+
+/* The child: no sampler thread; its first step starts one (S.pid is the
+ * parent's). */
+static void sampler_child(void)
+{
+    pthread_mutex_init(&T.lock, NULL);
+    init_wake();
+    atomic_store(&T.running, 0);
+    atomic_store(&T.parked, 0);
+    T.stop = 0;
+    T.tid = 0;
+}
+
+/* In the parent once the interpreter counted, under the lifecycle lock: the
+ * sampler of a trace still recording starts again (else at the next step). */
+static void sampler_resume(void)
+{
+    pthread_mutex_lock(&T.lock);
+    if (atomic_exchange(&T.parked, 0) && atomic_load(&S.pid) == getpid() && dft_trace_active())
+        start_locked(getpid());
+    pthread_mutex_unlock(&T.lock);
+}
+
+static const dft_helper_thread sampler_helper = {
+    .name = "stack sampler",
+    .stop = sampler_stop,
+    .parent = sampler_parent,
+    .child = sampler_child,
+    .resume = sampler_resume,
+};
+
+static void init_once(void)
+{
+    init_wake();
+    T.registered = dft_park_register(&sampler_helper) == 0;
+}
+
+/* Starts the sampler thread of process me unless it runs or waits for a
+ * fork's resume.  The step thread, the GIL held. */
+static void sampler_start(pid_t me)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_once);
+    pthread_mutex_lock(&T.lock);
+    start_locked(me);
+    pthread_mutex_unlock(&T.lock);
+}
+
 /* ---- the sampler thread ------------------------------------------------- */
 
 /* The sampler thread: no GIL, never a Python call.  It ends with the
- * process (a detached thread), or when a forked child took over. */
+ * process (a detached thread), or before a fork (sampler_stop). */
 static void *sampler_main(void *arg)
 {
     pid_t me = (pid_t)(intptr_t)arg;
+    thread_began();
     dft_walker w;
-    if (dft_walk_open(&w, 0) != 0)
+    if (dft_walk_open(&w, 0) != 0) {
+        thread_ends();
         return NULL;
+    }
     w.no_lines = 1; /* a place is a file and a function: no line table read */
     w.stop = stop_at_timed;
     dft_walk_frame *frames = malloc(MAX_FRAMES * sizeof *frames);
     if (!frames) {
         dft_walk_close(&w);
+        thread_ends();
         return NULL;
     }
     struct timespec period = {S.period_us / 1000000, (S.period_us % 1000000) * 1000};
     char key[DFT_SAMPLE_KEY];
     while (atomic_load(&S.pid) == me) {
-        struct timespec left = period;
-        while (nanosleep(&left, &left) != 0 && errno == EINTR)
-            ;
+        if (!nap(&period))
+            break;
         const void *ts = atomic_load_explicit(&S.tstate, memory_order_acquire);
         if (!ts || !dft_trace_active()) /* finalized: no walk until a step names a thread */
             continue;
@@ -169,6 +338,7 @@ static void *sampler_main(void *arg)
     }
     free(frames);
     dft_walk_close(&w);
+    thread_ends();
     return NULL;
 }
 
@@ -197,29 +367,20 @@ void dft_sample_step_thread(void)
     atomic_store_explicit(&S.bottom, dft_walk_bottom_here(), memory_order_release);
     atomic_store_explicit(&S.tstate, (const void *)PyThreadState_Get(), memory_order_release);
     pid_t me = getpid();
-    if (atomic_load(&S.pid) == me)
+    if (atomic_load(&S.pid) == me) {
+        /* stopped for a fork while no trace recorded to resume it */
+        if (!atomic_load_explicit(&T.running, memory_order_relaxed) &&
+            !atomic_load_explicit(&T.parked, memory_order_relaxed))
+            sampler_start(me);
         return;
+    }
     /* the first step here (or in a forked child, which has no sampler) */
     atomic_flag_clear(&S.busy);
     S.nplaces = 0;
     S.period_us = 1000000 / c->sample_hz;
     find_stdlib();
     atomic_store(&S.pid, me);
-    pthread_t t;
-    pthread_attr_t attr;
-    if (pthread_attr_init(&attr) != 0) {
-        atomic_store(&S.pid, 0);
-        return;
-    }
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, sampler_main, (void *)(intptr_t)me) == 0) {
-        pthread_setname_np(t, "dft-sampler"); /* top -H and the bench find it by name */
-    } else {
-        dft_log(DFT_LOG_WARN, "dftracer: could not start the stack sampler; untraced time "
-                              "has no place");
-        atomic_store(&S.pid, 0);
-    }
-    pthread_attr_destroy(&attr);
+    sampler_start(me);
 }
 
 int64_t dft_sample_take(char *key, size_t cap)
