@@ -465,27 +465,94 @@ static PyObject *mod_record_worker(PyObject *m, PyObject *args, PyObject *kw)
     Py_RETURN_NONE;
 }
 
-/* _after_fork_parent(): os.fork()'s after_in_parent hook (installed below):
- * the tracer's helper threads, parked for the fork, start again at once
- * (core/park.c), so a parent that forks and then blocks still flushes,
- * answers stacks requests and samples its MemoryTracker blocks.  GIL held. */
+/* ---- the tracer's threads after os.fork() (core/park.c) -------------------
+ *
+ * The helper threads parked for a fork start again once CPython has counted
+ * the threads for its fork warning (3.12+): 3.12 counts right after fork(),
+ * before the after-fork hooks (3.14 too; 3.10 and 3.11 do not count), so
+ * os.fork()'s after_in_parent hook resumes them; 3.13 counts after the
+ * hooks, so there os.fork and os.forkpty are wrapped (as _lifecycle.py wraps
+ * os._exit) and resume them when the real call returns.  A C function: the
+ * warning names the program's line, as untraced. */
+
+/* Inside the 3.13 wrapper on this thread: the count is still to come. */
+static __thread int in_os_fork;
+
+/* _after_fork_parent(): the after_in_parent hook.  GIL held. */
 static PyObject *mod_after_fork_parent(PyObject *m, PyObject *unused)
 {
     (void)m, (void)unused;
-    dft_threads_resume_after_fork();
+    if (!in_os_fork) /* subprocess's fork with a preexec_fn on 3.13: no count follows */
+        dft_threads_resume_after_fork();
     Py_RETURN_NONE;
 }
 
-/* Installs _after_fork_parent where the interpreter has counted its threads
- * for the fork warning before the after-fork hooks run: every CPython but
- * 3.13, which counts after them (there the parked helpers wait for the next
- * event, core/park.c).  Once per process; GIL held, at import. */
-static int install_after_fork_hook(PyObject *m)
-{
 #if PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x030E0000
-    (void)m;
+#define WRAP_OS_FORK 1
+static PyObject *real_fork, *real_forkpty;
+
+/* The real call, then (in the parent) the resume.  GIL held. */
+static PyObject *call_and_resume(PyObject *real)
+{
+    in_os_fork = 1;
+    PyObject *r = PyObject_CallNoArgs(real);
+    in_os_fork = 0;
+    PyObject *pid = r && PyTuple_Check(r) && PyTuple_GET_SIZE(r) > 0 ? PyTuple_GET_ITEM(r, 0) : r;
+    if (pid && PyLong_Check(pid)) {
+        long v = PyLong_AsLong(pid);
+        if (v == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        else if (v > 0)
+            dft_threads_resume_after_fork();
+    }
+    return r;
+}
+
+static PyObject *mod_fork(PyObject *m, PyObject *unused)
+{
+    (void)m, (void)unused;
+    return call_and_resume(real_fork);
+}
+
+static PyObject *mod_forkpty(PyObject *m, PyObject *unused)
+{
+    (void)m, (void)unused;
+    return call_and_resume(real_forkpty);
+}
+
+static PyMethodDef fork_wrappers[] = {
+    {"fork", mod_fork, METH_NOARGS,
+     "fork()\n--\n\nFork a child process (os.fork; dftracer starts its threads again in the "
+     "parent once the call returns)."},
+    {"forkpty", mod_forkpty, METH_NOARGS,
+     "forkpty()\n--\n\nFork a new process with a new pseudo-terminal (os.forkpty; dftracer "
+     "starts its threads again in the parent once the call returns)."},
+};
+
+/* os.<name> = the wrapper, keeping the real one in *real.  0, or -1 with an
+ * exception set.  GIL held. */
+static int wrap_os(PyObject *os, PyObject *m, PyMethodDef *def, PyObject **real)
+{
+    PyObject *fn = PyObject_GetAttrString(os, def->ml_name);
+    if (!fn) {
+        PyErr_Clear(); /* no such call here */
+        return 0;
+    }
+    PyObject *w = PyCFunction_NewEx(def, m, NULL);
+    int r = w ? PyObject_SetAttrString(os, def->ml_name, w) : -1;
+    Py_XDECREF(w);
+    if (r < 0) {
+        Py_DECREF(fn);
+        return -1;
+    }
+    *real = fn;
     return 0;
-#else
+}
+#endif
+
+/* Once per process; GIL held, at import. */
+static int install_fork_resume(PyObject *m)
+{
     static int installed;
     if (installed)
         return 0;
@@ -496,18 +563,19 @@ static int install_after_fork_hook(PyObject *m)
     PyObject *args = kw ? PyTuple_New(0) : NULL;
     PyObject *r = args ? PyObject_Call(reg, args, kw) : NULL;
     int ok = r != NULL;
+#ifdef WRAP_OS_FORK
+    ok = ok && wrap_os(os, m, &fork_wrappers[0], &real_fork) == 0 &&
+         wrap_os(os, m, &fork_wrappers[1], &real_forkpty) == 0;
+#endif
     Py_XDECREF(r);
     Py_XDECREF(args);
     Py_XDECREF(kw);
     Py_XDECREF(fn);
     Py_XDECREF(reg);
     Py_XDECREF(os);
-    if (!ok)
-        return -1;
-    installed = 1;
-    dft_threads_parent_hook_installed();
-    return 0;
-#endif
+    if (ok)
+        installed = 1;
+    return ok ? 0 : -1;
 }
 
 static PyMethodDef module_methods[] = {
@@ -579,7 +647,7 @@ PyObject *dft_core_module_create(struct PyModuleDef *def)
     for (size_t i = 0; i < sizeof dft_integrations / sizeof *dft_integrations; i++)
         if (dft_integrations[i] && dft_integrations[i](m) < 0)
             goto fail;
-    if (install_after_fork_hook(m) < 0)
+    if (install_fork_resume(m) < 0)
         goto fail;
     static int hooked;
     if (!hooked) {

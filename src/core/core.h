@@ -241,15 +241,13 @@ typedef struct dft_helper_thread {
 /* Adds h (static storage) to the table, once.  0, or -1 when the table is
  * full (with one error line).  Any thread. */
 int dft_park_register(const dft_helper_thread *h);
-/* From the program's after-fork hook in the parent, where the interpreter
- * has counted threads by then (module.c installs it on every CPython but
- * 3.13): starts the parked helpers at once, so a parent that forks and then
- * blocks still flushes, answers stacks requests and samples its open
- * MemoryTracker blocks.  The forking thread, GIL held. */
+/* In the parent once the interpreter has counted threads for its fork
+ * warning (module.c: os.fork()'s after_in_parent hook, or os.fork()'s
+ * return on 3.13, which counts after the hooks): starts the parked helpers
+ * at once, so a parent that forks and then blocks still flushes, answers
+ * stacks requests and samples its open MemoryTracker blocks.  The forking
+ * thread, GIL held. */
 void dft_threads_resume_after_fork(void);
-/* The hook above is installed: the forking thread's events wait for it, not
- * for a fixed grace (core/park.c).  GIL held, at import. */
-void dft_threads_parent_hook_installed(void);
 /* Writes one event (its tid set) straight to the file, with an id of its
  * own: the flusher's `open` and `stack` events.  The flusher, no GIL. */
 void dft_write_meta_now(const dft_event *ev);

@@ -74,7 +74,6 @@ static void *watch_main(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
-    pthread_setname_np(pthread_self(), "dft-memwatch"); /* tests find it by name */
     pthread_mutex_lock(&w.lock);
     w.tid = (pid_t)syscall(SYS_gettid);
     while (w.nopen > 0 && !w.stop) {
@@ -114,6 +113,8 @@ static void start_locked(void)
     }
     if (e == 0) {
         w.running = 1;
+        /* named before begin returns (tests find it so); alive: it waits for w.lock */
+        pthread_setname_np(t, "dft-memwatch");
     } else if (!w.start_failed) {
         w.start_failed = 1;
         dft_log(DFT_LOG_ERROR, "memory watcher thread: %s; MemoryTracker peaks are those at "

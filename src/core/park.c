@@ -19,22 +19,24 @@
  * and a resume (later, in the parent: start again if there is work).
  *
  * Nothing resumes in the after-fork handlers themselves.  The parked helpers
- * resume from the program's after-fork hook in the parent where the
- * interpreter has counted by then (dft_threads_resume_after_fork, installed
- * through dft_threads_parent_hook_installed: every CPython but 3.13, which
- * counts after the hooks), or at the next event recorded (dft_threads_resume,
- * from the hot path while dft_threads_parked is set), or at a helper's own
- * next call (a MemoryTracker block's start or end).  The writers start again
- * at the next chunk handed to them (core/writer.c).  A forked child starts
- * its flusher for its header (core/tracer.c); what the other helpers do in a
- * child is theirs to say (their child callbacks).
+ * resume once the interpreter has counted (dft_threads_resume_after_fork):
+ * from os.fork()'s after_in_parent hook where it counts before the hooks
+ * run or not at all, and on 3.13, which counts after them, when os.fork()
+ * returns (module.c installs both).  A fork that neither sees (a C
+ * extension's fork()) resumes them at the next event recorded
+ * (dft_threads_resume, from the hot path while dft_threads_parked is set)
+ * or at a helper's own next call (a MemoryTracker block's start or end).
+ * The writers start again at the next chunk handed to them
+ * (core/writer.c).  A forked child starts its flusher for its header
+ * (core/tracer.c); what the other helpers do in a child is theirs to say
+ * (their child callbacks).
  *
  * Events the forking thread records between fork() and the count (its own
  * after-fork hooks, or CPython's read of /proc/self/stat itself when
- * DFTRACER_DATA_DIR covers /proc) must not resume anything: where the hook
- * is installed they wait for it (at most HOOK_WAIT_NS, for a fork() that is
- * not os.fork()'s), elsewhere (3.13) for GRACE_NS.  Events of other threads
- * resume at once: a program with threads of its own gets the warning anyway.
+ * DFTRACER_DATA_DIR covers /proc) must not resume anything: they wait for
+ * the resume above, at most FORKER_WAIT_NS (a fork that no hook sees).
+ * Events of other threads resume at once: a program with threads of its
+ * own gets the warning anyway.
  *
  * Two pthread_atfork registrations run the table: core/tracer.c's, which
  * parks under the lifecycle lock before it takes the registry lock (the
@@ -57,12 +59,11 @@
 #include "core/state.h"
 #include "core/writer.h"
 
-/* The forking thread's events wait this long for the after-fork hook that
- * resumes the helpers; where there is no hook (3.13), GRACE_NS.  Measured
- * (1000 os.fork() beside two CPU burners on 2 cores): from the first
- * before-hook to the after_in_parent hook, p99 6.9 ms, max 14.6 ms. */
-#define HOOK_WAIT_NS 1000000000LL /* 1 s */
-#define GRACE_NS 100000000LL      /* 100 ms */
+/* The forking thread's events wait this long for the resume after the
+ * count.  Measured on 2 cores beside two CPU burners and a build (3000
+ * os.fork() on 3.13): from the first before-hook to os.fork()'s return,
+ * p99 15.7 ms, p99.9 31.9 ms, max 78.8 ms. */
+#define FORKER_WAIT_NS 1000000000LL /* 1 s */
 /* At most this long for the kernel to drop a stopped thread.  Measured
  * (2000 joins beside two CPU burners): p99 3.8 ms, max 7.8 ms. */
 #define RELEASE_WAIT_NS 1000000000LL /* 1 s */
@@ -125,8 +126,7 @@ static __thread int stopped_here;
  * returns, read by the hot path's slow branch. */
 static _Atomic int64_t forker_tid;
 static _Atomic long long forked_ns;
-static _Atomic int hook_ran;        /* the after-fork hook ran since the fork */
-static _Atomic int hook_installed;  /* dft_threads_parent_hook_installed */
+static _Atomic int counted; /* the resume after the count came since the fork */
 
 /* Waits until none of tids is a thread of this process any more (tgkill with
  * signal 0 fails with ESRCH once the kernel has released it), at most
@@ -196,10 +196,10 @@ static void own_parent(void)
         if (helpers[i]->parent)
             helpers[i]->parent();
     int traced = atomic_load(&dft_trace.state) == DFT_STATE_ACTIVE;
-    if (stopped_here > 0 || traced) {
+    if (stopped_here > 0 || traced || atomic_load(&dft_threads_parked)) {
         atomic_store(&forker_tid, (int64_t)syscall(SYS_gettid));
         atomic_store(&forked_ns, dft_signal_clock_ns());
-        atomic_store(&hook_ran, 0);
+        atomic_store(&counted, 0);
         atomic_store(&dft_g.resume_threads, dft_threads_resume);
         atomic_store(&dft_threads_parked, 1);
         /* Another thread recorded events during the fork: they must not wait
@@ -247,11 +247,9 @@ static void resume_locked(void)
  * under it), the next event tries again.  Any thread, no GIL. */
 void dft_threads_resume(int64_t tid)
 {
-    if (tid == atomic_load(&forker_tid) && !atomic_load(&hook_ran)) {
-        long long wait = atomic_load(&hook_installed) ? HOOK_WAIT_NS : GRACE_NS;
-        if (dft_signal_clock_ns() - atomic_load(&forked_ns) < wait)
-            return;
-    }
+    if (tid == atomic_load(&forker_tid) && !atomic_load(&counted) &&
+        dft_signal_clock_ns() - atomic_load(&forked_ns) < FORKER_WAIT_NS)
+        return;
     if (pthread_mutex_trylock(&dft_g.life_lock) != 0)
         return;
     resume_locked();
@@ -264,14 +262,12 @@ void dft_threads_resume_after_fork(void)
 {
     if (!atomic_load(&dft_threads_parked))
         return;
-    atomic_store(&hook_ran, 1);
+    atomic_store(&counted, 1);
     if (pthread_mutex_trylock(&dft_g.life_lock) != 0)
         return;
     resume_locked();
     pthread_mutex_unlock(&dft_g.life_lock);
 }
-
-void dft_threads_parent_hook_installed(void) { atomic_store(&hook_installed, 1); }
 
 /* Start and finalize manage the flusher themselves; the other helpers
  * resume (no fork's count is pending at a start or a finalize).  Under

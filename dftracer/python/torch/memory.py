@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+import weakref
 from typing import Any, Callable, Dict, List, Optional, TypeVar
 
 from dftracer import _core
@@ -50,11 +51,16 @@ def _cuda_now(cuda: Any) -> List[Dict[str, int]]:
 class _Block:
     """One open block: what its figures start from."""
 
-    __slots__ = ("tracker", "stack", "t0", "start", "cuda_mod", "cuda_peaks", "watch")
+    __slots__ = ("tracker", "stack", "ref", "t0", "start", "cuda_mod", "cuda_peaks", "watch",
+                 "__weakref__")
 
     def __init__(self, tracker: "MemoryTracker") -> None:
         self.tracker = tracker
-        self.stack: List["_Block"] = []  # the open blocks of the thread that started it
+        # the open blocks of the thread that started it, and this one's entry
+        # there: a weak one (the tracker owns its blocks; one dropped with its
+        # tracker inside the block leaves the stack and the watcher)
+        self.stack: List["weakref.ref[_Block]"] = []
+        self.ref: Optional["weakref.ref[_Block]"] = None
         self.t0 = 0
         self.start: Dict[str, Any] = {}
         self.cuda_mod: Any = None
@@ -64,11 +70,11 @@ class _Block:
         self.watch: Any = None
 
 
-_local = threading.local()  # .open: this thread's open blocks, innermost last
-_cuda_open: List[_Block] = []  # the open blocks reading CUDA figures, any thread
+_local = threading.local()  # .open: this thread's open blocks (weak), innermost last
+_cuda_open: "weakref.WeakSet[_Block]" = weakref.WeakSet()  # those reading CUDA figures
 
 
-def _thread_open() -> List[_Block]:
+def _thread_open() -> List["weakref.ref[_Block]"]:
     try:
         return _local.open
     except AttributeError:
@@ -129,11 +135,19 @@ class MemoryTracker:
         b.start = {"rss": _core._mem_rss(), "hwm": _core._mem_hwm(), "cuda": cuda_start}
         b.t0 = _core.get_time()
         b.watch = _core._mem_watch_begin()
-        b.stack = _thread_open()
-        b.stack.append(b)
+        b.stack = stack = _thread_open()
+
+        def drop(ref: "weakref.ref[_Block]") -> None:
+            try:
+                stack.remove(ref)
+            except ValueError:
+                pass
+
+        b.ref = weakref.ref(b, drop)
+        stack.append(b.ref)
         self._open.append(b)
         if b.cuda_mod is not None:
-            _cuda_open.append(b)
+            _cuda_open.add(b)
         return b
 
     def _end(self, b: _Block) -> Dict[str, Any]:
@@ -141,11 +155,12 @@ class MemoryTracker:
         end = _core._mem_rss()
         t1 = _core.get_time()
         hwm = _core._mem_hwm()
-        for blocks in (b.stack, self._open, _cuda_open):
+        for blocks, entry in ((b.stack, b.ref), (self._open, b)):
             try:
-                blocks.remove(b)
+                blocks.remove(entry)  # type: ignore[arg-type]
             except ValueError:
                 pass
+        _cuda_open.discard(b)
         if hwm > b.start["hwm"] >= 0:
             peak = max(peak, hwm)  # the kernel's mark rose in the block: exact
         start = b.start["rss"]
@@ -164,8 +179,9 @@ class MemoryTracker:
     def _innermost(self) -> Optional[_Block]:
         """This thread's innermost open block of this tracker, else the one it
         started last in any thread."""
-        for b in reversed(_thread_open()):
-            if b.tracker is self:
+        for ref in reversed(_thread_open()):
+            b = ref()
+            if b is not None and b.tracker is self:
                 return b
         return self._open[-1] if self._open else None
 
