@@ -140,15 +140,17 @@ def test_mem_activity_on_cpu_records_resident_memory(tmp_path):
     assert names == ["p"]
 
 
-@pytest.mark.parametrize("setting", [None, "0", "off"])
+@pytest.mark.parametrize("setting", [None, "0", "off", "N", "yes", "maybe"])
 def test_flusher_samples_and_their_switch(tmp_path, setting):
     """The flusher writes samples in any traced process (no torch needed);
-    DFTRACER_MEMORY=0 turns them off.  2 s at a 50 ms interval: 80 ticks
-    where one suffices."""
+    DFTRACER_MEMORY=0 turns them off.  It reads by the core's one boolean
+    rule: a value that is not a boolean is the default (on), with one
+    warning line naming the variable and the value used.  2 s at a 50 ms
+    interval: 80 ticks where one suffices."""
     env = {**ENV, "DFTRACER_LOG_FILE": str(tmp_path / "t"), "DFTRACER_FLUSH_INTERVAL": "0.05"}
     if setting is not None:
         env["DFTRACER_MEMORY"] = setting
-    run_python("""
+    proc = run_python("""
         import time
         import dftracer
         from dftracer.python import dftracer as logger
@@ -157,11 +159,17 @@ def test_flusher_samples_and_their_switch(tmp_path, setting):
         time.sleep(2)
         log.finalize()
     """, env=env)
+    warned = [ln for ln in proc.stderr.splitlines() if "DFTRACER_MEMORY" in ln]
+    if setting == "maybe":
+        assert warned == ["dftracer: warning: DFTRACER_MEMORY='maybe' is not a boolean "
+                          "(1/true/yes/on or 0/false/no/off); using 1"], proc.stderr
+    else:
+        assert warned == [], proc.stderr
     (path,) = find_traces(str(tmp_path), "t")
     evs = read_trace(path).events
     samples = [e for e in evs if e["name"] == "memory" and e["ph"] == "C"]
     limits = [e for e in evs if e["name"] == "memory" and e["ph"] == "M"]
-    if setting is None:
+    if setting in (None, "yes", "maybe"):
         assert samples and len(limits) == 1
         assert max(e["args"]["rss_bytes"] for e in samples) >= 64 * MB
         assert all("step" not in e["args"] for e in samples)
