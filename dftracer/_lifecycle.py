@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import sys
 
 from dftracer import _core, _envflag
 
@@ -112,12 +111,9 @@ def install() -> None:
 
     imports.when_imported("multiprocessing.util", _register_after_fork)
     imports.when_imported("torch.utils.data._utils.signal_handling", _wrap_worker_signals)
-    # The parent's flusher back at once after os.fork(), so that a parent that
-    # forks and then blocks still answers `dftracer stacks` (docs/hang.md).
-    # CPython 3.12 counts threads for its fork warning before these hooks run,
-    # 3.14 too; 3.13 after them (there the next event starts it).
-    if sys.version_info[:2] != (3, 13):
-        os.register_at_fork(after_in_parent=_core._after_fork_parent)
+    # The parent's helper threads come back at once after os.fork() through
+    # the after_in_parent hook _core installs at import (src/module.c; not on
+    # 3.13, which counts threads for its fork warning after the hooks).
     # torch events of an unchanged program (dftracer run, DFTRACER_TORCH=1):
     # waits for torch to be imported, never imports it.
     from dftracer import _autotrace

@@ -482,7 +482,122 @@ static PyObject *mod_signal_ends_process(PyObject *m, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* ---- the tracer's threads after os.fork() (core/park.c) -------------------
+ *
+ * The helper threads parked for a fork start again once CPython has counted
+ * the threads for its fork warning (3.12+): 3.12 counts right after fork(),
+ * before the after-fork hooks (3.14 too; 3.10 and 3.11 do not count), so
+ * os.fork()'s after_in_parent hook resumes them; 3.13 counts after the
+ * hooks, so there os.fork and os.forkpty are wrapped (as _lifecycle.py wraps
+ * os._exit) and resume them when the real call returns.  A C function: the
+ * warning names the program's line, as untraced. */
+
+/* Inside the 3.13 wrapper on this thread: the count is still to come. */
+static __thread int in_os_fork;
+
+/* _after_fork_parent(): the after_in_parent hook.  GIL held. */
+static PyObject *mod_after_fork_parent(PyObject *m, PyObject *unused)
+{
+    (void)m, (void)unused;
+    if (!in_os_fork) /* subprocess's fork with a preexec_fn on 3.13: no count follows */
+        dft_threads_resume_after_fork();
+    Py_RETURN_NONE;
+}
+
+#if PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x030E0000
+#define WRAP_OS_FORK 1
+static PyObject *real_fork, *real_forkpty;
+
+/* The real call, then (in the parent) the resume.  GIL held. */
+static PyObject *call_and_resume(PyObject *real)
+{
+    in_os_fork = 1;
+    PyObject *r = PyObject_CallNoArgs(real);
+    in_os_fork = 0;
+    PyObject *pid = r && PyTuple_Check(r) && PyTuple_GET_SIZE(r) > 0 ? PyTuple_GET_ITEM(r, 0) : r;
+    if (pid && PyLong_Check(pid)) {
+        long v = PyLong_AsLong(pid);
+        if (v == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        else if (v > 0)
+            dft_threads_resume_after_fork();
+    }
+    return r;
+}
+
+static PyObject *mod_fork(PyObject *m, PyObject *unused)
+{
+    (void)m, (void)unused;
+    return call_and_resume(real_fork);
+}
+
+static PyObject *mod_forkpty(PyObject *m, PyObject *unused)
+{
+    (void)m, (void)unused;
+    return call_and_resume(real_forkpty);
+}
+
+static PyMethodDef fork_wrappers[] = {
+    {"fork", mod_fork, METH_NOARGS,
+     "fork()\n--\n\nFork a child process (os.fork; dftracer starts its threads again in the "
+     "parent once the call returns)."},
+    {"forkpty", mod_forkpty, METH_NOARGS,
+     "forkpty()\n--\n\nFork a new process with a new pseudo-terminal (os.forkpty; dftracer "
+     "starts its threads again in the parent once the call returns)."},
+};
+
+/* os.<name> = the wrapper, keeping the real one in *real.  0, or -1 with an
+ * exception set.  GIL held. */
+static int wrap_os(PyObject *os, PyObject *m, PyMethodDef *def, PyObject **real)
+{
+    PyObject *fn = PyObject_GetAttrString(os, def->ml_name);
+    if (!fn) {
+        PyErr_Clear(); /* no such call here */
+        return 0;
+    }
+    PyObject *w = PyCFunction_NewEx(def, m, NULL);
+    int r = w ? PyObject_SetAttrString(os, def->ml_name, w) : -1;
+    Py_XDECREF(w);
+    if (r < 0) {
+        Py_DECREF(fn);
+        return -1;
+    }
+    *real = fn;
+    return 0;
+}
+#endif
+
+/* Once per process; GIL held, at import. */
+static int install_fork_resume(PyObject *m)
+{
+    static int installed;
+    if (installed)
+        return 0;
+    PyObject *os = PyImport_ImportModule("os");
+    PyObject *reg = os ? PyObject_GetAttrString(os, "register_at_fork") : NULL;
+    PyObject *fn = reg ? PyObject_GetAttrString(m, "_after_fork_parent") : NULL;
+    PyObject *kw = fn ? Py_BuildValue("{sO}", "after_in_parent", fn) : NULL;
+    PyObject *args = kw ? PyTuple_New(0) : NULL;
+    PyObject *r = args ? PyObject_Call(reg, args, kw) : NULL;
+    int ok = r != NULL;
+#ifdef WRAP_OS_FORK
+    ok = ok && wrap_os(os, m, &fork_wrappers[0], &real_fork) == 0 &&
+         wrap_os(os, m, &fork_wrappers[1], &real_forkpty) == 0;
+#endif
+    Py_XDECREF(r);
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    Py_XDECREF(fn);
+    Py_XDECREF(reg);
+    Py_XDECREF(os);
+    if (ok)
+        installed = 1;
+    return ok ? 0 : -1;
+}
+
 static PyMethodDef module_methods[] = {
+    {"_after_fork_parent", mod_after_fork_parent, METH_NOARGS,
+     "_after_fork_parent()\n\nStarts the tracer's helper threads again in a parent after fork()."},
     {"_signal_ends_process", mod_signal_ends_process, METH_O,
      "_signal_ends_process(signum)\n\nThe handler now installed for signum (SIGTERM, SIGHUP) "
      "ends the process: the trace is finalized before it runs."},
@@ -552,6 +667,8 @@ PyObject *dft_core_module_create(struct PyModuleDef *def)
     for (size_t i = 0; i < sizeof dft_integrations / sizeof *dft_integrations; i++)
         if (dft_integrations[i] && dft_integrations[i](m) < 0)
             goto fail;
+    if (install_fork_resume(m) < 0)
+        goto fail;
     static int hooked;
     if (!hooked) {
         hooked = 1;

@@ -16,6 +16,7 @@
 #include "core/clock.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -213,18 +214,22 @@ static int64_t refit(uint64_t s)
 }
 #endif
 
-void dft_clock_init(void)
+/* Once per process (at import, or at the first start of a C API user:
+ * either thread may come first). */
+static void clock_init_once(void)
 {
-    static int done;
-    if (done)
-        return;
-    done = 1;
     dft_clock_offset_ns = -minus_realtime(mono_ns, 16);
 #if DFT_CLOCK_TSC
     atomic_store(&tsc_allowed, dft_config_clock_tsc() && kernel_uses_tsc());
     if (atomic_load(&tsc_allowed))
         restart_baseline();
 #endif
+}
+
+void dft_clock_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, clock_init_once);
 }
 
 /* Single-threaded, in the child; no GIL needed. */

@@ -1,5 +1,7 @@
 /* core/config.c: parsing DFTRACER_* environment variables (see docs/configuration.md).
- * Runs at initialisation, on the initialising thread, without the GIL. */
+ * dft_config_load runs when tracing starts, under the lifecycle lock; the
+ * single readers (dft_config_flag, dft_config_env_enabled, ...) and the log
+ * run on any thread, without the GIL. */
 #include "core/config.h"
 
 #include <stdint.h>
@@ -8,27 +10,26 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
-int dft_log_level = DFT_LOG_ERROR;
+/* Set when tracing starts (dft_config_load), read by every dft_log. */
+static _Atomic int log_level = DFT_LOG_ERROR;
 
-void dft_log(int level, const char *fmt, ...)
+/* One line on stderr, whatever the level.  Any thread, no GIL. */
+static void log_line(int level, const char *fmt, va_list ap)
 {
-    if (level < dft_log_level)
-        return;
     static const char *names[] = {"debug", "info", "warning", "error"};
     char line[1024];
     int n = snprintf(line, sizeof line, "dftracer: %s: ", names[level]);
-    va_list ap;
-    va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof line)
         n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-    va_end(ap);
     if (n < 0)
         return;
     if ((size_t)n >= sizeof line - 1)
@@ -39,39 +40,58 @@ void dft_log(int level, const char *fmt, ...)
     (void)w;
 }
 
-void dft_warn_config(const char *fmt, ...)
+void dft_log(int level, const char *fmt, ...)
 {
-    char msg[900];
+    if (level < atomic_load_explicit(&log_level, memory_order_relaxed))
+        return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    log_line(level, fmt, ap);
     va_end(ap);
-    int saved = dft_log_level;
-    dft_log_level = DFT_LOG_WARN;
-    dft_log(DFT_LOG_WARN, "%s", msg);
-    dft_log_level = saved;
+}
+
+void dft_warn_config(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_line(DFT_LOG_WARN, fmt, ap);
+    va_end(ap);
+}
+
+static void warn_always(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void warn_always(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_line(DFT_LOG_WARN, fmt, ap);
+    va_end(ap);
 }
 
 /* Warnings about the environment are always printed, whatever the log level,
- * once per variable and value per process. */
+ * once per variable and value per process (the table's lock: the variables
+ * are read from any thread, dft_config_flag).  Any thread, no GIL. */
 static void warn_env(const char *var, const char *value, const char *why, const char *used)
 {
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     static uint64_t warned[32];
     static int nwarned;
     char key[512];
     snprintf(key, sizeof key, "%s=%s", var, value);
     uint64_t h = dft_hash64(key, strlen(key));
-    for (int i = 0; i < nwarned; i++)
-        if (warned[i] == h)
-            return;
-    if (nwarned < 32)
+    pthread_mutex_lock(&lock);
+    int seen = 0;
+    for (int i = 0; i < nwarned && !seen; i++)
+        seen = warned[i] == h;
+    if (!seen && nwarned < 32)
         warned[nwarned++] = h;
-    int saved = dft_log_level;
-    dft_log_level = DFT_LOG_WARN;
-    dft_log(DFT_LOG_WARN, "%s='%s' %s; using %s", var, value, why, used);
-    dft_log_level = saved;
+    pthread_mutex_unlock(&lock);
+    if (!seen)
+        warn_always("%s='%s' %s; using %s", var, value, why, used);
 }
 
+/* The one boolean rule (docs/configuration.md): 1/true/yes/on/y or
+ * 0/false/no/off/n, any case; unset or empty is dflt; anything else is dflt
+ * with one warning line.  dftracer/_envflag.py is its Python twin. */
 static int parse_bool(const char *var, int dflt)
 {
     const char *v = getenv(var);
@@ -227,6 +247,8 @@ static int parse_init(void)
 
 int dft_config_env_enabled(void) { return parse_bool("DFTRACER_ENABLE", 0); }
 
+int dft_config_flag(const char *var, int dflt) { return parse_bool(var, dflt); }
+
 int dft_config_clock_tsc(void)
 {
     const char *v = getenv("DFTRACER_CLOCK");
@@ -248,7 +270,7 @@ void dft_config_load(dft_config *c)
 {
     memset(c, 0, sizeof *c);
     c->log_level = parse_level();
-    dft_log_level = c->log_level;
+    atomic_store(&log_level, c->log_level);
     c->enable = parse_bool("DFTRACER_ENABLE", 0);
     const char *lf = getenv("DFTRACER_LOG_FILE");
     c->log_file = dft_config_stem(lf && *lf ? lf : "./trace");

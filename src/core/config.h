@@ -41,6 +41,12 @@ void dft_config_free(dft_config *c);
 /* DFTRACER_ENABLE as it is in the environment now. */
 int dft_config_env_enabled(void);
 
+/* The boolean variable var as it is in the environment now, by the one rule
+ * every DFTRACER_* boolean follows (1/true/yes/on/y, 0/false/no/off/n, any
+ * case; unset or empty: dflt; anything else: dflt, with one warning line
+ * naming the variable and the value used).  Any thread, no GIL. */
+int dft_config_flag(const char *var, int dflt);
+
 /* DFTRACER_CLOCK: 1 for auto/tsc (the default: the TSC when the kernel keeps
  * time with it), 0 for monotonic.  Read once, at import. */
 int dft_config_clock_tsc(void);
@@ -52,6 +58,5 @@ char *dft_config_stem(const char *log_file);
 void dft_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A warning about the configuration: printed whatever DFTRACER_LOG_LEVEL says. */
 void dft_warn_config(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-extern int dft_log_level;
 
 #endif

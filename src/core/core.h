@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "core/config.h"
 #include "dftracer.h"
@@ -220,9 +221,41 @@ void dft_set_stack_dumper(void (*dump)(const char *why, unsigned req));
  * before chaining to it (core/signals.c).  0, or -1 for a signal the tracer
  * does not handle.  GIL held. */
 int dft_signals_handler_ends_process(int sig);
-/* From the program's after-fork hook in the parent (core/park.c): starts
- * the flusher at once, so a parent that forks and then blocks still answers
- * stacks requests.  The forking thread, GIL held. */
+
+/* ---- the tracer's helper threads at fork() (core/park.c) ------------------ */
+
+/* A thread of the tracer's own that must be absent at every fork(), so that
+ * CPython (3.12+) counts the threads the program has untraced.  park.c's
+ * table holds the flusher and the writers; other helpers register (the
+ * stack sampler, hang/sampler.c; MemoryTracker's watcher, memory_watch.c).
+ *   stop    before fork(), on the forking thread (GIL held, never released;
+ *           SIGTERM held): ends the thread (it may still be exiting) and
+ *           writes its kernel id to tids (at most cap); returns how many.
+ *           It may keep a lock of its own held through the fork.
+ *   parent  right after fork() in the parent (may be NULL): releases what
+ *           stop held; starts nothing (the interpreter has not counted yet).
+ *   child   right after fork() in the child, single-threaded (may be NULL):
+ *           the helper's state as the child starts it (no thread of the
+ *           parent's runs there).
+ *   resume  later in the parent, under the lifecycle lock, once the count
+ *           is done: starts the thread again if it has work.  Idempotent.
+ * None of them may start or finalize tracing. */
+typedef struct dft_helper_thread {
+    const char *name;
+    int (*stop)(pid_t *tids, int cap);
+    void (*parent)(void);
+    void (*child)(void);
+    void (*resume)(void);
+} dft_helper_thread;
+/* Adds h (static storage) to the table, once.  0, or -1 when the table is
+ * full (with one error line).  Any thread. */
+int dft_park_register(const dft_helper_thread *h);
+/* In the parent once the interpreter has counted threads for its fork
+ * warning (module.c: os.fork()'s after_in_parent hook, or os.fork()'s
+ * return on 3.13, which counts after the hooks): starts the parked helpers
+ * at once, so a parent that forks and then blocks still flushes, answers
+ * stacks requests and samples its open MemoryTracker blocks.  The forking
+ * thread, GIL held. */
 void dft_threads_resume_after_fork(void);
 /* Writes one event (its tid set) straight to the file, with an id of its
  * own: the flusher's `open` and `stack` events.  The flusher, no GIL. */
@@ -300,13 +333,23 @@ void dft_mem_cuda_step(int64_t step, int64_t device, const int64_t fig[4]);
 /* Whether the memory counters are on (DFTRACER_MEMORY).  Any thread. */
 int dft_mem_counters_on(void);
 
-/* Peak sampling for MemoryTracker: begin returns a slot (-1: none free)
- * whose peak the sampler thread raises every DFT_MEM_WATCH_US until end,
- * which returns the peak seen (at least the resident bytes at end).
- * Any thread, no GIL. */
+/* Peak sampling for MemoryTracker (core/memory_watch.c): one open block,
+ * in the caller's storage (zeroed before its first begin), as many as the
+ * program opens, nested or overlapping, in any thread.  begin links it and
+ * reads the resident bytes; the watcher thread raises its peak every
+ * DFT_MEM_WATCH_US until end, which unlinks it and returns the peak seen (at
+ * least the resident bytes at end).  end is harmless on a block already
+ * ended (it returns the larger of its peak and the bytes now).  Any thread,
+ * no GIL. */
 #define DFT_MEM_WATCH_US 2000
-int dft_mem_watch_begin(void);
-int64_t dft_mem_watch_end(int slot);
+typedef struct dft_mem_watch {
+    struct dft_mem_watch *prev, *next; /* the open blocks (memory_watch.c's lock) */
+    int64_t peak;
+    uint64_t epoch; /* the process that linked it (a forked child's blocks are its own) */
+    int open;
+} dft_mem_watch;
+void dft_mem_watch_begin(dft_mem_watch *b);
+int64_t dft_mem_watch_end(dft_mem_watch *b);
 
 /* In a DataLoader worker (core/identity.c tells it so with the `worker`
  * event): at the end of each batch its fetcher read, a sample whose `step`

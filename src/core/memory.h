@@ -12,7 +12,7 @@
 void dft_mem_tick(void);
 
 /* This process is DataLoader worker id of num_workers (-1: unknown), from
- * its `worker` event: dft_mem_batch samples from now on.  GIL held. */
+ * its `worker` event: dft_mem_batch samples from now on.  Any thread. */
 void dft_mem_set_worker(int64_t id, int64_t num_workers);
 
 #endif

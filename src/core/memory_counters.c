@@ -11,10 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/config.h"
 #include "core/core.h"
 
 #define DFT_MEM_MOVE (64 * 1024)
@@ -73,17 +73,15 @@ static void write_limit(int now)
         dft_emit_logged(&ev);
 }
 
-/* DFTRACER_MEMORY=0 (false, no, off, n; any case) turns the counters off;
- * read once. */
+/* DFTRACER_MEMORY, a boolean by the core's one rule (on by default; a value
+ * that is not a boolean is on, with one warning line); read once.  Any
+ * thread (two first readers read the same). */
 static int counters_on(void)
 {
     static _Atomic int on = -1;
     int v = atomic_load_explicit(&on, memory_order_relaxed);
     if (v < 0) {
-        const char *e = getenv("DFTRACER_MEMORY");
-        v = !(e && (strcmp(e, "0") == 0 || strcasecmp(e, "false") == 0 ||
-                    strcasecmp(e, "no") == 0 || strcasecmp(e, "off") == 0 ||
-                    strcasecmp(e, "n") == 0));
+        v = dft_config_flag("DFTRACER_MEMORY", 1);
         atomic_store(&on, v);
     }
     return v;
@@ -146,26 +144,30 @@ void dft_mem_cuda_step(int64_t step, int64_t device, const int64_t fig[4])
 
 int dft_mem_counters_on(void) { return counters_on(); }
 
-static int64_t worker_id = -1, worker_count = 1;
-static uint64_t batch_gen;
-static int64_t batches;
+/* This process as a DataLoader worker, and its batches in the current file:
+ * atomics, as any thread may call (a worker fetches on one thread; the
+ * numbering of two at once is then theirs to share). */
+static _Atomic int64_t worker_id = -1, worker_count = 1;
+static _Atomic uint64_t batch_gen;
+static _Atomic int64_t batches;
 
-/* GIL held. */
+/* Any thread, no GIL. */
 void dft_mem_set_worker(int64_t id, int64_t num_workers)
 {
-    worker_id = id >= 0 ? id : 0;
-    worker_count = num_workers > worker_id ? num_workers : 1;
+    int64_t me = id >= 0 ? id : 0;
+    atomic_store(&worker_count, num_workers > me ? num_workers : 1);
+    atomic_store(&worker_id, me);
 }
 
-/* The fetching thread, GIL held. */
+/* The fetching thread, any thread, no GIL. */
 void dft_mem_batch(void)
 {
-    if (worker_id < 0)
+    int64_t me = atomic_load(&worker_id);
+    if (me < 0)
         return;
     uint64_t gen = dft_trace_gen();
-    if (gen != batch_gen) { /* a new file: a forked child counts its own */
-        batch_gen = gen;
-        batches = 0;
-    }
-    dft_mem_step(batches++ * worker_count + worker_id);
+    uint64_t seen = atomic_load(&batch_gen);
+    if (gen != seen && atomic_compare_exchange_strong(&batch_gen, &seen, gen))
+        atomic_store(&batches, 0); /* a new file: a forked child counts its own */
+    dft_mem_step(atomic_fetch_add(&batches, 1) * atomic_load(&worker_count) + me);
 }

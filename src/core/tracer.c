@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -506,11 +505,11 @@ static void fork_prepare(void)
     dft_writer_atfork_prepare();
 }
 
-/* pthread_atfork parent handler; no GIL needed.  Starts no thread: the
- * parent's os.fork() counts threads after this (core/park.c). */
+/* pthread_atfork parent handler, after park.c's (which decided what the
+ * parked threads wait for); no GIL needed.  Starts no thread: the parent's
+ * os.fork() counts threads after this (core/park.c). */
 static void fork_parent(void)
 {
-    dft_threads_after_fork_parent((int64_t)syscall(SYS_gettid));
     dft_writer_atfork_parent();
     pthread_mutex_unlock(&dft_g.registry_lock);
     dft_signals_release(&fork_saved_mask);
@@ -565,6 +564,7 @@ static void install_process_hooks(void)
     if (done)
         return;
     done = 1;
+    dft_park_install(); /* first: park.c's prepare runs after ours, its parent and child before */
     if (pthread_atfork(fork_prepare, fork_parent, fork_child) != 0)
         dft_log(DFT_LOG_ERROR, "pthread_atfork failed; forked children will not be traced");
     if (atexit(at_exit) != 0)

@@ -10,9 +10,14 @@
  * previous tick, in the stretch of time it fell in.  The step thread cuts
  * the stretches where a step may end and takes those up to a step's end.
  * The stretches are behind a spin flag held for a few microseconds at a
- * time: a fork while the sampler holds it leaves the child's copy clear
- * (the child starts a sampler of its own, as it has no thread of the
- * parent's). */
+ * time.
+ *
+ * At fork() the thread is one of core/park.c's helpers (registered at its
+ * first start: hang/ is above core/, core never calls up): it exits before
+ * the fork and starts again in the parent when park.c resumes the helpers,
+ * keeping the step's samples so far.  A forked child has no sampler until
+ * its own first step, which starts one with empty stretches (the child's
+ * steps are its own). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -25,6 +30,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <sys/syscall.h>
 
 #include "core/clock.h"
 #include "core/config.h"
@@ -221,14 +228,174 @@ static void record(int64_t at, int64_t prev, int what, const char *key, int cut,
     unlock();
 }
 
+/* ---- the thread's start, stop and fork (core/park.c's table) ----------- */
+
+static struct {
+    pthread_mutex_t lock; /* start, stop and the nap's wake */
+    pthread_cond_t wake;  /* the nap between samples; broadcast to stop the thread */
+    clockid_t clock;      /* wake's clock */
+    _Atomic int running;  /* a sampler thread runs; it clears this as it exits */
+    _Atomic int parked;   /* stopped for a fork: park.c's resume starts it again */
+    int stop;             /* asks the thread to exit */
+    int registered;       /* in park.c's table (else it never starts: it would be counted) */
+    int said;             /* a failed start was said */
+    pid_t tid;            /* the running thread's kernel id */
+} T = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void init_wake(void)
+{
+    pthread_condattr_t a;
+    T.clock = CLOCK_REALTIME;
+    if (pthread_condattr_init(&a) == 0) {
+        if (pthread_condattr_setclock(&a, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&T.wake, &a) == 0)
+            T.clock = CLOCK_MONOTONIC;
+        else
+            pthread_cond_init(&T.wake, NULL);
+        pthread_condattr_destroy(&a);
+    } else {
+        pthread_cond_init(&T.wake, NULL);
+    }
+}
+
+/* Sleeps until deadline_ns (CLOCK_MONOTONIC) unless asked to stop; 0 when
+ * asked.  The sampler thread. */
+static int nap_until(int64_t deadline_ns)
+{
+    struct timespec t;
+    if (T.clock == CLOCK_MONOTONIC) {
+        t.tv_sec = (time_t)(deadline_ns / 1000000000);
+        t.tv_nsec = (long)(deadline_ns % 1000000000);
+    } else { /* the wake's clock is the wall clock: the same distance from now */
+        struct timespec mono;
+        clock_gettime(CLOCK_MONOTONIC, &mono);
+        int64_t left = deadline_ns - ((int64_t)mono.tv_sec * 1000000000 + mono.tv_nsec);
+        clock_gettime(T.clock, &t);
+        int64_t at = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec + (left > 0 ? left : 0);
+        t.tv_sec = (time_t)(at / 1000000000);
+        t.tv_nsec = (long)(at % 1000000000);
+    }
+    pthread_mutex_lock(&T.lock);
+    while (!T.stop && pthread_cond_timedwait(&T.wake, &T.lock, &t) != ETIMEDOUT)
+        ;
+    int go = !T.stop;
+    pthread_mutex_unlock(&T.lock);
+    return go;
+}
+
+/* The sampler thread's first and last words. */
+static void thread_began(void)
+{
+    pthread_mutex_lock(&T.lock);
+    T.tid = (pid_t)syscall(SYS_gettid);
+    pthread_mutex_unlock(&T.lock);
+}
+
+static void thread_ends(void)
+{
+    pthread_mutex_lock(&T.lock);
+    atomic_store(&T.running, 0);
+    pthread_cond_broadcast(&T.wake); /* a stop waiting for this exit */
+    pthread_mutex_unlock(&T.lock);
+}
+
+static void *sampler_main(void *arg);
+
+/* Starts the thread for process me, detached (it ends itself; a fork waits
+ * for the kernel to let go of it).  Under T.lock. */
+static void start_locked(pid_t me)
+{
+    if (atomic_load(&T.running) || atomic_load(&T.parked) || !T.registered)
+        return;
+    pthread_t t;
+    pthread_attr_t attr;
+    int e = pthread_attr_init(&attr);
+    if (e == 0) {
+        e = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (e == 0)
+            e = pthread_create(&t, &attr, sampler_main, (void *)(intptr_t)me);
+        pthread_attr_destroy(&attr);
+    }
+    if (e == 0) {
+        atomic_store(&T.running, 1);
+        pthread_setname_np(t, "dft-sampler"); /* top -H and the bench find it by name */
+    } else if (!T.said) {
+        T.said = 1;
+        dft_log(DFT_LOG_WARN, "dftracer: could not start the stack sampler; untraced time "
+                              "has no place");
+    }
+}
+
+/* Before fork(): the thread exits; T.lock stays held through the fork.  The
+ * forking thread. */
+static int sampler_stop(pid_t *tids, int cap)
+{
+    pthread_mutex_lock(&T.lock);
+    int n = 0;
+    if (atomic_load(&T.running)) {
+        T.stop = 1;
+        pthread_cond_broadcast(&T.wake);
+        while (atomic_load(&T.running))
+            pthread_cond_wait(&T.wake, &T.lock);
+        T.stop = 0;
+        atomic_store(&T.parked, 1);
+        if (cap > 0 && T.tid > 0)
+            tids[n++] = T.tid;
+    }
+    return n;
+}
+
+static void sampler_parent(void) { pthread_mutex_unlock(&T.lock); }
+
+/* The child: no sampler thread; its first step starts one (S.pid is the
+ * parent's). */
+static void sampler_child(void)
+{
+    pthread_mutex_init(&T.lock, NULL);
+    init_wake();
+    atomic_store(&T.running, 0);
+    atomic_store(&T.parked, 0);
+    T.stop = 0;
+    T.tid = 0;
+}
+
+/* In the parent once the interpreter counted, under the lifecycle lock: the
+ * sampler of a trace still recording starts again (else at the next step). */
+static void sampler_resume(void)
+{
+    pthread_mutex_lock(&T.lock);
+    if (atomic_exchange(&T.parked, 0) && atomic_load(&S.pid) == getpid() && dft_trace_active())
+        start_locked(getpid());
+    pthread_mutex_unlock(&T.lock);
+}
+
+static const dft_helper_thread sampler_helper = {
+    .name = "stack sampler",
+    .stop = sampler_stop,
+    .parent = sampler_parent,
+    .child = sampler_child,
+    .resume = sampler_resume,
+};
+
+static void init_once(void)
+{
+    init_wake();
+    T.registered = dft_park_register(&sampler_helper) == 0;
+}
+
+/* Starts the sampler thread of process me unless it runs or waits for a
+ * fork's resume.  The step thread, the GIL held. */
+static void sampler_start(pid_t me)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_once);
+    pthread_mutex_lock(&T.lock);
+    start_locked(me);
+    pthread_mutex_unlock(&T.lock);
+}
+
 /* ---- the sampler thread ------------------------------------------------- */
 
 static int64_t ns_of(const struct timespec *t) { return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec; }
-
-static struct timespec timespec_of(int64_t ns)
-{
-    return (struct timespec){.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
-}
 
 /* What the walk of one tick says: TICK_*, the place into key. */
 static int look(dft_walker *w, const void *ts, dft_walk_frame *frames, char *key, size_t cap,
@@ -250,13 +417,16 @@ static int look(dft_walker *w, const void *ts, dft_walk_frame *frames, char *key
 }
 
 /* The sampler thread: no GIL, never a Python call.  It ends with the
- * process (a detached thread), or when a forked child took over. */
+ * process (a detached thread), or before a fork (sampler_stop). */
 static void *sampler_main(void *arg)
 {
     pid_t me = (pid_t)(intptr_t)arg;
+    thread_began();
     dft_walker w;
-    if (dft_walk_open(&w, 0) != 0)
+    if (dft_walk_open(&w, 0) != 0) {
+        thread_ends();
         return NULL;
+    }
     w.no_lines = 1; /* a place is a file and a function: no line table read */
     w.stop = stop_at_timed;
     dft_walk_frame *frames = malloc(MAX_FRAMES * sizeof *frames);
@@ -264,6 +434,7 @@ static void *sampler_main(void *arg)
     if (!frames || clock_gettime(CLOCK_MONOTONIC, &now) != 0) {
         free(frames);
         dft_walk_close(&w);
+        thread_ends();
         return NULL;
     }
     const int64_t period = S.period_us * 1000;
@@ -273,22 +444,15 @@ static void *sampler_main(void *arg)
         /* the next point of the grid: the walk's time is not added to the
          * period (Austin's loop subtracts it from its sleep) */
         next += period;
-        struct timespec until = timespec_of(next);
-        int rc;
-        while ((rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL)) == EINTR)
-            ;
+        if (!nap_until(next))
+            break;
         int64_t missed = skipped;
         skipped = 0;
-        if (rc == 0 && clock_gettime(CLOCK_MONOTONIC, &now) == 0 && ns_of(&now) - next >= period) {
+        if (clock_gettime(CLOCK_MONOTONIC, &now) == 0 && ns_of(&now) - next >= period) {
             /* woke a period or more late (a busy machine): the grid points
              * passed are skipped, not caught up in a burst */
             missed += (ns_of(&now) - next) / period;
             next += (ns_of(&now) - next) / period * period;
-        } else if (rc != 0) { /* no absolute sleep here: a relative one */
-            struct timespec left = timespec_of(period);
-            while (nanosleep(&left, &left) != 0 && errno == EINTR)
-                ;
-            next = clock_gettime(CLOCK_MONOTONIC, &now) == 0 ? ns_of(&now) : next;
         }
         int64_t at = dft_clock_us(), before = prev;
         prev = at;
@@ -315,6 +479,7 @@ static void *sampler_main(void *arg)
     }
     free(frames);
     dft_walk_close(&w);
+    thread_ends();
     return NULL;
 }
 
@@ -343,29 +508,20 @@ void dft_sample_step_thread(void)
     atomic_store_explicit(&S.bottom, dft_walk_bottom_here(), memory_order_release);
     atomic_store_explicit(&S.tstate, (const void *)PyThreadState_Get(), memory_order_release);
     pid_t me = getpid();
-    if (atomic_load(&S.pid) == me)
+    if (atomic_load(&S.pid) == me) {
+        /* stopped for a fork while no trace recorded to resume it */
+        if (!atomic_load_explicit(&T.running, memory_order_relaxed) &&
+            !atomic_load_explicit(&T.parked, memory_order_relaxed))
+            sampler_start(me);
         return;
+    }
     /* the first step here (or in a forked child, which has no sampler) */
     atomic_flag_clear(&S.busy);
     stretches_reset();
     S.period_us = 1000000 / c->sample_hz;
     find_stdlib();
     atomic_store(&S.pid, me);
-    pthread_t t;
-    pthread_attr_t attr;
-    if (pthread_attr_init(&attr) != 0) {
-        atomic_store(&S.pid, 0);
-        return;
-    }
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, sampler_main, (void *)(intptr_t)me) == 0) {
-        pthread_setname_np(t, "dft-sampler"); /* top -H and the bench find it by name */
-    } else {
-        dft_log(DFT_LOG_WARN, "dftracer: could not start the stack sampler; untraced time "
-                              "has no place");
-        atomic_store(&S.pid, 0);
-    }
-    pthread_attr_destroy(&attr);
+    sampler_start(me);
 }
 
 void dft_sample_cut(int64_t ts)

@@ -119,28 +119,9 @@ static void dump_stacks(const char *why, unsigned req)
     dft_walk_close(&w);
 }
 
-/* _after_fork_parent(): the parent's flusher back at once after a fork
- * (dftracer/_lifecycle.py registers it where the interpreter has counted its
- * threads by then), so a parent that forks and then blocks still answers.
- * GIL held. */
-static PyObject *after_fork_parent(PyObject *m, PyObject *unused)
-{
-    (void)m, (void)unused;
-    dft_threads_resume_after_fork();
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef methods[] = {
-    {"_after_fork_parent", after_fork_parent, METH_NOARGS,
-     "_after_fork_parent()\n\nStarts the tracer's flusher again in a parent after fork()."},
-    {NULL, NULL, 0, NULL},
-};
-
 /* GIL held (PyInit__core). */
 int dft_hang_stacks_register(PyObject *module)
 {
     dft_set_stack_dumper(dump_stacks);
-    if (PyModule_AddFunctions(module, methods) < 0)
-        return -1;
     return PyModule_AddIntConstant(module, "_STACKS", 1);
 }

@@ -19,6 +19,7 @@
 #include "binding/pyargs.h"
 #include "core/core.h"
 #include "format/json.h"
+#include "hang/sampler.h"
 #include "integrations.h"
 #include "testing/writer_bench.h"
 
@@ -326,7 +327,23 @@ static PyObject *inflight_missed(PyObject *m, PyObject *unused)
     return PyLong_FromLongLong(dft_inflight_missed());
 }
 
+/* _sample_step_for_test() -> (place, us): what the stack sampler counted
+ * since the last call (hang/sampler.c's dft_sample_take), then the calling
+ * thread is the step thread and the sampler runs (started the first time in
+ * this process), as at a training step's boundary under `dftracer run`,
+ * without torch.  GIL held. */
+static PyObject *sample_step_for_test(PyObject *m, PyObject *unused)
+{
+    (void)m, (void)unused;
+    char key[DFT_SAMPLE_KEY];
+    int64_t us = dft_sample_take(key, sizeof key);
+    dft_sample_step_thread();
+    return Py_BuildValue("(sL)", key, (long long)us);
+}
+
 static PyMethodDef testcore_methods[] = {
+    {"_sample_step_for_test", sample_step_for_test, METH_NOARGS,
+     "_sample_step_for_test() -> (place, us): a step boundary for the stack sampler."},
     {"_inflight_begin", inflight_begin, METH_VARARGS,
      "_inflight_begin(name, cat, ts, group, seq, bucket) -> int: a collective in flight."},
     {"_inflight_end", inflight_end, METH_O, "_inflight_end(token): no longer in flight."},

@@ -98,25 +98,54 @@ static PyObject *py_limit(PyObject *m, PyObject *unused)
     return Py_BuildValue("(Ls)", (long long)v, source);
 }
 
+/* ---- MemoryTracker's blocks: one capsule each ---------------------------- */
+
+#define WATCH_CAPSULE "dftracer._core.mem_watch"
+
+/* A block dropped without its end (an abandoned generator, a tracker
+ * collected inside its block) leaves the watcher's list.  GIL held. */
+static void watch_capsule_free(PyObject *cap)
+{
+    dft_mem_watch *b = PyCapsule_GetPointer(cap, WATCH_CAPSULE);
+    if (!b) {
+        PyErr_Clear();
+        return;
+    }
+    if (b->open)
+        dft_mem_watch_end(b);
+    free(b);
+}
+
 static PyObject *py_watch_begin(PyObject *m, PyObject *unused)
 {
     (void)m, (void)unused;
-    int slot;
+    dft_mem_watch *b = calloc(1, sizeof *b);
+    if (!b)
+        return PyErr_NoMemory();
+    PyObject *cap = PyCapsule_New(b, WATCH_CAPSULE, watch_capsule_free);
+    if (!cap) {
+        free(b);
+        return NULL;
+    }
     Py_BEGIN_ALLOW_THREADS
-    slot = dft_mem_watch_begin();
+    dft_mem_watch_begin(b);
     Py_END_ALLOW_THREADS
-    return PyLong_FromLong(slot);
+    return cap;
 }
 
 static PyObject *py_watch_end(PyObject *m, PyObject *arg)
 {
     (void)m;
-    long slot = PyLong_AsLong(arg);
-    if (slot == -1 && PyErr_Occurred())
+    if (!PyCapsule_IsValid(arg, WATCH_CAPSULE))
+        return PyErr_Format(PyExc_TypeError,
+                            "_mem_watch_end: block must be what _mem_watch_begin returned, not %.100s",
+                            Py_TYPE(arg)->tp_name);
+    dft_mem_watch *b = PyCapsule_GetPointer(arg, WATCH_CAPSULE);
+    if (!b)
         return NULL;
     int64_t v;
     Py_BEGIN_ALLOW_THREADS
-    v = dft_mem_watch_end(slot < -1 || slot > 1 << 20 ? -1 : (int)slot);
+    v = dft_mem_watch_end(b);
     Py_END_ALLOW_THREADS
     return PyLong_FromLongLong(v);
 }
@@ -131,9 +160,11 @@ static PyMethodDef memory_methods[] = {
     {"_mem_limit", py_limit, METH_NOARGS,
      "_mem_limit() -> (bytes, source)\n\nThe cgroup memory limit (0: none, -1: unknown)."},
     {"_mem_watch_begin", py_watch_begin, METH_NOARGS,
-     "_mem_watch_begin() -> int\n\nStarts sampling the peak; the slot (-1: none free)."},
+     "_mem_watch_begin() -> block\n\nStarts sampling the peak of one block (any number may be "
+     "open); dropping the block ends it."},
     {"_mem_watch_end", py_watch_end, METH_O,
-     "_mem_watch_end(slot) -> int\n\nThe peak resident bytes sampled since begin."},
+     "_mem_watch_end(block) -> int\n\nEnds the block: the peak resident bytes sampled since its "
+     "begin (at least those now)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -143,6 +143,33 @@ def test_no_other_copy_of_the_rule():
     assert not bad, "copies of the boolean rule (use dftracer._envflag.flag):\n" + "\n".join(bad)
 
 
+def _documented_booleans():
+    """The variables docs/configuration.md's table says are booleans."""
+    with open(os.path.join(ROOT, "docs", "configuration.md"), encoding="utf-8") as f:
+        rows = [ln for ln in f if ln.startswith("| `DFTRACER_")]
+    return {re.match(r"\| `(DFTRACER_[A-Z_]+)`", r).group(1) for r in rows
+            if "boolean" in r.split("|")[2] or "1/true/yes/on/y" in r.split("|")[2]}
+
+
+def test_the_core_reads_its_booleans_in_one_place():
+    """No C file but core/config.c reads a boolean DFTRACER_* variable itself
+    (getenv): the others ask dft_config_flag, which warns about a value that
+    is not a boolean."""
+    booleans = _documented_booleans()
+    assert {"DFTRACER_ENABLE", "DFTRACER_MEMORY", "DFTRACER_BIND_SIGNALS"} <= booleans, booleans
+    bad = []
+    for root, _, files in os.walk(os.path.join(ROOT, "src")):
+        for f in files:
+            path = os.path.join(root, f)
+            if not f.endswith((".c", ".h", ".cpp")) or path.endswith(os.path.join("core", "config.c")):
+                continue
+            text = open(path, encoding="utf-8").read()
+            for m in re.finditer(r'getenv\("(DFTRACER_[A-Z_]+)"\)', text):
+                if m.group(1) in booleans:
+                    bad.append(f"{os.path.relpath(path, ROOT)}: {m.group(0)}")
+    assert not bad, "booleans read past core/config.c's rule (use dft_config_flag):\n" + "\n".join(bad)
+
+
 LEVEL_SPELLINGS = ["", "debug", "Debug", "INFO", "info", "warn", "WARNING", "Warning", "error",
                    "ERROR", "verbose", "0", " DEBUG", "DEBUG ", "WARNINGS"]
 INTERVAL_SPELLINGS = ["", "1", "0", "off", "OFF", "Off", "0.5", ".5", "5.", "250ms", "250MS",
