@@ -10,6 +10,9 @@
 #   make test-dev    the quick loop: extension built in place, suite run with
 #                    PYTHONPATH=. (no wheel, no install)
 #   make test-asan   the suite against an ASan + UBSan build (build/asan)
+#   make test-ecosystem  tests/ecosystem: what DFAnalyzer and dftracer-utils,
+#                    installed in venvs of their own (make ecosystem), read
+#                    from our traces and from the reference's of the same run
 #   make test-under-load  `make test` RUNS times beside BURNERS CPU burners
 #   make wheel       dist/: the sdist and a wheel for every supported Python
 #   make test-wheels each supported Python: a fresh venv, the dist/ wheel, the
@@ -49,14 +52,15 @@ PYTEST_FLAGS := -q -p no:cacheprovider
 WARNING_LINE := (^|[ :])([A-Za-z]*Warning|[Ww]arning):
 
 # pytest from a scratch folder against the interpreter $(1)'s installed package;
-# $(2): extra pytest arguments.  DFTRACER_TEST_INSTALLED makes conftest.py check
+# $(2): the tests (default: all of tests/); $(3): more environment for them.
+# DFTRACER_TEST_INSTALLED makes conftest.py check
 # that dftracer is imported from outside the source tree; the test extension
 # comes from $(TESTCORE) (built by the testcore target for that interpreter).
 define run_installed_tests
 	@scratch=$$(mktemp -d) && cd $$scratch && \
 	  DFTRACER_REFERENCE_PYTHON=$(CURDIR)/$(REFERENCE_PY) \
-	  DFTRACER_TEST_INSTALLED=1 DFTRACER_REQUIRE_TESTCORE=1 PYTHONPATH=$(CURDIR)/$(TESTCORE) \
-	  $(abspath $(1)) -m pytest $(CURDIR)/tests $(PYTEST_FLAGS) $(2); \
+	  DFTRACER_TEST_INSTALLED=1 DFTRACER_REQUIRE_TESTCORE=1 PYTHONPATH=$(CURDIR)/$(TESTCORE) $(3) \
+	  $(abspath $(1)) -m pytest $(CURDIR)/$(or $(2),tests) $(PYTEST_FLAGS); \
 	  status=$$?; rm -rf $$scratch; exit $$status
 endef
 
@@ -74,7 +78,8 @@ help:
 	  on && /^#       +[^ ]/ { sub(/^#/, " "); print; next } { on = 0 }' $(firstword $(MAKEFILE_LIST))
 
 .PHONY: help demo test test-dev test-asan test-wheels wheel sdist bench setup setup-test \
-        system-deps browser-deps backends bench-writer tmux-deps testcore reference clean \
+        system-deps browser-deps backends bench-writer tmux-deps testcore reference ecosystem \
+        test-ecosystem clean \
         print-oldest-python test-under-load
 
 # The reference for tests/python/test_compat_reference.py and
@@ -94,6 +99,38 @@ $(REFERENCE_VENV)/.ready: $(VENV)/.ready
 	touch $@
 
 reference: $(REFERENCE_VENV)/.ready
+
+# The tools built around the reference, for tests/ecosystem (docs/compat.md,
+# "Ecosystem tools"): DFAnalyzer, which imports only over dftracer-utils
+# 0.0.12, in one venv; the newest dftracer-utils (0.0.14: TraceViewer, the
+# command-line tools) in another.  Both import as `dftracer`, so neither goes
+# into .venv; each is built once from the package index (about 70 s and 10 s
+# on the development VM; pip's cache makes a rebuild faster) and kept until
+# `make clean`.  `make test-ecosystem` runs the tests against them.
+ECOSYSTEM_VENV := build/ecosystem-venv
+ECOSYSTEM_PY := $(ECOSYSTEM_VENV)/bin/python
+ECOSYSTEM_REQS := dftracer-analyzer==0.0.9 dftracer-utils==0.0.12
+UTILS_VENV := build/ecosystem-utils-venv
+UTILS_PY := $(UTILS_VENV)/bin/python
+UTILS_REQS := dftracer-utils==0.0.14
+
+# $(1): the venv, $(2): what it holds.
+define ecosystem_venv
+	rm -rf $(1) && mkdir -p build
+	$(abspath $(PY)) -m venv $(1)
+	$(1)/bin/python -m pip install -q $(2) >$(1).log 2>&1 || { cat $(1).log; exit 1; }
+	$(1)/bin/python -c "import torch" 2>/dev/null && \
+	  { echo "$(1) must not have torch"; exit 1; } || true
+	touch $(1)/.ready
+endef
+
+$(ECOSYSTEM_VENV)/.ready: $(VENV)/.ready
+	$(call ecosystem_venv,$(ECOSYSTEM_VENV),$(ECOSYSTEM_REQS))
+
+$(UTILS_VENV)/.ready: $(VENV)/.ready
+	$(call ecosystem_venv,$(UTILS_VENV),$(UTILS_REQS))
+
+ecosystem: $(ECOSYSTEM_VENV)/.ready $(UTILS_VENV)/.ready
 
 # zlib's headers are all the build needs; ISA-L's and libdeflate's, when
 # present, give the writer a faster deflate (docs/performance.md), so they are
@@ -165,6 +202,14 @@ demo: setup
 
 test: setup-test browser-deps tmux-deps testcore reference
 	$(call run_installed_tests,$(PY))
+
+# tests/ecosystem alone (they skip under `make test`): DLIO's shape traced by
+# dftracer and by the reference, read by DFAnalyzer and dftracer-utils from
+# their own venvs (about 5 minutes on the development VM, most of it
+# DFAnalyzer's two analyses).
+test-ecosystem: setup-test testcore reference ecosystem
+	$(call run_installed_tests,$(PY),tests/ecosystem,DFTRACER_REQUIRE_ECOSYSTEM=1 \
+	  DFTRACER_ECOSYSTEM_PYTHON=$(CURDIR)/$(ECOSYSTEM_PY) DFTRACER_ECOSYSTEM_UTILS_PYTHON=$(CURDIR)/$(UTILS_PY))
 
 # The suite as a busy machine runs it: `make test` RUNS times, one after the
 # other, beside BURNERS busy loops (one process each, started before the first

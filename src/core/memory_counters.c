@@ -17,6 +17,12 @@
 #include "core/config.h"
 #include "core/core.h"
 
+/* The samples' category: `sys`, the one dftracer-utils (and so DFAnalyzer)
+ * keeps for system counters, apart from the pre-aggregated I/O profiles
+ * that every other counter category is counted as (docs/trace-format.md,
+ * "What other readers make of these records"). Perfetto draws a counter
+ * track whatever the category. */
+#define DFT_MEM_CAT "sys"
 #define DFT_MEM_MOVE (64 * 1024)
 #define DFT_MEM_QUIET 10 /* unchanged samples before one is written anyway */
 
@@ -87,6 +93,15 @@ static int counters_on(void)
     return v;
 }
 
+/* A `memory` counter sample of these values, taken now; no GIL needed. */
+static dft_event sample_event(const dft_arg *a, unsigned nargs)
+{
+    return (dft_event){.name = "memory", .name_len = 6, .cat = DFT_MEM_CAT,
+                       .cat_len = sizeof DFT_MEM_CAT - 1, .ts = dft_clock_us(),
+                       .ph = DFT_PH_COUNTER, .flags = DFT_EV_NO_NESTING, .tid = dft_trace_pid(),
+                       .args = a, .nargs = nargs};
+}
+
 /* The flusher thread, no GIL. */
 void dft_mem_tick(void)
 {
@@ -97,9 +112,7 @@ void dft_mem_tick(void)
     if (rss < 0 || !moved(rss, &ticks))
         return;
     dft_arg a = {.key = "rss_bytes", .type = DFT_ARG_INT, .v.i = rss};
-    dft_event ev = {.name = "memory", .name_len = 6, .cat = "memory", .cat_len = 6,
-                    .ts = dft_clock_us(), .ph = DFT_PH_COUNTER, .flags = DFT_EV_NO_NESTING,
-                    .tid = dft_trace_pid(), .args = &a, .nargs = 1};
+    dft_event ev = sample_event(&a, 1);
     dft_write_meta_now(&ev);
 }
 
@@ -114,9 +127,7 @@ void dft_mem_step(int64_t step)
         return;
     dft_arg a[2] = {{.key = "rss_bytes", .type = DFT_ARG_INT, .v.i = rss},
                     {.key = "step", .type = DFT_ARG_INT, .v.i = step}};
-    dft_event ev = {.name = "memory", .name_len = 6, .cat = "memory", .cat_len = 6,
-                    .ts = dft_clock_us(), .ph = DFT_PH_COUNTER, .flags = DFT_EV_NO_NESTING,
-                    .tid = dft_trace_pid(), .args = a, .nargs = 2};
+    dft_event ev = sample_event(a, 2);
     dft_emit_logged(&ev);
 }
 
@@ -136,9 +147,7 @@ void dft_mem_cuda_step(int64_t step, int64_t device, const int64_t fig[4])
         a[i] = (dft_arg){.key = keys[i], .key_len = (size_t)n, .type = DFT_ARG_INT, .v.i = fig[i]};
     }
     a[4] = (dft_arg){.key = "step", .type = DFT_ARG_INT, .v.i = step};
-    dft_event ev = {.name = "memory", .name_len = 6, .cat = "memory", .cat_len = 6,
-                    .ts = dft_clock_us(), .ph = DFT_PH_COUNTER, .flags = DFT_EV_NO_NESTING,
-                    .tid = dft_trace_pid(), .args = a, .nargs = 5};
+    dft_event ev = sample_event(a, 5);
     dft_emit_logged(&ev);
 }
 

@@ -24,6 +24,7 @@ static const struct {
 } tables[] = {
     {"POSIX", dft_io_posix_hooks, &dft_io_posix_nhooks},
     {"POSIX", dft_io_posix_data_hooks, &dft_io_posix_data_nhooks},
+    {"POSIX", dft_io_process_hooks, &dft_io_process_nhooks},
     {"STDIO", dft_io_stdio_hooks, &dft_io_stdio_nhooks},
 };
 #define NTABLES (sizeof tables / sizeof *tables)
@@ -53,6 +54,8 @@ static void io_start(void)
         for (size_t i = 0; i < *tables[t].n && n < MAX_WRAPPERS; i++)
             list[n++] = tables[t].hooks[i];
     }
+    if (!c->disable_posix)
+        dft_io_process_start();
     int r = dft_got_install(list, n);
     if (r < 0)
         dft_log(DFT_LOG_ERROR, "dftracer: out of memory rewriting the GOT; some I/O not traced");

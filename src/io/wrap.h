@@ -154,7 +154,7 @@ DFT_IO_INLINE void dft_io_str(dft_io_ev *e, const char *key, const char *s)
  * err as errno.  Any thread, no GIL. */
 void dft_io_finish(dft_io_ev *e, int failed, int err);
 
-/* The hook tables of io/posix.c, io/posix_data.c and io/stdio.c (module.c
+/* The hook tables of io/posix.c, io/posix_data.c, io/stdio.c and io/process.c (module.c
  * installs them and lists them in _core.io_calls()). */
 extern const dft_io_hook dft_io_posix_hooks[];
 extern const size_t dft_io_posix_nhooks;
@@ -162,5 +162,11 @@ extern const dft_io_hook dft_io_posix_data_hooks[];
 extern const size_t dft_io_posix_data_nhooks;
 extern const dft_io_hook dft_io_stdio_hooks[];
 extern const size_t dft_io_stdio_nhooks;
+/* io/process.c: fork, exec, posix_spawn, wait (cat POSIX, on no file);
+ * dft_io_process_start, under life_lock as I/O tracing starts, notes which
+ * process owns the tracer (a vfork child does not). */
+extern const dft_io_hook dft_io_process_hooks[];
+extern const size_t dft_io_process_nhooks;
+void dft_io_process_start(void);
 
 #endif

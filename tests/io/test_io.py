@@ -67,8 +67,16 @@ def run_traced(tmp_path, code, data_dir, **extra):
     return traces, proc
 
 
+# The calls on processes, not files (docs/io-tracing.md, "Processes"):
+# tests/io/test_process_events.py checks them.
+PROCESS_CALLS = {"fork", "execv", "execve", "execvp", "execvpe", "fexecve", "posix_spawn",
+                 "posix_spawnp", "waitpid", "wait", "wait4"}
+
+
 def io_events(trace):
-    return [e for e in trace.events if e["ph"] == "X" and e["cat"] in IO_CATS]
+    """The file I/O events of a trace."""
+    return [e for e in trace.events if e["ph"] == "X" and e["cat"] in IO_CATS
+            and e["name"] not in PROCESS_CALLS]
 
 
 def fhash_of(trace, path):

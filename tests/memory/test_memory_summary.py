@@ -72,7 +72,7 @@ def test_counter_events_as_documented(leak_run):
         counters = [e for e in evs if e["name"] == "memory" and e["ph"] == "C"]
         assert counters, path
         for e in counters:
-            assert e["cat"] == "memory" and e["tid"] == pid and e["pid"] == pid
+            assert e["cat"] == "sys" and e["tid"] == pid and e["pid"] == pid
             assert set(e["args"]) <= {"rss_bytes", "step"} and e["args"]["rss_bytes"] > 0
         stepped = [e["args"]["step"] for e in counters if "step" in e["args"]]
         assert stepped == sorted(stepped) and stepped
@@ -123,7 +123,7 @@ def _flat_trace(path, seed: int) -> None:
         base -= 40 * MIB if step == 120 else 0
         rss = base + rnd.randint(-3 * MIB, 3 * MIB)
         ts += 10_000
-        lines.append(json.dumps({"id": step + 2, "name": "memory", "cat": "memory", "pid": pid,
+        lines.append(json.dumps({"id": step + 2, "name": "memory", "cat": "sys", "pid": pid,
                                  "tid": pid, "ts": ts, "ph": "C",
                                  "args": {"rss_bytes": rss, "step": step}}))
     lines.append(json.dumps({"id": 999, "name": "end", "cat": "dftracer", "pid": pid, "tid": pid,
@@ -312,7 +312,7 @@ def test_cuda_allocator_figures_per_step(tmp_path):
     (path,) = find_traces(str(tmp_path), "t")
     assert [v["verdict"] for v in validate(path)] == ["ok"]
     trace = read_trace(path)
-    cuda = [e for e in trace.of(ph="C", cat="memory", name="memory")
+    cuda = [e for e in trace.of(ph="C", cat="sys", name="memory")
             if "cuda3_allocated_bytes" in e["args"]]
     assert [e["args"]["step"] for e in cuda] == sorted(want), cuda
     for e in cuda:
