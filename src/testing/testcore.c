@@ -335,10 +335,10 @@ static PyObject *inflight_missed(PyObject *m, PyObject *unused)
 static PyObject *sample_step_for_test(PyObject *m, PyObject *unused)
 {
     (void)m, (void)unused;
-    char key[DFT_SAMPLE_KEY];
-    int64_t us = dft_sample_take(key, sizeof key);
+    dft_sample_step out;
+    dft_sample_take(dft_clock_us(), &out);
     dft_sample_step_thread();
-    return Py_BuildValue("(sL)", key, (long long)us);
+    return Py_BuildValue("(sL)", out.place, (long long)out.place_us);
 }
 
 static PyMethodDef testcore_methods[] = {
