@@ -667,8 +667,11 @@ PyObject *dft_core_module_create(struct PyModuleDef *def)
     for (size_t i = 0; i < sizeof dft_integrations / sizeof *dft_integrations; i++)
         if (dft_integrations[i] && dft_integrations[i](m) < 0)
             goto fail;
-    if (install_fork_resume(m) < 0)
-        goto fail;
+    if (install_fork_resume(m) < 0) { /* the helpers then resume at the next event */
+        PyErr_Clear();
+        dft_log(DFT_LOG_ERROR, "no after-fork hook; the tracer's threads start again after a "
+                               "fork at the next event");
+    }
     static int hooked;
     if (!hooked) {
         hooked = 1;

@@ -47,7 +47,8 @@ static void init_wake(void)
     pthread_condattr_t a;
     w.clock = CLOCK_REALTIME;
     if (pthread_condattr_init(&a) == 0) {
-        if (pthread_condattr_setclock(&a, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&w.wake, &a) == 0)
+        if (pthread_condattr_setclock(&a, CLOCK_MONOTONIC) == 0 &&
+            pthread_cond_init(&w.wake, &a) == 0)
             w.clock = CLOCK_MONOTONIC;
         else
             pthread_cond_init(&w.wake, NULL);

@@ -82,10 +82,17 @@ static void own_prepare(void);
 static void own_parent(void);
 static void own_child(void);
 
+/* Without these handlers nothing would release what a helper's stop holds:
+ * then no helper registers (and none starts: the flusher and the writers
+ * only). */
+static int installed;
+
 static void install_once(void)
 {
-    if (pthread_atfork(own_prepare, own_parent, own_child) != 0)
-        dft_log(DFT_LOG_ERROR, "pthread_atfork failed; the tracer's threads may be counted at fork");
+    installed = pthread_atfork(own_prepare, own_parent, own_child) == 0;
+    if (!installed)
+        dft_log(DFT_LOG_ERROR,
+                "pthread_atfork failed; the tracer's threads may be counted at fork");
 }
 
 void dft_park_install(void)
@@ -97,6 +104,8 @@ void dft_park_install(void)
 int dft_park_register(const dft_helper_thread *h)
 {
     dft_park_install();
+    if (!installed)
+        return -1;
     pthread_mutex_lock(&table_lock);
     int n = atomic_load(&nhelpers), r = -1;
     for (int i = 0; i < n; i++)
@@ -109,7 +118,7 @@ int dft_park_register(const dft_helper_thread *h)
     }
     pthread_mutex_unlock(&table_lock);
     if (r != 0)
-        dft_log(DFT_LOG_ERROR, "no room to park the %s thread at fork; it stays", h->name);
+        dft_log(DFT_LOG_ERROR, "no room to stop the %s thread at fork; it does not run", h->name);
     return r;
 }
 

@@ -29,7 +29,9 @@
 #include "core/trace_name.h"
 
 
-static void (*dumper)(const char *why, unsigned req);
+/* Set at import (hang/stacks.c), read by the flusher: a trace a C API user
+ * started may already run. */
+static _Atomic(void (*)(const char *why, unsigned req)) dumper;
 static _Atomic unsigned requests, served;
 static _Atomic int at_term; /* the pending request comes from SIGTERM */
 
@@ -46,7 +48,10 @@ static char armed_for[PATH_MAX]; /* the trace path as the writer gave it */
 static char req_path[PATH_MAX];  /* absolute: the program may chdir() later */
 static req_state req_seen;
 
-void dft_set_stack_dumper(void (*dump)(const char *why, unsigned req)) { dumper = dump; }
+void dft_set_stack_dumper(void (*dump)(const char *why, unsigned req))
+{
+    atomic_store(&dumper, dump);
+}
 
 /* The flusher thread (or its starter), no GIL. */
 static req_state look(const char *path)
@@ -115,7 +120,8 @@ void dft_stacks_serve(void)
     if (r == atomic_load(&served))
         return;
     int term = atomic_exchange(&at_term, 0);
-    if (dumper && atomic_load(&dft_trace.active))
-        dumper(term ? "SIGTERM" : "request", r);
+    void (*dump)(const char *, unsigned) = atomic_load(&dumper);
+    if (dump && atomic_load(&dft_trace.active))
+        dump(term ? "SIGTERM" : "request", r);
     atomic_store(&served, r);
 }

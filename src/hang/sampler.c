@@ -247,7 +247,8 @@ static void init_wake(void)
     pthread_condattr_t a;
     T.clock = CLOCK_REALTIME;
     if (pthread_condattr_init(&a) == 0) {
-        if (pthread_condattr_setclock(&a, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&T.wake, &a) == 0)
+        if (pthread_condattr_setclock(&a, CLOCK_MONOTONIC) == 0 &&
+            pthread_cond_init(&T.wake, &a) == 0)
             T.clock = CLOCK_MONOTONIC;
         else
             pthread_cond_init(&T.wake, NULL);

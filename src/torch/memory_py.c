@@ -138,8 +138,8 @@ static PyObject *py_watch_end(PyObject *m, PyObject *arg)
     (void)m;
     if (!PyCapsule_IsValid(arg, WATCH_CAPSULE))
         return PyErr_Format(PyExc_TypeError,
-                            "_mem_watch_end: block must be what _mem_watch_begin returned, not %.100s",
-                            Py_TYPE(arg)->tp_name);
+                            "_mem_watch_end: block must be what _mem_watch_begin returned, "
+                            "not %.100s", Py_TYPE(arg)->tp_name);
     dft_mem_watch *b = PyCapsule_GetPointer(arg, WATCH_CAPSULE);
     if (!b)
         return NULL;

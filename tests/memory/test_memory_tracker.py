@@ -317,13 +317,14 @@ def test_overlapping_calls_in_threads_each_with_its_figures(tmp_path):
                 b_started.wait()
                 del x
             else:
-                a_holds.wait()
                 b_started.set()
                 a_freed.wait()
                 spike(100)
             return threading.get_native_id()
         tids = {}
         def run(role):
+            if role == "b":
+                a_holds.wait()  # B's call (its block) starts while A holds its 200 MB
             tids[role] = job(role)
             if role == "a":
                 a_freed.set()
