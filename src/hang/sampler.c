@@ -439,7 +439,7 @@ static void *sampler_main(void *arg)
         return NULL;
     }
     const int64_t period = S.period_us * 1000;
-    int64_t next = ns_of(&now), prev = dft_clock_us(), skipped = 0;
+    int64_t next = ns_of(&now), prev = dft_clock_us(), skipped = 0, cpu_was = -1;
     char key[DFT_SAMPLE_KEY];
     while (atomic_load(&S.pid) == me) {
         /* the next point of the grid: the walk's time is not added to the
@@ -460,18 +460,20 @@ static void *sampler_main(void *arg)
         const void *ts = atomic_load_explicit(&S.tstate, memory_order_acquire);
         if (!ts || !dft_trace_active()) /* finalized: no walk until a step names a thread */
             continue;
-        struct timespec cpu0, cpu1;
-        int timed = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0) == 0;
         int cut = 0;
         int what = look(&w, ts, frames, key, sizeof key, &cut);
         record(at, before, what, key, cut, missed);
-        /* a twentieth of a CPU at most: a walk that took long (a stack
-         * thousands of frames deep, a slow copy) moves the next tick on, and
-         * the grid points it passes count as missed (their time is in the
-         * next sample's weight) */
-        if (timed && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1) == 0 &&
+        /* a twentieth of a CPU at most: a tick that took long (a walk of a
+         * stack thousands of frames deep, slow copies) moves the next one
+         * on, and the grid points it passes count as missed (their time is
+         * in the next sample's weight).  The thread's CPU since the last
+         * tick's end: this tick's wake and walk, one clock read a tick */
+        struct timespec cpu;
+        if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0 &&
             clock_gettime(CLOCK_MONOTONIC, &now) == 0) {
-            int64_t earliest = ns_of(&now) + 19 * (ns_of(&cpu1) - ns_of(&cpu0));
+            int64_t spent = cpu_was >= 0 ? ns_of(&cpu) - cpu_was : 0;
+            cpu_was = ns_of(&cpu);
+            int64_t earliest = ns_of(&now) + 19 * spent;
             if (earliest > next + period) {
                 skipped = (earliest - next) / period;
                 next += skipped * period;

@@ -337,11 +337,12 @@ int dft_walk_threads(dft_walker *w, PyInterpreterState *interp, dft_walk_thread 
 /* The frame header (n bytes) at at into dst.  A thread's frames lie in a row
  * in its data stack, each below the one it called: one copy of the page up
  * to a header's end serves the frames below it in that page (a stack 100
- * frames deep is a few copies, not 100). */
-static int copy_frame(dft_walker *w, void *dst, const void *at, size_t n)
+ * frames deep is a few copies, not 100).  The top frame (first) is copied
+ * alone: most walks of the sampler end there. */
+static int copy_frame(dft_walker *w, void *dst, const void *at, size_t n, int first)
 {
     uintptr_t a = (uintptr_t)at;
-    if (!w->page)
+    if (!w->page || first)
         return dft_walk_copy(w, dst, at, n);
     if (!(w->page_len && a >= w->page_at && a - w->page_at + n <= w->page_len)) {
         uintptr_t from = a & ~(uintptr_t)(FRAME_PAGE - 1);
@@ -399,7 +400,7 @@ int dft_walk_stack(dft_walker *w, const void *tstate, dft_walk_frame *out, int c
         int link_only = n >= cap && !w->stop;
 #if PY_VERSION_HEX >= 0x030B0000
         _PyInterpreterFrame fr;
-        if (copy_frame(w, &fr, at, offsetof(_PyInterpreterFrame, localsplus)) != 0)
+        if (copy_frame(w, &fr, at, offsetof(_PyInterpreterFrame, localsplus), visited == 0) != 0)
             break;
         last = at;
         const void *next = fr.previous;
