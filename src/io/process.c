@@ -44,16 +44,15 @@ void dft_io_process_start(void)
     }
 }
 
-/* 1 when the calling process owns the tracer (getpid() is not cached by
- * glibc, so a vfork child sees its own pid) and may record (marks it busy). */
+/* 1 when the calling process owns the tracer and may record (marks the
+ * thread busy).  The pid is compared first: a vfork child runs on its
+ * parent's thread-local state, which it must not write (getpid() is not
+ * cached by glibc, so such a child sees its own pid). */
 static int enter_own(void)
 {
-    if (!dft_io_enter())
+    if ((int64_t)getpid() != atomic_load_explicit(&owner_pid, memory_order_relaxed))
         return 0;
-    if ((int64_t)getpid() == atomic_load_explicit(&owner_pid, memory_order_relaxed))
-        return 1;
-    dft_io_leave();
-    return 0;
+    return dft_io_enter();
 }
 
 /* An event begun now without an open span (fork: the child must not find
