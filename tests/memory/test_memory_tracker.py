@@ -232,6 +232,7 @@ def memory_events(tmp_path):
     return [e for e in read_trace(path).events if e["name"] == "memory" and e["ph"] == "X"]
 
 
+@pytest.mark.no_asan  # ASan keeps freed memory in quarantine: resident figures are its, not the program's
 def test_recursion_deeper_than_32_blocks_each_with_its_figures(tmp_path):
     """A decorated function recursing 40 deep: 41 blocks open at once (the
     slots were 32), each sees the spike at the bottom; then a later block
@@ -268,6 +269,7 @@ def test_recursion_deeper_than_32_blocks_each_with_its_figures(tmp_path):
         assert outer[0] <= inner[0] and inner[1] <= outer[1], (inner, outer)
 
 
+@pytest.mark.no_asan  # ASan keeps freed memory in quarantine: resident figures are its, not the program's
 def test_nested_and_overlapping_blocks_of_one_tracker():
     """with-blocks of one tracker nest innermost first; start()/stop() pairs
     overlap them; each reports its own start, peak and end."""
@@ -300,6 +302,7 @@ def test_nested_and_overlapping_blocks_of_one_tracker():
     assert r["again"] and r["gone"], r
 
 
+@pytest.mark.no_asan  # ASan keeps freed memory in quarantine: resident figures are its, not the program's
 def test_overlapping_calls_in_threads_each_with_its_figures(tmp_path):
     """One decorated function called in two threads whose blocks overlap: A
     holds 200 MB while B's block starts, frees it, then B spikes 100 MB.
