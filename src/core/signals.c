@@ -6,11 +6,12 @@
  * for it (at most SIGNAL_WAIT_NS), then does what the signal would have done
  * without dftracer: the program's own handler runs, or the default action (the
  * process dies by the signal, so its exit status is kept).  When what comes
- * next ends the process -- the default action of SIGTERM, SIGHUP or SIGINT, or
- * a handler known to end it (torch's DataLoader worker handler, which calls
- * _exit(): dft_signals_handler_ends_process) -- the flusher finalizes the
- * trace instead, so the file has its `end`.  A handler the program installed
- * may return and go on, so before one of those only the flush runs.
+ * next is a handler known to end the process (torch's DataLoader worker
+ * handler, which calls _exit(): dft_signals_handler_ends_process), the
+ * flusher finalizes the trace instead, so the worker's file has its `end`.
+ * A handler the program installed may return and go on, and a file without
+ * `end` after the default action is how readers know a process was asked to
+ * stop: before those only the flush runs.
  * DFTRACER_BIND_SIGNALS=1 adds SIGINT, SIGABRT and SIGSEGV (the last two are
  * only flushed: a crash may have broken the heap).  A signal ignored when
  * tracing starts is left alone (so exec'd children still inherit SIG_IGN). */
@@ -60,12 +61,12 @@ static int chained_ends_process(size_t i)
 {
     const struct sigaction *old = &old_actions[i];
     void *h = handler_address(old);
-    if (h && h == atomic_load(&ending_handler[i]))
-        return 1;
-    if (!(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_DFL)
-        return bound_signals[i] == SIGTERM || bound_signals[i] == SIGHUP ||
-               bound_signals[i] == SIGINT;
-    return 0;
+    /* Only a handler known to end the process: after the default action
+     * (a job's ranks killed by their launcher or scheduler, pool workers)
+     * the file keeps no `end`, so that readers tell a process asked to stop
+     * (its SIGTERM stacks, no end: docs/hang.md's post mortem) from one that
+     * finished. */
+    return h && h == atomic_load(&ending_handler[i]);
 }
 
 /* Has the flusher write everything (finalize, with ends) and waits for it; if

@@ -529,7 +529,7 @@ time.sleep(60)
     assert not tr.of("X", name="end")
 
 
-def test_bind_signals_finalizes_on_sigterm_then_dies_by_it(tmp_path):
+def test_bind_signals_flushes_on_sigterm_then_dies_by_it(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-c", f"""
 import os, signal
@@ -543,7 +543,7 @@ os.kill(os.getpid(), signal.SIGTERM)
                  DFTRACER_BIND_SIGNALS="1", **ENABLED),
     )
     assert proc.wait(timeout=60) == -signal.SIGTERM
-    tr = read_trace(only_trace(tmp_path))  # finalized by the flusher: `end` is the last line
+    tr = read_trace(only_trace(tmp_path), require_end=False)
     assert len(tr.of("X", name="pending")) == 1000
 
 
