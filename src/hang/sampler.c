@@ -236,6 +236,7 @@ static struct {
     clockid_t clock;      /* wake's clock */
     _Atomic int running;  /* a sampler thread runs; it clears this as it exits */
     _Atomic int parked;   /* stopped for a fork: park.c's resume starts it again */
+    _Atomic int gave_up;  /* its walker could not open: not started again */
     int stop;             /* asks the thread to exit */
     int registered;       /* in park.c's table (else it never starts: it would be counted) */
     int said;             /* a failed start was said */
@@ -305,7 +306,8 @@ static void *sampler_main(void *arg);
  * for the kernel to let go of it).  Under T.lock. */
 static void start_locked(pid_t me)
 {
-    if (atomic_load(&T.running) || atomic_load(&T.parked) || !T.registered)
+    if (atomic_load(&T.running) || atomic_load(&T.parked) || atomic_load(&T.gave_up) ||
+        !T.registered)
         return;
     pthread_t t;
     pthread_attr_t attr;
@@ -355,6 +357,7 @@ static void sampler_child(void)
     init_wake();
     atomic_store(&T.running, 0);
     atomic_store(&T.parked, 0);
+    atomic_store(&T.gave_up, 0); /* a walker of its own pid may open */
     T.stop = 0;
     T.tid = 0;
 }
@@ -425,6 +428,7 @@ static void *sampler_main(void *arg)
     thread_began();
     dft_walker w;
     if (dft_walk_open(&w, 0) != 0) {
+        atomic_store(&T.gave_up, 1);
         thread_ends();
         return NULL;
     }
@@ -435,6 +439,7 @@ static void *sampler_main(void *arg)
     if (!frames || clock_gettime(CLOCK_MONOTONIC, &now) != 0) {
         free(frames);
         dft_walk_close(&w);
+        atomic_store(&T.gave_up, 1);
         thread_ends();
         return NULL;
     }
