@@ -18,6 +18,7 @@
 #include "core/identity.h"
 #include "core/inflight.h"
 #include "core/intern.h"
+#include "core/memory.h"
 #include "core/park.h"
 #include "core/sigmask.h"
 #include "core/signals.h"
@@ -450,6 +451,7 @@ static void finalize_locked(void)
                      .args = a, .nargs = na};
     dft_writer_write_now(&end, id);
     dft_writer_close();
+    dft_mem_statm_close(); /* the flusher, its one reader here, has stopped */
     atomic_store(&dft_trace.state, DFT_STATE_FINALIZED);
     atomic_store(&dft_finalizing, 0);
     dft_signals_release(&saved);
