@@ -1,0 +1,416 @@
+"""``dftracer whatif``: the critical path of each step across the ranks, and
+what the step would take if one thing were fixed (docs/whatif.md).
+
+Input: the ranks pass (src/reader/ranks.c, ``_core._rank_file``) of every
+file, read through `rank_steps` (the one place that knows the pass's row
+layout): per rank and step its start, duration and self time by class
+(reader/ranks_steps.c: a partition of the step's wall time, waiting for
+other ranks counted as comm), each class's top event (or sampled place for
+untraced time).  No event is read again here.
+
+The graph of a step (docs/whatif.md, "The graph"): on each rank, the time
+since its previous step ended (between steps), then its own work (data wait,
+I/O, compute, checkpoint, untraced), then the step's collectives, one join
+node: a synchronous data-parallel step ends when its last rank arrives plus
+the transfer that rank still waits for (its own comm time).  So a step takes
+
+    P_n = max_r (gap_rn + own_rn) + transfer_n
+
+its critical path is the rank of the max (the last arriver): its gap, its
+classes and its comm, which add up to that rank's step period.  A
+counterfactual changes one candidate's segments (a rank's class set to the
+other ranks' median in that step; every checkpoint to zero) and replays the
+max; the saving is the difference, per step and over the run.
+
+Noise: on a busy machine every rank's classes wander; a rank that is the max
+by chance would "save" its noise.  A segment is only replaced in a step
+where it exceeds the others' median by NOISE_K times the job's spread of
+that class (the median absolute deviation of every rank's excess), so a
+balanced job projects (about) nothing.  The first step of each rank is left
+out (start-up is not a step's work) when there are more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+
+from dftracer.tools import common, ranks as ranks_mod
+from dftracer.tools.lead_stats import medians_of_others
+
+EXAMPLE = """examples:
+  dftracer whatif ./traces
+  dftracer whatif ./traces --json | jq '.findings[0]'
+"""
+
+CLASSES = ranks_mod.CLASSES
+LABELS = dict(ranks_mod.LABELS, other="untraced time")
+COMM = CLASSES.index("comm")
+CKPT = CLASSES.index("checkpoint")
+OTHER = CLASSES.index("other")
+GAP = "gap"                      # the time between a rank's steps (no step holds it)
+PATH_ORDER = [CLASSES.index(c) for c in ("data", "io", "compute", "checkpoint", "other")]
+NOISE_K = 3.0                    # a segment is replaced where it exceeds the others by this x spread
+MIN_SHARE = 0.01                 # findings below this share of the median step are not listed
+MIN_US = 50                      # ... nor below this
+MAX_EVIDENCE_STEPS = 20          # step numbers listed per finding
+
+
+# ---- the adapter: the ranks pass's rows as named fields -----------------------
+
+class StepRow(NamedTuple):
+    """One rank's step as the ranks pass gives it."""
+    number: int
+    ts: int
+    dur: int
+    by_class: Tuple[int, ...]   # self time by CLASSES (a partition of dur)
+    top_key: Tuple[int, ...]    # index into the rank's keys, -1: none
+    top_us: Tuple[int, ...]
+
+
+def rank_steps(rank: "ranks_mod.Rank") -> List[StepRow]:
+    """A rank's steps in start order, from the ranks pass's packed rows
+    (ranks.FIELDS int64 each: number, ts, dur, by class, top key by class,
+    top us by class, cpu, wait).  The one function to change when the pass
+    returns named fields."""
+    n, f, k = rank.nsteps, ranks_mod.FIELDS, ranks_mod.NCLS
+    s = rank.steps
+    rows = [StepRow(s[i * f], s[i * f + 1], s[i * f + 2], tuple(s[i * f + 3:i * f + 3 + k]),
+                    tuple(s[i * f + 3 + k:i * f + 3 + 2 * k]),
+                    tuple(s[i * f + 3 + 2 * k:i * f + 3 + 3 * k])) for i in range(n)]
+    rows.sort(key=lambda r: r.ts)
+    return rows
+
+
+def key_name(rank: "ranks_mod.Rank", key: int, cls: int) -> str:
+    """The event (cat/name) or sampled place a top key names."""
+    keys = rank.main.get("keys", ())
+    if 0 <= key < len(keys):
+        cat, name = keys[key][0], keys[key][1]
+        return f"untraced: {name}" if cat == "sampled" else f"{cat}/{name}"
+    return "(untraced)" if cls == OTHER else "-"
+
+
+# ---- the graph ----------------------------------------------------------------
+
+class Step:
+    """One step across the ranks: per rank present, its gap, own work by
+    class and comm; the ranks by position in `who`."""
+    __slots__ = ("number", "who", "rows", "gap", "segs", "comm", "end")
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.who: List[int] = []          # positions into the job's ranks
+        self.rows: List[StepRow] = []
+        self.gap: List[int] = []
+        self.segs: List[List[int]] = []   # own work by class (comm 0)
+        self.comm: List[int] = []
+        self.end: List[int] = []          # aligned end of the step on each rank
+
+
+def build_steps(rk: Sequence["ranks_mod.Rank"], offsets: Dict[str, int]) -> List[Step]:
+    """The steps that two or more ranks share, in number order."""
+    steps: Dict[int, Step] = {}
+    for pos, r in enumerate(rk):
+        off = offsets.get(r.main["path"], 0)
+        prev_end: Optional[int] = None
+        for row in rank_steps(r):
+            s = steps.get(row.number)
+            if s is None:
+                s = steps[row.number] = Step(row.number)
+            gap = max(0, row.ts - prev_end) if prev_end is not None else 0
+            prev_end = row.ts + row.dur
+            own = list(row.by_class)
+            comm = own[COMM]
+            own[COMM] = 0
+            s.who.append(pos)
+            s.rows.append(row)
+            s.gap.append(gap)
+            s.segs.append(own)
+            s.comm.append(comm)
+            s.end.append(row.ts + row.dur + off)
+    return [steps[n] for n in sorted(steps) if len(steps[n].who) >= 2]
+
+
+def arrivals(s: Step, segs: Optional[List[List[float]]] = None,
+             gaps: Optional[Sequence[float]] = None) -> List[float]:
+    """Each rank's arrival at the step's join: its gap and its own work."""
+    segs = s.segs if segs is None else segs
+    gaps = s.gap if gaps is None else gaps
+    return [g + sum(v) for g, v in zip(gaps, segs)]
+
+
+def critical(s: Step) -> int:
+    """The index (in s.who) of the last rank to arrive."""
+    a = arrivals(s)
+    return max(range(len(a)), key=lambda i: (a[i], -s.who[i]))
+
+
+def period(s: Step) -> float:
+    """P_n: the last arrival plus its transfer (its own comm)."""
+    i = critical(s)
+    return arrivals(s)[i] + s.comm[i]
+
+
+def path(s: Step, rk: Sequence["ranks_mod.Rank"]) -> List[Dict[str, Any]]:
+    """The critical path's segments in the step's graph order: the last
+    rank's gap, its own work class by class (each class's top event, then
+    the rest of the class), its comm (the collectives' join and transfer)."""
+    i = critical(s)
+    r, row = rk[s.who[i]], s.rows[i]
+    out: List[Dict[str, Any]] = []
+
+    def seg(cls: str, event: str, us: float) -> None:
+        if us > 0:
+            out.append({"rank": r.rank, "class": cls, "event": event, "dur_us": int(round(us))})
+
+    seg(GAP, "(between steps)", s.gap[i])
+    for c in PATH_ORDER + [COMM]:
+        us = s.comm[i] if c == COMM else s.segs[i][c]
+        top = min(us, row.top_us[c]) if row.top_key[c] >= 0 else 0
+        seg(CLASSES[c], key_name(r, row.top_key[c], c), top)
+        seg(CLASSES[c], f"(other {LABELS[CLASSES[c]]})" if top else
+            ("(untraced)" if c == OTHER else f"({LABELS[CLASSES[c]]})"), us - top)
+    return out
+
+
+# ---- counterfactuals ------------------------------------------------------------
+
+class Candidate(NamedTuple):
+    rank: Optional[int]     # the rank's number; None: every rank
+    cls: str                # a class, or GAP
+    how: str                # "median" or "zero"
+
+
+def _spreads(steps: Sequence[Step]) -> Dict[str, float]:
+    """Per class (and gap): 1.4826 x the median absolute excess of a rank
+    over the median of the others, over every rank and step."""
+    ex: Dict[str, List[float]] = {c: [] for c in list(CLASSES) + [GAP]}
+    for s in steps:
+        for c in range(len(CLASSES)):
+            if c == COMM:
+                continue
+            vals = [v[c] for v in s.segs]
+            for x, m in zip(vals, medians_of_others(vals)):
+                ex[CLASSES[c]].append(x - m)
+        for x, m in zip(s.gap, medians_of_others(s.gap)):
+            ex[GAP].append(x - m)
+    out = {}
+    for c, v in ex.items():
+        med = statistics.median(v) if v else 0.0
+        out[c] = 1.4826 * statistics.median(abs(x - med) for x in v) if v else 0.0
+    return out
+
+
+def replay(s: Step, cand: Candidate, rk: Sequence["ranks_mod.Rank"],
+           spread: Dict[str, float], floor: float) -> Tuple[float, Optional[float]]:
+    """(the step's period with the candidate fixed, the segment's excess that
+    was taken out, None where it changed nothing)."""
+    segs = [list(v) for v in s.segs]
+    gaps = list(s.gap)
+    taken = 0.0
+    bound = max(NOISE_K * spread.get(cand.cls, 0.0), floor)
+    if cand.cls == GAP:
+        med = medians_of_others(s.gap)
+        for i, pos in enumerate(s.who):
+            if rk[pos].rank == cand.rank and s.gap[i] - med[i] > bound:
+                taken += s.gap[i] - med[i]
+                gaps[i] = med[i]
+    else:
+        c = CLASSES.index(cand.cls)
+        vals = [v[c] for v in s.segs]
+        med = medians_of_others(vals)
+        for i, pos in enumerate(s.who):
+            if cand.rank is not None and rk[pos].rank != cand.rank:
+                continue
+            new = 0.0 if cand.how == "zero" else med[i]
+            if cand.how == "zero" and vals[i] > 0 or vals[i] - new > bound:
+                taken += vals[i] - new
+                segs[i][c] = new
+    if not taken:
+        return period(s), None
+    i = critical(s)
+    return max(arrivals(s, segs, gaps)) + s.comm[i], taken
+
+
+def candidates(steps: Sequence[Step], rk: Sequence["ranks_mod.Rank"]) -> List[Candidate]:
+    """Every rank's classes and gap (to the others' median), and the
+    checkpoints of every rank (to zero)."""
+    out = [Candidate(r.rank, CLASSES[c], "median") for r in rk
+           for c in range(len(CLASSES)) if c != COMM]
+    out += [Candidate(r.rank, GAP, "median") for r in rk]
+    if any(v[CKPT] for s in steps for v in s.segs):
+        out.append(Candidate(None, "checkpoint", "zero"))
+    return out
+
+
+def _evidence(steps: Sequence[Step], changed: List[Tuple[Step, float]], cand: Candidate,
+              rk: Sequence["ranks_mod.Rank"]) -> Dict[str, Any]:
+    """The steps a finding rests on, and the events (each class's top event
+    or sampled place on the rank) that held the time taken out."""
+    events: Dict[str, int] = {}
+    if cand.cls != GAP:
+        c = CLASSES.index(cand.cls)
+        for s, _ in changed:
+            for i, pos in enumerate(s.who):
+                r = rk[pos]
+                if (cand.rank is None or r.rank == cand.rank) and s.segs[i][c] > 0:
+                    name = key_name(r, s.rows[i].top_key[c], c)
+                    label = name if cand.rank is not None else f"rank {r.rank}: {name}"
+                    events[label] = events.get(label, 0) + s.rows[i].top_us[c]
+    nums = [s.number for s, _ in changed]
+    return {"steps": nums[:MAX_EVIDENCE_STEPS], "of_steps": len(steps),
+            "steps_changed": len(nums),
+            "excess_us": int(statistics.median(x for _, x in changed)),
+            "events": [{"event": k, "us_per_step": int(v / max(1, len(changed)))}
+                       for k, v in sorted(events.items(), key=lambda kv: -kv[1])[:3]]}
+
+
+def _what(cand: Candidate) -> str:
+    if cand.how == "zero":
+        return "no checkpoint"
+    return "between-steps time" if cand.cls == GAP else LABELS[cand.cls]
+
+
+# ---- the analysis ----------------------------------------------------------------
+
+def analyze(results: Iterable[ranks_mod.Result], top: int = 0) -> Dict[str, Any]:
+    """The dict `whatif --json` prints (docs/whatif.md)."""
+    results = list(results)
+    alignment = ranks_mod.align(results)
+    offsets = ranks_mod.file_offsets(results, alignment)
+    rk, _loose, warnings = ranks_mod.identify(results)
+    steps = build_steps(rk, offsets)
+    out: Dict[str, Any] = {"ranks": len(rk), "steps": len(steps), "step_us": 0,
+                           "path": [], "path_step": None, "wall_us": None,
+                           "path_error": None, "run_us": 0, "findings": [],
+                           "warnings": warnings}
+    if len(steps) > 2:
+        steps = steps[1:]  # start-up: the first step
+        out["warmup_steps_left_out"] = 1
+    out["steps"] = len(steps)
+    if not steps:
+        out["warnings"].append("no step that two or more ranks share: nothing to compare")
+        return out
+    periods = [period(s) for s in steps]
+    med = statistics.median(periods)
+    mid = min(range(len(steps)), key=lambda i: (abs(periods[i] - med), i))
+    ms = steps[mid]
+    out["step_us"] = int(round(med))
+    out["run_us"] = int(round(sum(periods)))
+    out["path_step"] = ms.number
+    out["path"] = path(ms, rk)
+    # the step's wall time on the aligned clocks: the last rank's end of it
+    # minus the last rank's end of the step before (None for the first)
+    prev = {s.number: steps[i - 1] for i, s in enumerate(steps) if i}
+    if ms.number in prev:
+        wall = max(ms.end) - max(prev[ms.number].end)
+        out["wall_us"] = int(wall)
+        if wall > 0:
+            out["path_error"] = abs(sum(p["dur_us"] for p in out["path"]) - wall) / wall
+    errors = [abs(periods[i] - (max(s.end) - max(steps[i - 1].end))) / periods[i]
+              for i, s in enumerate(steps) if i and periods[i] > 0]
+    out["model_error_median"] = statistics.median(errors) if errors else None
+    spread = _spreads(steps)
+    out["spread_us"] = {c: int(v) for c, v in spread.items()}
+    floor = max(MIN_SHARE * med, MIN_US)
+    findings = []
+    for cand in candidates(steps, rk):
+        changed, saved = [], 0.0
+        for s, p in zip(steps, periods):
+            new, taken = replay(s, cand, rk, spread, MIN_US)
+            if taken is not None:
+                changed.append((s, taken))
+                saved += p - new
+        per_step = saved / len(steps)
+        if not changed or per_step < floor:
+            continue
+        findings.append({
+            "rank": cand.rank, "what": _what(cand), "class": cand.cls, "to": cand.how,
+            "saving_us": int(round(per_step)), "saving_share": per_step / med if med else 0.0,
+            "run_saving_us": int(round(saved)),
+            "evidence": _evidence(steps, changed, cand, rk)})
+    findings.sort(key=lambda f: (-f["saving_us"], f["rank"] if f["rank"] is not None else -1,
+                                 f["what"]))
+    out["findings"] = findings[:top] if top > 0 else findings
+    out["mean_step_us"] = int(round(sum(periods) / len(periods)))
+    return out
+
+
+# ---- text ------------------------------------------------------------------------
+
+def finding_line(f: Dict[str, Any], mean_step_us: float) -> str:
+    who = "every rank's" if f["rank"] is None else f"rank {f['rank']}'s"
+    if f["to"] == "zero":
+        cond = "there were no checkpoint"
+    else:
+        cond = f"{who} {f['what']} were the other ranks' median"
+    ev = f["evidence"]
+    top = ev["events"][0]["event"] if ev["events"] else ""
+    pct = 100.0 * f["saving_us"] / mean_step_us if mean_step_us else 0.0
+    return (f"if {cond}, steps would take {common.fmt_us(f['saving_us'])} less (-{pct:.0f} %), "
+            f"{common.fmt_us(f['run_saving_us'])} over the run; "
+            f"{ev['steps_changed']}/{ev['of_steps']} steps" + (f", {top}" if top else ""))
+
+
+def render(a: Dict[str, Any], top: int = 10) -> str:
+    if not a["steps"]:
+        return "What if: no step that two or more ranks share"
+    lines = [f"What if: {a['ranks']} ranks, {a['steps']} steps, median step "
+             f"{common.fmt_us(a['step_us'])} (mean {common.fmt_us(a['mean_step_us'])})"]
+    shown = a["findings"] if top <= 0 else a["findings"][:top]
+    lines += [finding_line(f, a["mean_step_us"]) for f in shown]
+    if not a["findings"]:
+        lines.append(f"no fix of one rank's class, its between-steps time or the checkpoints "
+                     f"would save {MIN_SHARE:.0%} of the step")
+    err = a.get("path_error")
+    lines.append(f"\nCritical path of step {a['path_step']} (the median step"
+                 + (f"; its wall time {common.fmt_us(a['wall_us'])}, the path "
+                    f"{100 * err:.1f} % off" if err is not None else "") + ")")
+    lines.append(common.table(["rank", "class", "event or place", "ms"],
+                              [[str(p["rank"]), LABELS.get(p["class"], "between steps"),
+                                common.printable(p["event"]), f"{p['dur_us'] / 1e3:.2f}"]
+                               for p in a["path"]], [0, 3]))
+    return "\n".join(lines)
+
+
+# ---- the command -------------------------------------------------------------------
+
+def add_parser(sub: Any) -> None:
+    p = common.command(
+        sub, "whatif", help="the critical path of each step across ranks, and what a fix would save",
+        description="Builds each step's dependency graph across the ranks (each rank's own work "
+                    "by class, the collectives as one join where the last rank arrives), its "
+                    "critical path, and replays it with one thing fixed: a rank's class (data "
+                    "wait, compute, I/O, checkpoint, untraced time) or its time between steps "
+                    "set to the other ranks' median, or no checkpoint. Prints the projected "
+                    "saving per step and over the run, largest first, each with its evidence "
+                    "(docs/whatif.md).",
+        epilog=EXAMPLE)
+    p.add_argument("--step", metavar="NAME", default=None,
+                   help="the events (NAME or CAT/NAME) that are the steps (as summary --ranks "
+                        "--step)")
+    p.add_argument("--top", type=int, default=10, metavar="N",
+                   help="findings shown (0: all; default 10; --json has them all)")
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from dftracer.tools import summary
+
+    results, status = summary.collect_ranks(args, label="whatif")
+    if not results:
+        return status
+    a = analyze(results, top=0)
+    for w in a["warnings"]:
+        common.err(f"warning: {w}")
+    if args.json:
+        json.dump(a, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(render(a, args.top))
+    return status
