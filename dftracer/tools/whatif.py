@@ -69,6 +69,7 @@ class StepRow(NamedTuple):
     by_class: Tuple[int, ...]   # self time by CLASSES (a partition of dur)
     top_key: Tuple[int, ...]    # index into the rank's keys, -1: none
     top_us: Tuple[int, ...]
+    wait_us: int                # run-queue wait of the step thread (-1: unknown)
 
 
 def rank_steps(rank: "ranks_mod.Rank") -> List[StepRow]:
@@ -80,7 +81,8 @@ def rank_steps(rank: "ranks_mod.Rank") -> List[StepRow]:
     s = rank.steps
     rows = [StepRow(s[i * f], s[i * f + 1], s[i * f + 2], tuple(s[i * f + 3:i * f + 3 + k]),
                     tuple(s[i * f + 3 + k:i * f + 3 + 2 * k]),
-                    tuple(s[i * f + 3 + 2 * k:i * f + 3 + 3 * k])) for i in range(n)]
+                    tuple(s[i * f + 3 + 2 * k:i * f + 3 + 3 * k]), s[i * f + ranks_mod.WAIT])
+            for i in range(n)]
     rows.sort(key=lambda r: r.ts)
     return rows
 
@@ -205,18 +207,31 @@ def _spreads(steps: Sequence[Step]) -> Dict[str, float]:
     return out
 
 
+def _queue_excess(s: Step) -> List[float]:
+    """Per rank of the step: its run-queue wait over the others' median (a
+    rank that waited for a CPU was slowed by the machine, not by its work;
+    unknown counts as none)."""
+    w = [max(0, r.wait_us) for r in s.rows]
+    return [max(0.0, x - m) for x, m in zip(w, medians_of_others(w))]
+
+
 def replay(s: Step, cand: Candidate, rk: Sequence["ranks_mod.Rank"],
            spread: Dict[str, float], floor: float) -> Tuple[float, Optional[float]]:
     """(the step's period with the candidate fixed, the segment's excess that
-    was taken out, None where it changed nothing)."""
+    was taken out, None where it changed nothing).  A segment is replaced
+    where its excess over the others' median, less its rank's run-queue
+    excess, passes the noise bound; then all of its excess is taken out (a
+    spin to a deadline waits in the run queue too, and is not shortened by
+    it)."""
     segs = [list(v) for v in s.segs]
     gaps = list(s.gap)
     taken = 0.0
     bound = max(NOISE_K * spread.get(cand.cls, 0.0), floor)
+    queue = _queue_excess(s)
     if cand.cls == GAP:
         med = medians_of_others(s.gap)
         for i, pos in enumerate(s.who):
-            if rk[pos].rank == cand.rank and s.gap[i] - med[i] > bound:
+            if rk[pos].rank == cand.rank and s.gap[i] - med[i] - queue[i] > bound:
                 taken += s.gap[i] - med[i]
                 gaps[i] = med[i]
     else:
@@ -226,10 +241,13 @@ def replay(s: Step, cand: Candidate, rk: Sequence["ranks_mod.Rank"],
         for i, pos in enumerate(s.who):
             if cand.rank is not None and rk[pos].rank != cand.rank:
                 continue
-            new = 0.0 if cand.how == "zero" else med[i]
-            if cand.how == "zero" and vals[i] > 0 or vals[i] - new > bound:
-                taken += vals[i] - new
-                segs[i][c] = new
+            if cand.how == "zero":
+                if vals[i] > 0:
+                    taken += vals[i]
+                    segs[i][c] = 0
+            elif vals[i] - med[i] - queue[i] > bound:
+                taken += vals[i] - med[i]
+                segs[i][c] = med[i]
     if not taken:
         return period(s), None
     i = critical(s)
