@@ -54,6 +54,7 @@ OTHER = CLASSES.index("other")
 GAP = "gap"                      # the time between a rank's steps (no step holds it)
 PATH_ORDER = [CLASSES.index(c) for c in ("data", "io", "compute", "checkpoint", "other")]
 NOISE_K = 3.0                    # a segment is replaced where it exceeds the others by this x spread
+SYSTEMATIC = 0.5                 # a rank over the bound in this share of the steps: its own doing
 MIN_SHARE = 0.01                 # findings below this share of the median step are not listed
 MIN_US = 50                      # ... nor below this
 MAX_EVIDENCE_STEPS = 20          # step numbers listed per finding
@@ -187,99 +188,89 @@ class Candidate(NamedTuple):
     how: str                # "median" or "zero"
 
 
-def _spreads(steps: Sequence[Step]) -> Dict[str, float]:
+KINDS = [CLASSES[c] for c in range(len(CLASSES)) if c != COMM] + [GAP]
+
+
+class Prepared:
+    """What every replay of a step needs, computed once: the arrivals, the
+    two latest, each rank's excess over the others' median per class (and
+    gap), and its run-queue excess.  A candidate that changes one rank's
+    segment replays the step's join in O(1): the new max is that rank's new
+    arrival or the latest of the others."""
+    __slots__ = ("step", "arr", "first", "second", "top", "excess", "queue", "at", "transfer")
+
+    def __init__(self, s: Step) -> None:
+        self.step = s
+        self.arr = arrivals(s)
+        order = sorted(range(len(self.arr)), key=lambda i: (-self.arr[i], s.who[i]))
+        self.top = order[0]
+        self.first = self.arr[order[0]]
+        self.second = self.arr[order[1]] if len(order) > 1 else 0.0
+        self.transfer = s.comm[critical(s)]
+        self.excess: Dict[str, List[float]] = {}
+        for kind in KINDS:
+            vals = s.gap if kind == GAP else [v[CLASSES.index(kind)] for v in s.segs]
+            self.excess[kind] = [x - m for x, m in zip(vals, medians_of_others(vals))]
+        w = [max(0, r.wait_us) for r in s.rows]
+        self.queue = [max(0.0, x - m) for x, m in zip(w, medians_of_others(w))]
+        self.at = {pos: i for i, pos in enumerate(s.who)}
+
+    def latest_without(self, i: int) -> float:
+        return self.second if i == self.top else self.first
+
+
+def _spreads(prep: Sequence[Prepared]) -> Dict[str, float]:
     """Per class (and gap): 1.4826 x the median absolute excess of a rank
     over the median of the others, over every rank and step."""
-    ex: Dict[str, List[float]] = {c: [] for c in list(CLASSES) + [GAP]}
-    for s in steps:
-        for c in range(len(CLASSES)):
-            if c == COMM:
-                continue
-            vals = [v[c] for v in s.segs]
-            for x, m in zip(vals, medians_of_others(vals)):
-                ex[CLASSES[c]].append(x - m)
-        for x, m in zip(s.gap, medians_of_others(s.gap)):
-            ex[GAP].append(x - m)
     out = {}
-    for c, v in ex.items():
+    for kind in KINDS:
+        v = [x for p in prep for x in p.excess[kind]]
         med = statistics.median(v) if v else 0.0
-        out[c] = 1.4826 * statistics.median(abs(x - med) for x in v) if v else 0.0
+        out[kind] = 1.4826 * statistics.median(abs(x - med) for x in v) if v else 0.0
     return out
 
 
-def _queue_excess(s: Step) -> List[float]:
-    """Per rank of the step: its run-queue wait over the others' median (a
-    rank that waited for a CPU was slowed by the machine, not by its work;
-    unknown counts as none)."""
-    w = [max(0, r.wait_us) for r in s.rows]
-    return [max(0.0, x - m) for x, m in zip(w, medians_of_others(w))]
+def replay_one(p: Prepared, i: int, kind: str, bound: float,
+               systematic: bool) -> Optional[Tuple[float, float]]:
+    """(the saving of the step, the excess taken out) when rank i's `kind`
+    is set to the others' median, or None where that changes nothing.  The
+    segment is replaced where its excess over the others' median passes the
+    noise bound: less its rank's run-queue excess unless the rank exceeds
+    the bound in most steps (`systematic`: a rank spinning longer waits for
+    a CPU longer, its own doing); then all of its excess is taken out."""
+    ex = p.excess[kind][i]
+    if ex - (0.0 if systematic else p.queue[i]) <= bound:
+        return None
+    new = max(p.arr[i] - ex, p.latest_without(i))
+    return p.first - new, ex
 
 
-def replay(s: Step, cand: Candidate, rk: Sequence["ranks_mod.Rank"],
-           spread: Dict[str, float], floor: float) -> Tuple[float, Optional[float]]:
-    """(the step's period with the candidate fixed, the segment's excess that
-    was taken out, None where it changed nothing).  A segment is replaced
-    where its excess over the others' median, less its rank's run-queue
-    excess, passes the noise bound; then all of its excess is taken out (a
-    spin to a deadline waits in the run queue too, and is not shortened by
-    it)."""
-    segs = [list(v) for v in s.segs]
-    gaps = list(s.gap)
-    taken = 0.0
-    bound = max(NOISE_K * spread.get(cand.cls, 0.0), floor)
-    queue = _queue_excess(s)
-    if cand.cls == GAP:
-        med = medians_of_others(s.gap)
-        for i, pos in enumerate(s.who):
-            if rk[pos].rank == cand.rank and s.gap[i] - med[i] - queue[i] > bound:
-                taken += s.gap[i] - med[i]
-                gaps[i] = med[i]
-    else:
-        c = CLASSES.index(cand.cls)
-        vals = [v[c] for v in s.segs]
-        med = medians_of_others(vals)
-        for i, pos in enumerate(s.who):
-            if cand.rank is not None and rk[pos].rank != cand.rank:
-                continue
-            if cand.how == "zero":
-                if vals[i] > 0:
-                    taken += vals[i]
-                    segs[i][c] = 0
-            elif vals[i] - med[i] - queue[i] > bound:
-                taken += vals[i] - med[i]
-                segs[i][c] = med[i]
+def replay_zero(p: Prepared, cls: int) -> Optional[Tuple[float, float]]:
+    """(the saving of the step, the time taken out) with every rank's class
+    `cls` at zero (no checkpoint), or None where no rank has any."""
+    s = p.step
+    taken = sum(v[cls] for v in s.segs)
     if not taken:
-        return period(s), None
-    i = critical(s)
-    return max(arrivals(s, segs, gaps)) + s.comm[i], taken
+        return None
+    return p.first - max(a - v[cls] for a, v in zip(p.arr, s.segs)), taken
 
 
-def candidates(steps: Sequence[Step], rk: Sequence["ranks_mod.Rank"]) -> List[Candidate]:
-    """Every rank's classes and gap (to the others' median), and the
-    checkpoints of every rank (to zero)."""
-    out = [Candidate(r.rank, CLASSES[c], "median") for r in rk
-           for c in range(len(CLASSES)) if c != COMM]
-    out += [Candidate(r.rank, GAP, "median") for r in rk]
-    if any(v[CKPT] for s in steps for v in s.segs):
-        out.append(Candidate(None, "checkpoint", "zero"))
-    return out
-
-
-def _evidence(steps: Sequence[Step], changed: List[Tuple[Step, float]], cand: Candidate,
+def _evidence(steps: Sequence[Step], changed: List[Tuple[Prepared, float]], cand: Candidate,
               rk: Sequence["ranks_mod.Rank"]) -> Dict[str, Any]:
     """The steps a finding rests on, and the events (each class's top event
     or sampled place on the rank) that held the time taken out."""
     events: Dict[str, int] = {}
     if cand.cls != GAP:
         c = CLASSES.index(cand.cls)
-        for s, _ in changed:
+        for p, _ in changed:
+            s = p.step
             for i, pos in enumerate(s.who):
                 r = rk[pos]
                 if (cand.rank is None or r.rank == cand.rank) and s.segs[i][c] > 0:
                     name = key_name(r, s.rows[i].top_key[c], c)
                     label = name if cand.rank is not None else f"rank {r.rank}: {name}"
                     events[label] = events.get(label, 0) + s.rows[i].top_us[c]
-    nums = [s.number for s, _ in changed]
+    nums = [p.step.number for p, _ in changed]
     return {"steps": nums[:MAX_EVIDENCE_STEPS], "of_steps": len(steps),
             "steps_changed": len(nums),
             "excess_us": int(statistics.median(x for _, x in changed)),
@@ -293,9 +284,61 @@ def _what(cand: Candidate) -> str:
     return "between-steps time" if cand.cls == GAP else LABELS[cand.cls]
 
 
+def counterfactuals(steps: Sequence[Step], rk: Sequence["ranks_mod.Rank"],
+                    med: float) -> Tuple[List[Dict[str, Any]], Dict[str, float]]:
+    """The findings, largest saving first, and the noise spreads: every
+    rank's classes and gap set to the others' median, and every checkpoint
+    to zero.  Linear in ranks x steps x classes."""
+    prep = [Prepared(s) for s in steps]
+    spread = _spreads(prep)
+    floor = max(MIN_SHARE * med, MIN_US)
+    # per candidate: the steps it changed, with their excess, and its saving
+    found: Dict[Candidate, Tuple[List[Tuple[Prepared, float]], float]] = {}
+    for kind in KINDS:
+        bound = max(NOISE_K * spread[kind], MIN_US)
+        over: Dict[int, int] = {}  # rank position -> steps its raw excess passes the bound
+        for p in prep:
+            for i, pos in enumerate(p.step.who):
+                if p.excess[kind][i] > bound:
+                    over[pos] = over.get(pos, 0) + 1
+        for p in prep:
+            for i, pos in enumerate(p.step.who):
+                if pos not in over:
+                    continue
+                got = replay_one(p, i, kind, bound, over[pos] >= SYSTEMATIC * len(prep))
+                if got is None:
+                    continue
+                cand = Candidate(rk[pos].rank, kind, "median")
+                changed, saved = found.get(cand, ([], 0.0))
+                changed.append((p, got[1]))
+                found[cand] = (changed, saved + got[0])
+    if any(v[CKPT] for s in steps for v in s.segs):
+        cand = Candidate(None, "checkpoint", "zero")
+        changed, saved = [], 0.0
+        for p in prep:
+            got = replay_zero(p, CKPT)
+            if got is not None:
+                changed.append((p, got[1]))
+                saved += got[0]
+        found[cand] = (changed, saved)
+    findings = []
+    for cand, (changed, saved) in found.items():
+        per_step = saved / len(steps)
+        if per_step < floor:
+            continue
+        findings.append({
+            "rank": cand.rank, "what": _what(cand), "class": cand.cls, "to": cand.how,
+            "saving_us": int(round(per_step)), "saving_share": per_step / med if med else 0.0,
+            "run_saving_us": int(round(saved)),
+            "evidence": _evidence(steps, changed, cand, rk)})
+    findings.sort(key=lambda f: (-f["saving_us"], f["rank"] if f["rank"] is not None else -1,
+                                 f["what"]))
+    return findings, spread
+
+
 # ---- the analysis ----------------------------------------------------------------
 
-def analyze(results: Iterable[ranks_mod.Result], top: int = 0) -> Dict[str, Any]:
+def analyze(results: Iterable[ranks_mod.Result]) -> Dict[str, Any]:
     """The dict `whatif --json` prints (docs/whatif.md)."""
     results = list(results)
     alignment = ranks_mod.align(results)
@@ -303,9 +346,9 @@ def analyze(results: Iterable[ranks_mod.Result], top: int = 0) -> Dict[str, Any]
     rk, _loose, warnings = ranks_mod.identify(results)
     steps = build_steps(rk, offsets)
     out: Dict[str, Any] = {"ranks": len(rk), "steps": len(steps), "step_us": 0,
-                           "path": [], "path_step": None, "wall_us": None,
-                           "path_error": None, "run_us": 0, "findings": [],
-                           "warnings": warnings}
+                           "mean_step_us": 0, "path": [], "path_step": None, "wall_us": None,
+                           "path_error": None, "model_error_median": None, "run_us": 0,
+                           "findings": [], "warnings": warnings}
     if len(steps) > 2:
         steps = steps[1:]  # start-up: the first step
         out["warmup_steps_left_out"] = 1
@@ -318,43 +361,22 @@ def analyze(results: Iterable[ranks_mod.Result], top: int = 0) -> Dict[str, Any]
     mid = min(range(len(steps)), key=lambda i: (abs(periods[i] - med), i))
     ms = steps[mid]
     out["step_us"] = int(round(med))
+    out["mean_step_us"] = int(round(sum(periods) / len(periods)))
     out["run_us"] = int(round(sum(periods)))
     out["path_step"] = ms.number
     out["path"] = path(ms, rk)
     # the step's wall time on the aligned clocks: the last rank's end of it
     # minus the last rank's end of the step before (None for the first)
-    prev = {s.number: steps[i - 1] for i, s in enumerate(steps) if i}
-    if ms.number in prev:
-        wall = max(ms.end) - max(prev[ms.number].end)
+    if mid:
+        wall = max(ms.end) - max(steps[mid - 1].end)
         out["wall_us"] = int(wall)
         if wall > 0:
             out["path_error"] = abs(sum(p["dur_us"] for p in out["path"]) - wall) / wall
     errors = [abs(periods[i] - (max(s.end) - max(steps[i - 1].end))) / periods[i]
               for i, s in enumerate(steps) if i and periods[i] > 0]
     out["model_error_median"] = statistics.median(errors) if errors else None
-    spread = _spreads(steps)
+    out["findings"], spread = counterfactuals(steps, rk, med)
     out["spread_us"] = {c: int(v) for c, v in spread.items()}
-    floor = max(MIN_SHARE * med, MIN_US)
-    findings = []
-    for cand in candidates(steps, rk):
-        changed, saved = [], 0.0
-        for s, p in zip(steps, periods):
-            new, taken = replay(s, cand, rk, spread, MIN_US)
-            if taken is not None:
-                changed.append((s, taken))
-                saved += p - new
-        per_step = saved / len(steps)
-        if not changed or per_step < floor:
-            continue
-        findings.append({
-            "rank": cand.rank, "what": _what(cand), "class": cand.cls, "to": cand.how,
-            "saving_us": int(round(per_step)), "saving_share": per_step / med if med else 0.0,
-            "run_saving_us": int(round(saved)),
-            "evidence": _evidence(steps, changed, cand, rk)})
-    findings.sort(key=lambda f: (-f["saving_us"], f["rank"] if f["rank"] is not None else -1,
-                                 f["what"]))
-    out["findings"] = findings[:top] if top > 0 else findings
-    out["mean_step_us"] = int(round(sum(periods) / len(periods)))
     return out
 
 
@@ -423,7 +445,7 @@ def main(args: argparse.Namespace) -> int:
     results, status = summary.collect_ranks(args, label="whatif")
     if not results:
         return status
-    a = analyze(results, top=0)
+    a = analyze(results)
     for w in a["warnings"]:
         common.err(f"warning: {w}")
     if args.json:
