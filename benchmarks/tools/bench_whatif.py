@@ -10,7 +10,7 @@ of its first step (start-up), over the steps between.  The projection is the
 top finding's `saving_us`.
 
     PYTHONPATH=. python3 benchmarks/tools/bench_whatif.py [--steps 60]
-        [--repeat 1] [--slow-ms 15] [--json OUT]
+        [--repeat 1] [--slow-ms 15] [--json OUT] [--keep DIR] [--only SCENARIO]
 
 Scenarios: forward (rank 3's forward spins SLOW_MS more), data (rank 3's
 items sleep SLOW_MS a batch in __getitem__), checkpoint (rank 0 saves 32 MB
@@ -89,9 +89,12 @@ def main() -> int:
     ap.add_argument("--slow-ms", type=float, default=15.0)
     ap.add_argument("--only", action="append", choices=sorted(SCENARIOS))
     ap.add_argument("--json", metavar="OUT", default=None)
+    ap.add_argument("--keep", metavar="DIR", default=None,
+                    help="write the runs under DIR and keep them (default: a temp dir)")
     a = ap.parse_args()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="bench-whatif-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-whatif-") as scratch:
+        tmp = os.path.abspath(a.keep) if a.keep else scratch
         for rep in range(a.repeat):
             clean = traced_run(os.path.join(tmp, f"clean{rep}"), ["--fault", "none"],
                                a.steps, a.slow_ms)

@@ -52,7 +52,9 @@ COMM = CLASSES.index("comm")
 CKPT = CLASSES.index("checkpoint")
 OTHER = CLASSES.index("other")
 GAP = "gap"                      # the time between a rank's steps (no step holds it)
-PATH_ORDER = [CLASSES.index(c) for c in ("data", "io", "compute", "checkpoint", "other")]
+DATA = CLASSES.index("data")
+# the path's order within a rank: the data it waits for first, then its other classes
+PATH_ORDER = [DATA] + [c for c in range(len(CLASSES)) if c not in (DATA, COMM)]
 NOISE_K = 3.0                    # a segment is replaced where it exceeds the others by this x spread
 SYSTEMATIC = 0.5                 # a rank over the bound in this share of the steps: its own doing
 MIN_SHARE = 0.01                 # findings below this share of the median step are not listed
