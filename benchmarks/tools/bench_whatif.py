@@ -50,7 +50,10 @@ def env() -> Dict[str, str]:
     return e
 
 
-def traced_run(base: str, args: List[str], steps: int, slow_ms: float) -> str:
+def traced_run(base: str, args: List[str], steps: int, slow_ms: float,
+               reuse: bool = False) -> str:
+    if reuse and os.path.isdir(os.path.join(base, "runs")):
+        return os.path.join(base, "runs")
     os.makedirs(base)
     cmd = [sys.executable, "-m", "dftracer", "run", "-q", "--log-file", "runs/trace", "--",
            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
@@ -82,6 +85,65 @@ def mean_step_us(runs: str) -> float:
     return (max(steps[-1].end) - max(steps[0].end)) / (len(steps) - 1)
 
 
+def synthetic_results(nranks: int, nsteps: int) -> List[Dict[str, Any]]:
+    """The ranks pass's results of a job of nranks x nsteps as the pass
+    returns them (one file per rank, 8 ranks a host; rank 7's data wait 20 ms
+    longer), without the files: the replay's own time at the issue's size."""
+    import random
+    from array import array
+
+    sys.path.insert(0, ROOT)
+    from dftracer.tools import ranks
+
+    rnd = random.Random(7)
+    ncls, fields = ranks.NCLS, ranks.FIELDS
+    data, comm = ranks.CLASSES.index("data"), ranks.COMM
+    out = []
+    for r in range(nranks):
+        rows = array("q")
+        t = 1_800_000_000_000_000
+        for n in range(nsteps):
+            cls = [int(rnd.gauss(30_000, 1_000)) if c == 0 else int(abs(rnd.gauss(500, 100)))
+                   for c in range(ncls)]
+            if r == 7:
+                cls[data] += 20_000
+            cls[comm] = 5_000 + (0 if r == 7 else 20_000)
+            dur = sum(cls)
+            row = [n, t, dur] + cls + [2] * ncls + [c // 2 for c in cls] + [dur // 2, 100]
+            row += [0] * (fields - len(row))
+            rows.extend(row)
+            t += dur + 50
+        sync = array("q")
+        for n in range(min(nsteps, 2048)):
+            sync.extend([n * 7919 + 1, 1_800_000_000_000_000 + n * 56_000])
+        out.append({"path": f"rank{r}.pfw.gz", "status": "ok", "events": 100_000,
+                    "steps": rows.tobytes(), "sync": sync.tobytes(), "clock": (0, 0, 0, 0),
+                    "keys": [("compute", "forward", 0, 1, 1, 1, 1, 0),
+                             ("dataloader", "fetch", 1, 1, 1, 1, 1, 0),
+                             ("comm", "all_reduce", 3, 1, 1, 1, 1, 0)],
+                    "host": f"node{r // 8:04d}", "pid": 20000 + r, "ppid": 1, "own_rank": r,
+                    "world_size": nranks, "job_id": "bench", "step_kind": "iteration"})
+    return out
+
+
+def speed(spec: str) -> int:
+    import time
+
+    sys.path.insert(0, ROOT)
+    from dftracer.tools import whatif as wi
+
+    nranks, nsteps = (int(x) for x in spec.split(","))
+    res = synthetic_results(nranks, nsteps)
+    t = time.perf_counter()
+    a = wi.analyze(res)
+    dt = time.perf_counter() - t
+    top = a["findings"][0] if a["findings"] else None
+    print(f"whatif's replay on {nranks} ranks x {nsteps} steps (no files): {dt:.1f} s; top: "
+          f"{top and (top['rank'], top['what'], top['saving_us'])} (expected rank 7 data wait, "
+          f"about 20000 us)")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=60)
@@ -91,18 +153,25 @@ def main() -> int:
     ap.add_argument("--json", metavar="OUT", default=None)
     ap.add_argument("--keep", metavar="DIR", default=None,
                     help="write the runs under DIR and keep them (default: a temp dir)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="with --keep: analyse the runs already under DIR instead of rerunning")
+    ap.add_argument("--speed", metavar="RANKS,STEPS", default=None,
+                    help="time the replay alone on a synthetic job of RANKS x STEPS (the "
+                         "issue's 1,024 ranks x 100k events: 1024,510) and exit")
     a = ap.parse_args()
+    if a.speed:
+        return speed(a.speed)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-whatif-") as scratch:
         tmp = os.path.abspath(a.keep) if a.keep else scratch
         for rep in range(a.repeat):
             clean = traced_run(os.path.join(tmp, f"clean{rep}"), ["--fault", "none"],
-                               a.steps, a.slow_ms)
+                               a.steps, a.slow_ms, a.reuse)
             clean_us = mean_step_us(clean)
             for name in a.only or list(SCENARIOS):
                 args, want = SCENARIOS[name]
                 runs = clean if name == "balanced" else traced_run(
-                    os.path.join(tmp, f"{name}{rep}"), args, a.steps, a.slow_ms)
+                    os.path.join(tmp, f"{name}{rep}"), args, a.steps, a.slow_ms, a.reuse)
                 w = whatif(runs)
                 fault_us = mean_step_us(runs)
                 top = w["findings"][0] if w["findings"] else None

@@ -222,13 +222,23 @@ class Prepared:
 
 
 def _spreads(prep: Sequence[Prepared]) -> Dict[str, float]:
-    """Per class (and gap): 1.4826 x the median absolute excess of a rank
-    over the median of the others, over every rank and step."""
+    """Per class (and gap): the job's step-to-step noise, the median over the
+    ranks of 1.4826 x the median absolute deviation of the rank's excess
+    over the others' median (a rank slowed in every step shifts its excess,
+    not its spread; pooling every rank's excess would count the shift as
+    noise)."""
     out = {}
     for kind in KINDS:
-        v = [x for p in prep for x in p.excess[kind]]
-        med = statistics.median(v) if v else 0.0
-        out[kind] = 1.4826 * statistics.median(abs(x - med) for x in v) if v else 0.0
+        per: Dict[int, List[float]] = {}
+        for p in prep:
+            for i, pos in enumerate(p.step.who):
+                per.setdefault(pos, []).append(p.excess[kind][i])
+        mads = []
+        for v in per.values():
+            if len(v) >= 2:
+                med = statistics.median(v)
+                mads.append(1.4826 * statistics.median(abs(x - med) for x in v))
+        out[kind] = statistics.median(mads) if mads else 0.0
     return out
 
 
