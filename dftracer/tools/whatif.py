@@ -39,7 +39,37 @@ import sys
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from dftracer.tools import common, ranks as ranks_mod
-from dftracer.tools.lead_stats import medians_of_others
+
+
+def medians_of_others(values: Sequence[float]) -> List[float]:
+    """For each i, the median of values without values[i] (lead_stats's,
+    from one sort): taking one value out leaves one of two medians, the one
+    above or below it in sort order, so each rank gets one of two numbers."""
+    n = len(values)
+    if n < 2:
+        return [0.0] * n
+    lo, hi = min(values), max(values)
+    if lo == hi:  # every rank the same (a class no rank has): no sort
+        return [float(lo)] * n
+    order = sorted(range(n), key=values.__getitem__)
+    v = [values[i] for i in order]
+    m = n - 1
+    # the median of v without position pos: positions >= m // 2 + 1 shift by one
+    if m % 2:
+        below, above = v[m // 2 + 1], v[m // 2]       # pos <= m//2, pos > m//2
+        cut = m // 2
+    else:
+        below = (v[m // 2] + v[m // 2 + 1]) / 2       # pos <= m//2 - 1
+        above = (v[m // 2 - 1] + v[m // 2]) / 2       # pos >= m//2 + 1
+        mid = (v[m // 2 - 1] + v[m // 2 + 1]) / 2     # pos == m//2
+        out = [0.0] * n
+        for pos, i in enumerate(order):
+            out[i] = below if pos < m // 2 else (mid if pos == m // 2 else above)
+        return out
+    out = [0.0] * n
+    for pos, i in enumerate(order):
+        out[i] = below if pos <= cut else above
+    return out
 
 EXAMPLE = """examples:
   dftracer whatif ./traces
@@ -64,30 +94,38 @@ MAX_EVIDENCE_STEPS = 20          # step numbers listed per finding
 
 # ---- the adapter: the ranks pass's rows as named fields -----------------------
 
-class StepRow(NamedTuple):
-    """One rank's step as the ranks pass gives it."""
-    number: int
-    ts: int
-    dur: int
-    by_class: Tuple[int, ...]   # self time by CLASSES (a partition of dur)
-    top_key: Tuple[int, ...]    # index into the rank's keys, -1: none
-    top_us: Tuple[int, ...]
-    wait_us: int                # run-queue wait of the step thread (-1: unknown)
+class RankSteps(NamedTuple):
+    """One rank's steps as the ranks pass gives them, column by column (row
+    i of each column is the i-th step in start order)."""
+    number: List[int]
+    ts: List[int]
+    dur: List[int]
+    by_class: List[List[int]]   # per class of CLASSES: self time (a partition of dur)
+    top_key: List[List[int]]    # per class: index into the rank's keys, -1: none
+    top_us: List[List[int]]     # per class: that event's self time
+    wait_us: List[int]          # run-queue wait of the step thread (-1: unknown)
 
 
-def rank_steps(rank: "ranks_mod.Rank") -> List[StepRow]:
-    """A rank's steps in start order, from the ranks pass's packed rows
-    (ranks.FIELDS int64 each: number, ts, dur, by class, top key by class,
-    top us by class, cpu, wait).  The one function to change when the pass
+def rank_steps(rank: "ranks_mod.Rank") -> RankSteps:
+    """A rank's steps from the ranks pass's packed rows (ranks.FIELDS int64
+    each: number, ts, dur, by class, top key by class, top us by class, cpu,
+    wait), in start order.  The one function to change when the pass
     returns named fields."""
-    n, f, k = rank.nsteps, ranks_mod.FIELDS, ranks_mod.NCLS
-    s = rank.steps
-    rows = [StepRow(s[i * f], s[i * f + 1], s[i * f + 2], tuple(s[i * f + 3:i * f + 3 + k]),
-                    tuple(s[i * f + 3 + k:i * f + 3 + 2 * k]),
-                    tuple(s[i * f + 3 + 2 * k:i * f + 3 + 3 * k]), s[i * f + ranks_mod.WAIT])
-            for i in range(n)]
-    rows.sort(key=lambda r: r.ts)
-    return rows
+    f, k = ranks_mod.FIELDS, ranks_mod.NCLS
+    s = rank.steps.tolist()[:rank.nsteps * f]
+
+    def col(j: int) -> List[int]:
+        return s[j::f]
+
+    ts = col(1)
+    if any(b < a for a, b in zip(ts, ts[1:])):  # rows not in start order: sort them
+        order = sorted(range(len(ts)), key=ts.__getitem__)
+        rows = [s[i * f:(i + 1) * f] for i in order]
+        s = [x for row in rows for x in row]
+        ts = col(1)
+    return RankSteps(col(0), ts, col(2), [col(3 + c) for c in range(k)],
+                     [col(3 + k + c) for c in range(k)], [col(3 + 2 * k + c) for c in range(k)],
+                     col(ranks_mod.WAIT))
 
 
 def key_name(rank: "ranks_mod.Rank", key: int, cls: int) -> str:
@@ -102,50 +140,51 @@ def key_name(rank: "ranks_mod.Rank", key: int, cls: int) -> str:
 # ---- the graph ----------------------------------------------------------------
 
 class Step:
-    """One step across the ranks: per rank present, its gap, own work by
-    class and comm; the ranks by position in `who`."""
-    __slots__ = ("number", "who", "rows", "gap", "segs", "comm", "end")
+    """One step across the ranks present in it, column by column: `who`
+    the ranks' positions in the job's ranks, `row` the step's row in each
+    rank's RankSteps, its gap, own work by class (`cls[c][i]`, comm's column
+    zero), comm, run-queue wait and aligned end."""
+    __slots__ = ("number", "who", "row", "gap", "cls", "comm", "wait", "end")
 
     def __init__(self, number: int) -> None:
         self.number = number
-        self.who: List[int] = []          # positions into the job's ranks
-        self.rows: List[StepRow] = []
+        self.who: List[int] = []
+        self.row: List[int] = []
         self.gap: List[int] = []
-        self.segs: List[List[int]] = []   # own work by class (comm 0)
+        self.cls: List[List[int]] = [[] for _ in CLASSES]
         self.comm: List[int] = []
-        self.end: List[int] = []          # aligned end of the step on each rank
+        self.wait: List[int] = []
+        self.end: List[int] = []
 
 
-def build_steps(rk: Sequence["ranks_mod.Rank"], offsets: Dict[str, int]) -> List[Step]:
-    """The steps that two or more ranks share, in number order."""
+def build_steps(rk: Sequence["ranks_mod.Rank"], offsets: Dict[str, int],
+                cols: List[RankSteps]) -> List[Step]:
+    """The steps that two or more ranks share, in number order (cols: each
+    rank's rank_steps)."""
     steps: Dict[int, Step] = {}
-    for pos, r in enumerate(rk):
+    ncls = len(CLASSES)
+    for pos, (r, c) in enumerate(zip(rk, cols)):
         off = offsets.get(r.main["path"], 0)
-        prev_end: Optional[int] = None
-        for row in rank_steps(r):
-            s = steps.get(row.number)
+        ends = [t + d for t, d in zip(c.ts, c.dur)]
+        gaps = [0] + [max(0, t - e) for t, e in zip(c.ts[1:], ends)]
+        for j, n in enumerate(c.number):
+            s = steps.get(n)
             if s is None:
-                s = steps[row.number] = Step(row.number)
-            gap = max(0, row.ts - prev_end) if prev_end is not None else 0
-            prev_end = row.ts + row.dur
-            own = list(row.by_class)
-            comm = own[COMM]
-            own[COMM] = 0
+                s = steps[n] = Step(n)
             s.who.append(pos)
-            s.rows.append(row)
-            s.gap.append(gap)
-            s.segs.append(own)
-            s.comm.append(comm)
-            s.end.append(row.ts + row.dur + off)
+            s.row.append(j)
+            s.gap.append(gaps[j])
+            for k in range(ncls):
+                s.cls[k].append(0 if k == COMM else c.by_class[k][j])
+            s.comm.append(c.by_class[COMM][j])
+            s.wait.append(c.wait_us[j])
+            s.end.append(ends[j] + off)
     return [steps[n] for n in sorted(steps) if len(steps[n].who) >= 2]
 
 
-def arrivals(s: Step, segs: Optional[List[List[float]]] = None,
-             gaps: Optional[Sequence[float]] = None) -> List[float]:
+def arrivals(s: Step) -> List[float]:
     """Each rank's arrival at the step's join: its gap and its own work."""
-    segs = s.segs if segs is None else segs
-    gaps = s.gap if gaps is None else gaps
-    return [g + sum(v) for g, v in zip(gaps, segs)]
+    return [sum(x) for x in zip(s.gap, *s.cls)]
 
 
 def critical(s: Step) -> int:
@@ -160,12 +199,14 @@ def period(s: Step) -> float:
     return arrivals(s)[i] + s.comm[i]
 
 
-def path(s: Step, rk: Sequence["ranks_mod.Rank"]) -> List[Dict[str, Any]]:
+def path(s: Step, rk: Sequence["ranks_mod.Rank"],
+         cols: Sequence[RankSteps]) -> List[Dict[str, Any]]:
     """The critical path's segments in the step's graph order: the last
     rank's gap, its own work class by class (each class's top event, then
     the rest of the class), its comm (the collectives' join and transfer)."""
     i = critical(s)
-    r, row = rk[s.who[i]], s.rows[i]
+    pos, j = s.who[i], s.row[i]
+    r, c_ = rk[pos], cols[pos]
     out: List[Dict[str, Any]] = []
 
     def seg(cls: str, event: str, us: float) -> None:
@@ -174,9 +215,10 @@ def path(s: Step, rk: Sequence["ranks_mod.Rank"]) -> List[Dict[str, Any]]:
 
     seg(GAP, "(between steps)", s.gap[i])
     for c in PATH_ORDER + [COMM]:
-        us = s.comm[i] if c == COMM else s.segs[i][c]
-        top = min(us, row.top_us[c]) if row.top_key[c] >= 0 else 0
-        seg(CLASSES[c], key_name(r, row.top_key[c], c), top)
+        us = s.comm[i] if c == COMM else s.cls[c][i]
+        key = c_.top_key[c][j]
+        top = min(us, c_.top_us[c][j]) if key >= 0 else 0
+        seg(CLASSES[c], key_name(r, key, c), top)
         seg(CLASSES[c], f"(other {LABELS[CLASSES[c]]})" if top else
             ("(untraced)" if c == OTHER else f"({LABELS[CLASSES[c]]})"), us - top)
     return out
@@ -211,9 +253,9 @@ class Prepared:
         self.transfer = s.comm[critical(s)]
         self.excess: Dict[str, List[float]] = {}
         for kind in KINDS:
-            vals = s.gap if kind == GAP else [v[CLASSES.index(kind)] for v in s.segs]
+            vals = s.gap if kind == GAP else s.cls[CLASSES.index(kind)]
             self.excess[kind] = [x - m for x, m in zip(vals, medians_of_others(vals))]
-        w = [max(0, r.wait_us) for r in s.rows]
+        w = [max(0, x) for x in s.wait]
         self.queue = [max(0.0, x - m) for x, m in zip(w, medians_of_others(w))]
         self.at = {pos: i for i, pos in enumerate(s.who)}
 
@@ -261,14 +303,14 @@ def replay_zero(p: Prepared, cls: int) -> Optional[Tuple[float, float]]:
     """(the saving of the step, the time taken out) with every rank's class
     `cls` at zero (no checkpoint), or None where no rank has any."""
     s = p.step
-    taken = sum(v[cls] for v in s.segs)
+    taken = sum(s.cls[cls])
     if not taken:
         return None
-    return p.first - max(a - v[cls] for a, v in zip(p.arr, s.segs)), taken
+    return p.first - max(a - v for a, v in zip(p.arr, s.cls[cls])), taken
 
 
 def _evidence(steps: Sequence[Step], changed: List[Tuple[Prepared, float]], cand: Candidate,
-              rk: Sequence["ranks_mod.Rank"]) -> Dict[str, Any]:
+              rk: Sequence["ranks_mod.Rank"], cols: Sequence[RankSteps]) -> Dict[str, Any]:
     """The steps a finding rests on, and the events (each class's top event
     or sampled place on the rank) that held the time taken out."""
     events: Dict[str, int] = {}
@@ -278,10 +320,11 @@ def _evidence(steps: Sequence[Step], changed: List[Tuple[Prepared, float]], cand
             s = p.step
             for i, pos in enumerate(s.who):
                 r = rk[pos]
-                if (cand.rank is None or r.rank == cand.rank) and s.segs[i][c] > 0:
-                    name = key_name(r, s.rows[i].top_key[c], c)
+                if (cand.rank is None or r.rank == cand.rank) and s.cls[c][i] > 0:
+                    j = s.row[i]
+                    name = key_name(r, cols[pos].top_key[c][j], c)
                     label = name if cand.rank is not None else f"rank {r.rank}: {name}"
-                    events[label] = events.get(label, 0) + s.rows[i].top_us[c]
+                    events[label] = events.get(label, 0) + cols[pos].top_us[c][j]
     nums = [p.step.number for p, _ in changed]
     return {"steps": nums[:MAX_EVIDENCE_STEPS], "of_steps": len(steps),
             "steps_changed": len(nums),
@@ -297,7 +340,7 @@ def _what(cand: Candidate) -> str:
 
 
 def counterfactuals(steps: Sequence[Step], rk: Sequence["ranks_mod.Rank"],
-                    med: float) -> Tuple[List[Dict[str, Any]], Dict[str, float]]:
+                    cols: Sequence[RankSteps], med: float) -> Tuple[List[Dict[str, Any]], Dict[str, float]]:
     """The findings, largest saving first, and the noise spreads: every
     rank's classes and gap set to the others' median, and every checkpoint
     to zero.  Linear in ranks x steps x classes."""
@@ -309,14 +352,17 @@ def counterfactuals(steps: Sequence[Step], rk: Sequence["ranks_mod.Rank"],
     for kind in KINDS:
         bound = max(NOISE_K * spread[kind], MIN_US)
         over: Dict[int, int] = {}  # rank position -> steps its raw excess passes the bound
+        passing = []
         for p in prep:
-            for i, pos in enumerate(p.step.who):
-                if p.excess[kind][i] > bound:
-                    over[pos] = over.get(pos, 0) + 1
-        for p in prep:
-            for i, pos in enumerate(p.step.who):
-                if pos not in over:
-                    continue
+            ex = p.excess[kind]
+            idx = [i for i, x in enumerate(ex) if x > bound]
+            passing.append(idx)
+            for i in idx:
+                pos = p.step.who[i]
+                over[pos] = over.get(pos, 0) + 1
+        for p, idx in zip(prep, passing):
+            for i in idx:
+                pos = p.step.who[i]
                 got = replay_one(p, i, kind, bound, over[pos] >= SYSTEMATIC * len(prep))
                 if got is None:
                     continue
@@ -324,7 +370,7 @@ def counterfactuals(steps: Sequence[Step], rk: Sequence["ranks_mod.Rank"],
                 changed, saved = found.get(cand, ([], 0.0))
                 changed.append((p, got[1]))
                 found[cand] = (changed, saved + got[0])
-    if any(v[CKPT] for s in steps for v in s.segs):
+    if any(any(s.cls[CKPT]) for s in steps):
         cand = Candidate(None, "checkpoint", "zero")
         changed, saved = [], 0.0
         for p in prep:
@@ -342,7 +388,7 @@ def counterfactuals(steps: Sequence[Step], rk: Sequence["ranks_mod.Rank"],
             "rank": cand.rank, "what": _what(cand), "class": cand.cls, "to": cand.how,
             "saving_us": int(round(per_step)), "saving_share": per_step / med if med else 0.0,
             "run_saving_us": int(round(saved)),
-            "evidence": _evidence(steps, changed, cand, rk)})
+            "evidence": _evidence(steps, changed, cand, rk, cols)})
     findings.sort(key=lambda f: (-f["saving_us"], f["rank"] if f["rank"] is not None else -1,
                                  f["what"]))
     return findings, spread
@@ -356,7 +402,8 @@ def analyze(results: Iterable[ranks_mod.Result]) -> Dict[str, Any]:
     alignment = ranks_mod.align(results)
     offsets = ranks_mod.file_offsets(results, alignment)
     rk, _loose, warnings = ranks_mod.identify(results)
-    steps = build_steps(rk, offsets)
+    cols = [rank_steps(r) for r in rk]
+    steps = build_steps(rk, offsets, cols)
     out: Dict[str, Any] = {"ranks": len(rk), "steps": len(steps), "step_us": 0,
                            "mean_step_us": 0, "path": [], "path_step": None, "wall_us": None,
                            "path_error": None, "model_error_median": None, "run_us": 0,
@@ -376,7 +423,7 @@ def analyze(results: Iterable[ranks_mod.Result]) -> Dict[str, Any]:
     out["mean_step_us"] = int(round(sum(periods) / len(periods)))
     out["run_us"] = int(round(sum(periods)))
     out["path_step"] = ms.number
-    out["path"] = path(ms, rk)
+    out["path"] = path(ms, rk, cols)
     # the step's wall time on the aligned clocks: the last rank's end of it
     # minus the last rank's end of the step before (None for the first)
     if mid:
@@ -387,7 +434,7 @@ def analyze(results: Iterable[ranks_mod.Result]) -> Dict[str, Any]:
     errors = [abs(periods[i] - (max(s.end) - max(steps[i - 1].end))) / periods[i]
               for i, s in enumerate(steps) if i and periods[i] > 0]
     out["model_error_median"] = statistics.median(errors) if errors else None
-    out["findings"], spread = counterfactuals(steps, rk, med)
+    out["findings"], spread = counterfactuals(steps, rk, cols, med)
     out["spread_us"] = {c: int(v) for c, v in spread.items()}
     return out
 
