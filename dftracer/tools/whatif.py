@@ -398,7 +398,9 @@ def counterfactuals(steps: Sequence[Step], rk: Sequence["ranks_mod.Rank"],
 
 def analyze(results: Iterable[ranks_mod.Result]) -> Dict[str, Any]:
     """The dict `whatif --json` prints (docs/whatif.md)."""
-    results = list(results)
+    # copies: identify takes each main process's steps out of its result, and
+    # the report's Ranks section reads the same results after this
+    results = [dict(r) for r in results]
     alignment = ranks_mod.align(results)
     offsets = ranks_mod.file_offsets(results, alignment)
     rk, _loose, warnings = ranks_mod.identify(results)
@@ -474,6 +476,27 @@ def render(a: Dict[str, Any], top: int = 10) -> str:
                                 common.printable(p["event"]), f"{p['dur_us'] / 1e3:.2f}"]
                                for p in a["path"]], [0, 3]))
     return "\n".join(lines)
+
+
+def html_section(a: Dict[str, Any], top: int = 10) -> str:
+    """The report's "What if" section (at the top of the page): the findings'
+    lines and the median step's critical path."""
+    import html
+
+    if not a or not a.get("steps"):
+        return ""
+    lines = render(a, top).split("\n\nCritical path")[0].splitlines()
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines[1:])
+    rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in (
+        p["rank"], LABELS.get(p["class"], "between steps"), common.printable(p["event"]),
+        f"{p['dur_us'] / 1e3:.2f}")) + "</tr>" for p in a["path"])
+    err = a.get("path_error")
+    return (f"<h2 id=\"whatif\">What if</h2><p>{html.escape(lines[0])}</p><ul>{items}</ul>"
+            f"<p>Critical path of step {a['path_step']} (the median step"
+            + (f"; the path is {100 * err:.1f} % off its wall time" if err is not None else "")
+            + ")</p><table><tr><th>rank</th><th>class</th><th>event or place</th><th>ms</th>"
+            f"</tr>{rows}</table><p class=\"note\">The same as <code>dftracer whatif</code> "
+            "(docs/whatif.md).</p>")
 
 
 # ---- the command -------------------------------------------------------------------
