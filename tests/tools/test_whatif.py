@@ -134,3 +134,18 @@ def test_the_command_says_it_in_a_line(slowed):
 def test_no_trace_is_a_bad_argument(tmp_path):
     proc = cli("whatif", str(tmp_path / "none"))
     assert proc.returncode != 0 and proc.stderr
+
+
+def test_the_report_opens_with_the_same_findings(slowed, tmp_path):
+    pytest.importorskip("plotly", reason="the report needs the report extra")
+    runs, a = slowed
+    out = tmp_path / "r.html"
+    proc = cli("report", str(runs), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    assert page.index('<h2 id="whatif">What if</h2>') < page.index("<h2>By category</h2>")
+    # the page's data holds the analysis whatif --json prints
+    blob = page.split('id="dftracer-report-data">')[1].split("</script>")[0]
+    data = json.loads(blob.replace("<\\/", "</"))
+    assert data["whatif"]["findings"] == a["findings"]
+    assert f"if rank {SLOW_RANK}&#x27;s compute were the other ranks&#x27; median" in page
