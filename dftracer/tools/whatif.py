@@ -89,6 +89,7 @@ NOISE_K = 3.0                    # a segment is replaced where it exceeds the ot
 SYSTEMATIC = 0.5                 # a rank over the bound in this share of the steps: its own doing
 MIN_SHARE = 0.01                 # findings below this share of the median step are not listed
 MIN_US = 50                      # ... nor below this
+QUEUE_NOTE = 0.2                 # a finding's rank waiting this share of its saving for a CPU: said
 MAX_EVIDENCE_STEPS = 20          # step numbers listed per finding
 
 
@@ -326,7 +327,13 @@ def _evidence(steps: Sequence[Step], changed: List[Tuple[Prepared, float]], cand
                     label = name if cand.rank is not None else f"rank {r.rank}: {name}"
                     events[label] = events.get(label, 0) + cols[pos].top_us[c][j]
     nums = [p.step.number for p, _ in changed]
+    queue = 0.0  # the rank's run-queue wait over the others' in those steps
+    if cand.rank is not None:
+        qs = [p.queue[i] for p, _ in changed for i, pos in enumerate(p.step.who)
+              if rk[pos].rank == cand.rank]
+        queue = statistics.median(qs) if qs else 0.0
     return {"steps": nums[:MAX_EVIDENCE_STEPS], "of_steps": len(steps),
+            "queue_excess_us": int(queue),
             "steps_changed": len(nums),
             "excess_us": int(statistics.median(x for _, x in changed)),
             "events": [{"event": k, "us_per_step": int(v / max(1, len(changed)))}
@@ -452,9 +459,16 @@ def finding_line(f: Dict[str, Any], mean_step_us: float) -> str:
     ev = f["evidence"]
     top = ev["events"][0]["event"] if ev["events"] else ""
     pct = 100.0 * f["saving_us"] / mean_step_us if mean_step_us else 0.0
-    return (f"if {cond}, steps would take {common.fmt_us(f['saving_us'])} less (-{pct:.0f} %), "
+    line = (f"if {cond}, steps would take {common.fmt_us(f['saving_us'])} less (-{pct:.0f} %), "
             f"{common.fmt_us(f['run_saving_us'])} over the run; "
             f"{ev['steps_changed']}/{ev['of_steps']} steps" + (f", {top}" if top else ""))
+    q = ev.get("queue_excess_us", 0)
+    if q >= max(QUEUE_NOTE * f["saving_us"], MIN_US):
+        # more runnable threads than CPUs: the slow rank's collectives waited
+        # for its CPU too, which the graph does not see (docs/whatif.md)
+        line += (f" (rank {f['rank']} also waited {common.fmt_us(q)} a step more than the "
+                 "others for a CPU: a rerun may save up to that much more)")
+    return line
 
 
 def render(a: Dict[str, Any], top: int = 10) -> str:
