@@ -78,10 +78,12 @@ EXAMPLE = """examples:
 
 CLASSES = ranks_mod.CLASSES
 LABELS = dict(ranks_mod.LABELS, other="untraced time")
+PATH_LABELS = dict(LABELS, gap="between steps", tail="after the join")
 COMM = CLASSES.index("comm")
 CKPT = CLASSES.index("checkpoint")
 OTHER = CLASSES.index("other")
 GAP = "gap"                      # the time between a rank's steps (no step holds it)
+TAIL = "tail"                    # on the path: the last rank to leave the step, after the last arrival
 DATA = CLASSES.index("data")
 # the path's order within a rank: the data it waits for first, then its other classes
 PATH_ORDER = [DATA] + [c for c in range(len(CLASSES)) if c not in (DATA, COMM)]
@@ -200,28 +202,43 @@ def period(s: Step) -> float:
     return arrivals(s)[i] + s.comm[i]
 
 
-def path(s: Step, rk: Sequence["ranks_mod.Rank"],
+def path(s: Step, prev: Optional[Step], rk: Sequence["ranks_mod.Rank"],
          cols: Sequence[RankSteps]) -> List[Dict[str, Any]]:
-    """The critical path's segments in the step's graph order: the last
-    rank's gap, its own work class by class (each class's top event, then
-    the rest of the class), its comm (the collectives' join and transfer)."""
+    """The critical path's segments over the step's window on the aligned
+    clocks (from the last rank's end of the step before to the last rank's
+    end of this one), in the graph's order: the last rank to arrive, its
+    between-steps time, its own work class by class (each class's top event,
+    then the rest of the class) and its comm (the join and transfer); the
+    part of them before the window (it ran while another rank still finished
+    the step before) left out; then, when another rank leaves the step
+    later, that rank's time after the last arrival left the step (TAIL: its
+    last collective and what follows it, the optimizer, a checkpoint)."""
     i = critical(s)
     pos, j = s.who[i], s.row[i]
     r, c_ = rk[pos], cols[pos]
-    out: List[Dict[str, Any]] = []
-
-    def seg(cls: str, event: str, us: float) -> None:
-        if us > 0:
-            out.append({"rank": r.rank, "class": cls, "event": event, "dur_us": int(round(us))})
-
-    seg(GAP, "(between steps)", s.gap[i])
+    segs: List[Tuple[str, str, float]] = [(GAP, "(between steps)", s.gap[i])]
     for c in PATH_ORDER + [COMM]:
         us = s.comm[i] if c == COMM else s.cls[c][i]
         key = c_.top_key[c][j]
         top = min(us, c_.top_us[c][j]) if key >= 0 else 0
-        seg(CLASSES[c], key_name(r, key, c), top)
-        seg(CLASSES[c], f"(other {LABELS[CLASSES[c]]})" if top else
-            ("(untraced)" if c == OTHER else f"({LABELS[CLASSES[c]]})"), us - top)
+        segs.append((CLASSES[c], key_name(r, key, c), top))
+        segs.append((CLASSES[c], f"(other {LABELS[CLASSES[c]]})" if top else
+                     ("(untraced)" if c == OTHER else f"({LABELS[CLASSES[c]]})"), us - top))
+    # before the window: rank i's own previous end came before the last one's
+    own_start = s.end[i] - sum(x for _, _, x in segs)
+    clip = max(0, max(prev.end) - own_start) if prev is not None else 0
+    out: List[Dict[str, Any]] = []
+    for cls, event, us in segs:
+        cut = min(us, clip)
+        clip -= cut
+        if us - cut > 0:
+            out.append({"rank": r.rank, "class": cls, "event": event,
+                        "dur_us": int(round(us - cut))})
+    last = max(range(len(s.end)), key=lambda x: (s.end[x], -s.who[x]))
+    if s.end[last] > s.end[i]:
+        out.append({"rank": rk[s.who[last]].rank, "class": TAIL,
+                    "event": f"(after rank {r.rank} left the step)",
+                    "dur_us": int(s.end[last] - s.end[i])})
     return out
 
 
@@ -425,23 +442,25 @@ def analyze(results: Iterable[ranks_mod.Result]) -> Dict[str, Any]:
         out["warnings"].append("no step that two or more ranks share: nothing to compare")
         return out
     periods = [period(s) for s in steps]
-    med = statistics.median(periods)
-    mid = min(range(len(steps)), key=lambda i: (abs(periods[i] - med), i))
+    # each step's wall time on the aligned clocks: the last rank's end of it
+    # minus the last rank's end of the step before (the first has none: its
+    # model period stands in)
+    walls = [periods[0]] + [max(s.end) - max(steps[i - 1].end) for i, s in enumerate(steps) if i]
+    med = statistics.median(walls[1:] if len(walls) > 1 else walls)
+    mid = min(range(1 if len(steps) > 1 else 0, len(steps)),
+              key=lambda i: (abs(walls[i] - med), i))
     ms = steps[mid]
     out["step_us"] = int(round(med))
-    out["mean_step_us"] = int(round(sum(periods) / len(periods)))
-    out["run_us"] = int(round(sum(periods)))
+    out["mean_step_us"] = int(round(sum(walls) / len(walls)))
+    out["run_us"] = int(round(sum(walls)))
     out["path_step"] = ms.number
-    out["path"] = path(ms, rk, cols)
-    # the step's wall time on the aligned clocks: the last rank's end of it
-    # minus the last rank's end of the step before (None for the first)
+    out["path"] = path(ms, steps[mid - 1] if mid else None, rk, cols)
     if mid:
-        wall = max(ms.end) - max(steps[mid - 1].end)
-        out["wall_us"] = int(wall)
-        if wall > 0:
-            out["path_error"] = abs(sum(p["dur_us"] for p in out["path"]) - wall) / wall
-    errors = [abs(periods[i] - (max(s.end) - max(steps[i - 1].end))) / periods[i]
-              for i, s in enumerate(steps) if i and periods[i] > 0]
+        out["wall_us"] = int(walls[mid])
+        if walls[mid] > 0:
+            out["path_error"] = abs(sum(p["dur_us"] for p in out["path"]) - walls[mid]) / walls[mid]
+    # the model's step (the last arrival and its transfer) against the wall
+    errors = [abs(periods[i] - walls[i]) / walls[i] for i in range(1, len(steps)) if walls[i] > 0]
     out["model_error_median"] = statistics.median(errors) if errors else None
     out["findings"], spread = counterfactuals(steps, rk, cols, med)
     out["spread_us"] = {c: int(v) for c, v in spread.items()}
@@ -486,7 +505,7 @@ def render(a: Dict[str, Any], top: int = 10) -> str:
                  + (f"; its wall time {common.fmt_us(a['wall_us'])}, the path "
                     f"{100 * err:.1f} % off" if err is not None else "") + ")")
     lines.append(common.table(["rank", "class", "event or place", "ms"],
-                              [[str(p["rank"]), LABELS.get(p["class"], "between steps"),
+                              [[str(p["rank"]), PATH_LABELS.get(p["class"], p["class"]),
                                 common.printable(p["event"]), f"{p['dur_us'] / 1e3:.2f}"]
                                for p in a["path"]], [0, 3]))
     return "\n".join(lines)
@@ -502,7 +521,7 @@ def html_section(a: Dict[str, Any], top: int = 10) -> str:
     lines = render(a, top).split("\n\nCritical path")[0].splitlines()
     items = "".join(f"<li>{html.escape(line)}</li>" for line in lines[1:])
     rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in (
-        p["rank"], LABELS.get(p["class"], "between steps"), common.printable(p["event"]),
+        p["rank"], PATH_LABELS.get(p["class"], p["class"]), common.printable(p["event"]),
         f"{p['dur_us'] / 1e3:.2f}")) + "</tr>" for p in a["path"])
     err = a.get("path_error")
     return (f"<h2 id=\"whatif\">What if</h2><p>{html.escape(lines[0])}</p><ul>{items}</ul>"

@@ -5,9 +5,9 @@ same job balanced.
 
 The slowed job: the top finding names rank 3's compute (compute/forward), its
 projected saving is about the spin, and the median step's critical path adds
-up, within 1 %, to that step's time on the path's rank as its trace file
-gives it (decoded here: the end of its iteration minus the end of the one
-before).  The balanced job: no finding reaches 2 % of the step.
+up, within 1 %, to that step's wall time as the trace files give it
+(decoded here: the last rank's end of its iteration minus the last rank's
+end of the one before).  The balanced job: no finding reaches 2 % of the step.
 """
 
 from __future__ import annotations
@@ -60,17 +60,22 @@ def balanced(tmp_path_factory):
     return job(tmp_path_factory.mktemp("whatif-bal"), "--fault", "none")
 
 
-def iteration_ends(runs, rank):
-    """step -> ts + dur of the rank's `pipeline/iteration` events, decoded
-    from its trace (the process named 'python rank N')."""
+def iteration_ends(runs):
+    """rank -> step -> ts + dur of its `pipeline/iteration` events, decoded
+    from each rank's trace (the process named 'python rank N'; one host, one
+    clock)."""
+    out = {}
     for path in find_traces(str(runs)):
         t = read_trace(path)
-        names = [e["args"].get("name") for e in t.events
+        names = [e["args"].get("name", "") for e in t.events
                  if e.get("ph") == "M" and e["name"] == "process_name"]
-        if f"python rank {rank}" in names:
-            return {e["args"]["step"]: e["ts"] + e["dur"] for e in t.events
-                    if e.get("ph") == "X" and e["cat"] == "pipeline" and e["name"] == "iteration"}
-    raise AssertionError(f"no trace of rank {rank} in {runs}")
+        ranks = [int(n.rsplit(" ", 1)[1]) for n in names if n.startswith("python rank ")]
+        if ranks:
+            out[ranks[0]] = {e["args"]["step"]: e["ts"] + e["dur"] for e in t.events
+                             if e.get("ph") == "X" and e["cat"] == "pipeline"
+                             and e["name"] == "iteration"}
+    assert sorted(out) == [0, 1, 2, 3], sorted(out)
+    return out
 
 
 def test_the_top_finding_names_the_slowed_rank_and_its_forward(slowed):
@@ -95,19 +100,23 @@ def test_the_top_finding_names_the_slowed_rank_and_its_forward(slowed):
 def test_the_path_adds_up_to_the_step_in_the_trace(slowed):
     runs, a = slowed
     path = a["path"]
-    (rank,) = {p["rank"] for p in path}  # one rank's segments: the last to arrive
     assert {p["class"] for p in path} <= {"gap", "compute", "data", "io", "comm",
-                                          "checkpoint", "other"}, path
+                                          "checkpoint", "other", "tail"}, path
     assert all(p["dur_us"] > 0 for p in path), path
+    # one rank's segments (the last to arrive), then at most the tail of the
+    # rank that left the step last
+    (rank,) = {p["rank"] for p in path if p["class"] != "tail"}
+    assert [p["class"] for p in path].count("tail") <= 1 and \
+        all(p["class"] == "tail" for p in path[len(path) - [p["class"] for p in path].count("tail"):])
     total = sum(p["dur_us"] for p in path)
-    ends = iteration_ends(runs, rank)
+    ends = iteration_ends(runs)
     n = a["path_step"]
-    step_in_trace = ends[n] - ends[n - 1]
-    assert total == pytest.approx(step_in_trace, rel=0.01), (total, step_in_trace, path)
+    wall = max(e[n] for e in ends.values()) - max(e[n - 1] for e in ends.values())
+    assert total == pytest.approx(wall, rel=0.01), (total, wall, path)
     assert total == pytest.approx(a["step_us"], rel=0.01)
-    # the slowed rank is on the path, and its forward is the path's largest segment
+    # the slowed rank is the last to arrive, its forward on the path
     assert rank == SLOW_RANK, path
-    assert max(path, key=lambda p: p["dur_us"])["event"] == "compute/forward", path
+    assert "compute/forward" in [p["event"] for p in path], path
 
 
 def test_a_balanced_job_projects_no_saving(balanced):
