@@ -138,7 +138,8 @@ def speed(spec: str) -> int:
     a = wi.analyze(res)
     dt, dc = time.perf_counter() - t, time.process_time() - c
     top = a["findings"][0] if a["findings"] else None
-    print(f"whatif's replay on {nranks} ranks x {nsteps} steps (no files): {dt:.1f} s wall, {dc:.1f} s CPU "
+    print(f"whatif's replay on {nranks} ranks x {nsteps} steps (no files): {dt:.1f} s wall, "
+          f"{dc:.1f} s CPU "
           f"(load average {os.getloadavg()[0]:.1f}); top: "
           f"{top and (top['rank'], top['what'], top['saving_us'])} (expected rank 7 data wait, "
           f"20000 us less the others' noise: the next latest rank is then the last)")
@@ -182,8 +183,8 @@ def main() -> int:
                     ok = proj <= 0.02 * w["step_us"]
                     named = top is None
                 else:
-                    named = top is not None and (top["rank"], top["class"]) == want or (
-                        top is not None and want[1] == "checkpoint" and top["class"] == "checkpoint")
+                    named = top is not None and ((top["rank"], top["class"]) == want or (
+                        want[1] == "checkpoint" and top["class"] == "checkpoint"))
                     ok = named and abs(proj - meas) <= max(0.10 * abs(meas), 2000)
                 row = {"scenario": name, "run": rep, "step_us": w["step_us"],
                        "mean_step_us": int(fault_us), "clean_mean_step_us": int(clean_us),

@@ -83,11 +83,11 @@ COMM = CLASSES.index("comm")
 CKPT = CLASSES.index("checkpoint")
 OTHER = CLASSES.index("other")
 GAP = "gap"                      # the time between a rank's steps (no step holds it)
-TAIL = "tail"                    # on the path: the last rank to leave the step, after the last arrival
+TAIL = "tail"                    # on the path: the rank leaving the step last, after the arrival
 DATA = CLASSES.index("data")
 # the path's order within a rank: the data it waits for first, then its other classes
 PATH_ORDER = [DATA] + [c for c in range(len(CLASSES)) if c not in (DATA, COMM)]
-NOISE_K = 3.0                    # a segment is replaced where it exceeds the others by this x spread
+NOISE_K = 3.0                    # a segment is replaced where it passes the others by this x spread
 SYSTEMATIC = 0.5                 # a rank over the bound in this share of the steps: its own doing
 MIN_SHARE = 0.01                 # findings below this share of the median step are not listed
 MIN_US = 50                      # ... nor below this
@@ -364,7 +364,8 @@ def _what(cand: Candidate) -> str:
 
 
 def counterfactuals(steps: Sequence[Step], rk: Sequence["ranks_mod.Rank"],
-                    cols: Sequence[RankSteps], med: float) -> Tuple[List[Dict[str, Any]], Dict[str, float]]:
+                    cols: Sequence[RankSteps],
+                    med: float) -> Tuple[List[Dict[str, Any]], Dict[str, float]]:
     """The findings, largest saving first, and the noise spreads: every
     rank's classes and gap set to the others' median, and every checkpoint
     to zero.  Linear in ranks x steps x classes."""
@@ -482,7 +483,8 @@ def finding_line(f: Dict[str, Any], mean_step_us: float) -> str:
             f"{common.fmt_us(f['run_saving_us'])} over the run; "
             f"{ev['steps_changed']}/{ev['of_steps']} steps" + (f", {top}" if top else ""))
     q = ev.get("queue_excess_us", 0)
-    if q >= max(QUEUE_NOTE * f["saving_us"], MIN_US):
+    if q >= max(QUEUE_NOTE * f["saving_us"], MIN_US) and \
+            ev["steps_changed"] >= SYSTEMATIC * ev["of_steps"]:
         # more runnable threads than CPUs: the slow rank's collectives waited
         # for its CPU too, which the graph does not see (docs/whatif.md)
         line += (f" (rank {f['rank']} also waited {common.fmt_us(q)} a step more than the "
@@ -536,7 +538,8 @@ def html_section(a: Dict[str, Any], top: int = 10) -> str:
 
 def add_parser(sub: Any) -> None:
     p = common.command(
-        sub, "whatif", help="the critical path of each step across ranks, and what a fix would save",
+        sub, "whatif",
+        help="the critical path of each step across ranks, and what a fix would save",
         description="Builds each step's dependency graph across the ranks (each rank's own work "
                     "by class, the collectives as one join where the last rank arrives), its "
                     "critical path, and replays it with one thing fixed: a rank's class (data "
