@@ -447,7 +447,9 @@ def analyze(results: Iterable[ranks_mod.Result]) -> Dict[str, Any]:
     # minus the last rank's end of the step before (the first has none: its
     # model period stands in)
     walls = [periods[0]] + [max(s.end) - max(steps[i - 1].end) for i, s in enumerate(steps) if i]
-    med = statistics.median(walls[1:] if len(walls) > 1 else walls)
+    # the median step: a step's own (the lower middle of an even count), so
+    # that its path adds up to step_us
+    med = statistics.median_low(walls[1:] if len(walls) > 1 else walls)
     mid = min(range(1 if len(steps) > 1 else 0, len(steps)),
               key=lambda i: (abs(walls[i] - med), i))
     ms = steps[mid]
