@@ -83,13 +83,16 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
     summ = summary.aggregate(results, bys, group_numbered=grouped)
     good = [r for r in results if summary.readable(r)]
     paths = [r["path"] for r in good]
-    rank_data, shift, found, dead = None, {}, None, None
+    rank_data, shift, found, dead, what_if = None, {}, None, None, None
     if len({r["host"] for r in good}) > 1 or sum(r["rank"] >= 0 for r in good) > 1:
         per_rank = runner.run(work.rank_file, paths, jobs=args.jobs, dask=args.dask,
                               label="ranks", progress=args.progress,
                               extra=(getattr(args, "step", None),))
         found = hang.post_mortem(per_rank, hang.POST_MORTEM_AFTER)  # before analyze takes the steps
         dead = hang.dead_last_steps(per_rank)  # a killed rank's steps, for the memory section
+        from dftracer.tools import whatif  # the What if section: dftracer whatif's numbers
+
+        what_if = whatif.analyze(per_rank)
         rank_data = ranks.analyze(per_rank)
         if not getattr(args, "no_align", False):
             shift = ranks.file_offsets(per_rank, rank_data["alignment"])
@@ -111,6 +114,7 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
         "bin_us": bin_us,
         "ranks": {f"{p['host']}:{p['pid']}": p["rank"] for p in summ["processes"]},
         "rank_analysis": rank_data,
+        "whatif": what_if,
         # docs/hang.md: what the ranks were inside of when the job ended
         "hang": found if rank_data else None,
     }
@@ -563,6 +567,14 @@ def _verdict_html(data: Dict[str, Any]) -> str:
     return f"<h2 id=\"verdict\">Verdict</h2><ul>{items}</ul>"
 
 
+def _whatif_html(a: Any, top: int) -> str:
+    if not a:
+        return ""
+    from dftracer.tools import whatif
+
+    return whatif.html_section(a, min(top, 10) if top > 0 else 10)
+
+
 def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
     import plotly.io as pio
     import plotly.offline
@@ -588,6 +600,7 @@ def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
         "".join(f"<p>{html.escape(line)}</p>" for line in _caveats(ov)),
         _hang_html(data.get("hang")),
         _verdict_html(data),
+        _whatif_html(data.get("whatif"), top),
         "<h2>By category</h2>",
         _table(["category", "count", "total", "mean", "p50", "p99", "share", "I/O"],
                [[r["cat"], f"{r['count']:,}", common.fmt_us(r["total_us"]),
