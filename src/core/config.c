@@ -247,6 +247,8 @@ static int parse_init(void)
 
 int dft_config_env_enabled(void) { return parse_bool("DFTRACER_ENABLE", 0); }
 
+int dft_config_init_mode(void) { return parse_init(); }
+
 int dft_config_flag(const char *var, int dflt) { return parse_bool(var, dflt); }
 
 int dft_config_clock_tsc(void)

@@ -41,6 +41,10 @@ void dft_config_free(dft_config *c);
 /* DFTRACER_ENABLE as it is in the environment now. */
 int dft_config_env_enabled(void);
 
+/* DFTRACER_INIT as it is in the environment now: DFT_INIT_FUNCTION or
+ * DFT_INIT_PRELOAD (an unusable value: FUNCTION, with one warning line). */
+int dft_config_init_mode(void);
+
 /* The boolean variable var as it is in the environment now, by the one rule
  * every DFTRACER_* boolean follows (1/true/yes/on/y, 0/false/no/off/n, any
  * case; unset or empty: dflt; anything else: dflt, with one warning line
