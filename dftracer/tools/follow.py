@@ -558,6 +558,9 @@ class Follower:
                 "local_rank": p.local_rank, "world_size": p.world_size, "job_id": p.job_id,
                 "ppid": p.ppid, "worker_of": worker_of, "worker": p.worker, "name": p.name,
                 "state": state, "mark": mark,
+                # its process is over (its end read, or silent and gone by
+                # liveness' rule): an earlier job's, listed after the live ones
+                "ended": state == "finished" or live == "gone",
                 "events": p.events, "complete_events": p.complete,
                 "bad_duration_events": p.bad_dur, "bad_lines": p.bad_lines,
                 "events_per_s": count / secs if length else 0.0,
