@@ -268,6 +268,23 @@ static char *env_dup(const char *var)
     return (v && *v) ? strdup(v) : NULL;
 }
 
+/* The suffixes a stem loses: a log file named like a trace file (the tail
+ * core/trace_name.c puts on a stem). */
+char *dft_config_stem(const char *log_file)
+{
+    size_t n = strlen(log_file);
+    if (n >= 7 && !strcmp(log_file + n - 7, ".pfw.gz"))
+        n -= 7;
+    else if (n >= 4 && !strcmp(log_file + n - 4, ".pfw"))
+        n -= 4;
+    char *s = malloc(n + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, log_file, n);
+    s[n] = '\0';
+    return s;
+}
+
 void dft_config_load(dft_config *c)
 {
     memset(c, 0, sizeof *c);

@@ -430,7 +430,7 @@ def test_a_single_process_report_answers_first(tmp_path):
             by[cls] += v
     total = sum(by.values())
     assert by["compute"] >= 0.5 * total  # the sleeps: 20 x 5 ms
-    items = re.findall(r"<li[^>]*>(.*?)</li>", page.split("Time per step", 1)[0])
+    items = re.findall(r"<li[^>]*>(.*?)</li>", page.split("<h2>Time per step</h2>", 1)[0])
     (line,) = [i for i in items if i.startswith("Traced time")]
     want = [f"{100 * v / total:.0f} % {ranks.LABELS[c]}"
             for c, v in sorted(by.items(), key=lambda kv: -kv[1]) if v >= 0.05 * total]

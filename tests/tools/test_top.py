@@ -799,6 +799,6 @@ def test_the_live_job_comes_before_the_ended_processes_of_earlier_jobs(tmp_path)
     assert order[0] == sleeper.pid and sorted(order[1:]) == sorted(dead + [77]), order
     # the ended ones by rank (rank 0: the finished and the killed, by pid)
     assert order[1:] == sorted([77, dead[0]]) + dead[1:], order
-    table = [ln.split() for ln in text.splitlines()]
+    table = [ln.split() for ln in text.splitlines()[1:]]  # below the headline
     pids = [int(c[2]) for c in table if len(c) > 4 and c[2].isdigit()]
     assert pids == order, text
