@@ -187,6 +187,10 @@ def _tools_copies(path, text):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
                 ("*-app.pfw" in node.value or "app\\.pfw" in node.value):
             found.append(f"line {node.lineno}: a trace file name pattern ({node.value!r})")
+        if isinstance(node, ast.JoinedStr) and path != "common.py" and any(
+                isinstance(a, ast.FormattedValue) and isinstance(b, ast.Constant)
+                and re.match(r" ?[KMGT]iB\b", str(b.value)) for a, b in zip(node.values, node.values[1:])):
+            found.append(f"line {node.lineno}: bytes formatted by hand (common.fmt_bytes)")
         if isinstance(node, ast.JoinedStr) and any(
                 isinstance(v, ast.Constant) and "-app.pfw" in str(v.value) for v in node.values):
             found.append(f"line {node.lineno}: a trace file name built by hand")

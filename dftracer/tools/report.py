@@ -685,7 +685,7 @@ def main(args: argparse.Namespace) -> int:
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(page)
     os.replace(tmp, args.output)
-    common.say(f"report written to {args.output} ({len(page) / 2**20:.1f} MiB, "
+    common.say(f"report written to {args.output} ({common.fmt_bytes(len(page))}, "
                f"{len(data['charts'])} charts); open it in a browser", file=sys.stderr)
     return status
 
