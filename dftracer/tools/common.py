@@ -195,7 +195,13 @@ def fmt_us(us: float) -> str:
     return f"{us:.0f} us" if us == int(us) else f"{us:.1f} us"
 
 
-def fmt_bytes(n: int) -> str:
+def fmt_bytes(n: int, coarse: bool = False) -> str:
+    """Bytes in binary units, the one rule of every command: `512 B`,
+    `1.5 KiB`, ... `2.0 TiB` ("-" for none), the tables' figures; coarse:
+    `1.2 GiB`, else whole MiB (`20 MiB`), the figures inside a sentence (the
+    memory reports', the hang line's: memory.size_text)."""
+    if coarse:
+        return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
     if n <= 0:
         return "-"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

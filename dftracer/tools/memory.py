@@ -14,7 +14,7 @@ import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dftracer import _core
-from dftracer.tools import common, liveness, runner
+from dftracer.tools import common, liveness, runner, work
 
 MIB = 1 << 20
 CREEP_BYTES_PER_STEP = MIB  # a robust slope at least this ...
@@ -30,9 +30,7 @@ def memory_file(path: str) -> Dict[str, Any]:
     try:
         return _core._memory_file(path)
     except OSError as exc:
-        missing = isinstance(exc, FileNotFoundError)
-        return {"path": path, "status": "missing" if missing else "error",
-                "message": exc.strerror or str(exc), "events": 0}
+        return work.failure(path, exc)
 
 
 def theil_sen(points: List[Tuple[int, int]]) -> float:
@@ -173,9 +171,7 @@ def _who(p: Dict[str, Any]) -> str:
 
 def size_text(n: Optional[int]) -> str:
     """Bytes as `1.2 GiB` or `20 MiB` (the memory reports' and the hang line's)."""
-    if n is None:
-        return "?"
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / MIB:.0f} MiB"
+    return "?" if n is None else common.fmt_bytes(n, coarse=True)
 
 
 def _oom_message(p: Dict[str, Any], growing: bool) -> str:

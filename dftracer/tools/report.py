@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from dftracer.tools import analysis, common, hang, ranks, runner, summary, work
+from dftracer.tools import analysis, classes, common, hang, ranks, runner, summary, work
 
 EXAMPLE = """example:
   dftracer report ./traces -o report.html
@@ -530,6 +530,10 @@ def verdict_lines(data: Dict[str, Any]) -> List[Tuple[str, bool]]:
                                     for c, v in parts if v >= 0.05 * total)
                         + " (every rank's steps, one partition: the chart \"Ranks: time per "
                         "step by class\").", False))
+    else:
+        shares = traced_line(data)
+        if shares:
+            out.append((shares, False))
     covered: Dict[Tuple[str, int], int] = {}
     for row in data.get("self_by_process_cat", []):
         key = (row["host"], row["pid"])
@@ -558,6 +562,28 @@ def verdict_lines(data: Dict[str, Any]) -> List[Tuple[str, bool]]:
     return out
 
 
+def traced_line(data: Dict[str, Any]) -> str:
+    """Where the traced time went, for a job without ranks (one process and
+    its workers): the self time of every event by class (docs/cli.md, "Event
+    classes"; the tracer's own events in none), the classes of 5 % or more,
+    largest first; "" without events."""
+    by = dict.fromkeys(classes.CLASSES, 0)
+    for r in data.get("self_by_name", []):
+        cls = classes.traced_class(r["cat"], r["name"])
+        if cls is not None:
+            by[cls] += r["self_us"]
+    total = sum(by.values())
+    if not total:
+        return ""
+    parts = [(c, v) for c, v in sorted(by.items(), key=lambda kv: -kv[1]) if v >= 0.05 * total]
+    nproc = len(data["summary"]["processes"])
+    return (f"Traced time ({common.fmt_us(total)} of events' self time"
+            + (f", {nproc} processes" if nproc > 1 else "") + "): "
+            + ", ".join(f"{100 * v / total:.0f} % {ranks.LABELS[c]}" for c, v in parts)
+            + (" (the chart \"Time per step\" below splits each step)." if data.get("steps")
+               else "."))
+
+
 def _verdict_html(data: Dict[str, Any]) -> str:
     lines = verdict_lines(data)
     if not lines:
@@ -580,7 +606,19 @@ def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
     import plotly.offline
 
     figures = build_figures(go, data, top)
-    data["charts"] = [cid for cid, _, fig, _ in figures if fig is not None]
+    # the answer first: the per-step chart right under the verdict, before the
+    # tables (the I/O section's files can be many rows); the rest after them
+    first = [f for f in figures if f[0] == "chart-steps"]
+    figures = [f for f in figures if f[0] != "chart-steps"]
+    data["charts"] = [cid for cid, _, fig, _ in first + figures if fig is not None]
+    config = {"displaylogo": False, "responsive": True}
+
+    def chart(cid: str, ctitle: str, fig: Any, note: str) -> List[str]:
+        return ([f"<h2>{html.escape(ctitle)}</h2>"]
+                + ([pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=cid,
+                                config=config, default_height="450px")] if fig is not None else [])
+                + [f"<p class=\"note\">{note}</p>"])
+
     ov = data["summary"]["overview"]
     parts = [
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
@@ -601,6 +639,7 @@ def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
         _hang_html(data.get("hang")),
         _verdict_html(data),
         _whatif_html(data.get("whatif"), top),
+        *[part for f in first for part in chart(*f)],
         "<h2>By category</h2>",
         _table(["category", "count", "total", "mean", "p50", "p99", "share", "I/O"],
                [[r["cat"], f"{r['count']:,}", common.fmt_us(r["total_us"]),
@@ -627,13 +666,8 @@ def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
             parts += [f"<h2>{html.escape(ttitle)}</h2>", _table(headers, rows)]
         parts.append("<p class=\"note\">The same numbers as <code>dftracer summary --memory"
                      "</code> (docs/memory.md).</p>")
-    config = {"displaylogo": False, "responsive": True}
-    for cid, ctitle, fig, note in figures:
-        parts.append(f"<h2>{html.escape(ctitle)}</h2>")
-        if fig is not None:
-            parts.append(pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=cid,
-                                     config=config, default_height="450px"))
-        parts.append(f"<p class=\"note\">{note}</p>")
+    for f in figures:
+        parts += chart(*f)
     blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     parts.append(f"<script type=\"application/json\" id=\"{DATA_ID}\">{blob}</script>")
     parts.append(f"<p class=\"note\">Written by dftracer report on "
@@ -664,7 +698,7 @@ def main(args: argparse.Namespace) -> int:
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(page)
     os.replace(tmp, args.output)
-    common.say(f"report written to {args.output} ({len(page) / 2**20:.1f} MiB, "
+    common.say(f"report written to {args.output} ({common.fmt_bytes(len(page))}, "
                f"{len(data['charts'])} charts); open it in a browser", file=sys.stderr)
     return status
 

@@ -22,6 +22,7 @@ import statistics
 from collections import deque
 from typing import Any, Dict, List, Optional, Tuple
 
+from dftracer import _core
 from dftracer.tools import classes, hang, trace_name
 from dftracer.tools.line_keys import LINE_KEYS
 from dftracer.tools.rank_rule import count_of_value, rank_of_process_name, rank_of_value
@@ -94,23 +95,13 @@ def io_direction(cat: str, name: str) -> int:
             | (F_STRING if io & classes.IO_STRING else 0))
 
 
-def io_bytes(flags: int, ret: Optional[int], size: Optional[int], count: Optional[int]) -> int:
+def io_bytes(cat: str, name: str, ret: Optional[int], size: Optional[int],
+             count: Optional[int]) -> int:
     """Bytes a call moved (`dftracer summary`'s rule, docs/cli.md): what its
     `ret` counts when it has one (a failed call moved nothing), else what was
-    asked (`size`, else `count`; `size` x `count` for fread/fwrite)."""
-    done = None if ret is None else max(ret, 0)
-    if flags & F_CHARS:
-        return 0 if ret is None or ret < 0 else 1
-    if flags & F_STRING:
-        return 0 if count is None or (ret is not None and ret < 0) else count
-    if flags & F_ITEMS and size is not None:
-        if done is not None:
-            return size * done
-        if count is not None:
-            return size * count
-    if done is not None:
-        return done
-    return size if size is not None else (count if count is not None else 0)
+    asked (`size`, else `count`; `size` x `count` for fread/fwrite).  The
+    rule is reader/iobytes.c's, asked through _core (None: not given)."""
+    return _core._io_bytes(cat, name, ret, size, count)
 
 
 class _Key:
@@ -420,7 +411,7 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
                 p.step_event(key.step, int(m.group(1)) if m else _profiler_number(key), t0, end)
                 generic = p.step_source <= STEP_ARGS
             if flags & (F_READ | F_WRITE):
-                nbytes = _io_args(flags, args)
+                nbytes = _io_args(key, args)
                 if flags & F_READ:
                     p.io_read += nbytes
                 if flags & F_WRITE:
@@ -454,18 +445,14 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
     p.first_ts = first if first != 1 << 62 else None
 
 
-_RET_ARG = re.compile(rb',"ret":(-?\d{1,19})(?![\d.eE])')
 _PPID_ARG = re.compile(rb',"ppid":(\d{1,19})(?![\d.eE])')
 
 
-def _io_args(flags: int, args: bytes) -> int:
+def _io_args(key: "_Key", args: bytes) -> int:
     """io_bytes() of a fast-path line's args body."""
-    if not flags & (F_ITEMS | F_CHARS | F_STRING):  # the common case: read, write
-        m = _RET_ARG.search(args)
-        if m is not None:
-            return max(int(m.group(1)), 0)
     a = dict(_ARG_INT.findall(args))
-    return io_bytes(flags, _int(a.get(b"ret")), _int(a.get(b"size")), _int(a.get(b"count")))
+    return io_bytes(key.cat, key.name, _int(a.get(b"ret")), _int(a.get(b"size")),
+                    _int(a.get(b"count")))
 
 
 def _int(b: Optional[bytes]) -> Optional[int]:
@@ -569,7 +556,7 @@ def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
         p.step_event(STEP_ARGS, step, ts, end)
     nbytes = 0
     if key.flags & (F_READ | F_WRITE):
-        nbytes = io_bytes(key.flags, _as_int(args.get("ret"), signed=True),
+        nbytes = io_bytes(key.cat, key.name, _as_int(args.get("ret"), signed=True),
                           _as_int(args.get("size"), signed=True),
                           _as_int(args.get("count"), signed=True))
         if key.flags & F_READ:

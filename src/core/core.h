@@ -98,14 +98,15 @@ static inline uint64_t dft_trace_gen(void)
     return atomic_load_explicit(&dft_trace.gen, memory_order_acquire);
 }
 
-/* 1 when tracing is active or has just started lazily (dft_lazy_start).
+/* ---- what the trace is (core/tracer.c; dft_trace_pid: core/state.c) -------- */
+
+/* 1 when tracing is active or has just started lazily (dft_lazy_start):
+ * the status read inline, then tracer.c's start, among tracer.c's calls.
  * Any thread, no GIL. */
 static inline int dft_trace_ready(void)
 {
     return dft_trace_active() || dft_lazy_start() == 0;
 }
-
-/* ---- what the trace is (core/tracer.c; dft_trace_pid: core/state.c) -------- */
 
 /* The pid written in events (initialize_log's process_id, else getpid()). */
 int64_t dft_trace_pid(void);

@@ -1,5 +1,5 @@
 /* torch/autotrace_steps.c: the shared state of the zero-code torch hooks in
- * C (torch/autotrace.h) and the training iterations (`pipeline/iteration`
+ * C (torch/autotrace_steps.h) and the training iterations (`pipeline/iteration`
  * events), as dftracer/_autotrace/steps.py describes them: an iteration runs
  * from the end of one optimizer step to the end of the next (with several
  * optimizers, until all of one iteration's optimizers stepped), or, in a
@@ -7,7 +7,8 @@
  * next; the first batch iteration is held back until a second one closes.
  * Everything needs the GIL (it guards the global iteration state) unless
  * noted. */
-#include "torch/autotrace.h"
+#include "torch/autotrace_steps.h"
+#include "torch/parts.h"
 
 #include <fcntl.h>
 #include <pthread.h>

@@ -5,7 +5,6 @@
  * that no part registers another), then MemoryTracker.  GIL held
  * (PyInit__core). */
 #include "integrations.h"
-#include "torch/autotrace.h"
 #include "torch/parts.h"
 
 int dft_torch_register(PyObject *module)
