@@ -461,9 +461,10 @@ _SIGNAL_ARG = re.compile(rb',"signal":(\d{1,3})(?![\d.eE])')
 SIGNAL_MAX = 64  # reader.h's DFT_SIGNAL_MAX: a larger number is no signal
 
 
-def _end_signal(sig: Optional[int]) -> int:
-    """The signal an `end` names, as the C passes read it (0: none)."""
-    return sig if sig is not None and 1 <= sig <= SIGNAL_MAX else 0
+def _end_signal(sig: Any) -> int:
+    """The signal an `end` names, as the C passes read it: a JSON integer
+    from 1 to SIGNAL_MAX, else 0 (none)."""
+    return sig if type(sig) is int and 1 <= sig <= SIGNAL_MAX else 0
 
 
 def _end_event(p: "Process", args: Optional[bytes]) -> None:
@@ -495,7 +496,7 @@ def _profiler_number(key: _Key) -> Optional[int]:
 def _tracer_event(p: Process, name: str, ts: int, args: Dict[str, Any]) -> None:
     if name == "end":
         p.finished = True
-        p.end_signal = _end_signal(_as_int(args.get("signal")))
+        p.end_signal = _end_signal(args.get("signal"))
 
 
 def _spread(p: Process, key: _Key, t0: int, d: int, end: int, nbytes: int, window: int,
@@ -566,7 +567,7 @@ def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
         p.bad_dur += 1
         if str(ev["name"]) == "end" and ev.get("cat") == "dftracer":
             p.finished = True
-            p.end_signal = _end_signal(_as_int(args.get("signal")))
+            p.end_signal = _end_signal(args.get("signal"))
         return False
     name = str(ev["name"]).encode("utf-8", "replace")
     cat = str(ev.get("cat", "")).encode("utf-8", "replace")
