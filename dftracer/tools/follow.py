@@ -451,9 +451,10 @@ class Follower:
         self.behind = sum(1 for f in states if f.size > f.offset and f.stuck_at is None)
 
     def state(self, f: FileState, now: float) -> str:
-        """finished (its end event was read), error (nothing can be read: the
-        mark says why), silent (no new data for SILENT_FLUSHES flush
-        intervals, or deleted) or running.  (snapshot() makes a silent
+        """finished (its end event was read; one that names a signal, its
+        process then ended by it, has the mark `ended by SIGTERM`), error
+        (nothing can be read: the mark says why), silent (no new data for
+        SILENT_FLUSHES flush intervals, or deleted) or running.  (snapshot() makes a silent
         launcher of this host whose children run `waiting`.)"""
         if f.proc.finished:
             return "finished"
@@ -525,6 +526,9 @@ class Follower:
                     f"incomplete last line ({incomplete} bytes)"
             if not mark and f.size > f.offset and f.stuck_at is None:
                 mark = f"catching up ({f.offset * 100 // max(f.size, 1)}%)"
+            if not mark and state == "finished" and p.end_signal:
+                # its `end` names the signal that then ended it: asked to stop
+                mark = f"ended by {liveness.signal_name(p.end_signal)}"
             live = liveness.proc_state(p.host, p.pid, self.newest_us(f)) \
                 if state == "silent" and not f.gone and p.pid else None
             if not mark and live is not None:
@@ -546,7 +550,7 @@ class Follower:
                 "path": path, "host": p.host, "pid": p.pid, "rank": p.rank,
                 "local_rank": p.local_rank, "world_size": p.world_size, "job_id": p.job_id,
                 "ppid": p.ppid, "worker_of": worker_of, "worker": p.worker, "name": p.name,
-                "state": state, "mark": mark,
+                "state": state, "mark": mark, "end_signal": p.end_signal or None,
                 # its process is over (its end read, or silent and gone by
                 # liveness' rule): an earlier job's, listed after the live ones
                 "ended": state == "finished" or live == "gone",

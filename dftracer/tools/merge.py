@@ -180,6 +180,10 @@ def main(args: argparse.Namespace) -> int:
                           "pid": new, "tid": new, "ph": "M",
                           "args": {"name": "process_sort_index", "value": sort_index(info),
                                    "sort_index": sort_index(info)}})
+        marks = getattr(args, "marks", None)  # view's HANG: before every process's events
+        if marks:
+            new_pid = {os.path.realpath(f): new for f, (_old, new) in zip(files, pid_maps)}
+            names.extend(marks(lambda path: new_pid.get(os.path.realpath(path))))
         lines = [line_keys.dumps(e, ensure_ascii=False) for e in names]
         if args.fmt == "pfw":
             header = "[\n" + "".join(line + "\n" for line in lines)

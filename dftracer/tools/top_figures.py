@@ -169,6 +169,7 @@ class Process:
         self.long_lines = 0
         self.bad_dur = 0         # complete events with a bad duration (left out of the figures)
         self.finished = False
+        self.end_signal = 0      # the signal its `end` names: it ended the process (asked to stop)
         self.first_ts: Optional[int] = None
         self.head = 0            # the newest event end seen (us)
         self.io_read = 0
@@ -390,7 +391,7 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
         if d > DUR_MAX_US or end > INT64_MAX:
             p.bad_dur += 1
             if key.flags & F_TRACER and key.name == "end":
-                p.finished = True
+                _end_event(p, args)
             continue
         if end > head:
             head = end
@@ -401,7 +402,7 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
         if flags:
             if flags & F_TRACER:
                 if key.name == "end":
-                    p.finished = True
+                    _end_event(p, args)
                 elif key.name == "start" and args:
                     m = _PPID_ARG.search(args)
                     p.ppid = int(m.group(1)) if m else p.ppid
@@ -446,6 +447,21 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
 
 
 _PPID_ARG = re.compile(rb',"ppid":(\d{1,19})(?![\d.eE])')
+_SIGNAL_ARG = re.compile(rb',"signal":(\d{1,3})(?![\d.eE])')
+SIGNAL_MAX = 64  # reader.h's DFT_SIGNAL_MAX: a larger number is no signal
+
+
+def _end_signal(sig: Any) -> int:
+    """The signal an `end` names, as the C passes read it: a JSON integer
+    from 1 to SIGNAL_MAX, else 0 (none)."""
+    return sig if type(sig) is int and 1 <= sig <= SIGNAL_MAX else 0
+
+
+def _end_event(p: "Process", args: Optional[bytes]) -> None:
+    """An `end` read on the fast path (args: its args body, or None)."""
+    p.finished = True
+    m = _SIGNAL_ARG.search(args) if args else None
+    p.end_signal = _end_signal(int(m.group(1)) if m else None)
 
 
 def _io_args(key: "_Key", args: bytes) -> int:
@@ -464,9 +480,10 @@ def _profiler_number(key: _Key) -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
-def _tracer_event(p: Process, name: str, ts: int) -> None:
+def _tracer_event(p: Process, name: str, ts: int, args: Dict[str, Any]) -> None:
     if name == "end":
         p.finished = True
+        p.end_signal = _end_signal(args.get("signal"))
 
 
 def _spread(p: Process, key: _Key, t0: int, d: int, end: int, nbytes: int, window: int,
@@ -537,6 +554,7 @@ def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
         p.bad_dur += 1
         if str(ev["name"]) == "end" and ev.get("cat") == "dftracer":
             p.finished = True
+            p.end_signal = _end_signal(args.get("signal"))
         return False
     name = str(ev["name"]).encode("utf-8", "replace")
     cat = str(ev.get("cat", "")).encode("utf-8", "replace")
@@ -545,7 +563,7 @@ def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
     end = ts + dur
     p.head = max(p.head, end)
     if key.flags & F_TRACER:
-        _tracer_event(p, key.name, ts)
+        _tracer_event(p, key.name, ts, args)
         if key.name == "start":
             p.ppid = _as_int(args.get("ppid"))
         return False

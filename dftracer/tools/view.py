@@ -198,27 +198,28 @@ def _prepare(files: list, tmp: str, no_align: bool = False) -> Optional[str]:
                 v, common.describe(r))
             common.err(f"{files[0]}: {why}")
             return None
-    trace = _merged(files, tmp, no_align)
     # docs/hang.md: a hang of the ranks side by side is marked on the timeline
     h = None
-    if trace and len(files) > 1:
+    if len(files) > 1:
         from dftracer.tools import runner
 
         h = hang.post_mortem(runner.run(work.rank_file, files, label="hang", progress=False),
                              hang.POST_MORTEM_AFTER)
-    if h is not None:
+    trace = _merged(files, tmp, no_align, h)
+    if trace and h is not None:
         common.err(h["message"])
-        hang.mark_file(trace, h)
     return trace
 
 
-def _merged(files: list, tmp: str, no_align: bool) -> Optional[str]:
+def _merged(files: list, tmp: str, no_align: bool,
+            h: Optional[Dict[str, Any]] = None) -> Optional[str]:
     from dftracer.tools import merge
 
     out = os.path.join(tmp, f"dftracer-view-{len(files)}-trace{'s' if len(files) > 1 else ''}"
                             ".pfw.gz")
+    marks = (lambda pid_of: [hang.mark_event(h, pid_of)]) if h is not None else None
     ns = argparse.Namespace(paths=files, output=out, jobs=None, dask=None, progress=False,
-                            fmt="pfw", no_align=no_align)
+                            fmt="pfw", no_align=no_align, marks=marks)
     status = merge.main(ns)
     if status == common.EXIT_BAD_INPUT or not os.path.exists(out):
         return None

@@ -243,13 +243,13 @@ static PyObject *rank_file(PyObject *module, PyObject *args, PyObject *kwargs)
         return PyErr_NoMemory();
     }
     PyObject *out = Py_BuildValue(
-        "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:O,s:O,s:L,s:L,s:z,s:N,s:i,s:N,s:N,s:N,"
+        "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:O,s:i,s:O,s:L,s:L,s:z,s:N,s:i,s:N,s:N,s:N,"
         "s:(KLLL),s:N}",
         "path", path, "status", dft_rd_status_name(r.status), "message", r.err, "members",
         (unsigned long long)r.members, "events", (unsigned long long)r.events, "long_lines",
         (unsigned long long)r.long_lines, "first_long_line",
         (unsigned long long)r.first_long_line, "finalized",
-        r.finalized ? Py_True : Py_False, "has_ts", r.have_ts ? Py_True : Py_False, "ts_min",
+        r.finalized ? Py_True : Py_False, "end_signal", r.end_signal, "has_ts", r.have_ts ? Py_True : Py_False, "ts_min",
         (long long)r.ts_min, "end_max", (long long)r.end_max, "step_kind", r.step_kind,
         "steps", steps_bytes(&r), "step_fields", STEP_FIELDS, "sync", sync_bytes(&r), "last_sync", last_list(&r), "keys",
         keys_list(&r), "clock", (unsigned long long)r.clock_pairs, (long long)r.clock_first,

@@ -67,6 +67,7 @@ typedef struct dft_rk_result {
     dft_rd_bad bad;
     dft_ident who; /* who wrote the file (reader/identity.c) */
     int finalized, have_ts;
+    int end_signal; /* the signal its `end` names (0: none): killed after it */
     int64_t ts_min, end_max;
     const char *step_kind; /* NULL: no steps */
     dft_rk_key *keys;
