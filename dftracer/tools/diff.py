@@ -29,7 +29,7 @@ import json
 import math
 import statistics
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from dftracer.tools import common, paths, ranks, summary
 
@@ -115,14 +115,23 @@ def _p90(v: Sequence[float]) -> float:
 
 # ---- one run ---------------------------------------------------------------------
 
+class StepRow(NamedTuple):
+    """One step of a unit, by name (from the pass's _core.RankSteps)."""
+    dur: int
+    cpu: int   # the step thread's CPU time, -1: unknown
+    wait: int  # its run-queue wait, -1: unknown
+    by_class: Tuple[int, ...]
+
+
 class Unit:
     """A rank (or the one process with steps of a job without ranks)."""
 
     def __init__(self, rank: Optional[int], main: Result, workers: List[Result]) -> None:
         self.rank, self.main, self.workers = rank, main, workers
-        steps = ranks._int64s(main.get("steps", b""))
-        f = ranks.FIELDS
-        self.rows = {steps[i * f]: steps[i * f:(i + 1) * f] for i in range(len(steps) // f)}
+        st = ranks.Steps(main.get("steps"))
+        self.rows = {st.number[i]: StepRow(st.dur[i], st.cpu[i], st.wait[i],
+                                           tuple(c[i] for c in st.by_class))
+                     for i in range(len(st))}
 
 
 class Run:
@@ -147,22 +156,21 @@ class Run:
         # for: the least communication wait), and the mean over units
         self.by_class: List[List[float]] = [[] for _ in ranks.CLASSES]
         self.mean_class: List[List[float]] = [[] for _ in ranks.CLASSES]
-        comm = 3 + ranks.COMM
         # per step, the mean over the units that have it of their step
         # thread's CPU time and run-queue wait (the iterations' cpu_us, wait_us)
         self.cpu: List[float] = []
         self.wait: List[float] = []
         for n in numbers:
             rows = [u.rows[n] for u in self.units if n in u.rows]
-            self.steps.append(float(statistics.median(r[2] for r in rows)))
-            known = [r for r in rows if r[ranks.WAIT] >= 0]
+            self.steps.append(float(statistics.median(r.dur for r in rows)))
+            known = [r for r in rows if r.wait >= 0 and r.cpu >= 0]
             if known:
-                self.cpu.append(_mean([r[ranks.CPU] for r in known]))
-                self.wait.append(_mean([r[ranks.WAIT] for r in known]))
-            critical = min(rows, key=lambda r: (r[comm], -r[2]))
+                self.cpu.append(_mean([r.cpu for r in known]))
+                self.wait.append(_mean([r.wait for r in known]))
+            critical = min(rows, key=lambda r: (r.by_class[ranks.COMM], -r.dur))
             for c in range(ranks.NCLS):
-                self.by_class[c].append(float(critical[3 + c]))
-                self.mean_class[c].append(_mean([r[3 + c] for r in rows]))
+                self.by_class[c].append(float(critical.by_class[c]))
+                self.mean_class[c].append(_mean([r.by_class[c] for r in rows]))
         self.unit_steps = sum(len(u.rows) for u in self.units)
         self.events = sum(r.get("events", 0) for r in self.results)
         starts = [r["ts_min"] for r in self.results if r.get("has_ts")]
@@ -179,24 +187,26 @@ class Run:
         for u in self.units:
             if rank is not None and u.rank != rank:
                 continue
-            for where, procs, field in (("main", [u.main], 6), ("workers", u.workers, 5)):
+            for where, procs, field in (("main", [u.main], "self_steps"),
+                                        ("workers", u.workers, "self_all")):
                 for r in procs:
                     for k in r.get("keys", ()):
-                        if k[field] <= 0 and k[3] <= 0:
+                        us = getattr(k, field)
+                        if us <= 0 and k.count <= 0:
                             continue
-                        key = (where, k[0], k[1])
-                        cls, us, n = out.get(key, (k[2], 0.0, 0))
-                        out[key] = (cls, us + k[field], n + k[3])
+                        key = (where, k.cat, k.name)
+                        cls, t, n = out.get(key, (k.cls, 0.0, 0))
+                        out[key] = (cls, t + us, n + k.count)
         return out
 
 
 def _unit_without_ranks(loose: List[Result]) -> List[Unit]:
     """A job with no ranks: its process with the most steps, and the processes
     it started."""
-    with_steps = [r for r in loose if r.get("steps")]
+    with_steps = [r for r in loose if ranks.nsteps(r)]
     if not with_steps:
         return []
-    main = max(with_steps, key=lambda r: (len(r["steps"]), r.get("events", 0)))
+    main = max(with_steps, key=lambda r: (ranks.nsteps(r), r.get("events", 0)))
     pids = {main["pid"]}
     workers: List[Result] = []
     grew = True
@@ -431,10 +441,10 @@ def _by_rank(a: Run, b: Run, step_ref: float) -> List[Dict[str, Any]]:
     for rank in sorted(ua.keys() & ub.keys()):
         ra, rb = list(ua[rank].rows.values()), list(ub[rank].rows.values())
         row: Dict[str, Any] = {"rank": rank,
-                               **_row(_mean([r[2] for r in ra]), _mean([r[2] for r in rb]))}
+                               **_row(_mean([r.dur for r in ra]), _mean([r.dur for r in rb]))}
         row["by_class"] = {}
         for c, name in enumerate(ranks.CLASSES):
-            va, vb = [r[3 + c] for r in ra], [r[3 + c] for r in rb]
+            va, vb = [r.by_class[c] for r in ra], [r.by_class[c] for r in rb]
             d = _row(_mean(va), _mean(vb))
             d["significant"] = bool(va and vb and abs(d["change_us_per_step"])
                                     > threshold(va, vb, step_ref))
@@ -495,9 +505,18 @@ def verdict(d: Dict[str, Any]) -> str:
         parts.append(f"rank {x['rank']} is a new straggler, {_ms(lead)} a step over the "
                      f"others ({ranks.LABELS[x['cause_class']]}: {what})")
         named_classes.add((x["rank"], x["cause_class"]))
+    gone = [x for x in d["stragglers"]["base"]
+            if x["rank"] not in {y["rank"] for y in d["stragglers"]["new"]}]
+    for x in gone:
+        parts.append(f"rank {x['rank']} is no longer a straggler (it was "
+                     f"{_ms(x.get('mean_lead_us', x['excess_us']))} a step over the others, "
+                     f"{ranks.LABELS[x['cause_class']]})")
     sched = d.get("sched")
-    busier = bool(sched and sched["wait"]["significant"] and
-                  sched["wait"]["change_us_per_step"] > 0 and not sched["cpu"]["significant"])
+    # the machine busier or less busy for all: the step threads' wait for a
+    # CPU moved beyond noise, their CPU time did not
+    machine = 0
+    if sched and sched["wait"]["significant"] and not sched["cpu"]["significant"]:
+        machine = 1 if sched["wait"]["change_us_per_step"] > 0 else -1
     sig = [c for c in d["classes"] if c["significant"]]
     for c in sig:
         names = [r for r in d["changes"] if r["significant"]]
@@ -517,11 +536,17 @@ def verdict(d: Dict[str, Any]) -> str:
                 parts.append(f"rank {r['rank']} {ranks.LABELS[c]} "
                              f"{_ms(v['change_us_per_step'])}")
                 named_classes.add((r["rank"], c))
-    if busier:  # said first: it explains the classes that grew with it
+    if machine:  # said first: it explains the classes that moved with it
         w, cpu = sched["wait"], sched["cpu"]
-        parts.insert(len(new_stragglers), f"the machine was busier: the step threads waited "
-                     f"{_ms(w['change_us_per_step'])} a step more for a CPU, with their "
-                     f"CPU time within noise ({_ms(cpu['change_us_per_step'])})")
+        parts.insert(len(new_stragglers) + len(gone),
+                     f"the machine was {'busier' if machine > 0 else 'less busy'}: the step "
+                     f"threads waited {_ms(abs(w['change_us_per_step']), False)} a step "
+                     f"{'more' if machine > 0 else 'less'} for a CPU, with their CPU time "
+                     f"within noise ({_ms(cpu['change_us_per_step'])})")
+    elif sched and sched["cpu"]["significant"]:
+        w, cpu = sched["wait"], sched["cpu"]
+        parts.append(f"the step threads' CPU time {_ms(cpu['change_us_per_step'])} a step "
+                     f"(their wait for a CPU {_ms(w['change_us_per_step'])})")
     counted = [r for r in d["changes"] if r["count_changed"] and r["where"] == "main"][:1]
     for r in counted:
         parts.append(f"{_label(r)} {r['base_count_per_step']:g} -> "
@@ -530,7 +555,12 @@ def verdict(d: Dict[str, Any]) -> str:
         return f"{head}: within noise (+-{_ms(s['noise_us'], False)} a step), " \
                "nothing changed beyond it"
     if not parts:
-        return head
+        # the step moved, no part of it alone beyond its noise: the largest movers
+        movers = sorted(d["classes"], key=lambda c: -abs(c["change_us_per_step"]))[:2]
+        said = ", ".join(f"{ranks.LABELS[c['cls']]} {_ms(c['change_us_per_step'])}"
+                         for c in movers if abs(c["change_us_per_step"]) >= 0.5)
+        return (f"{head}: no class moved beyond its own noise; the most: {said}"
+                if said else f"{head}: spread over the classes, none moved by itself")
     rest = "everything else within noise" if len(sig) < len(d["classes"]) else ""
     return head + ": " + ", ".join(parts + ([rest] if rest else []))
 

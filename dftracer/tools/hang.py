@@ -34,7 +34,6 @@ import linecache
 import os
 import re
 import zlib
-from array import array
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from dftracer.tools import dead_steps, line_keys, liveness, memory
@@ -607,12 +606,11 @@ def from_follower(fol: Any, now_s: float, hang_after: float) -> Optional[Dict[st
 # ---- after the job: summary --ranks, report ------------------------------------------
 
 def _last_step(r: Dict[str, Any]) -> Optional[int]:
-    steps, n = r.get("steps"), r.get("step_fields") or 0
-    if not isinstance(steps, (bytes, bytearray)) or n <= 0 or len(steps) < 8 * n:
+    steps = r.get("steps")  # a _core.RankSteps: named int64 columns
+    number = getattr(steps, "number", None)
+    if not isinstance(number, bytes) or len(number) < 8 or len(number) % 8:
         return None
-    a = array("q")
-    a.frombytes(bytes(steps[len(steps) - 8 * n:len(steps) - 8 * n + 8]))
-    return a[0]
+    return memoryview(number).cast("q")[-1]
 
 
 def procs_of(results: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -642,7 +640,7 @@ def procs_of(results: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
                       "state": state, "worker": worker if worker >= 0 else None,
                       "last_step": _last_step(r), "last_ts": last_ts, "hang": st,
                       "step_kind": r.get("step_kind"), "last_sync": r.get("last_sync") or [],
-                      "_steps_raw": (r.get("steps"), r.get("step_fields"))})
+                      "_steps_raw": r.get("steps")})
     return procs
 
 

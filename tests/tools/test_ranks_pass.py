@@ -43,17 +43,22 @@ def write(directory, events, env=None, tail="", stem="trace", at_zero=False):
 
 
 def steps_of(r):
-    a = array("q")
-    a.frombytes(r["steps"])
-    f = r["step_fields"]
-    n = len(CLASSES)
+    """The steps of a pass result, by the names of its _core.RankSteps."""
+    s = r["steps"]
+    assert isinstance(s, _core.RankSteps)
+
+    def col(b):
+        return list(memoryview(b).cast("q"))
+    num, ts, dur = col(s.number), col(s.ts), col(s.dur)
+    by = [col(c) for c in s.by_class]
+    key = [col(c) for c in s.top_key]
+    us = [col(c) for c in s.top_us]
     out = []
-    for i in range(0, len(a), f):
-        row = a[i:i + f]
-        out.append({"step": row[0], "ts": row[1], "dur": row[2],
-                    "by": dict(zip(CLASSES, row[3:3 + n])),
-                    "top": {c: (r["keys"][k][:2] if k >= 0 else None, us)
-                            for c, k, us in zip(CLASSES, row[3 + n:3 + 2 * n], row[3 + 2 * n:])}})
+    for i in range(len(num)):
+        out.append({"step": num[i], "ts": ts[i], "dur": dur[i],
+                    "by": {c: by[k][i] for k, c in enumerate(CLASSES)},
+                    "top": {c: (r["keys"][key[k][i]][:2] if key[k][i] >= 0 else None, us[k][i])
+                            for k, c in enumerate(CLASSES)}})
     return out
 
 
