@@ -505,8 +505,8 @@ def verdict(d: Dict[str, Any]) -> str:
         parts.append(f"rank {x['rank']} is a new straggler, {_ms(lead)} a step over the "
                      f"others ({ranks.LABELS[x['cause_class']]}: {what})")
         named_classes.add((x["rank"], x["cause_class"]))
-    gone = [x for x in d["stragglers"]["base"]
-            if x["rank"] not in {y["rank"] for y in d["stragglers"]["new"]}]
+    now = {y["rank"] for y in d["stragglers"]["new"]}
+    gone = [x for x in d["stragglers"]["base"] if x["rank"] not in now]
     for x in gone:
         parts.append(f"rank {x['rank']} is no longer a straggler (it was "
                      f"{_ms(x.get('mean_lead_us', x['excess_us']))} a step over the others, "
@@ -544,9 +544,8 @@ def verdict(d: Dict[str, Any]) -> str:
                      f"{'more' if machine > 0 else 'less'} for a CPU, with their CPU time "
                      f"within noise ({_ms(cpu['change_us_per_step'])})")
     elif sched and sched["cpu"]["significant"]:
-        w, cpu = sched["wait"], sched["cpu"]
-        parts.append(f"the step threads' CPU time {_ms(cpu['change_us_per_step'])} a step "
-                     f"(their wait for a CPU {_ms(w['change_us_per_step'])})")
+        parts.append(f"the step threads' CPU time {_ms(sched['cpu']['change_us_per_step'])} a "
+                     f"step (their wait for a CPU {_ms(sched['wait']['change_us_per_step'])})")
     counted = [r for r in d["changes"] if r["count_changed"] and r["where"] == "main"][:1]
     for r in counted:
         parts.append(f"{_label(r)} {r['base_count_per_step']:g} -> "

@@ -89,7 +89,7 @@ class Steps:
     def __init__(self, seq: Any) -> None:
         def col(b: bytes) -> Sequence[int]:
             return memoryview(b).cast("q")
-        if seq is None:
+        if not isinstance(seq, _core.RankSteps):  # none (a sync-only or crafted result)
             seq = _NO_STEPS
         self.number, self.ts, self.dur = col(seq.number), col(seq.ts), col(seq.dur)
         self.cpu, self.wait = col(seq.cpu_us), col(seq.wait_us)
