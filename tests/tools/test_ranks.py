@@ -451,8 +451,12 @@ def test_the_cause_is_the_event_that_grew_most():
     compute = ranks.CLASSES.index("compute")
 
     def rank(fwd_ms, bwd_ms, steps=10):
-        keys = [("compute", "forward", compute, steps, 0, 0, int(fwd_ms * 1000 * steps), 0),
-                ("compute", "backward", compute, steps, 0, 0, int(bwd_ms * 1000 * steps), 0)]
+        from dftracer import _core  # the pass's keys, with named fields
+
+        keys = [_core.RankKey(("compute", "forward", compute, steps, 0, 0,
+                               int(fwd_ms * 1000 * steps), 0)),
+                _core.RankKey(("compute", "backward", compute, steps, 0, 0,
+                               int(bwd_ms * 1000 * steps), 0))]
         return SimpleNamespace(main={"keys": keys}, nsteps=steps)
 
     slow = rank(6.4, 20.0)  # forward +3.4 ms; backward as long as the others'
