@@ -29,14 +29,12 @@ missing and nothing is reported."""
 
 from __future__ import annotations
 
-import json
 import linecache
 import os
 import re
-from array import array
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from dftracer.tools import dead_steps, line_keys, liveness, memory
+from dftracer.tools import dead_steps, liveness, memory
 from dftracer.tools.line_keys import unescape
 
 DEFAULT_AFTER = 60.0       # s: top's --hang-after
@@ -611,12 +609,11 @@ def from_follower(fol: Any, now_s: float, hang_after: float) -> Optional[Dict[st
 # ---- after the job: summary --ranks, report ------------------------------------------
 
 def _last_step(r: Dict[str, Any]) -> Optional[int]:
-    steps, n = r.get("steps"), r.get("step_fields") or 0
-    if not isinstance(steps, (bytes, bytearray)) or n <= 0 or len(steps) < 8 * n:
+    steps = r.get("steps")  # a _core.RankSteps: named int64 columns
+    number = getattr(steps, "number", None)
+    if not isinstance(number, bytes) or len(number) < 8 or len(number) % 8:
         return None
-    a = array("q")
-    a.frombytes(bytes(steps[len(steps) - 8 * n:len(steps) - 8 * n + 8]))
-    return a[0]
+    return memoryview(number).cast("q")[-1]
 
 
 def procs_of(results: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -652,7 +649,7 @@ def procs_of(results: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
                       "end_signal": signalled,
                       "last_step": _last_step(r), "last_ts": last_ts, "hang": st,
                       "step_kind": r.get("step_kind"), "last_sync": r.get("last_sync") or [],
-                      "_steps_raw": (r.get("steps"), r.get("step_fields"))})
+                      "_steps_raw": r.get("steps")})
     return procs
 
 

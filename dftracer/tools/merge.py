@@ -11,7 +11,7 @@ import tempfile
 import zlib
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from dftracer.tools import common, line_keys, ranks, runner, work
+from dftracer.tools import clock_align, common, line_keys, runner, work
 
 MERGE_EXAMPLE = """example:
   dftracer merge ./traces -o run1.pfw.gz      # then open run1.pfw.gz in ui.perfetto.dev
@@ -155,9 +155,9 @@ def main(args: argparse.Namespace) -> int:
     infos = [identity(s, procs) for s in syncs]
     offsets: Dict[str, int] = {}
     if not getattr(args, "no_align", False):
-        alignment = ranks.align(syncs)
-        offsets = ranks.file_offsets(syncs, alignment)
-        for line in ranks.describe_alignment(alignment):
+        alignment = clock_align.align(syncs)
+        offsets = clock_align.file_offsets(syncs, alignment)
+        for line in clock_align.describe_alignment(alignment):
             common.err(line)
     pid_maps = assign_pids(infos)
     out_dir = os.path.dirname(os.path.abspath(out_path))

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from dftracer.tools import analysis, classes, common, hang, ranks, runner, summary, work
+from dftracer.tools import analysis, classes, clock_align, common, hang, ranks, runner, summary, work
 
 EXAMPLE = """example:
   dftracer report ./traces -o report.html
@@ -95,8 +95,8 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
         what_if = whatif.analyze(per_rank)
         rank_data = ranks.analyze(per_rank)
         if not getattr(args, "no_align", False):
-            shift = ranks.file_offsets(per_rank, rank_data["alignment"])
-            for line in ranks.describe_alignment(rank_data["alignment"]):
+            shift = clock_align.file_offsets(per_rank, rank_data["alignment"])
+            for line in clock_align.describe_alignment(rank_data["alignment"]):
                 common.err(line)
     starts = [r["ts_min"] + shift.get(r["path"], 0) for r in good if r["has_ts"]]
     ends = [r["end_max"] + shift.get(r["path"], 0) for r in good if r["has_ts"]]
@@ -444,7 +444,7 @@ def rank_figures(go: Any, ra: Any, layout: Dict[str, Any], color: Any) -> List[T
                 "Each rank's mean step split as <code>dftracer summary --ranks</code> splits "
                 "it: " + _CLASS_SPLIT))
     lines = [html.escape(ranks.straggler_line(s)) for s in ra["stragglers"]]
-    lines += [html.escape(w) for w in ranks.describe_alignment(ra["alignment"])]
+    lines += [html.escape(w) for w in clock_align.describe_alignment(ra["alignment"])]
     out.append(("rank-stragglers", "Ranks: stragglers", None,
                 "<br>".join(lines) if ra["stragglers"] else
                 "No straggler: no rank leads the others by more than the job's "
