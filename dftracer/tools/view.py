@@ -14,10 +14,11 @@ import tempfile
 import threading
 import urllib.parse
 import webbrowser
+import zlib
 from pathlib import Path
 from typing import Any, Dict, FrozenSet, Optional
 
-from dftracer.tools import common, hang, paths as _paths, validate, work
+from dftracer.tools import common, hang, line_keys, paths as _paths, validate, work
 
 HOSTED_UI = "https://ui.perfetto.dev"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
@@ -204,12 +205,40 @@ def _prepare(files: list, tmp: str, no_align: bool = False) -> Optional[str]:
     if trace and len(files) > 1:
         from dftracer.tools import runner
 
-        h = hang.post_mortem(runner.run(work.rank_file, files, label="hang", progress=False),
-                             hang.POST_MORTEM_AFTER)
+        results = runner.run(work.rank_file, files, label="hang", progress=False)
+        h = hang.post_mortem(results, hang.POST_MORTEM_AFTER)
+        # docs/whatif.md: each step's critical path across the ranks, a track
+        append_events(trace, critical_path_events(results, not no_align))
     if h is not None:
         common.err(h["message"])
         hang.mark_file(trace, h)
     return trace
+
+
+def critical_path_events(results: list, align: bool) -> list:
+    """The "critical path" track's events (whatif.track_events) of a job
+    with ranks; none for other traces, or where the analysis fails (the
+    timeline is served without it, with one warning)."""
+    from dftracer.tools import whatif
+
+    try:
+        return whatif.track_events(results, align)
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        common.err(f"warning: no critical path track: {exc}")
+        return []
+
+
+def append_events(path: str, events: list) -> None:
+    """Appends events to a trace file, one line each (.pfw.gz: one gzip
+    member, the member layout's rule)."""
+    if not events:
+        return
+    data = "".join(line_keys.dumps(e) + "\n" for e in events).encode("utf-8")
+    if path.endswith(".gz"):
+        z = zlib.compressobj(6, zlib.DEFLATED, 31)
+        data = z.compress(data) + z.flush()
+    with open(path, "ab") as fh:
+        fh.write(data)
 
 
 def _merged(files: list, tmp: str, no_align: bool) -> Optional[str]:

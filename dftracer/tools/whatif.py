@@ -498,8 +498,9 @@ def track_events(results: Iterable[ranks_mod.Result], align: bool = True) -> Lis
     for prev, s in zip(steps, steps[1:]):
         t = max(prev.end)
         for seg in path(s, prev, rk, cols):
-            label = PATH_LABELS.get(seg["class"], seg["class"])
-            out.append({"name": f"rank {seg['rank']}: {label}", "cat": "critical_path",
+            what = seg["event"] if not seg["event"].startswith("(") else \
+                PATH_LABELS.get(seg["class"], seg["class"])
+            out.append({"name": f"rank {seg['rank']}: {what}", "cat": "critical_path",
                         "ph": "X", "pid": TRACK_PID, "tid": TRACK_PID, "ts": int(t),
                         "dur": seg["dur_us"],
                         "args": {"step": s.number, "rank": seg["rank"], "class": seg["class"],

@@ -158,3 +158,75 @@ def test_the_report_opens_with_the_same_findings(slowed, tmp_path):
     data = json.loads(blob.replace("<\\/", "</"))
     assert data["whatif"]["findings"] == a["findings"]
     assert f"if rank {SLOW_RANK}&#x27;s compute were the other ranks&#x27; median" in page
+
+
+def served_events(runs):
+    """The events `dftracer view RUNS` serves (the merge, with its tracks),
+    fetched as the Perfetto UI does, every gzip member decoded, every line
+    parsed."""
+    import urllib.request
+    import zlib
+
+    proc = subprocess.Popen([sys.executable, "-m", "dftracer", "view", str(runs), "--no-browser",
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env())
+    try:
+        first = proc.stdout.readline()
+        assert first, proc.communicate(timeout=60)
+        url = proc.stdout.readline().split(": ", 1)[1].strip()
+        with urllib.request.urlopen(url, timeout=60) as resp:
+            body = resp.read()
+    finally:
+        proc.send_signal(2)
+        proc.communicate(timeout=60)
+    text, rest = b"", body
+    while rest:
+        d = zlib.decompressobj(31)
+        text += d.decompress(rest) + d.flush()
+        rest = d.unused_data
+    out = []
+    for line in text.decode("utf-8").splitlines():
+        line = line.strip().rstrip(",")
+        if line in ("", "[", "]"):
+            continue
+        out.append(json.loads(line))
+    return out
+
+
+def test_view_draws_each_steps_critical_path_on_its_own_track(slowed):
+    runs, a = slowed
+    events = served_events(runs)
+    names = {e["pid"]: e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e["name"] == "process_name"}
+    (pid,) = [p for p, n in names.items() if n == "critical path"]
+    segs = [e for e in events if e.get("ph") == "X" and e["pid"] == pid]
+    assert segs and all(e["cat"] == "critical_path" for e in segs), segs[:3]
+    by_step = {}
+    for e in segs:
+        assert e["dur"] > 0 and e["args"]["class"] in {
+            "gap", "compute", "data", "io", "comm", "checkpoint", "other", "tail"}, e
+        by_step.setdefault(e["args"]["step"], []).append(e)
+    # every step but the first (it has no step before to start from)
+    assert sorted(by_step) == list(range(1, STEPS)), sorted(by_step)
+    # each step's segments end to end over its window: from the last rank's
+    # end of the step before to the last rank's end of it, as the served
+    # file's own iteration events give them
+    ends = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "pipeline" and e["name"] == "iteration":
+            n = e["args"]["step"]
+            ends[n] = max(ends.get(n, 0), e["ts"] + e["dur"])
+    for n, ss in by_step.items():
+        ss.sort(key=lambda e: e["ts"])
+        assert all(x["ts"] + x["dur"] == y["ts"] for x, y in zip(ss, ss[1:])), ss
+        wall = ends[n] - ends[n - 1]
+        assert ss[0]["ts"] == ends[n - 1], (n, ss[0], ends[n - 1])
+        assert sum(e["dur"] for e in ss) == pytest.approx(wall, rel=0.01, abs=20), (n, ss)
+    # the median step's segments are whatif's path
+    med = sorted(by_step[a["path_step"]], key=lambda e: e["ts"])
+    assert [(e["args"]["rank"], e["args"]["class"], e["args"]["event"], e["dur"]) for e in med] \
+        == [(p["rank"], p["class"], p["event"], p["dur_us"]) for p in a["path"]]
+    # the slowed rank is on the track in most steps
+    on = [n for n, ss in by_step.items() if any(e["args"]["rank"] == SLOW_RANK
+                                                 and e["args"]["class"] == "compute" for e in ss)]
+    assert len(on) >= 0.7 * len(by_step), (len(on), len(by_step))
