@@ -316,7 +316,7 @@ def self_queue(p: Prepared, i: int, ex: float, floor: float) -> float:
     them (the scheduler favours the threads that slept), which holds the
     step's transfer back (docs/whatif.md, "The CPU wait a rank brings on
     itself").  The transfer's excess over the job's usual transfer (`floor`,
-    the lower decile of the steps' transfers), at most the rank's run-queue
+    the shortest of the steps' transfers), at most the rank's run-queue
     wait over the others'; zero unless the rank's extra CPU time is a fifth
     of its segment's excess `ex` or more (a rank that sleeps or waits longer
     brings no CPU wait on itself: its wait is the machine's, which the
@@ -406,10 +406,10 @@ def counterfactuals(steps: Sequence[Step], rk: Sequence["ranks_mod.Rank"],
     prep = [Prepared(s) for s in steps]
     spread = _spreads(prep)
     floor = max(MIN_SHARE * med, MIN_US)
-    # the job's usual transfer: the lower decile of the steps' (a step whose
-    # last rank waited for a CPU at the collectives has a longer one)
-    transfers = sorted(p.transfer for p in prep)
-    usual = transfers[(len(transfers) - 1) // 10]
+    # the job's usual transfer, the collectives' own time: the shortest of
+    # the steps' (a step whose last rank waited for a CPU at the collectives
+    # has a longer one; in a job slowed throughout, most of them do)
+    usual = min(p.transfer for p in prep)
     # per candidate: the steps it changed, with their excess, and its saving
     found: Dict[Candidate, Tuple[List[Tuple[Prepared, float, float]], float]] = {}
     for kind in KINDS:
