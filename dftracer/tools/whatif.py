@@ -91,7 +91,7 @@ NOISE_K = 3.0                    # a segment is replaced where it passes the oth
 SYSTEMATIC = 0.5                 # a rank over the bound in this share of the steps: its own doing
 MIN_SHARE = 0.01                 # findings below this share of the median step are not listed
 MIN_US = 50                      # ... nor below this
-QUEUE_NOTE = 0.2                 # a finding's rank waiting this share of its saving for a CPU: said
+QUEUE_NOTE = 0.2                 # the CPU wait folded in, this share of the saving: said
 SELF_CPU = 0.2                   # extra CPU time, this share of the excess: its CPU wait its own
 MAX_EVIDENCE_STEPS = 20          # step numbers listed per finding
 
