@@ -477,7 +477,8 @@ def job_steps(results: Iterable[ranks_mod.Result], align: bool = True
 TRACK_PID = 0x7FFFFFF0   # the "critical path" track's pid in view's trace (no real pid is this high)
 
 
-def track_events(results: Iterable[ranks_mod.Result], align: bool = True) -> List[Dict[str, Any]]:
+def track_events(results: Iterable[ranks_mod.Result],
+                 align: bool = True) -> List[Dict[str, Any]]:
     """The critical path of every step (but the first, which has no step
     before it to start from) as trace events for `dftracer view`: a process
     track named "critical path", one complete event a segment, laid end to
