@@ -474,7 +474,7 @@ def job_steps(results: Iterable[ranks_mod.Result], align: bool = True
     return rk, cols, build_steps(rk, offsets, cols), warnings
 
 
-TRACK_PID = 0x7FFFFFF0   # the "critical path" track's pid in view's trace (no real pid is this high)
+TRACK_PID = 0x7FFFFFF0   # the "critical path" track's pid in view's trace (no real pid is so high)
 
 
 def track_events(results: Iterable[ranks_mod.Result],
