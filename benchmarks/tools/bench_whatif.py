@@ -14,7 +14,9 @@ top finding's `saving_us`.
 
 Scenarios: forward (rank 3's forward spins SLOW_MS more), data (rank 3's
 items sleep SLOW_MS a batch in __getitem__), checkpoint (rank 0 saves 32 MB
-every 10 steps), balanced (no fault: no finding may reach 2 % of the step).
+every 10 steps), untraced (rank 3's get_batch, a plain function the loop
+calls before forward, sleeps SLOW_MS: untraced time the stack sampler
+places), balanced (no fault: no finding may reach 2 % of the step).
 Prints one row per scenario and run: the top finding, projected and measured
 saving, and whether the top finding names the fault and is within +-10 % or
 +-2 ms of the measured saving."""
@@ -40,6 +42,7 @@ SCENARIOS: Dict[str, Tuple[List[str], Optional[Tuple[Optional[int], str]]]] = {
     "forward": (["--fault", "forward", "--slow-rank", str(SLOW_RANK)], (SLOW_RANK, "compute")),
     "data": (["--fault", "data", "--slow-rank", str(SLOW_RANK)], (SLOW_RANK, "data")),
     "checkpoint": (["--fault", "checkpoint"], (0, "checkpoint")),
+    "untraced": (["--fault", "batch", "--slow-rank", str(SLOW_RANK)], (SLOW_RANK, "other")),
     "balanced": (["--fault", "none"], None),
 }
 

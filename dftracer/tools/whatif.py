@@ -91,7 +91,8 @@ NOISE_K = 3.0                    # a segment is replaced where it passes the oth
 SYSTEMATIC = 0.5                 # a rank over the bound in this share of the steps: its own doing
 MIN_SHARE = 0.01                 # findings below this share of the median step are not listed
 MIN_US = 50                      # ... nor below this
-QUEUE_NOTE = 0.2                 # a finding's rank waiting this share of its saving for a CPU: said
+QUEUE_NOTE = 0.2                 # the CPU wait folded in, this share of the saving: said
+SELF_CPU = 0.2                   # extra CPU time, this share of the excess: its CPU wait its own
 MAX_EVIDENCE_STEPS = 20          # step numbers listed per finding
 
 
@@ -106,6 +107,7 @@ class RankSteps(NamedTuple):
     by_class: List[List[int]]   # per class of CLASSES: self time (a partition of dur)
     top_key: List[List[int]]    # per class: index into the rank's keys, -1: none
     top_us: List[List[int]]     # per class: that event's self time
+    cpu_us: List[int]           # the step thread's CPU time (-1: unknown)
     wait_us: List[int]          # run-queue wait of the step thread (-1: unknown)
 
 
@@ -128,7 +130,7 @@ def rank_steps(rank: "ranks_mod.Rank") -> RankSteps:
         ts = col(1)
     return RankSteps(col(0), ts, col(2), [col(3 + c) for c in range(k)],
                      [col(3 + k + c) for c in range(k)], [col(3 + 2 * k + c) for c in range(k)],
-                     col(ranks_mod.WAIT))
+                     col(ranks_mod.CPU), col(ranks_mod.WAIT))
 
 
 def key_name(rank: "ranks_mod.Rank", key: int, cls: int) -> str:
@@ -146,8 +148,8 @@ class Step:
     """One step across the ranks present in it, column by column: `who`
     the ranks' positions in the job's ranks, `row` the step's row in each
     rank's RankSteps, its gap, own work by class (`cls[c][i]`, comm's column
-    zero), comm, run-queue wait and aligned end."""
-    __slots__ = ("number", "who", "row", "gap", "cls", "comm", "wait", "end")
+    zero), comm, CPU time, run-queue wait and aligned end."""
+    __slots__ = ("number", "who", "row", "gap", "cls", "comm", "cpu", "wait", "end")
 
     def __init__(self, number: int) -> None:
         self.number = number
@@ -156,6 +158,7 @@ class Step:
         self.gap: List[int] = []
         self.cls: List[List[int]] = [[] for _ in CLASSES]
         self.comm: List[int] = []
+        self.cpu: List[int] = []
         self.wait: List[int] = []
         self.end: List[int] = []
 
@@ -180,6 +183,7 @@ def build_steps(rk: Sequence["ranks_mod.Rank"], offsets: Dict[str, int],
             for k in range(ncls):
                 s.cls[k].append(0 if k == COMM else c.by_class[k][j])
             s.comm.append(c.by_class[COMM][j])
+            s.cpu.append(c.cpu_us[j])
             s.wait.append(c.wait_us[j])
             s.end.append(ends[j] + off)
     return [steps[n] for n in sorted(steps) if len(steps[n].who) >= 2]
@@ -256,10 +260,11 @@ KINDS = [CLASSES[c] for c in range(len(CLASSES)) if c != COMM] + [GAP]
 class Prepared:
     """What every replay of a step needs, computed once: the arrivals, the
     two latest, each rank's excess over the others' median per class (and
-    gap), and its run-queue excess.  A candidate that changes one rank's
+    gap), its run-queue excess and its CPU time's excess.  A candidate that changes one rank's
     segment replays the step's join in O(1): the new max is that rank's new
     arrival or the latest of the others."""
-    __slots__ = ("step", "arr", "first", "second", "top", "excess", "queue", "at", "transfer")
+    __slots__ = ("step", "arr", "first", "second", "top", "excess", "queue", "cpu", "at",
+                 "transfer")
 
     def __init__(self, s: Step) -> None:
         self.step = s
@@ -275,6 +280,8 @@ class Prepared:
             self.excess[kind] = [x - m for x, m in zip(vals, medians_of_others(vals))]
         w = [max(0, x) for x in s.wait]
         self.queue = [max(0.0, x - m) for x, m in zip(w, medians_of_others(w))]
+        c = [max(0, x) for x in s.cpu]
+        self.cpu = [x - m if x > 0 else 0.0 for x, m in zip(c, medians_of_others(c))]
         self.at = {pos: i for i, pos in enumerate(s.who)}
 
     def latest_without(self, i: int) -> float:
@@ -302,39 +309,64 @@ def _spreads(prep: Sequence[Prepared]) -> Dict[str, float]:
     return out
 
 
-def replay_one(p: Prepared, i: int, kind: str, bound: float,
-               systematic: bool) -> Optional[Tuple[float, float]]:
-    """(the saving of the step, the excess taken out) when rank i's `kind`
-    is set to the others' median, or None where that changes nothing.  The
-    segment is replaced where its excess over the others' median passes the
-    noise bound: less its rank's run-queue excess unless the rank exceeds
-    the bound in most steps (`systematic`: a rank spinning longer waits for
-    a CPU longer, its own doing); then all of its excess is taken out."""
+def self_queue(p: Prepared, i: int, ex: float, floor: float) -> float:
+    """The CPU wait that rank i, the last to arrive, brought on itself at the
+    step's collectives: a rank that runs longer on a machine with fewer
+    cores than runnable threads also waits longer for a CPU once it reaches
+    them (the scheduler favours the threads that slept), which holds the
+    step's transfer back (docs/whatif.md, "The CPU wait a rank brings on
+    itself").  The transfer's excess over the job's usual transfer (`floor`,
+    the shortest of the steps' transfers), at most the rank's run-queue
+    wait over the others'; zero unless the rank's extra CPU time is a fifth
+    of its segment's excess `ex` or more (a rank that sleeps or waits longer
+    brings no CPU wait on itself: its wait is the machine's, which the
+    others share)."""
+    if p.cpu[i] < max(SELF_CPU * ex, MIN_US) or p.queue[i] <= 0:
+        return 0.0
+    return min(p.queue[i], max(0.0, p.transfer - floor))
+
+
+def replay_one(p: Prepared, i: int, kind: str, bound: float, systematic: bool,
+               floor: float) -> Optional[Tuple[float, float, float]]:
+    """(the saving of the step, the excess taken out, the rank's own
+    run-queue wait taken out of the transfer) when rank i's `kind` is set to
+    the others' median, or None where that changes nothing.  The segment is
+    replaced where its excess over the others' median passes the noise
+    bound: less its rank's run-queue excess unless the rank exceeds the
+    bound in most steps (`systematic`: a rank spinning longer waits for a
+    CPU longer, its own doing); then all of its excess is taken out, and,
+    when the rank was the last to arrive, so is the CPU wait it brought on
+    itself after arriving (`self_queue`, against the job's usual transfer
+    `floor`)."""
     ex = p.excess[kind][i]
     if ex - (0.0 if systematic else p.queue[i]) <= bound:
         return None
     new = max(p.arr[i] - ex, p.latest_without(i))
-    return p.first - new, ex
+    folded = 0.0
+    if systematic and i == p.top:
+        folded = self_queue(p, i, ex, floor)
+    return p.first - new + folded, ex, folded
 
 
-def replay_zero(p: Prepared, cls: int) -> Optional[Tuple[float, float]]:
+def replay_zero(p: Prepared, cls: int) -> Optional[Tuple[float, float, float]]:
     """(the saving of the step, the time taken out) with every rank's class
     `cls` at zero (no checkpoint), or None where no rank has any."""
     s = p.step
     taken = sum(s.cls[cls])
     if not taken:
         return None
-    return p.first - max(a - v for a, v in zip(p.arr, s.cls[cls])), taken
+    return p.first - max(a - v for a, v in zip(p.arr, s.cls[cls])), taken, 0.0
 
 
-def _evidence(steps: Sequence[Step], changed: List[Tuple[Prepared, float]], cand: Candidate,
+def _evidence(steps: Sequence[Step], changed: List[Tuple[Prepared, float, float]],
+              cand: Candidate,
               rk: Sequence["ranks_mod.Rank"], cols: Sequence[RankSteps]) -> Dict[str, Any]:
     """The steps a finding rests on, and the events (each class's top event
     or sampled place on the rank) that held the time taken out."""
     events: Dict[str, int] = {}
     if cand.cls != GAP:
         c = CLASSES.index(cand.cls)
-        for p, _ in changed:
+        for p, _, _ in changed:
             s = p.step
             for i, pos in enumerate(s.who):
                 r = rk[pos]
@@ -343,16 +375,18 @@ def _evidence(steps: Sequence[Step], changed: List[Tuple[Prepared, float]], cand
                     name = key_name(r, cols[pos].top_key[c][j], c)
                     label = name if cand.rank is not None else f"rank {r.rank}: {name}"
                     events[label] = events.get(label, 0) + cols[pos].top_us[c][j]
-    nums = [p.step.number for p, _ in changed]
+    nums = [p.step.number for p, _, _ in changed]
     queue = 0.0  # the rank's run-queue wait over the others' in those steps
     if cand.rank is not None:
-        qs = [p.queue[i] for p, _ in changed for i, pos in enumerate(p.step.who)
+        qs = [p.queue[i] for p, _, _ in changed for i, pos in enumerate(p.step.who)
               if rk[pos].rank == cand.rank]
         queue = statistics.median(qs) if qs else 0.0
     return {"steps": nums[:MAX_EVIDENCE_STEPS], "of_steps": len(steps),
             "queue_excess_us": int(queue),
+            # the rank's own CPU wait taken out of the transfer, per step
+            "queue_folded_us": int(sum(f for _, _, f in changed) / max(1, len(steps))),
             "steps_changed": len(nums),
-            "excess_us": int(statistics.median(x for _, x in changed)),
+            "excess_us": int(statistics.median(x for _, x, _ in changed)),
             "events": [{"event": k, "us_per_step": int(v / max(1, len(changed)))}
                        for k, v in sorted(events.items(), key=lambda kv: -kv[1])[:3]]}
 
@@ -372,8 +406,12 @@ def counterfactuals(steps: Sequence[Step], rk: Sequence["ranks_mod.Rank"],
     prep = [Prepared(s) for s in steps]
     spread = _spreads(prep)
     floor = max(MIN_SHARE * med, MIN_US)
+    # the job's usual transfer, the collectives' own time: the shortest of
+    # the steps' (a step whose last rank waited for a CPU at the collectives
+    # has a longer one; in a job slowed throughout, most of them do)
+    usual = min(p.transfer for p in prep)
     # per candidate: the steps it changed, with their excess, and its saving
-    found: Dict[Candidate, Tuple[List[Tuple[Prepared, float]], float]] = {}
+    found: Dict[Candidate, Tuple[List[Tuple[Prepared, float, float]], float]] = {}
     for kind in KINDS:
         bound = max(NOISE_K * spread[kind], MIN_US)
         over: Dict[int, int] = {}  # rank position -> steps its raw excess passes the bound
@@ -388,20 +426,21 @@ def counterfactuals(steps: Sequence[Step], rk: Sequence["ranks_mod.Rank"],
         for p, idx in zip(prep, passing):
             for i in idx:
                 pos = p.step.who[i]
-                got = replay_one(p, i, kind, bound, over[pos] >= SYSTEMATIC * len(prep))
+                got = replay_one(p, i, kind, bound, over[pos] >= SYSTEMATIC * len(prep), usual)
                 if got is None:
                     continue
                 cand = Candidate(rk[pos].rank, kind, "median")
                 changed, saved = found.get(cand, ([], 0.0))
-                changed.append((p, got[1]))
+                changed.append((p, got[1], got[2]))
                 found[cand] = (changed, saved + got[0])
     if any(any(s.cls[CKPT]) for s in steps):
         cand = Candidate(None, "checkpoint", "zero")
-        changed, saved = [], 0.0
+        changed: List[Tuple[Prepared, float, float]] = []
+        saved = 0.0
         for p in prep:
             got = replay_zero(p, CKPT)
             if got is not None:
-                changed.append((p, got[1]))
+                changed.append((p, got[1], got[2]))
                 saved += got[0]
         found[cand] = (changed, saved)
     findings = []
@@ -421,16 +460,59 @@ def counterfactuals(steps: Sequence[Step], rk: Sequence["ranks_mod.Rank"],
 
 # ---- the analysis ----------------------------------------------------------------
 
-def analyze(results: Iterable[ranks_mod.Result]) -> Dict[str, Any]:
-    """The dict `whatif --json` prints (docs/whatif.md)."""
+def job_steps(results: Iterable[ranks_mod.Result], align: bool = True
+              ) -> Tuple[List["ranks_mod.Rank"], List[RankSteps], List[Step], List[str]]:
+    """The ranks, their steps' columns, the steps they share (on the
+    clocks aligned on the collectives, as merge does; `align` False: as
+    recorded) and the warnings."""
     # copies: identify takes each main process's steps out of its result, and
     # the report's Ranks section reads the same results after this
     results = [dict(r) for r in results]
-    alignment = ranks_mod.align(results)
-    offsets = ranks_mod.file_offsets(results, alignment)
+    offsets = ranks_mod.file_offsets(results, ranks_mod.align(results)) if align else {}
     rk, _loose, warnings = ranks_mod.identify(results)
     cols = [rank_steps(r) for r in rk]
-    steps = build_steps(rk, offsets, cols)
+    return rk, cols, build_steps(rk, offsets, cols), warnings
+
+
+TRACK_PID = 0x7FFFFFF0   # the "critical path" track's pid in view's trace (no real pid is so high)
+
+
+def track_events(results: Iterable[ranks_mod.Result],
+                 align: bool = True) -> List[Dict[str, Any]]:
+    """The critical path of every step (but the first, which has no step
+    before it to start from) as trace events for `dftracer view`: a process
+    track named "critical path", one complete event a segment, laid end to
+    end over the step's window on the aligned clocks (from the last rank's
+    end of the step before), named by its rank, class and event, with the
+    step in its args.  Empty when the traces have fewer than two ranks that
+    share steps."""
+    rk, cols, steps, _ = job_steps(results, align)
+    if not steps or len(rk) < 2:
+        return []
+    out: List[Dict[str, Any]] = [
+        {"name": "process_name", "ph": "M", "pid": TRACK_PID, "tid": TRACK_PID,
+         "args": {"name": "critical path"}},
+        {"name": "process_sort_index", "ph": "M", "pid": TRACK_PID, "tid": TRACK_PID,
+         "args": {"sort_index": -1}},
+        {"name": "thread_name", "ph": "M", "pid": TRACK_PID, "tid": TRACK_PID,
+         "args": {"name": "the last rank to arrive, each step"}}]
+    for prev, s in zip(steps, steps[1:]):
+        t = max(prev.end)
+        for seg in path(s, prev, rk, cols):
+            what = seg["event"] if not seg["event"].startswith("(") else \
+                PATH_LABELS.get(seg["class"], seg["class"])
+            out.append({"name": f"rank {seg['rank']}: {what}", "cat": "critical_path",
+                        "ph": "X", "pid": TRACK_PID, "tid": TRACK_PID, "ts": int(t),
+                        "dur": seg["dur_us"],
+                        "args": {"step": s.number, "rank": seg["rank"], "class": seg["class"],
+                                 "event": seg["event"]}})
+            t += seg["dur_us"]
+    return out
+
+
+def analyze(results: Iterable[ranks_mod.Result]) -> Dict[str, Any]:
+    """The dict `whatif --json` prints (docs/whatif.md)."""
+    rk, cols, steps, warnings = job_steps(results)
     out: Dict[str, Any] = {"ranks": len(rk), "steps": len(steps), "step_us": 0,
                            "mean_step_us": 0, "path": [], "path_step": None, "wall_us": None,
                            "path_error": None, "model_error_median": None, "run_us": 0,
@@ -484,13 +566,12 @@ def finding_line(f: Dict[str, Any], mean_step_us: float) -> str:
     line = (f"if {cond}, steps would take {common.fmt_us(f['saving_us'])} less (-{pct:.0f} %), "
             f"{common.fmt_us(f['run_saving_us'])} over the run; "
             f"{ev['steps_changed']}/{ev['of_steps']} steps" + (f", {top}" if top else ""))
-    q = ev.get("queue_excess_us", 0)
-    if q >= max(QUEUE_NOTE * f["saving_us"], MIN_US) and \
-            ev["steps_changed"] >= SYSTEMATIC * ev["of_steps"]:
+    q = ev.get("queue_folded_us", 0)
+    if q >= max(QUEUE_NOTE * f["saving_us"], MIN_US):
         # more runnable threads than CPUs: the slow rank's collectives waited
-        # for its CPU too, which the graph does not see (docs/whatif.md)
-        line += (f" (rank {f['rank']} also waited {common.fmt_us(q)} a step more than the "
-                 "others for a CPU: a rerun may save up to that much more)")
+        # for its CPU too, its own doing (docs/whatif.md)
+        line += (f" (of which {common.fmt_us(q)} the CPU wait rank {f['rank']} brought on "
+                 "itself at the collectives)")
     return line
 
 

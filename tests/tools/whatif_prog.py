@@ -3,7 +3,7 @@ command line, for `dftracer whatif` (tests/tools/test_whatif.py,
 benchmarks/tools/bench_whatif.py): plain PyTorch, nothing of dftracer.
 
     torchrun --standalone --nproc_per_node 4 whatif_prog.py [--steps 30]
-        [--batch 16] [--device-ms 20] [--fault none|forward|data|checkpoint]
+        [--batch 16] [--device-ms 20] [--fault none|forward|data|checkpoint|batch]
         [--slow-rank 3] [--slow-ms 15] [--ckpt-every 10] [--ckpt-mb 32]
 
 --device-ms: every rank's forward waits MS for its "device" (a sleep: the
@@ -11,7 +11,9 @@ shared machine's load does not stretch it); --fault forward: rank R's
 forward spins MS longer; --fault data: rank R's items sleep MS / batch each
 in __getitem__ (the loader has no workers: the wait is the step thread's);
 --fault checkpoint: rank 0 saves a CKPT_MB tensor every CKPT_EVERY steps,
-after its optimizer step.  Prints nothing but errors.
+after its optimizer step; --fault batch: rank R's get_batch (a plain
+function the loop calls before forward, not traced) sleeps MS (the time only
+the stack sampler sees).  Prints nothing but errors.
 """
 
 from __future__ import annotations
@@ -59,12 +61,20 @@ class Model(torch.nn.Module):
         return self.net(x)
 
 
+def get_batch(x, y, sleep_s: float):
+    """The batch as the step uses it: untraced code (no decorator), slowed
+    by --fault batch (a slow tokenizer, a host-side augmentation...)."""
+    if sleep_s:
+        time.sleep(sleep_s)
+    return x, y
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--device-ms", type=float, default=20.0)
-    p.add_argument("--fault", choices=("none", "forward", "data", "checkpoint"), default="none")
+    p.add_argument("--fault", choices=("none", "forward", "data", "checkpoint", "batch"), default="none")
     p.add_argument("--slow-rank", type=int, default=3)
     p.add_argument("--slow-ms", type=float, default=15.0)
     p.add_argument("--ckpt-every", type=int, default=10)
@@ -79,7 +89,9 @@ def main() -> None:
     model = DDP(Model(a.device_ms / 1e3, slow if a.fault == "forward" else 0.0))
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     blob = torch.zeros(int(a.ckpt_mb * (1 << 20)) // 4) if a.fault == "checkpoint" else None
+    batch_s = slow if a.fault == "batch" else 0.0
     for step, (x, y) in enumerate(loader):
+        x, y = get_batch(x, y, batch_s)
         opt.zero_grad()
         F.mse_loss(model(x), y).backward()
         opt.step()
