@@ -38,7 +38,7 @@ import statistics
 import sys
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-from dftracer.tools import common, ranks as ranks_mod
+from dftracer.tools import clock_align, common, ranks as ranks_mod
 
 
 def medians_of_others(values: Sequence[float]) -> List[float]:
@@ -112,25 +112,19 @@ class RankSteps(NamedTuple):
 
 
 def rank_steps(rank: "ranks_mod.Rank") -> RankSteps:
-    """A rank's steps from the ranks pass's packed rows (ranks.FIELDS int64
-    each: number, ts, dur, by class, top key by class, top us by class, cpu,
-    wait), in start order.  The one function to change when the pass
-    returns named fields."""
-    f, k = ranks_mod.FIELDS, ranks_mod.NCLS
-    s = rank.steps.tolist()[:rank.nsteps * f]
-
-    def col(j: int) -> List[int]:
-        return s[j::f]
-
-    ts = col(1)
+    """A rank's steps from the ranks pass's named columns (ranks.Steps: the
+    pass's _core.RankSteps as int64 views), in start order.  The one
+    function that reads the pass's layout."""
+    st, k = rank.steps, ranks_mod.NCLS
+    cols = ([list(st.number), list(st.ts), list(st.dur)] + [list(c) for c in st.by_class] +
+            [list(c) for c in st.top_key] + [list(c) for c in st.top_us] +
+            [list(st.cpu), list(st.wait)])
+    ts = cols[1]
     if any(b < a for a, b in zip(ts, ts[1:])):  # rows not in start order: sort them
         order = sorted(range(len(ts)), key=ts.__getitem__)
-        rows = [s[i * f:(i + 1) * f] for i in order]
-        s = [x for row in rows for x in row]
-        ts = col(1)
-    return RankSteps(col(0), ts, col(2), [col(3 + c) for c in range(k)],
-                     [col(3 + k + c) for c in range(k)], [col(3 + 2 * k + c) for c in range(k)],
-                     col(ranks_mod.CPU), col(ranks_mod.WAIT))
+        cols = [[c[i] for i in order] for c in cols]
+    return RankSteps(cols[0], cols[1], cols[2], cols[3:3 + k], cols[3 + k:3 + 2 * k],
+                     cols[3 + 2 * k:3 + 3 * k], cols[3 + 3 * k], cols[3 + 3 * k + 1])
 
 
 def key_name(rank: "ranks_mod.Rank", key: int, cls: int) -> str:
@@ -468,7 +462,7 @@ def job_steps(results: Iterable[ranks_mod.Result], align: bool = True
     # copies: identify takes each main process's steps out of its result, and
     # the report's Ranks section reads the same results after this
     results = [dict(r) for r in results]
-    offsets = ranks_mod.file_offsets(results, ranks_mod.align(results)) if align else {}
+    offsets = clock_align.file_offsets(results, clock_align.align(results)) if align else {}
     rk, _loose, warnings = ranks_mod.identify(results)
     cols = [rank_steps(r) for r in rk]
     return rk, cols, build_steps(rk, offsets, cols), warnings
