@@ -82,17 +82,23 @@ static struct {
 
 /* ---- settings ------------------------------------------------------------ */
 
-/* A number of var in [lo, hi] (an integer when whole); else dflt, with one
- * warning line naming the variable and the value used. */
+/* A number of var in [lo, hi] (an integer when whole), written as plain
+ * decimal digits with an optional point; else dflt, with one warning line
+ * naming the variable and the value used. */
 static double env_num(const char *var, double dflt, double lo, double hi, int whole)
 {
     const char *v = getenv(var);
     if (!v || !*v)
         return dflt;
+    /* plain decimals only: strtod would take hex, exponents, blanks, signs */
+    int plain = 1;
+    for (const char *c = v; *c; c++)
+        plain &= (*c >= '0' && *c <= '9') || *c == '.';
     char *end;
     errno = 0;
     double x = strtod(v, &end);
-    if (end == v || *end || errno || !(x >= lo && x <= hi) || (whole && x != floor(x))) {
+    if (!plain || end == v || *end || errno || !(x >= lo && x <= hi) ||
+        (whole && x != floor(x))) {
         dft_warn_config("%s='%s' is not a usable number (%g to %g); using %g", var, v, lo, hi,
                         dflt);
         return dflt;

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -68,7 +69,11 @@ def summary_windows(tmp_path):
 
 def documented_window_args():
     text = open(TRACE_FORMAT).read().split("### Windows", 1)[1].split("\n### ", 1)[0]
-    return {line.split("`")[1] for line in text.splitlines() if line.startswith("| `")}
+    names = set()
+    for line in text.splitlines():
+        if line.startswith("| `"):  # the first column: one or more `arg`s
+            names.update(re.findall(r"`([a-z_]+)`", line.split("|")[1]))
+    return names
 
 
 def check_window_event(w):
