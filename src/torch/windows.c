@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "core/config.h"
@@ -75,6 +76,8 @@ static struct {
     /* the flusher's side */
     _Atomic int64_t step_start;   /* the open step's start (0: none yet) */
     _Atomic int64_t pub_median;   /* the median once warm (0: not yet) */
+    _Atomic pid_t pid;            /* the process whose steps these are (a forked
+                                   * DataLoader worker steps none: no stall there) */
     _Atomic int64_t stalled_from; /* the step start a stall was said for */
     _Atomic int request;          /* REQ_* pending */
     _Atomic int capture_steps;
@@ -111,8 +114,8 @@ static void read_settings(void)
     C.read = 1;
     C.on = dft_config_flag("DFTRACER_WINDOWS", 1);
     C.slow_k = env_num("DFTRACER_WINDOW_SLOW_K", 6, 0, 1000, 0);
-    C.margin = env_num("DFTRACER_WINDOW_SLOW_MARGIN", 0.25, 0, 100, 0);
-    C.slow_steps = (int)env_num("DFTRACER_WINDOW_SLOW_STEPS", 2, 1, 1000, 1);
+    C.margin = env_num("DFTRACER_WINDOW_SLOW_MARGIN", 0.2, 0, 100, 0);
+    C.slow_steps = (int)env_num("DFTRACER_WINDOW_SLOW_STEPS", 3, 1, 1000, 1);
     C.warmup = (int)env_num("DFTRACER_WINDOW_WARMUP", 10, 4, 100000, 1);
     C.steps = (int)env_num("DFTRACER_WINDOW_STEPS", 3, 1, 10000, 1);
     C.stall_k = env_num("DFTRACER_WINDOW_STALL_K", 20, 2, 1e6, 0);
@@ -159,6 +162,7 @@ static void recompute(void)
     W.median_us = med;
     W.mad_us = mad;
     W.slow_us = med + (int64_t)(spread > floor_ ? spread : floor_) + 1;
+    atomic_store_explicit(&W.pid, getpid(), memory_order_relaxed); /* every RECOMPUTE steps */
     atomic_store_explicit(&W.pub_median, med > 0 ? med : 1, memory_order_release);
 }
 
@@ -389,7 +393,7 @@ static int on_watch(int64_t now)
 {
     int64_t med = atomic_load_explicit(&W.pub_median, memory_order_acquire);
     int64_t start = atomic_load_explicit(&W.step_start, memory_order_relaxed);
-    if (med <= 0 || start <= 0 || !C.on)
+    if (med <= 0 || start <= 0 || !C.on || atomic_load(&W.pid) != getpid())
         return 0;
     double limit = C.stall_k * (double)med;
     if (limit < C.stall_min_s * 1e6)
