@@ -52,6 +52,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--io", action="store_true",
                    help="I/O per file, per epoch (unique and re-read bytes), per rank with its "
                         "DataLoader workers, and Darshan's POSIX_*/STDIO_* counters")
+    p.add_argument("--windows", action="store_true",
+                   help="each full-detail window the processes opened: rank, trigger, steps "
+                        "and the places of its steps against the normal steps' "
+                        "(docs/windows.md)")
     p.add_argument("--memory", action="store_true",
                    help="resident memory per process (rank, DataLoader worker, launcher): "
                         "first/last/peak, growth per step, memory creep and OOM kills")
@@ -434,6 +438,13 @@ def main(args: argparse.Namespace) -> int:
     if args.memory and (args.io or args.ranks):
         common.err("--memory, --io and --ranks are views of their own: give one")
         return common.EXIT_BAD_INPUT
+    if args.windows:
+        if args.io or args.ranks or args.memory:
+            common.err("--windows, --memory, --io and --ranks are views of their own: give one")
+            return common.EXIT_BAD_INPUT
+        from dftracer.tools import windows
+
+        return windows.main(args)
     if args.memory:
         from dftracer.tools import hang, memory
 

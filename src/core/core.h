@@ -216,6 +216,12 @@ int64_t dft_inflight_missed(void);
  * sets, which the flusher calls with why ("request" or "SIGTERM") and the
  * request's number.  No GIL. */
 void dft_set_stack_dumper(void (*dump)(const char *why, unsigned req));
+/* Windows (torch/windows.c, docs/windows.md) through the same request file:
+ * capture(steps) when a request's first line is "capture[ STEPS]" (steps
+ * 0: the default), instead of the stacks; watch(now) at each flusher wake
+ * (the stall check: a few loads when nothing fires), returning 1 when the
+ * stacks should be written now too (why "stall").  The flusher, no GIL. */
+void dft_set_window_hooks(void (*capture)(int steps), int (*watch)(int64_t now_us));
 /* The handler now installed for sig (SIGTERM or SIGHUP) ends the process
  * when it runs, as torch's DataLoader worker handler does with _exit(): the
  * tracer's handler, bound again over it when needed, finalizes the trace

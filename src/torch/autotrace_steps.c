@@ -22,6 +22,7 @@
 #include "core/clock.h"
 #include "format/grow.h"
 #include "hang/sampler.h"
+#include "torch/windows.h"
 
 int dft_at_on[DFT_AT_NPARTS];
 
@@ -313,6 +314,7 @@ static void close_at(int64_t end, sched_sample to)
     S.start = end;
     S.at_start = to;
     reopen(1, end);
+    dft_window_step_end(step, start, end); /* a few comparisons unless a window fires */
     if (S.mode == MODE_LOADER && !S.loader_sure) {
         if (!S.has_held) {
             S.has_held = 1;
@@ -518,6 +520,7 @@ static PyObject *py_steps_exit(PyObject *m, PyObject *unused)
         S.batch_pending = 0;
         close_at(S.last_activity, sched_at(S.last_activity));
     }
+    dft_window_exit();
     Py_RETURN_NONE;
 }
 

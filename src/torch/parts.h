@@ -14,6 +14,7 @@ int dft_dynamo_register(PyObject *module);         /* dynamo_timing.c: graph tim
 int dft_frame_hook_register(PyObject *module);     /* frame_hook.c: PEP 523 hook */
 int dft_ddp_hook_register(PyObject *module);       /* ddp_hook.c: DDP's bucket hook */
 int dft_memory_register(PyObject *module);         /* memory_py.c: MemoryTracker */
+int dft_windows_register(PyObject *module);        /* windows.c: triggered windows */
 
 /* The zero-code hooks' parts (autotrace_*.c), registered in turn. */
 int dft_at_steps_register(PyObject *module);
