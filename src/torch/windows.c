@@ -36,7 +36,7 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/core.h"
-#include "torch/autotrace.h"
+#include "torch/autotrace_steps.h"
 #include "hang/sampler.h"
 
 #define RING 32      /* durations the threshold is computed from (a power of 2) */
