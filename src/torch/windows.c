@@ -23,6 +23,9 @@
  *
  * The window's state is the step thread's (the GIL); the flusher sees only
  * atomics: the open step's start, the median, the pending request. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
 #include "torch/windows.h"
 
 #include <errno.h>
@@ -36,8 +39,11 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/core.h"
-#include "torch/autotrace_steps.h"
 #include "hang/sampler.h"
+
+/* An argument's key from a literal (autotrace_steps.h's DFT_AT_KEY: that
+ * header is the steps' face, and the steps call this file). */
+#define WIN_KEY(k) .key = "" k, .key_len = sizeof(k) - 1
 
 #define RING 32      /* durations the threshold is computed from (a power of 2) */
 #define RECOMPUTE 16 /* steps between two computations of the threshold */
@@ -236,29 +242,29 @@ static void close_window(int64_t end, int64_t last_step, int cut)
     int64_t bytes = 260 + (int64_t)at + (int64_t)strlen(also) + (int64_t)strlen(trig);
     dft_arg a[20];
     unsigned n = 0;
-    a[n++] = (dft_arg){DFT_AT_KEY("trigger"), .type = DFT_ARG_STR, .v.s = {trig, strlen(trig)}};
-    a[n++] = (dft_arg){DFT_AT_KEY("step_first"), .type = DFT_ARG_INT, .v.i = W.first};
-    a[n++] = (dft_arg){DFT_AT_KEY("step_last"), .type = DFT_ARG_INT, .v.i = last_step};
-    a[n++] = (dft_arg){DFT_AT_KEY("steps"), .type = DFT_ARG_INT, .v.i = last_step - W.first + 1};
-    a[n++] = (dft_arg){DFT_AT_KEY("trigger_step"), .type = DFT_ARG_INT, .v.i = W.trig_step};
-    a[n++] = (dft_arg){DFT_AT_KEY("trigger_us"), .type = DFT_ARG_INT, .v.i = W.trig_us};
-    a[n++] = (dft_arg){DFT_AT_KEY("median_us"), .type = DFT_ARG_INT, .v.i = W.median_us};
-    a[n++] = (dft_arg){DFT_AT_KEY("threshold_us"), .type = DFT_ARG_INT,
+    a[n++] = (dft_arg){WIN_KEY("trigger"), .type = DFT_ARG_STR, .v.s = {trig, strlen(trig)}};
+    a[n++] = (dft_arg){WIN_KEY("step_first"), .type = DFT_ARG_INT, .v.i = W.first};
+    a[n++] = (dft_arg){WIN_KEY("step_last"), .type = DFT_ARG_INT, .v.i = last_step};
+    a[n++] = (dft_arg){WIN_KEY("steps"), .type = DFT_ARG_INT, .v.i = last_step - W.first + 1};
+    a[n++] = (dft_arg){WIN_KEY("trigger_step"), .type = DFT_ARG_INT, .v.i = W.trig_step};
+    a[n++] = (dft_arg){WIN_KEY("trigger_us"), .type = DFT_ARG_INT, .v.i = W.trig_us};
+    a[n++] = (dft_arg){WIN_KEY("median_us"), .type = DFT_ARG_INT, .v.i = W.median_us};
+    a[n++] = (dft_arg){WIN_KEY("threshold_us"), .type = DFT_ARG_INT,
                        .v.i = W.slow_us == INT64_MAX ? 0 : W.slow_us};
-    a[n++] = (dft_arg){DFT_AT_KEY("sample_hz"), .type = DFT_ARG_INT, .v.i = sw.hz};
-    a[n++] = (dft_arg){DFT_AT_KEY("samples"), .type = DFT_ARG_INT, .v.i = sw.samples};
-    a[n++] = (dft_arg){DFT_AT_KEY("samples_timed"), .type = DFT_ARG_INT, .v.i = sw.timed};
-    a[n++] = (dft_arg){DFT_AT_KEY("samples_dropped"), .type = DFT_ARG_INT, .v.i = sw.dropped};
-    a[n++] = (dft_arg){DFT_AT_KEY("samples_missed"), .type = DFT_ARG_INT, .v.i = sw.missed};
-    a[n++] = (dft_arg){DFT_AT_KEY("cost_us"), .type = DFT_ARG_INT, .v.i = sw.cpu_us};
-    a[n++] = (dft_arg){DFT_AT_KEY("bytes"), .type = DFT_ARG_INT, .v.i = bytes};
-    a[n++] = (dft_arg){DFT_AT_KEY("refused"), .type = DFT_ARG_INT, .v.i = W.refused};
+    a[n++] = (dft_arg){WIN_KEY("sample_hz"), .type = DFT_ARG_INT, .v.i = sw.hz};
+    a[n++] = (dft_arg){WIN_KEY("samples"), .type = DFT_ARG_INT, .v.i = sw.samples};
+    a[n++] = (dft_arg){WIN_KEY("samples_timed"), .type = DFT_ARG_INT, .v.i = sw.timed};
+    a[n++] = (dft_arg){WIN_KEY("samples_dropped"), .type = DFT_ARG_INT, .v.i = sw.dropped};
+    a[n++] = (dft_arg){WIN_KEY("samples_missed"), .type = DFT_ARG_INT, .v.i = sw.missed};
+    a[n++] = (dft_arg){WIN_KEY("cost_us"), .type = DFT_ARG_INT, .v.i = sw.cpu_us};
+    a[n++] = (dft_arg){WIN_KEY("bytes"), .type = DFT_ARG_INT, .v.i = bytes};
+    a[n++] = (dft_arg){WIN_KEY("refused"), .type = DFT_ARG_INT, .v.i = W.refused};
     if (at)
-        a[n++] = (dft_arg){DFT_AT_KEY("places"), .type = DFT_ARG_STR, .v.s = {places, at}};
+        a[n++] = (dft_arg){WIN_KEY("places"), .type = DFT_ARG_STR, .v.s = {places, at}};
     if (na)
-        a[n++] = (dft_arg){DFT_AT_KEY("also"), .type = DFT_ARG_STR, .v.s = {also, (size_t)na}};
+        a[n++] = (dft_arg){WIN_KEY("also"), .type = DFT_ARG_STR, .v.s = {also, (size_t)na}};
     if (cut)
-        a[n++] = (dft_arg){DFT_AT_KEY("cut"), .type = DFT_ARG_INT, .v.i = 1};
+        a[n++] = (dft_arg){WIN_KEY("cut"), .type = DFT_ARG_INT, .v.i = 1};
     W.bytes += bytes;
     W.refused = 0;
     /* written here, not through autotrace_steps.c's dft_at_emit (which calls

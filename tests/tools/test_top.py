@@ -489,7 +489,7 @@ def test_without_rich_the_view_names_the_extra(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code, "top", str(d)], env=clean_env(),
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 3
-    assert "[top]" in proc.stderr and "--once" in proc.stderr
+    assert "pip install 'rich>=13' (the 'top' extra)" in proc.stderr and "--once" in proc.stderr
     proc = subprocess.run([sys.executable, "-c", code, "top", "--once", "--json", str(d)],
                           env=clean_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
