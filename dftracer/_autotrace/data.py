@@ -4,8 +4,9 @@ the main process).
 
 The iterator's __next__ is wrapped on the base class every DataLoader
 iterator derives from; DataLoader.__iter__ is wrapped to count epochs (the
-passes over each loader that ran to the end, so a peek with
-next(iter(loader)) is no epoch).  The fetchers of torch.utils.data._utils.fetch
+passes over each loader that ran to the end or yielded len(loader) batches,
+as a trainer that stops at len(loader) leaves them (Lightning), so a peek
+with next(iter(loader)) is no epoch).  The fetchers of torch.utils.data._utils.fetch
 are replaced by versions that time each __getitem__ (torch's code with a
 clock read around each access, or, for a batch read sample by sample,
 torch's own fetch over indices that read the clock as they are handed out);
@@ -106,6 +107,9 @@ def _wrap_iter(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
                 epoch = _epochs.get(self, 0)
                 it._dftracer_epoch = epoch
                 it._dftracer_loader = weakref.ref(self)
+                # the pass's length: its last batch ends the pass though the
+                # iterator is not exhausted (a trainer stopping at len(loader))
+                it._dftracer_batches = _length(self)
                 ints = {"epoch": epoch, "workers": int(getattr(self, "num_workers", 0) or 0)}
                 if number >= 0:
                     ints["loader"] = number
@@ -118,8 +122,19 @@ def _wrap_iter(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return __iter__
 
 
+def _length(loader: Any) -> int:
+    """len(loader), the batches of a pass; -1 when it has none (an
+    IterableDataset without __len__) or it raises."""
+    try:
+        n = len(loader)
+        return n if isinstance(n, int) and n > 0 else -1
+    except Exception:  # the program's len: its error is not ours to raise
+        return -1
+
+
 def _epoch_done(it: Any) -> None:
-    """An iterator ran to its end: the next pass over its loader is the next epoch."""
+    """An iterator ran to its end or yielded its pass's last batch: the next
+    pass over its loader is the next epoch."""
     try:
         loader = it._dftracer_loader()
         if loader is not None:

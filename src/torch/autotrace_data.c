@@ -32,7 +32,7 @@ static struct {
     PyObject *note_worker; /* data._note_worker(): once per process */
     PyObject *epoch_done;  /* data._epoch_done(iterator) */
     PyObject *num_yielded, *num_workers, *epoch, *dataset, *auto_collation, *getitems,
-        *collate_fn, *ended, *dataset_iter, *drop_last, *items;
+        *collate_fn, *ended, *dataset_iter, *drop_last, *items, *batches;
 } D;
 
 static int worker_noted; /* reset in a forked child */
@@ -102,6 +102,17 @@ static PyObject *next_call(DataWrapper *w, PyObject *it)
                     {DFT_AT_KEY("epoch"), .type = DFT_ARG_INT, .v.i = epoch}};
     dft_at_emit("fetch", "dataloader", start, end, a, has_epoch ? 3 : 2);
     dft_at_fetch_end(start, end, has_epoch, epoch);
+    /* the pass's last batch (len(loader), set at iter()): the pass is done
+     * although the iterator is not exhausted, as a trainer that stops at
+     * len(loader) leaves it (Lightning): the next iter() is the next epoch */
+    int64_t batches = has_epoch ? int_attr(it, D.batches, -1, &found) : -1;
+    if (found && batches > 0 && n == batches && D.epoch_done) {
+        PyObject *r = PyObject_CallOneArg(D.epoch_done, it);
+        if (r)
+            Py_DECREF(r);
+        else
+            PyErr_Clear(); /* ours, not the program's */
+    }
     return batch;
 }
 
@@ -178,13 +189,24 @@ static void item_done(held_items *h, int64_t start, int has_index, int64_t index
     item_held(h, start, dft_clock_us(), has_index, index);
 }
 
+/* A sample being read is marked open (`item` in `data`, its index as the
+ * span's number): a worker blocked in __getitem__ shows it in its `open`
+ * snapshots, so the hang rule names that worker and not an idle one
+ * (docs/hang.md).  A few stores a sample, no syscall. */
+static int64_t item_open(int64_t start, int has_index, int64_t index)
+{
+    return dft_at_span_open("item", "data", start, has_index && index >= 0 ? index : -1);
+}
+
 /* dataset[idx] timed: a new reference, or NULL with the program's exception. */
 static PyObject *timed_getitem(held_items *h, PyObject *dataset, PyObject *idx)
 {
     int64_t index = 0;
     int has = index_of(idx, &index);
     int64_t start = dft_clock_us();
+    int64_t tok = item_open(start, has, index);
     PyObject *v = PyObject_GetItem(dataset, idx);
+    dft_at_span_close(&tok);
     if (v)
         item_done(h, start, has, index);
     return v;
@@ -202,6 +224,7 @@ typedef struct {
     int in_data;       /* counted in the thread's in_data (until the samples end) */
     int has_index;
     int64_t index, start;
+    int64_t tok; /* the pending sample's open span */
     held_items h;
 } TimedIndices;
 
@@ -222,6 +245,7 @@ static PyObject *timed_indices_next(PyObject *self)
     TimedIndices *s = (TimedIndices *)self;
     if (s->pending) {
         s->pending = 0;
+        dft_at_span_close(&s->tok);
         item_held(&s->h, s->start, dft_clock_us(), s->has_index, s->index);
     }
     PyObject *idx = s->it ? Py_TYPE(s->it)->tp_iternext(s->it) : NULL;
@@ -233,6 +257,7 @@ static PyObject *timed_indices_next(PyObject *self)
     s->has_index = index_of(idx, &s->index);
     s->pending = 1;
     s->start = dft_clock_us();
+    s->tok = item_open(s->start, s->has_index, s->index);
     return idx;
 }
 
@@ -280,6 +305,7 @@ static PyObject *map_fetch_timed(DataWrapper *w, PyObject *fetcher, PyObject *in
     }
     s->it = it;
     s->pending = 0;
+    s->tok = 0;
     s->h.n = 0;
     s->in_data = 1;
     dft_at_thread_get()->in_data++;
@@ -288,6 +314,7 @@ static PyObject *map_fetch_timed(DataWrapper *w, PyObject *fetcher, PyObject *in
     PyObject *r = PyObject_Vectorcall(w->original, args, 2, NULL);
     items_write(&s->h); /* C only: a pending exception stays as it is */
     samples_end(s);
+    dft_at_span_close(&s->tok); /* a sample that raised: its span ends with the fetch */
     s->pending = 0;     /* a traceback may keep it: nothing more is timed */
     Py_CLEAR(s->it);
     Py_DECREF(s);
@@ -346,7 +373,9 @@ static PyObject *map_data(held_items *h, PyObject *dataset, PyObject *getitems, 
         Py_DECREF(first);
     }
     int64_t start = dft_clock_us();
+    int64_t tok = item_open(start, has, index);
     PyObject *v = PyObject_CallOneArg(getitems, indices);
+    dft_at_span_close(&tok);
     if (v)
         item_done(h, start, has, index);
     return v;
@@ -410,7 +439,9 @@ static PyObject *timed_next(held_items *h, PyObject *it, int64_t *count)
         return PyErr_Format(PyExc_TypeError, "'%.200s' object is not an iterator",
                             Py_TYPE(it)->tp_name);
     int64_t start = dft_clock_us();
+    int64_t tok = item_open(start, 1, *count);
     PyObject *v = Py_TYPE(it)->tp_iternext(it);
+    dft_at_span_close(&tok);
     if (!v) {
         if (!PyErr_Occurred())
             PyErr_SetNone(PyExc_StopIteration);
@@ -686,7 +717,8 @@ int dft_at_data_register(PyObject *module)
         intern(&D.auto_collation, "auto_collation") < 0 ||
         intern(&D.getitems, "__getitems__") < 0 || intern(&D.collate_fn, "collate_fn") < 0 ||
         intern(&D.ended, "ended") < 0 || intern(&D.dataset_iter, "dataset_iter") < 0 ||
-        intern(&D.drop_last, "drop_last") < 0 || intern(&D.items, "_dftracer_items") < 0)
+        intern(&D.drop_last, "drop_last") < 0 || intern(&D.items, "_dftracer_items") < 0 ||
+        intern(&D.batches, "_dftracer_batches") < 0)
         return -1;
     if (PyType_Ready(&NextType) < 0 || PyType_Ready(&MapFetchType) < 0 ||
         PyType_Ready(&IterFetchType) < 0 || PyType_Ready(&TimedIndicesType) < 0)
