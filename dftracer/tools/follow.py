@@ -557,6 +557,9 @@ class Follower:
                 "path": path, "host": p.host, "pid": p.pid, "rank": p.rank,
                 "local_rank": p.local_rank, "world_size": p.world_size, "job_id": p.job_id,
                 "ppid": p.ppid, "worker_of": worker_of, "worker": p.worker, "name": p.name,
+                # a rank's main process, a worker (of a rank or not), or neither (a launcher)
+                "role": "worker" if p.worker is not None or worker_of is not None else
+                        "rank" if p.rank is not None else None,
                 "state": state, "mark": mark,
                 "events": p.events, "complete_events": p.complete,
                 "bad_duration_events": p.bad_dur, "bad_lines": p.bad_lines,
@@ -584,6 +587,8 @@ class Follower:
             "window_s": self.window,
             "flush_interval_s": self.flush_interval,
             "files": len(procs),
+            "ranks": sum(1 for p in procs if p["role"] == "rank"),
+            "workers": sum(1 for p in procs if p["role"] == "worker"),
             "running": states.count("running"),
             "finished": states.count("finished"),
             "silent": states.count("silent"),

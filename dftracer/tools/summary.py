@@ -7,7 +7,7 @@ import json
 import math
 import re
 import sys
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dftracer import _core
 from dftracer.tools import common, runner, work
@@ -171,7 +171,9 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str],
         proc = processes.setdefault((r["host"], r["pid"]), {
             "host": r["host"], "pid": r["pid"], "rank": r["rank"] if r["rank"] >= 0 else None,
             "process_name": r["process_name"], "files": 0, "events": 0, "complete": 0,
-            "wall_us": 0, "busy_us": 0, "io_bytes": 0, "finalized": True})
+            "wall_us": 0, "busy_us": 0, "io_bytes": 0, "finalized": True,
+            "ppid": r["ppid"] if r.get("ppid", -1) >= 0 else None,
+            "worker": r["worker"] if r.get("worker", -1) >= 0 else None})
         proc["files"] += 1
         proc["events"] += r["events"]
         proc["complete"] += r["complete"]
@@ -192,10 +194,15 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str],
                     g = tables[by][key] = Group()
                 g.add(count, total, lo, hi, io, io_n, hist)
                 g.files |= bit
+    roles = process_roles(list(processes.values()))
+    for key, proc in processes.items():
+        proc["role"] = roles[key]
     out: Dict[str, Any] = {
         "overview": {
             "files": len(files),
             "processes": len(processes),
+            "ranks": sum(1 for v in roles.values() if v == "rank"),
+            "workers": sum(1 for v in roles.values() if v == "worker"),
             "events": sum(r["events"] for r in files),
             "complete_events": sum(r["complete"] for r in files),
             "instant_events": sum(r["instant"] for r in files),
@@ -250,6 +257,30 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str],
     return out
 
 
+def process_roles(procs: List[Dict[str, Any]]) -> Dict[Tuple[Any, Any], Optional[str]]:
+    """{(host, pid): "rank", "worker" or None} (docs/cli.md, "Ranks"): a
+    process is a rank when it names one (its `rank` event or process name)
+    and is neither a DataLoader worker (its `worker` event) nor a child of a
+    process of the same rank (a worker whose loader wrote no `worker` event
+    yet); a worker is either of those, or a process without a rank whose
+    parent is a rank.  The rest (a launcher, a single process without a
+    rank) is neither."""
+    by = {(p["host"], p["pid"]): p for p in procs}
+    out: Dict[Tuple[Any, Any], Optional[str]] = {}
+    for p in procs:
+        parent = by.get((p["host"], p.get("ppid"))) if p.get("ppid") is not None else None
+        parent = parent if parent is not p else None
+        r = p.get("rank")
+        if p.get("worker") is not None or (parent is not None and parent.get("rank") is not None
+                                            and parent.get("rank") == r or r is None):
+            out[(p["host"], p["pid"])] = "worker"
+        elif r is not None:
+            out[(p["host"], p["pid"])] = "rank"
+        else:
+            out[(p["host"], p["pid"])] = None
+    return out
+
+
 def _tie(v: Any) -> Tuple[int, Any]:
     """A group field as a sort key: numbers in their order, then text, None first."""
     if isinstance(v, int):
@@ -266,6 +297,10 @@ def _cell(row: Dict[str, Any], key: str) -> str:
     return str(row[key])
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
+
+
 def render(summary: Dict[str, Any], bys: List[str], top: int) -> str:
     ov = summary["overview"]
     parts = [
@@ -274,6 +309,8 @@ def render(summary: Dict[str, Any], bys: List[str], top: int) -> str:
         f"traced time {common.fmt_us(ov['traced_us'])} (all processes), "
         f"I/O {common.fmt_bytes(ov['io_bytes'])}"
     ]
+    if ov.get("ranks"):
+        parts[0] += f"; {_count(ov['ranks'], 'rank')}, {_count(ov.get('workers', 0), 'worker')}"
     if ov["truncated_files"] or ov["unfinalized_files"]:
         parts.append(f"{ov['truncated_files']} files with a truncated tail, "
                      f"{ov['unfinalized_files']} without an end event")
