@@ -74,6 +74,20 @@ def _shares(by_group: Dict[str, float], step_us: float, window_us: float) -> Dic
     return out
 
 
+def _step_shares(p: Any, window: int) -> Optional[Dict[str, float]]:
+    """Each class's share of the steps that ended in the window, split as
+    `summary --ranks` splits a rank's steps (Process.step_shares: the step
+    thread's events inside each step; what they leave is other), so they add
+    up to 100%; None without such steps (the window's shares instead)."""
+    got = p.step_shares(window)
+    if got is None:
+        return None
+    total, split = got
+    out = {g: max(0.0, v) / total for g, v in split.items()}
+    out["other"] = max(0.0, out["other"] + 1.0 - sum(out.values()))
+    return out
+
+
 def silent_after(flush_interval: float) -> float:
     return SILENT_FLUSHES * flush_interval if flush_interval > 0 else FLUSH_OFF_SILENT
 
@@ -567,7 +581,8 @@ class Follower:
                 "window_s": length,
                 "step": p.step, "step_source": STEP_SOURCES.get(p.step_source),
                 "step_last_us": p.step_last, "step_median_us": p.step_median(),
-                "by_cat": _shares(by_group, step_us, secs * US if length else 0.0),
+                "by_cat": _step_shares(p, self.window) or
+                          _shares(by_group, step_us, secs * US if length else 0.0),
                 "cats": {c: {"count": v[0], "total_us": v[1]} for c, v in sorted(cats.items())},
                 "io_read_bytes": p.io_read, "io_write_bytes": p.io_write,
                 "io_read_mb_s": io_r / 1e6 / secs if length else 0.0,

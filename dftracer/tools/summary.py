@@ -414,8 +414,11 @@ def _main_ranks(args: argparse.Namespace) -> int:
     found = hang.post_mortem([r for r in results if r.get("status") != "error"],
                              hang.POST_MORTEM_AFTER if args.hang_after is None
                              else args.hang_after)
+    one = one_process_as_rank(results)
     analysis = ranks.analyze(results)
     analysis["hang"] = found
+    analysis["single_process"] = None if one is None else \
+        {"host": one["host"], "pid": one["pid"], "path": one.get("path")}
     for w in analysis["warnings"]:
         common.err(f"warning: {w}")
     if args.json:
@@ -424,8 +427,50 @@ def _main_ranks(args: argparse.Namespace) -> int:
     else:
         if analysis["hang"]:
             print(common.printable(analysis["hang"]["message"]))
+        if one is not None:
+            print(f"One process without a rank ({one['host']}:{one['pid']}): its steps are "
+                  "split as a rank's, shown as rank 0")
         print(ranks.render(analysis, args.top))
+        if one is not None and analysis["steps"]:
+            print(step_split_table(analysis, args.top))
     return status
+
+
+def one_process_as_rank(results: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """A job of one process that names no rank (a single-process training
+    loop, its DataLoader workers beside it): that process, given rank 0 in
+    its ranks-pass result so that its steps are split as a rank's
+    (docs/cli.md, "dftracer summary --ranks"); None when a process names a
+    rank, or when not exactly one process (not a worker, not started by
+    another traced process) has steps."""
+    ok = [r for r in results if r.get("status") in ("ok", "truncated") and "sync" in r]
+    if any(r.get("own_rank", -1) >= 0 for r in ok):
+        return None
+    procs = {(r.get("host"), r.get("pid")) for r in ok}
+    roots = [r for r in ok if r.get("worker", -1) < 0 and r.get("steps")
+             and (r.get("host"), r.get("ppid")) not in procs]
+    if len(roots) != 1:
+        return None
+    roots[0]["own_rank"] = 0
+    return roots[0]
+
+
+def step_split_table(analysis: Dict[str, Any], top: int) -> str:
+    """Each step's time by class, ms (one rank: its own split)."""
+    from dftracer.tools import ranks
+
+    steps = analysis["steps"]
+    shown = steps if top <= 0 else steps[:top]
+    body = []
+    for st in shown:
+        cls = st["by_class_us"] or {}
+        dur = st["dur_us"][0] if st["dur_us"] else None
+        body.append([str(st["step"]), "-" if dur is None else f"{dur / 1e3:.1f}"]
+                    + [f"{cls.get(c, 0) / 1e3:.1f}" for c in ranks.CLASSES])
+    more = f" (first {len(shown)} of {len(steps)})" if len(shown) < len(steps) else ""
+    return (f"\nStep split, ms{more}\n"
+            + common.table(["step", "time"] + [ranks.LABELS[c] for c in ranks.CLASSES], body,
+                           list(range(len(ranks.CLASSES) + 2))))
 
 
 def _main_io(args: argparse.Namespace) -> int:

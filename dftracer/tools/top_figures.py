@@ -40,6 +40,7 @@ RECENT_SPANS = 256      # recent collectives and compute events kept for the com
 SCAN_SPANS = RECENT_SPANS  # of which the newest are matched against a new event
 
 GROUPS = classes.CLASSES
+PENDING_MAX = 4096      # events kept, with their share, until the step they are in ends
 
 # A complete event as dftracer writes it (docs/trace-format.md "Event kinds"),
 # or any other line.  Groups: name, cat, tid, ts, dur, args body, other line.
@@ -201,12 +202,24 @@ class Process:
         self.comm_spans: deque = deque(maxlen=RECENT_SPANS)  # [ts, end, tid, key, left, sec]
         self.compute_spans: deque = deque(maxlen=RECENT_SPANS)
         self.span_end = [0, 0]  # the latest end among the comm, the compute spans
+        # the steps' split (as summary --ranks splits a rank's): each event's
+        # [ts, end, tid, group, its record in the spans above or None, share]
+        # until the step it is in ends (a step is written after its events),
+        # then per second a step ended in: [{group: share time}, the steps'
+        # time, the comm and compute events' (record, part inside, share)]
+        self.pending: deque = deque(maxlen=PENDING_MAX)
+        self.last_rec: Optional[List[Any]] = None  # _share's record of the last comm/compute event
+        self.last_own = 0  # and its self time
+        self.step_split: Dict[int, List[Any]] = {}
 
     # ---- steps -------------------------------------------------------------
 
-    def step_event(self, source: int, number: Optional[int], ts: int, end: int) -> None:
+    def step_event(self, source: int, number: Optional[int], ts: int, end: int,
+                   tid: Optional[int] = None) -> None:
         if source < self.step_source:
             return
+        if source != STEP_ARGS and tid is not None:
+            self._split_step(ts, end, tid)
         if source > self.step_source:
             self.step_source, self.step, self.step_last, self.step_span = source, None, None, None
             self.step_times.clear()
@@ -227,6 +240,66 @@ class Process:
         if self.step is None or number >= self.step:
             self.step = number
         self._step_done(end - ts)
+
+    def pend(self, ts: int, end: int, tid: int, group: str, own: int) -> None:
+        """An event whose share waits for its step (a comm or compute event
+        keeps its record: a later event on another thread may still take
+        communication wait off it)."""
+        rec = self.last_rec if group in ("comm", "compute") else None
+        if rec is not None:
+            own = self.last_own  # before the waits already matched took theirs off
+        self.pending.append((ts, end, tid, group, rec, own))
+
+    def _split_step(self, ts: int, end: int, tid: int) -> None:
+        """The step [ts, end) of thread tid ended: its split, as
+        reader/ranks_steps.c makes it (docs/cli.md, "How a rank's time is
+        split"): the self time of the events of its thread inside it, a
+        compute event's time while another thread's collective ran counted
+        as comm, the rest other.  A comm or compute event's share is read
+        when the split is (step_shares): another thread's collectives are
+        often written after the step (each thread's buffer is its own)."""
+        sec = end // US
+        if sec < self.low:
+            sec = -1  # older than the window: nothing is kept of it
+        b = self.step_split.get(sec) if sec >= 0 else None
+        if b is None and sec >= 0:
+            b = self.step_split[sec] = [dict.fromkeys(GROUPS, 0.0), 0.0, []]
+        keep: deque = deque(maxlen=PENDING_MAX)
+        for item in self.pending:
+            t0, e, t, group, rec, own = item
+            if e > end or t0 >= end:
+                keep.append(item)  # (also) in a later step
+            if b is None or t != tid or e <= ts or t0 >= end:
+                continue
+            frac = (min(e, end) - max(t0, ts)) / (e - t0) if (t0 < ts or e > end) and e > t0 else 1.0
+            if rec is not None and len(b[2]) < PENDING_MAX:
+                b[2].append((rec, frac, own, group))
+            else:
+                b[0][group] += (rec[4] if rec is not None else own) * frac
+        self.pending = keep
+        if b is not None:
+            b[1] += end - ts
+
+    def step_shares(self, window: int) -> Optional[Tuple[float, Dict[str, float]]]:
+        """(the steps' time, their split by group) of the steps that ended in
+        the last `window` seconds, or None when none did."""
+        if not self.head or not self.step_split:
+            return None
+        last = self.head // US
+        first = last - window + 1
+        total, split = 0.0, dict.fromkeys(GROUPS, 0.0)
+        for sec, (fixed, steps, recs) in self.step_split.items():
+            if not first <= sec <= last:
+                continue
+            total += steps
+            for g in GROUPS:
+                split[g] += fixed[g]
+            for rec, frac, own, group in recs:
+                left = rec[4]
+                split[group] += left * frac
+                if group == "compute" and own > left:  # its communication wait
+                    split["comm"] += (own - left) * frac
+        return (total, split) if total > 0 else None
 
     def _step_done(self, dur: int) -> None:
         self.step_last = dur
@@ -253,6 +326,8 @@ class Process:
             self.low = low
         for sec in [s for s in self.buckets if s < self.low]:
             self._fold(self.buckets.pop(sec))
+        for sec in [s for s in self.step_split if s < self.low]:
+            del self.step_split[sec]
         if self.late:
             self._fold(self.late)
             self.late = {}
@@ -313,6 +388,7 @@ def _share(p: Process, key: _Key, tid: int, t0: int, d: int, keys: "KeyTable") -
         del lst[:OPEN_MAX // 2]
     own = d - inner if d > inner else 0
     group = key.group
+    p.last_rec = None
     if not own or group not in ("comm", "compute"):
         return own
     end = t0 + d
@@ -333,6 +409,7 @@ def _share(p: Process, key: _Key, tid: int, t0: int, d: int, keys: "KeyTable") -
         if group == "compute":
             _add_wait(p, keys, key, rec[5], w)
     mine.append(rec)
+    p.last_rec, p.last_own = rec, own
     side = group == "comm"
     if end > p.span_end[not side]:
         p.span_end[not side] = end
@@ -417,7 +494,9 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
                 continue
             if key.step:
                 m = _STEP_ARG.search(args) if args else None
-                p.step_event(key.step, int(m.group(1)) if m else _profiler_number(key), t0, end)
+                own = _share(p, key, int(tid), t0, d, keys)  # its children's nesting, first
+                p.step_event(key.step, int(m.group(1)) if m else _profiler_number(key), t0, end,
+                             int(tid))
                 generic = p.step_source <= STEP_ARGS
             if flags & (F_READ | F_WRITE):
                 nbytes = _io_args(flags, args)
@@ -430,7 +509,10 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
             if m:
                 p.step_event(STEP_ARGS, int(m.group(1)), t0, end)
                 generic = p.step_source <= STEP_ARGS
-        own = _share(p, key, int(tid), t0, d, keys)
+        if not key.step:
+            own = _share(p, key, int(tid), t0, d, keys)
+            if own and key.group is not None:
+                p.pend(t0, end, int(tid), key.group, own)
         if end >= hi or end < lo:
             lo = end - end % US
             hi = lo + US
@@ -563,8 +645,13 @@ def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
             p.ppid = _as_int(args.get("ppid"))
         return False
     step = _as_int(args.get("step"), signed=True)
+    tid = ev.get("tid")
+    tid = tid if isinstance(tid, int) and not isinstance(tid, bool) else 0
+    own = _share(p, key, tid, ts, dur, keys)
+    if own and key.group is not None and not key.step:
+        p.pend(ts, end, tid, key.group, own)
     if key.step:
-        p.step_event(key.step, step if step is not None else _profiler_number(key), ts, end)
+        p.step_event(key.step, step if step is not None else _profiler_number(key), ts, end, tid)
     elif step is not None and p.step_source <= STEP_ARGS:
         p.step_event(STEP_ARGS, step, ts, end)
     nbytes = 0
@@ -578,9 +665,7 @@ def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
             p.io_write += nbytes
     if p.first_ts is None or ts < p.first_ts:
         p.first_ts = ts
-    tid = ev.get("tid")
-    tid = tid if isinstance(tid, int) and not isinstance(tid, bool) else 0
-    _spread(p, key, ts, dur, end, nbytes, window, _share(p, key, tid, ts, dur, keys))
+    _spread(p, key, ts, dur, end, nbytes, window, own)
     return True
 
 
