@@ -154,7 +154,9 @@ def idle_worker_job(tmp_path_factory):
     finally:
         kill(proc)  # SIGTERM: every process writes its stacks, the idle worker's too
     _, out = dft("summary", "--ranks", "--json", str(runs))
-    return {"first": first["hang"], "later": later["hang"], "after": json.loads(out)["hang"]}
+    _, summ = dft("summary", "--json", str(runs))
+    return {"first": first["hang"], "later": later["hang"], "after": json.loads(out)["hang"],
+            "top": first, "summary": json.loads(summ)}
 
 
 def _check_busy_worker(h, frame=True):
@@ -186,3 +188,17 @@ def test_the_post_mortem_names_the_busy_worker(idle_worker_job):
     # the idle worker wrote its stacks too (SIGTERM): seen parked in its queue's wait
     parked = {x["worker"]: x["parked"] for x in h["stuck"][0]["batch_wait"]["workers"]}
     assert parked == {0: True, 1: False}
+
+
+def test_only_ranks_are_counted_as_ranks(idle_worker_job):
+    """2 ranks, 2 workers each (they carry their rank), and torchrun: 2 ranks."""
+    top = idle_worker_job["top"]
+    roles = sorted((p["role"] or "-", p["rank"]) for p in top["processes"])
+    assert roles == [("-", None), ("rank", 0), ("rank", 1)] + [("worker", 0)] * 2 + \
+        [("worker", 1)] * 2, roles
+    assert (top["ranks"], top["workers"]) == (2, 4)
+    ov = idle_worker_job["summary"]["overview"]
+    assert (ov["processes"], ov["ranks"], ov["workers"]) == (7, 2, 4)
+    roles = sorted((p["role"] or "-", p["rank"]) for p in idle_worker_job["summary"]["processes"])
+    assert roles == [("-", None), ("rank", 0), ("rank", 1)] + [("worker", 0)] * 2 + \
+        [("worker", 1)] * 2, roles
