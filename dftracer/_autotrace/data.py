@@ -32,13 +32,13 @@ import operator
 import os
 import threading
 import weakref
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from torch.utils.data import dataloader as dl
 from torch.utils.data import get_worker_info
 from torch.utils.data._utils import fetch as fetch_module
 
-from dftracer import _core
+from dftracer import _core, _rank_hook
 from dftracer._autotrace import modules
 from dftracer._autotrace._base import data_enter, emit, now, part, patch
 
@@ -95,10 +95,13 @@ def _wrap_iter(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
             except TypeError:  # a loader that cannot be weakly referenced
                 number = -1
         _starting.loader = number
+        passed = _pass_rank(self) if P.on else None
         try:
             it = original(self)
         finally:
             _starting.loader = -1
+            if passed is not None:
+                _restore_env(*passed)
         modules.search_again()
         if P.on:
             try:
@@ -132,6 +135,32 @@ def _length(loader: Any) -> int:
         return -1
 
 
+def _pass_rank(loader: Any) -> Optional[Tuple[str, Optional[str]]]:
+    """A process that learnt its rank from torch.distributed (no RANK in its
+    environment, as under Lightning's own launcher or mp.spawn) passes it to
+    the workers its loader starts in __iter__, in _rank_hook.WORKER_RANK_VAR:
+    a spawned worker is a new interpreter that knows nothing of it (a forked
+    one has it already).  Returns (the variable, its value before) to put
+    back once they started, or None when nothing was set."""
+    got = _rank_hook.learnt
+    try:
+        if got is None or not int(getattr(loader, "num_workers", 0) or 0):
+            return None
+    except (TypeError, ValueError):
+        return None
+    var = _rank_hook.WORKER_RANK_VAR
+    before = os.environ.get(var)
+    os.environ[var] = ",".join(str(x) for x in got)
+    return var, before
+
+
+def _restore_env(var: str, before: Optional[str]) -> None:
+    if before is None:
+        os.environ.pop(var, None)
+    else:
+        os.environ[var] = before
+
+
 def _epoch_done(it: Any) -> None:
     """An iterator ran to its end or yielded its pass's last batch: the next
     pass over its loader is the next epoch."""
@@ -159,6 +188,9 @@ def _note_worker() -> None:
     _Once.noted = True
     try:
         info = get_worker_info()
+        parent = _rank_hook.parent_rank() if info is not None else None
+        if parent is not None:  # a spawned worker: its rank is its parent's
+            _core._record_rank(parent[0], parent[1], parent[2])
         if info is not None:
             _core._record_worker(int(info.id), int(info.num_workers), _starting.loader,
                                  _dataset_name(info.dataset) or None)

@@ -262,9 +262,8 @@ def process_roles(procs: List[Dict[str, Any]]) -> Dict[Tuple[Any, Any], Optional
     process is a rank when it names one (its `rank` event or process name)
     and is neither a DataLoader worker (its `worker` event) nor a child of a
     process of the same rank (a worker whose loader wrote no `worker` event
-    yet); a worker is either of those, or a process without a rank whose
-    parent is a rank.  The rest (a launcher, a single process without a
-    rank) is neither."""
+    yet).  The rest (a launcher, a single process without a rank,
+    multiprocessing's resource tracker) is neither."""
     by = {(p["host"], p["pid"]): p for p in procs}
     out: Dict[Tuple[Any, Any], Optional[str]] = {}
     for p in procs:
@@ -272,7 +271,7 @@ def process_roles(procs: List[Dict[str, Any]]) -> Dict[Tuple[Any, Any], Optional
         parent = parent if parent is not p else None
         r = p.get("rank")
         if p.get("worker") is not None or (parent is not None and parent.get("rank") is not None
-                                            and parent.get("rank") == r or r is None):
+                                            and parent.get("rank") == r):
             out[(p["host"], p["pid"])] = "worker"
         elif r is not None:
             out[(p["host"], p["pid"])] = "rank"

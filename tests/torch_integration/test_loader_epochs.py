@@ -5,6 +5,7 @@ the `iter`, `fetch` and `iteration` events of pass e say epoch e
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -52,3 +53,45 @@ def test_a_pass_stopped_at_len_loader_ends_its_epoch(tmp_path, workers):
     assert len(its) == passes * BATCHES
     # each optimizer step is in the epoch of the batch it trained on
     assert [e["args"]["epoch"] for e in its] == [p for p in range(passes) for _ in range(BATCHES)]
+
+
+SPAWN = os.path.join(HERE, "spawn_workers_prog.py")
+
+
+def free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+def test_spawned_workers_carry_the_rank_their_parent_learnt(tmp_path):
+    """Issue 67: the workers of a process with no RANK (its rank from
+    torch.distributed) carry that rank, and are counted as its workers."""
+    env = {k: v for k, v in ddp.clean_env().items()
+           if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID", "PMI_RANK",
+                        "OMPI_COMM_WORLD_RANK")}
+    proc = subprocess.run([sys.executable, "-m", "dftracer", "run", "-q", "--log-file",
+                           str(tmp_path / "t"), "--", sys.executable, SPAWN, free_port()],
+                          cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout == "total 56\n", proc.stderr
+    workers, mains = [], []
+    for path in find_traces(str(tmp_path), "t"):
+        t = read_trace(path)
+        ranks = [e["args"] for e in t.of("M", name="rank")]
+        if t.of("M", name="worker"):
+            workers.append(ranks)
+        elif t.of(cat="dataloader", name="fetch"):
+            mains.append(ranks)
+        else:  # multiprocessing's resource tracker (spawn starts one): no rank, no worker
+            assert ranks == [], path
+    assert len(mains) == 1 and len(workers) == 2
+    assert [(r["value"], r["source"]) for r in mains[0]] == [(0, "torch.distributed")]
+    for ranks in workers:  # a new interpreter: its rank is its parent's, written once
+        assert [(r["value"], r["world_size"], r["source"]) for r in ranks] == \
+            [(0, 1, "torch.distributed")]
+    out = subprocess.run([sys.executable, "-m", "dftracer", "summary", "--json", str(tmp_path)],
+                         capture_output=True, text=True, env=ddp.clean_env(), timeout=120)
+    ov = json.loads(out.stdout)["overview"]
+    assert (ov["ranks"], ov["workers"]) == (1, 2), ov
