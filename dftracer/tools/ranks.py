@@ -433,8 +433,29 @@ def _straggler(r: Rank, leads: List[Tuple[int, float, List[float]]],
             k = max(diff, key=lambda x: diff[x])
             if diff[k] > 0:
                 out["workers"] = {"cat": k[0], "name": k[1], "excess_us": int(diff[k]),
-                                  "io_bytes": _io_bytes(r.workers, k)}
+                                  "io_bytes": _io_bytes(r.workers, k), **_slow_worker(r, k)}
     return out
+
+
+def _slow_worker(r: Rank, key: Tuple[str, str]) -> Dict[str, Any]:
+    """Which worker id (the processes that were worker N over the epochs)
+    holds most of the rank's workers' time in key: `worker` and its
+    `worker_share`, when it holds half again its even share (1 / workers),
+    else `worker` null: the time is spread over them."""
+    by_id: Dict[int, float] = {}
+    for w in r.workers:
+        wid = w.get("worker", -1)
+        t = sum(k[5] for k in w.get("keys", ()) if (k[0], k[1]) == key)
+        if wid is not None and wid >= 0 and t:
+            by_id[wid] = by_id.get(wid, 0.0) + t
+    total = sum(by_id.values())
+    if len(by_id) < 2 or total <= 0:
+        return {"worker": None, "worker_share": None}
+    wid = max(by_id, key=lambda i: (by_id[i], -i))
+    share = by_id[wid] / total
+    if share < 1.5 / len(by_id):
+        return {"worker": None, "worker_share": round(share, 3)}
+    return {"worker": wid, "worker_share": round(share, 3)}
 
 
 # ---- clock alignment ---------------------------------------------------------
@@ -611,6 +632,8 @@ def straggler_line(s: Dict[str, Any]) -> str:
     if w:
         line += (f"; in its workers: {w['cat']}/{w['name']} "
                  f"+{common.fmt_us(w['excess_us'])} a step")
+        if w.get("worker") is not None:
+            line += f" (mostly worker {w['worker']}: {100 * w['worker_share']:.0f} %)"
         if w["io_bytes"]:
             line += f" ({common.fmt_bytes(w['io_bytes'])})"
     return line
