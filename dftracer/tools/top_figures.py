@@ -22,7 +22,7 @@ import statistics
 from collections import deque
 from typing import Any, Dict, List, Optional, Tuple
 
-from dftracer.tools import classes, hang, trace_name
+from dftracer.tools import classes, hang, top_steps, trace_name
 from dftracer.tools.line_keys import LINE_KEYS
 from dftracer.tools.rank_rule import count_of_value, rank_of_process_name, rank_of_value
 
@@ -40,7 +40,7 @@ RECENT_SPANS = 256      # recent collectives and compute events kept for the com
 SCAN_SPANS = RECENT_SPANS  # of which the newest are matched against a new event
 
 GROUPS = classes.CLASSES
-PENDING_MAX = 4096      # events kept, with their share, until the step they are in ends
+PENDING_MAX = top_steps.PENDING_MAX
 
 # A complete event as dftracer writes it (docs/trace-format.md "Event kinds"),
 # or any other line.  Groups: name, cat, tid, ts, dur, args body, other line.
@@ -219,7 +219,7 @@ class Process:
         if source < self.step_source:
             return
         if source != STEP_ARGS and tid is not None:
-            self._split_step(ts, end, tid)
+            top_steps.split_step(self, ts, end, tid)
         if source > self.step_source:
             self.step_source, self.step, self.step_last, self.step_span = source, None, None, None
             self.step_times.clear()
@@ -242,64 +242,10 @@ class Process:
         self._step_done(end - ts)
 
     def pend(self, ts: int, end: int, tid: int, group: str, own: int) -> None:
-        """An event whose share waits for its step (a comm or compute event
-        keeps its record: a later event on another thread may still take
-        communication wait off it)."""
-        rec = self.last_rec if group in ("comm", "compute") else None
-        if rec is not None:
-            own = self.last_own  # before the waits already matched took theirs off
-        self.pending.append((ts, end, tid, group, rec, own))
-
-    def _split_step(self, ts: int, end: int, tid: int) -> None:
-        """The step [ts, end) of thread tid ended: its split, as
-        reader/ranks_steps.c makes it (docs/cli.md, "How a rank's time is
-        split"): the self time of the events of its thread inside it, a
-        compute event's time while another thread's collective ran counted
-        as comm, the rest other.  A comm or compute event's share is read
-        when the split is (step_shares): another thread's collectives are
-        often written after the step (each thread's buffer is its own)."""
-        sec = end // US
-        if sec < self.low:
-            sec = -1  # older than the window: nothing is kept of it
-        b = self.step_split.get(sec) if sec >= 0 else None
-        if b is None and sec >= 0:
-            b = self.step_split[sec] = [dict.fromkeys(GROUPS, 0.0), 0.0, []]
-        keep: deque = deque(maxlen=PENDING_MAX)
-        for item in self.pending:
-            t0, e, t, group, rec, own = item
-            if e > end or t0 >= end:
-                keep.append(item)  # (also) in a later step
-            if b is None or t != tid or e <= ts or t0 >= end:
-                continue
-            frac = (min(e, end) - max(t0, ts)) / (e - t0) if (t0 < ts or e > end) and e > t0 else 1.0
-            if rec is not None and len(b[2]) < PENDING_MAX:
-                b[2].append((rec, frac, own, group))
-            else:
-                b[0][group] += (rec[4] if rec is not None else own) * frac
-        self.pending = keep
-        if b is not None:
-            b[1] += end - ts
+        top_steps.pend(self, ts, end, tid, group, own)
 
     def step_shares(self, window: int) -> Optional[Tuple[float, Dict[str, float]]]:
-        """(the steps' time, their split by group) of the steps that ended in
-        the last `window` seconds, or None when none did."""
-        if not self.head or not self.step_split:
-            return None
-        last = self.head // US
-        first = last - window + 1
-        total, split = 0.0, dict.fromkeys(GROUPS, 0.0)
-        for sec, (fixed, steps, recs) in self.step_split.items():
-            if not first <= sec <= last:
-                continue
-            total += steps
-            for g in GROUPS:
-                split[g] += fixed[g]
-            for rec, frac, own, group in recs:
-                left = rec[4]
-                split[group] += left * frac
-                if group == "compute" and own > left:  # its communication wait
-                    split["comm"] += (own - left) * frac
-        return (total, split) if total > 0 else None
+        return top_steps.step_shares(self, window)
 
     def _step_done(self, dur: int) -> None:
         self.step_last = dur

@@ -69,6 +69,15 @@ static int64_t int_attr(PyObject *obj, PyObject *name, int64_t dflt, int *found)
 
 /* ---- fetch: next() on a DataLoader iterator ------------------------------ */
 
+/* data._epoch_done(it): its loader's next pass is the next epoch (ours: an
+ * error of it is not the program's) */
+static void epoch_done(PyObject *it)
+{
+    PyObject *r = D.epoch_done ? PyObject_CallOneArg(D.epoch_done, it) : NULL;
+    Py_XDECREF(r);
+    PyErr_Clear();
+}
+
 static PyObject *next_call(DataWrapper *w, PyObject *it)
 {
     if (!dft_at_on[DFT_AT_DATALOADER])
@@ -85,9 +94,7 @@ static PyObject *next_call(DataWrapper *w, PyObject *it)
             dft_at_loader_exhausted(start);
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
-            PyObject *r = D.epoch_done ? PyObject_CallOneArg(D.epoch_done, it) : NULL;
-            Py_XDECREF(r);
-            PyErr_Clear();
+            epoch_done(it);
             PyErr_Restore(type, value, tb);
         }
         return NULL;
@@ -102,17 +109,10 @@ static PyObject *next_call(DataWrapper *w, PyObject *it)
                     {DFT_AT_KEY("epoch"), .type = DFT_ARG_INT, .v.i = epoch}};
     dft_at_emit("fetch", "dataloader", start, end, a, has_epoch ? 3 : 2);
     dft_at_fetch_end(start, end, has_epoch, epoch);
-    /* the pass's last batch (len(loader), set at iter()): the pass is done
-     * although the iterator is not exhausted, as a trainer that stops at
-     * len(loader) leaves it (Lightning): the next iter() is the next epoch */
-    int64_t batches = has_epoch ? int_attr(it, D.batches, -1, &found) : -1;
-    if (found && batches > 0 && n == batches && D.epoch_done) {
-        PyObject *r = PyObject_CallOneArg(D.epoch_done, it);
-        if (r)
-            Py_DECREF(r);
-        else
-            PyErr_Clear(); /* ours, not the program's */
-    }
+    /* the pass's last batch (len(loader), set at iter()) ends its epoch: a
+     * trainer may stop there without exhausting the iterator (Lightning) */
+    if (has_epoch && n > 0 && int_attr(it, D.batches, -1, &found) == n && found)
+        epoch_done(it);
     return batch;
 }
 
@@ -152,14 +152,8 @@ static int index_of(PyObject *idx, int64_t *out)
  * evicts it (benchmarks/torch/bench_autotrace_instructions.py).  Each
  * sample's times are taken when it is read. */
 #define ITEMS_HELD 32
-typedef struct {
-    int64_t start, end, index;
-    int has_index;
-} held_item;
-typedef struct {
-    int n;
-    held_item at[ITEMS_HELD];
-} held_items;
+typedef struct { int64_t start, end, index; int has_index; } held_item;
+typedef struct { int n; held_item at[ITEMS_HELD]; } held_items;
 
 static void items_write(held_items *h)
 {
@@ -174,11 +168,7 @@ static void items_write(held_items *h)
 /* One sample read from start to end. */
 static void item_held(held_items *h, int64_t start, int64_t end, int has_index, int64_t index)
 {
-    held_item *it = &h->at[h->n];
-    it->end = end;
-    it->start = start;
-    it->index = index;
-    it->has_index = has_index;
+    h->at[h->n] = (held_item){.start = start, .end = end, .index = index, .has_index = has_index};
     if (++h->n == ITEMS_HELD)
         items_write(h);
 }
@@ -189,14 +179,10 @@ static void item_done(held_items *h, int64_t start, int has_index, int64_t index
     item_held(h, start, dft_clock_us(), has_index, index);
 }
 
-/* A sample being read is marked open (`item` in `data`, its index as the
- * span's number): a worker blocked in __getitem__ shows it in its `open`
- * snapshots, so the hang rule names that worker and not an idle one
- * (docs/hang.md).  A few stores a sample, no syscall. */
-static int64_t item_open(int64_t start, int has_index, int64_t index)
-{
-    return dft_at_span_open("item", "data", start, has_index && index >= 0 ? index : -1);
-}
+/* A sample being read is marked open (`item`, its index as the span's
+ * number): the hang rule names the worker blocked in one (docs/hang.md). */
+#define item_open(start, has, index) \
+    dft_at_span_open("item", "data", start, (has) && (index) >= 0 ? (index) : -1)
 
 /* dataset[idx] timed: a new reference, or NULL with the program's exception. */
 static PyObject *timed_getitem(held_items *h, PyObject *dataset, PyObject *idx)
