@@ -646,7 +646,8 @@ def render(a: Dict[str, Any], top: int) -> str:
     hosts = sorted({r["host"] for r in ranks})
     workers = sum(len(r["workers"]) for r in ranks)
     kind = a["step_kind"] if isinstance(a["step_kind"], str) else "/".join(a["step_kind"]) or "-"
-    parts = [f"Ranks: {len(ranks)} rank{'s' if len(ranks) != 1 else ''} on {len(hosts)} host{'s' if len(hosts) > 1 else ''}"
+    parts = [f"Ranks: {len(ranks)} rank{'s' if len(ranks) != 1 else ''} on "
+             f"{len(hosts)} host{'s' if len(hosts) > 1 else ''}"
              f"{', job ' + ', '.join(a['job_ids']) if a['job_ids'] else ''}, "
              f"{len(a['steps'])} steps ({kind}), {workers} worker processes"]
     steps = a["steps"]
@@ -661,9 +662,9 @@ def render(a: Dict[str, Any], top: int) -> str:
                 cells.append(mark + _ms(s["dur_us"][i]))
             body.append(cells)
         more = f" (first {len(shown)} of {len(steps)})" if len(shown) < len(steps) else ""
-        parts.append(f"\nStep time per rank, ms; * the step's straggler: the rank the others waited "
-                     f"for (its time out of communication led theirs), not always the longest "
-                     f"step{more}\n" + common.table(
+        parts.append(f"\nStep time per rank, ms; * the step's straggler: the rank the others "
+                     f"waited for (its time out of communication led theirs), not always the "
+                     f"longest step{more}\n" + common.table(
             ["step"] + [f"rank {r}" for r in order], body, range(len(order) + 1)))
     elif steps:
         parts.append(f"\n(step x rank table: {len(ranks)} ranks; see --json or the report)")
