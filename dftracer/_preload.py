@@ -6,7 +6,11 @@ tree) only when ``DFTRACER_ENABLE`` is on (the core's boolean rule, dftracer/_en
 so that every Python process of a run -- the script and its forked or
 spawned workers -- traces from its first line and finalizes at exit, or
 ``DFTRACER_TORCH`` is set, so that an unchanged torch program gets its torch
-events (docs/ai.md) with tracing starting at the first one.
+events (docs/ai.md) with tracing starting at the first one.  The .pth line
+also imports it when either variable holds a value that is not off and not
+usable (``DFTRACER_ENABLE=maybe``, ``DFTRACER_INIT=BOGUS``): the core reads
+them then and says so in one warning line each, naming the value it used,
+instead of tracing nothing silently.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ def script_missing() -> bool:
 
 def start() -> None:
     """Starts the trace from the environment; never raises."""
-    if not flag("DFTRACER_ENABLE") or script_missing():
+    if script_missing():
         return
     try:
         # importing dftracer installs the exit and fork hooks, and the wait for
@@ -39,7 +43,10 @@ def start() -> None:
         import dftracer  # noqa: F401
         from dftracer import _core
 
-        if enabled():
+        on, at_start = _core._start_env()  # the core's rules: an unusable value warns once
+        if not on:
+            return
+        if at_start:
             _core.logger.initialize_log()
         if _core.is_active():
             from dftracer import _rank_hook

@@ -417,6 +417,31 @@ static PyObject *mod_is_active(PyObject *m, PyObject *unused)
     return PyBool_FromLong(dft_active());
 }
 
+/* The two variables that decide whether a process traces from start-up, read
+ * by the core's rules: an unusable value warns once per process in the core's
+ * table, so the core's own reading when a trace starts does not warn again. */
+static PyObject *mod_start_env(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    int enabled = dft_config_env_enabled();
+    int preload = dft_config_init_mode() == DFT_INIT_PRELOAD;
+    return Py_BuildValue("(OO)", enabled ? Py_True : Py_False, preload ? Py_True : Py_False);
+}
+
+/* _parse_interval(value, default): DFTRACER_FLUSH_INTERVAL's grammar, the
+ * core's (config.c), for dftracer top. */
+static PyObject *mod_parse_interval(PyObject *m, PyObject *args)
+{
+    (void)m;
+    const char *v = NULL, *why;
+    double dflt;
+    if (!PyArg_ParseTuple(args, "zd:_parse_interval", &v, &dflt))
+        return NULL;
+    double x = dft_config_interval(v, dflt, DFT_MIN_FLUSH_INTERVAL, DFT_MAX_FLUSH_INTERVAL, &why);
+    return Py_BuildValue("(dz)", x, why);
+}
+
 static PyObject *mod_clock_info(PyObject *m, PyObject *unused)
 {
     (void)m;
@@ -611,6 +636,13 @@ static PyMethodDef module_methods[] = {
     {"get_time", mod_get_time, METH_NOARGS, "Microseconds since the epoch (tracer clock)."},
     {"finalize", mod_finalize, METH_NOARGS, "Finalizes the trace (used at exit)."},
     {"is_active", mod_is_active, METH_NOARGS, "True while events are being recorded."},
+    {"_start_env", mod_start_env, METH_NOARGS,
+     "_start_env()\n\n(DFTRACER_ENABLE is on, DFTRACER_INIT is PRELOAD), by the core's rules: "
+     "an unusable value of either warns once, naming the value used."},
+    {"_parse_interval", mod_parse_interval, METH_VARARGS,
+     "_parse_interval(value, default) -> (seconds, why)\n\nDFTRACER_FLUSH_INTERVAL's "
+     "grammar, the core's: why is None for a usable value, else the reason for the value "
+     "used instead."},
     {"_clock_info", mod_clock_info, METH_NOARGS,
      "{'source': 'tsc' or 'monotonic', 'offset_ns': wall minus monotonic clock}."},
     {"_compression_backend", mod_compression_backend, METH_NOARGS,

@@ -32,7 +32,10 @@ def _is_within(path: str, folder: str) -> bool:
 # user's runs do after the first, and no test starts a background build.  Only
 # sessions with tests that can run DDP build it (30 to 60 s): a file of these
 # folders that names torch, DDP or FSDP (CI's backend runs of the reader and
-# writer tests name none).
+# writer tests name none).  With DFTRACER_TEST_HOOK_CACHE (the Makefile's
+# build/ddp-hook) the build is kept there, keyed as the hook keys it (its
+# sources, torch, Python), and copied into the session's cache: one build
+# serves every pytest run and CI phase until one of those changes.
 _NATIVE = {"cache": "", "state": "not built (no DDP tests)"}
 DDP_TESTS = ("torch_integration", "tools", "test_readme.py")
 
@@ -54,15 +57,38 @@ def _build_native_ddp_hook() -> None:
     if importlib.util.find_spec("torch") is None:
         _NATIVE["state"] = "not built (no torch)"
         return
+    kept = os.environ.get("DFTRACER_TEST_HOOK_CACHE", "")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "dftracer._autotrace.ddp_native", "build"],
-                          env=env, capture_output=True, text=True, cwd=_NATIVE["cache"])
+    if kept:
+        proc = subprocess.run([sys.executable, "-c", _KEPT_HOOK, os.path.abspath(kept), _NATIVE["cache"]],
+                              env=env, capture_output=True, text=True, cwd=_NATIVE["cache"])
+    else:
+        proc = subprocess.run([sys.executable, "-m", "dftracer._autotrace.ddp_native", "build"],
+                              env=env, capture_output=True, text=True, cwd=_NATIVE["cache"])
     took = time.monotonic() - start
     if proc.returncode == 0:
-        _NATIVE["state"] = f"built in {took:.0f} s: {proc.stdout.strip()}"
+        _NATIVE["state"] = f"{'' if kept else 'built '}in {took:.0f} s: {proc.stdout.strip()}"
     else:
         _NATIVE["state"] = f"NOT built ({proc.stderr.strip()[-2000:]})"
+
+
+# Builds the hook into the kept cache (argv[1]) unless the build for these
+# sources, torch and Python is there, then copies it into the session's cache
+# (argv[2]: XDG_CACHE_HOME), where the tests' processes look.
+_KEPT_HOOK = """
+import os, shutil, sys
+from dftracer._autotrace import ddp_native
+os.environ["DFTRACER_CACHE_DIR"] = sys.argv[1]
+path = ddp_native.module_path()
+how = "kept from an earlier run" if os.path.exists(path) else "built"
+if not os.path.exists(path):
+    ddp_native.build()
+os.environ.pop("DFTRACER_CACHE_DIR")
+dest = os.path.dirname(ddp_native.module_path())
+shutil.copytree(os.path.dirname(path), dest, ignore=shutil.ignore_patterns(".build-*"))
+print(how + ":", os.path.join(dest, os.path.basename(path)))
+"""
 
 
 def pytest_report_header(config):

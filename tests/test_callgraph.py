@@ -38,7 +38,7 @@ def _sources() -> List[str]:
     for root, _, files in os.walk(SRC):
         for f in files:
             rel = os.path.relpath(os.path.join(root, f), SRC)
-            if f.endswith(".c") and not rel.startswith("testing" + os.sep):
+            if f.endswith(".c"):  # testing/ too: compiled as the test extension is
                 out.append(rel)
     return sorted(out)
 
@@ -54,7 +54,8 @@ def _symbols(tmp: str) -> Dict[str, Dict[str, Set[str]]]:
 
     def one(rel: str) -> Dict[str, Set[str]]:
         obj = os.path.join(tmp, rel.replace(os.sep, "__") + ".o")
-        proc = subprocess.run(cc + flags + [os.path.join(SRC, rel), "-o", obj],
+        testing = ["-DDFT_TESTING=1"] if rel.startswith("testing" + os.sep) else []
+        proc = subprocess.run(cc + flags + testing + [os.path.join(SRC, rel), "-o", obj],
                               capture_output=True, text=True)
         assert proc.returncode == 0, f"{rel} does not compile on its own:\n{proc.stderr}"
         nm = subprocess.run(["nm", obj], capture_output=True, text=True, check=True).stdout
@@ -217,3 +218,21 @@ def test_python_import_circles_are_the_ones_the_map_names():
     named = _named("import circles", PY_FILE)
     assert found == named, (f"circles in the imports: {_show(found)}\n"
                             f"docs/architecture.md names: {_show(named)}")
+
+
+def test_the_drawing_of_the_tree_shows_the_circles_the_calls_have(arrows):
+    """The tree as a reader draws it (issue 71): each source to the file each
+    header it includes is named for (`x/y.h` -> `x/y.c`, through the headers
+    it includes in turn), together with the calls.  A header named for a file
+    that does not own its code (its inlines calling another, a declaration
+    another file defines) draws a circle the calls do not have; so every
+    circle of the drawing must be one of the calls'."""
+    from test_layout import header_arrows
+
+    drawn = header_arrows()
+    assert set(arrows) <= set(drawn), set(arrows) - set(drawn)
+    both = {f: arrows[f] | drawn.get(f, set()) for f in arrows}
+    extra = {c for c in _circles(both)} - _circles(arrows)
+    assert not extra, (f"circles the includes draw and the calls do not have: {_show(extra)}\n"
+                       "(a header named for one file, declaring or calling another's code)")
+    assert len(_circles(both)) <= 3

@@ -187,6 +187,10 @@ def _tools_copies(path, text):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
                 ("*-app.pfw" in node.value or "app\\.pfw" in node.value):
             found.append(f"line {node.lineno}: a trace file name pattern ({node.value!r})")
+        if isinstance(node, ast.JoinedStr) and path != "common.py" and any(
+                isinstance(a, ast.FormattedValue) and isinstance(b, ast.Constant)
+                and re.match(r" ?[KMGT]iB\b", str(b.value)) for a, b in zip(node.values, node.values[1:])):
+            found.append(f"line {node.lineno}: bytes formatted by hand (common.fmt_bytes)")
         if isinstance(node, ast.JoinedStr) and any(
                 isinstance(v, ast.Constant) and "-app.pfw" in str(v.value) for v in node.values):
             found.append(f"line {node.lineno}: a trace file name built by hand")
@@ -283,3 +287,52 @@ def test_core_circles_are_the_documented_ones():
             named.add(tuple(files[k:] + files[:k]))
     assert circles == named, (f"circles in core/ {sorted(circles)}; "
                               f"docs/architecture.md names {sorted(named)}")
+
+
+def header_arrows():
+    """{source.c: the sources named by the headers it includes}: each
+    `#include "x/y.h"` (and the headers that one includes, in turn) is an
+    arrow to `x/y.c` when there is one.  The tree's drawing by names, which
+    tests/test_callgraph.py holds to the calls."""
+    files = {}
+    for rel in sources():
+        with open(os.path.join(SRC, rel), encoding="utf-8") as fh:
+            files[rel] = INCLUDE.findall(fh.read())
+
+    def resolve(inc, frm):
+        for cand in (inc, os.path.join(os.path.dirname(frm), inc)):
+            if cand in files:
+                return cand
+        return None
+
+    out = {}
+    for f in files:
+        if not f.endswith(".c"):
+            continue
+        seen, todo, arrows = set(), [resolve(i, f) for i in files[f]], set()
+        while todo:
+            h = todo.pop()
+            if not h or h in seen:
+                continue
+            seen.add(h)
+            named = h[:-2] + ".c"
+            if named in files and named != f:
+                arrows.add(named)
+            todo += [resolve(i, h) for i in files[h]]
+        out[f] = arrows
+    return out
+
+
+def test_the_include_drawing_has_no_circle():
+    """The tree drawn by its includes alone (header_arrows: a header stands
+    for the file it is named for) has no circle: a header shared by several
+    files is named for none of them (profile/fn_object.h, reader/iostats_result.h),
+    and one declaring another file's code is named for that file
+    (torch/autotrace_comm.h, reader/ranks_steps.h, core/writer_file.h)."""
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from test_callgraph import _circles, _show
+
+    found = _circles(header_arrows())
+    assert not found, f"circles the includes draw: {_show(found)}"

@@ -5,7 +5,8 @@ again whenever :mod:`dftracer.python.logger` is imported or reloaded (see
 :func:`_refresh`), as in pydftracer.  They describe what the native core will
 do: ``DFTRACER_ENABLE`` is true for the values the core accepts as on
 (``1``, ``true``, ``yes``, ``on``, ``y``, any case), ``DFTRACER_INIT_PRELOAD``
-only for ``DFTRACER_INIT=PRELOAD``.  The core itself reads the environment
+only for ``DFTRACER_INIT=PRELOAD``; the core reads both here (an unusable
+value of either warns once, naming the value used).  The core itself reads the environment
 when tracing starts (docs/configuration.md), so a program that changes
 ``os.environ`` before ``initialize_log`` is traced accordingly either way.
 """
@@ -16,7 +17,7 @@ import logging
 import os
 from typing import Any, Dict, Iterable
 
-from dftracer import _envflag
+from dftracer import _core, _envflag
 
 __all__ = [
     "DFTRACER_ENABLE",
@@ -40,9 +41,10 @@ _LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARN,
 
 def _read() -> Dict[str, Any]:
     """The constants for the current environment (the core's parsing)."""
+    enable, preload = _core._start_env()  # an unusable value warns once (the core's table)
     return {
-        "DFTRACER_ENABLE": _envflag.flag(DFTRACER_ENABLE_ENV),
-        "DFTRACER_INIT_PRELOAD": _envflag.preload(),
+        "DFTRACER_ENABLE": enable,
+        "DFTRACER_INIT_PRELOAD": preload,
         "DFTRACER_LOG_LEVEL": os.environ.get(DFTRACER_LOG_LEVEL_ENV, "ERROR"),
     }
 

@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from dftracer import _core
 from dftracer.tools import classes as _cls
+from dftracer.tools import work
 from dftracer.tools.line_keys import unescape
 from dftracer.tools.summary import name_group
 
@@ -110,8 +111,7 @@ def analyze_file(path: str, t0: int, bin_us: int) -> Dict[str, Any]:
     try:
         reader = _core._EventReader(path)
     except OSError as exc:
-        return {"path": path, "status": "missing" if isinstance(exc, FileNotFoundError)
-                else "error", "message": exc.strerror or str(exc), "events": 0}
+        return work.failure(path, exc)
     keys: Dict[Tuple[str, str], int] = {}
     key_list: List[Tuple[str, str]] = []
     threads: Dict[Tuple[int, int], _Thread] = {}

@@ -35,6 +35,13 @@ def self_class(cat: str, name: str) -> str:
     return CLASSES[_core._classify(cat, name)[0]]
 
 
+def traced_class(cat: str, name: str) -> Optional[str]:
+    """The class an event's self time counts in, or None for the tracer's own
+    events (a container's self time, step time no child covers: other)."""
+    cls, flags, _, _ = _core._classify(cat, name)
+    return None if flags & _core._CLS_TRACER else CLASSES[cls]
+
+
 def step_kind(cat: str, name: str) -> Optional[str]:
     return STEP_KINDS[_core._classify(cat, name)[2]]
 

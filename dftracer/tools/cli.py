@@ -1,4 +1,4 @@
-"""The ``dftracer`` command line: summary, report, diff, merge, convert, validate, view, top, stacks, run (docs/cli.md)."""
+"""The ``dftracer`` command line: summary, report, diff, merge, convert, validate, view, top, stacks, capture, whatif, run (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def version_line() -> str:
 # `dftracer summary` need not load the report's, the viewer's and diff's code.
 COMMANDS = {"summary": "summary", "report": "report", "diff": "diff", "merge": "merge",
             "convert": "merge", "validate": "validate", "view": "view", "top": "top",
-            "stacks": "stacks"}
+            "stacks": "stacks", "capture": "capture", "whatif": "whatif"}
 
 
 def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:

@@ -51,6 +51,30 @@ def distribution() -> str:
     return "dftracer-native"
 
 
+# An extra's requirements as pyproject.toml declares them, for a package run
+# from a source tree (no metadata); an installed one reads its own.
+_EXTRAS = {"report": ["plotly>=5.0"], "top": ["rich>=13"], "view": ["viztracer>=1.0"],
+           "dask": ["dask[distributed]>=2023.1"]}
+
+
+def install_hint(extra: str) -> str:
+    """`pip install ...` that works where this package is: the extra's own
+    requirements (a clone's or a local wheel's `NAME[extra]` is not on any
+    index), and the extra named for the reader."""
+    reqs = list(_EXTRAS.get(extra, []))
+    try:
+        from importlib.metadata import requires
+
+        marker = re.compile(r"""\s*;\s*extra\s*==\s*['"]%s['"]\s*$""" % re.escape(extra))
+        found = [marker.sub("", r) for r in requires(distribution()) or () if marker.search(r)]
+        reqs = found or reqs
+    except Exception:  # not installed (a source tree), or broken metadata
+        pass
+    if not reqs:
+        return f"pip install '{distribution()}[{extra}]'"
+    return "pip install " + " ".join(f"'{r}'" for r in reqs) + f" (the '{extra}' extra)"
+
+
 def expand_paths(args: argparse.Namespace) -> Tuple[List[str], int]:
     files, errors = _paths.expand(args.paths)
     for arg, msg in errors:
@@ -171,7 +195,13 @@ def fmt_us(us: float) -> str:
     return f"{us:.0f} us" if us == int(us) else f"{us:.1f} us"
 
 
-def fmt_bytes(n: int) -> str:
+def fmt_bytes(n: int, coarse: bool = False) -> str:
+    """Bytes in binary units, the one rule of every command: `512 B`,
+    `1.5 KiB`, ... `2.0 TiB` ("-" for none), the tables' figures; coarse:
+    `1.2 GiB`, else whole MiB (`20 MiB`), the figures inside a sentence (the
+    memory reports', the hang line's: memory.size_text)."""
+    if coarse:
+        return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
     if n <= 0:
         return "-"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

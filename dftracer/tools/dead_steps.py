@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import bisect
 import statistics
-from array import array
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dftracer import _core
@@ -34,16 +33,16 @@ _COMM = _core._RANK_CLASSES.index("comm")
 Steps = List[Tuple[int, int, int]]  # (number, ts, dur), by ts
 
 
-def steps_of(raw: Any, n: int) -> Tuple[Steps, List[bool]]:
-    """A ranks pass result's steps (its `steps` bytes of `step_fields`
-    int64 each) as (number, ts, dur) by start, and for each whether it
-    holds collective time."""
-    if not isinstance(raw, (bytes, bytearray)) or not isinstance(n, int) or \
-            n <= 3 + _COMM or len(raw) % (8 * n):
+def steps_of(raw: Any) -> Tuple[Steps, List[bool]]:
+    """A ranks pass result's steps (its `steps`, a _core.RankSteps of int64
+    columns) as (number, ts, dur) by start, and for each whether it holds
+    collective time."""
+    if not isinstance(raw, _core.RankSteps):
         return [], []
-    a = array("q")
-    a.frombytes(bytes(raw))
-    rows = sorted((a[i + 1], a[i], a[i + 2], a[i + 3 + _COMM] > 0) for i in range(0, len(a), n))
+    cols = [memoryview(c).cast("q") for c in (raw.number, raw.ts, raw.dur, raw.by_class[_COMM])]
+    if len({len(c) for c in cols}) != 1:
+        return [], []
+    rows = sorted(zip(cols[1], cols[0], cols[2], (x > 0 for x in cols[3])))
     return [(num, ts, dur) for ts, num, dur, _ in rows], [c for *_, c in rows]
 
 
@@ -76,7 +75,7 @@ def step_at(steps: Steps, end: int) -> Optional[int]:
 def _steps(p: Dict[str, Any]) -> Tuple[Steps, List[bool]]:
     """A process's steps, read from its pass result's bytes once."""
     if "_steps" not in p:
-        p["_steps"] = steps_of(*(p.get("_steps_raw") or (None, 0)))
+        p["_steps"] = steps_of(p.get("_steps_raw"))
     return p["_steps"]
 
 

@@ -29,9 +29,10 @@ import json
 import math
 import statistics
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from dftracer.tools import common, paths, ranks, summary
+from dftracer.tools.diff_verdict import label as _label, ms as _ms, verdict, work as _work
 
 EXAMPLE = """example:
   dftracer diff run1/ run2/                     # what changed, and a verdict
@@ -115,14 +116,23 @@ def _p90(v: Sequence[float]) -> float:
 
 # ---- one run ---------------------------------------------------------------------
 
+class StepRow(NamedTuple):
+    """One step of a unit, by name (from the pass's _core.RankSteps)."""
+    dur: int
+    cpu: int   # the step thread's CPU time, -1: unknown
+    wait: int  # its run-queue wait, -1: unknown
+    by_class: Tuple[int, ...]
+
+
 class Unit:
     """A rank (or the one process with steps of a job without ranks)."""
 
     def __init__(self, rank: Optional[int], main: Result, workers: List[Result]) -> None:
         self.rank, self.main, self.workers = rank, main, workers
-        steps = ranks._int64s(main.get("steps", b""))
-        f = ranks.FIELDS
-        self.rows = {steps[i * f]: steps[i * f:(i + 1) * f] for i in range(len(steps) // f)}
+        st = ranks.Steps(main.get("steps"))
+        self.rows = {st.number[i]: StepRow(st.dur[i], st.cpu[i], st.wait[i],
+                                           tuple(c[i] for c in st.by_class))
+                     for i in range(len(st))}
 
 
 class Run:
@@ -147,22 +157,21 @@ class Run:
         # for: the least communication wait), and the mean over units
         self.by_class: List[List[float]] = [[] for _ in ranks.CLASSES]
         self.mean_class: List[List[float]] = [[] for _ in ranks.CLASSES]
-        comm = 3 + ranks.COMM
         # per step, the mean over the units that have it of their step
         # thread's CPU time and run-queue wait (the iterations' cpu_us, wait_us)
         self.cpu: List[float] = []
         self.wait: List[float] = []
         for n in numbers:
             rows = [u.rows[n] for u in self.units if n in u.rows]
-            self.steps.append(float(statistics.median(r[2] for r in rows)))
-            known = [r for r in rows if r[ranks.WAIT] >= 0]
+            self.steps.append(float(statistics.median(r.dur for r in rows)))
+            known = [r for r in rows if r.wait >= 0 and r.cpu >= 0]
             if known:
-                self.cpu.append(_mean([r[ranks.CPU] for r in known]))
-                self.wait.append(_mean([r[ranks.WAIT] for r in known]))
-            critical = min(rows, key=lambda r: (r[comm], -r[2]))
+                self.cpu.append(_mean([r.cpu for r in known]))
+                self.wait.append(_mean([r.wait for r in known]))
+            critical = min(rows, key=lambda r: (r.by_class[ranks.COMM], -r.dur))
             for c in range(ranks.NCLS):
-                self.by_class[c].append(float(critical[3 + c]))
-                self.mean_class[c].append(_mean([r[3 + c] for r in rows]))
+                self.by_class[c].append(float(critical.by_class[c]))
+                self.mean_class[c].append(_mean([r.by_class[c] for r in rows]))
         self.unit_steps = sum(len(u.rows) for u in self.units)
         self.events = sum(r.get("events", 0) for r in self.results)
         starts = [r["ts_min"] for r in self.results if r.get("has_ts")]
@@ -179,24 +188,26 @@ class Run:
         for u in self.units:
             if rank is not None and u.rank != rank:
                 continue
-            for where, procs, field in (("main", [u.main], 6), ("workers", u.workers, 5)):
+            for where, procs, field in (("main", [u.main], "self_steps"),
+                                        ("workers", u.workers, "self_all")):
                 for r in procs:
                     for k in r.get("keys", ()):
-                        if k[field] <= 0 and k[3] <= 0:
+                        us = getattr(k, field)
+                        if us <= 0 and k.count <= 0:
                             continue
-                        key = (where, k[0], k[1])
-                        cls, us, n = out.get(key, (k[2], 0.0, 0))
-                        out[key] = (cls, us + k[field], n + k[3])
+                        key = (where, k.cat, k.name)
+                        cls, t, n = out.get(key, (k.cls, 0.0, 0))
+                        out[key] = (cls, t + us, n + k.count)
         return out
 
 
 def _unit_without_ranks(loose: List[Result]) -> List[Unit]:
     """A job with no ranks: its process with the most steps, and the processes
     it started."""
-    with_steps = [r for r in loose if r.get("steps")]
+    with_steps = [r for r in loose if ranks.nsteps(r)]
     if not with_steps:
         return []
-    main = max(with_steps, key=lambda r: (len(r["steps"]), r.get("events", 0)))
+    main = max(with_steps, key=lambda r: (ranks.nsteps(r), r.get("events", 0)))
     pids = {main["pid"]}
     workers: List[Result] = []
     grew = True
@@ -373,9 +384,9 @@ def _straggler_changes(a: Run, b: Run) -> List[Dict[str, Any]]:
     after, the largest growth first -- what the others waited for, where the
     averaged rows also hold the waiting ranks' longer calls."""
     out = []
-    was = {x["rank"] for x in a.stragglers}
+    was = {x["rank"] for x in a.stragglers if _work(x)}
     for x in b.stragglers:
-        if x["rank"] in was:
+        if x["rank"] in was or not _work(x):
             continue
         ua = next((u for u in a.units if u.rank == x["rank"]), None)
         ub = next((u for u in b.units if u.rank == x["rank"]), None)
@@ -431,10 +442,10 @@ def _by_rank(a: Run, b: Run, step_ref: float) -> List[Dict[str, Any]]:
     for rank in sorted(ua.keys() & ub.keys()):
         ra, rb = list(ua[rank].rows.values()), list(ub[rank].rows.values())
         row: Dict[str, Any] = {"rank": rank,
-                               **_row(_mean([r[2] for r in ra]), _mean([r[2] for r in rb]))}
+                               **_row(_mean([r.dur for r in ra]), _mean([r.dur for r in rb]))}
         row["by_class"] = {}
         for c, name in enumerate(ranks.CLASSES):
-            va, vb = [r[3 + c] for r in ra], [r[3 + c] for r in rb]
+            va, vb = [r.by_class[c] for r in ra], [r.by_class[c] for r in rb]
             d = _row(_mean(va), _mean(vb))
             d["significant"] = bool(va and vb and abs(d["change_us_per_step"])
                                     > threshold(va, vb, step_ref))
@@ -443,96 +454,6 @@ def _by_rank(a: Run, b: Run, step_ref: float) -> List[Dict[str, Any]]:
         row["straggler_new"] = any(s["rank"] == rank for s in b.stragglers)
         rows.append(row)
     return rows
-
-
-def _label(r: Dict[str, Any]) -> str:
-    """cat/name of a row; a class's residual row (no category) by its name."""
-    if not r.get("name"):
-        return r["cat"]
-    return f"{r['cat']}/{r['name']}" if r["cat"] else r["name"]
-
-
-def _per_call(r: Dict[str, Any]) -> float:
-    """A row's change per call (its time per step over its count per step)."""
-    def each(us: float, n: float) -> float:
-        return us / n if n else 0.0
-    return each(r["new_us_per_step"], r["new_count_per_step"]) - \
-        each(r["base_us_per_step"], r["base_count_per_step"])
-
-
-def _ms(us: float, signed: bool = True) -> str:
-    return (f"{us / 1e3:+.1f} ms" if signed else f"{us / 1e3:.1f} ms") \
-        if abs(us) >= 100 else (f"{us:+.0f} us" if signed else f"{us:.0f} us")
-
-
-def verdict(d: Dict[str, Any]) -> str:
-    """One line a person can act on: the step change, then what explains it
-    -- a new straggler and its own events first, the classes, a rank whose
-    class moved, a busier machine -- never "within noise" beside a
-    significant change the tables show."""
-    s = d["step"]
-    if s["base_us"] is None or s["new_us"] is None:
-        return "no steps to compare in " + ("both runs" if s["base_us"] is None
-                                             and s["new_us"] is None else
-                                             "BASE" if s["base_us"] is None else "NEW")
-    pct = f" ({100 * s['change']:+.0f} %)" if s["change"] is not None else ""
-    head = f"step {_ms(s['change_us'])}{pct}"
-    parts = []
-    own = {x["rank"]: x for x in d.get("straggler_changes", [])}
-    new_stragglers = [x for x in d["stragglers"]["new"]
-                      if x["rank"] not in {y["rank"] for y in d["stragglers"]["base"]}]
-    named_classes = set()
-    for x in new_stragglers:
-        what = f"{x['cause_cat']}/{x['cause_name']}" if x["cause_cat"] else x["cause_name"]
-        grew = [r for r in own.get(x["rank"], {}).get("rows", [])
-                if r["cls"] == x["cause_class"] and r["change_us_per_step"] > 0][:2]
-        grew = [r for r in grew if r["change_us_per_step"] >= grew[0]["change_us_per_step"] / 4]
-        if grew:  # its own events, the largest growth first
-            what = "; ".join(f"{_label(r)} {_ms(r['change_us_per_step'])}" for r in grew)
-        else:
-            what += f" +{_ms(x['cause_excess_us'], False)}"
-        lead = x.get("mean_lead_us", x["excess_us"])
-        parts.append(f"rank {x['rank']} is a new straggler, {_ms(lead)} a step over the "
-                     f"others ({ranks.LABELS[x['cause_class']]}: {what})")
-        named_classes.add((x["rank"], x["cause_class"]))
-    sched = d.get("sched")
-    busier = bool(sched and sched["wait"]["significant"] and
-                  sched["wait"]["change_us_per_step"] > 0 and not sched["cpu"]["significant"])
-    sig = [c for c in d["classes"] if c["significant"]]
-    for c in sig:
-        names = [r for r in d["changes"] if r["significant"]]
-        main = [r for r in names if r["where"] == "main" and r["cls"] == c["cls"]][:2]
-        workers = [r for r in names if r["where"] == "workers" and c["cls"] == "data"][:2]
-        if any(x["cause_class"] == c["cls"] for x in new_stragglers):
-            main = []  # named with the straggler, from its own events
-        detail = [_label(r) for r in main]
-        detail += [f"{_label(r)} {_ms(_per_call(r))} each in the workers" for r in workers]
-        parts.append(f"{ranks.LABELS[c['cls']]} {_ms(c['change_us_per_step'])}"
-                     + (f" ({'; '.join(detail)})" if detail else ""))
-    # a rank whose class moved significantly, not said above (the by-rank table)
-    for r in d["by_rank"]:
-        for c, v in r["by_class"].items():
-            if v["significant"] and (r["rank"], c) not in named_classes and \
-                    not any(x["cls"] == c for x in sig) and c != "comm":
-                parts.append(f"rank {r['rank']} {ranks.LABELS[c]} "
-                             f"{_ms(v['change_us_per_step'])}")
-                named_classes.add((r["rank"], c))
-    if busier:  # said first: it explains the classes that grew with it
-        w, cpu = sched["wait"], sched["cpu"]
-        parts.insert(len(new_stragglers), f"the machine was busier: the step threads waited "
-                     f"{_ms(w['change_us_per_step'])} a step more for a CPU, with their "
-                     f"CPU time within noise ({_ms(cpu['change_us_per_step'])})")
-    counted = [r for r in d["changes"] if r["count_changed"] and r["where"] == "main"][:1]
-    for r in counted:
-        parts.append(f"{_label(r)} {r['base_count_per_step']:g} -> "
-                     f"{r['new_count_per_step']:g} a step")
-    if not s["significant"] and not parts:
-        return f"{head}: within noise (+-{_ms(s['noise_us'], False)} a step), " \
-               "nothing changed beyond it"
-    if not parts:
-        return head
-    rest = "everything else within noise" if len(sig) < len(d["classes"]) else ""
-    return head + ": " + ", ".join(parts + ([rest] if rest else []))
 
 
 # ---- output ------------------------------------------------------------------------

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 import stat
 import time
 import zlib
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
+from dftracer import _core
 from dftracer.tools import liveness, paths as _paths
 from dftracer.tools.top_figures import (GROUPS, STEP_SOURCES, US, F_READ, F_WRITE,
                                         KeyTable, Process, consume)
@@ -40,25 +40,14 @@ SILENT_FLUSHES = 3      # a process is silent after this many flush intervals wi
 FLUSH_OFF_SILENT = 30.0  # silent after this long when the time-based flush is off
 FINISHED_LOOK = 10.0    # seconds between looks at a finished file (deleted, replaced?)
 
-_INTERVAL = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s)?", re.IGNORECASE)
 
 
 def parse_interval(value: Optional[str], default: float = 1.0) -> Tuple[float, Optional[str]]:
     """DFTRACER_FLUSH_INTERVAL's syntax, as the tracer reads it
     (docs/configuration.md): decimal seconds, `250ms`, `2s`, `0`/`off`;
-    0.01-3600.  Returns (seconds, None), or (the value used, why)."""
-    if value is None or value == "":
-        return default, None
-    if value.lower() == "off":
-        return 0.0, None
-    m = _INTERVAL.fullmatch(value)
-    if not m:
-        return default, "is not a decimal number of seconds (e.g. 1, 0.5, 200ms, 0 for off)"
-    x = float(m.group(1)) * (1e-3 if (m.group(2) or "").lower() == "ms" else 1.0)
-    if x and not 0.01 <= x <= 3600:
-        x = min(max(x, 0.01), 3600.0)
-        return x, "is out of range"
-    return x, None
+    0.01-3600.  Returns (seconds, None), or (the value used, why).  The
+    grammar is the core's (src/core/config.c, dft_config_interval)."""
+    return _core._parse_interval(value or None, default)
 
 
 def _shares(by_group: Dict[str, float], step_us: float, window_us: float) -> Dict[str, float]:
@@ -476,9 +465,10 @@ class Follower:
         self.behind = sum(1 for f in states if f.size > f.offset and f.stuck_at is None)
 
     def state(self, f: FileState, now: float) -> str:
-        """finished (its end event was read), error (nothing can be read: the
-        mark says why), silent (no new data for SILENT_FLUSHES flush
-        intervals, or deleted) or running.  (snapshot() makes a silent
+        """finished (its end event was read; one that names a signal, its
+        process then ended by it, has the mark `ended by SIGTERM`), error
+        (nothing can be read: the mark says why), silent (no new data for
+        SILENT_FLUSHES flush intervals, or deleted) or running.  (snapshot() makes a silent
         launcher of this host whose children run `waiting`.)"""
         if f.proc.finished:
             return "finished"
@@ -550,6 +540,9 @@ class Follower:
                     f"incomplete last line ({incomplete} bytes)"
             if not mark and f.size > f.offset and f.stuck_at is None:
                 mark = f"catching up ({f.offset * 100 // max(f.size, 1)}%)"
+            if not mark and state == "finished" and p.end_signal:
+                # its `end` names the signal that then ended it: asked to stop
+                mark = f"ended by {liveness.signal_name(p.end_signal)}"
             live = liveness.proc_state(p.host, p.pid, self.newest_us(f)) \
                 if state == "silent" and not f.gone and p.pid else None
             if not mark and live is not None:
@@ -574,7 +567,10 @@ class Follower:
                 # a rank's main process, a worker (of a rank or not), or neither (a launcher)
                 "role": "worker" if p.worker is not None or worker_of is not None else
                         "rank" if p.rank is not None else None,
-                "state": state, "mark": mark,
+                "state": state, "mark": mark, "end_signal": p.end_signal or None,
+                # its process is over (its end read, or silent and gone by
+                # liveness' rule): an earlier job's, listed after the live ones
+                "ended": state == "finished" or live == "gone",
                 "events": p.events, "complete_events": p.complete,
                 "bad_duration_events": p.bad_dur, "bad_lines": p.bad_lines,
                 "events_per_s": count / secs if length else 0.0,

@@ -29,15 +29,12 @@ missing and nothing is reported."""
 
 from __future__ import annotations
 
-import json
 import linecache
 import os
 import re
-import zlib
-from array import array
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from dftracer.tools import dead_steps, hang_workers, line_keys, liveness, memory
+from dftracer.tools import dead_steps, hang_workers, liveness, memory
 from dftracer.tools.line_keys import unescape
 
 DEFAULT_AFTER = 60.0       # s: top's --hang-after
@@ -343,13 +340,15 @@ def _mark_dead(by_rank: Dict[int, Dict[str, Any]], world_n: int) -> None:
     """After the job: a rank whose trace ends with neither `end` nor SIGTERM
     stacks, and whose process is gone (tools/liveness.py: not running, not
     stopped), died, when the job's other ranks say they were still alive
-    after it: one of them ended (finalized or SIGTERM) or still runs, or
+    after it: one of them ended (finalized, or asked to stop: SIGTERM stacks
+    or an `end` that names its signal) or still runs, or
     wrote DEAD_GAP_US later.  (A job killed whole by SIGKILL leaves every
     rank without both: then nobody is named dead.)  A dead rank's last step
     is raised to what its peers' collectives say it finished
     (tools/dead_steps.py): its own trace lost its last flush interval."""
     alive_after = {r for r, p in by_rank.items()
-                   if p["state"] in ("finished", "running", "stopped") or p["hang"].sigterm}
+                   if p["state"] in ("finished", "running", "stopped") or p["hang"].sigterm
+                   or p.get("end_signal")}
     newest = max((p.get("last_ts") or 0 for p in by_rank.values()), default=0)
     for r, p in by_rank.items():
         if r in alive_after:
@@ -538,7 +537,9 @@ def from_follower(fol: Any, now_s: float, hang_after: float) -> Optional[Dict[st
         p = f.proc
         st = p.__dict__.get("hang_state") or ProcHang()
         state = fol.state(f, now_s)
-        if state != "finished":
+        if state == "finished" and p.end_signal:
+            state = "exited"  # its `end` names the signal that ended it: asked to stop
+        elif state != "finished":
             live = liveness.proc_state(p.host, p.pid, fol.newest_us(f))
             if live == "stopped":
                 state = "stopped"
@@ -547,19 +548,19 @@ def from_follower(fol: Any, now_s: float, hang_after: float) -> Optional[Dict[st
                 state = "dead"  # and all of its file was read: no `end` is still to come
         procs.append({"rank": p.rank, "pid": p.pid, "ppid": p.ppid, "host": p.host, "path": path,
                       "state": state, "world_size": p.world_size, "last_ts": p.head,
-                      "worker": p.worker, "last_step": p.step, "hang": st})
+                      "worker": p.worker, "last_step": p.step, "hang": st,
+                      "end_signal": p.end_signal})
     return detect(procs, int(now_s * 1e6), hang_after)
 
 
 # ---- after the job: summary --ranks, report ------------------------------------------
 
 def _last_step(r: Dict[str, Any]) -> Optional[int]:
-    steps, n = r.get("steps"), r.get("step_fields") or 0
-    if not isinstance(steps, (bytes, bytearray)) or n <= 0 or len(steps) < 8 * n:
+    steps = r.get("steps")  # a _core.RankSteps: named int64 columns
+    number = getattr(steps, "number", None)
+    if not isinstance(number, bytes) or len(number) < 8 or len(number) % 8:
         return None
-    a = array("q")
-    a.frombytes(bytes(steps[len(steps) - 8 * n:len(steps) - 8 * n + 8]))
-    return a[0]
+    return memoryview(number).cast("q")[-1]
 
 
 def procs_of(results: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -567,7 +568,8 @@ def procs_of(results: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
     the hang state the pass kept and its rank by the one rule (the C pass's
     identity: the last valid `rank` event, else the process name); its
     state `finished` (`end`), `running` or `stopped` (no `end` yet, and its
-    process still runs: tools/liveness.py) or `exited`."""
+    process still runs: tools/liveness.py) or `exited` (asked to stop: an
+    `end` that names the signal that ended it, SIGTERM stacks, or gone)."""
     procs = []
     for r in results:
         if not isinstance(r.get("hang"), dict):
@@ -579,17 +581,22 @@ def procs_of(results: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
         ppid, ws, worker = r.get("ppid", -1), r.get("world_size", -1), r.get("worker", -1)
         pid = r.get("pid") if r.get("pid", -1) >= 0 else None
         last_ts = max(end, st.last_at)
-        state = "finished" if r.get("finalized") else "exited"
-        if state == "exited" and not st.sigterm:  # no end yet: still running? (tools/liveness.py)
+        signalled = liveness.end_signal(r)
+        # an `end` that names a signal was written as the signal ended the
+        # process (a launcher killing a hung job's ranks): asked to stop
+        state = "finished" if r.get("finalized") and not signalled else "exited"
+        if state == "exited" and not st.sigterm and not signalled:
+            # no end yet: still running? (tools/liveness.py)
             live = liveness.process_state(r.get("host") or None, pid, r.get("path"), last_ts)
             state = "exited" if live == "gone" else live
         procs.append({"rank": rank, "pid": pid,
                       "ppid": ppid if ppid >= 0 else None, "host": r.get("host") or None,
                       "path": r.get("path"), "world_size": ws if ws > 0 else None,
                       "state": state, "worker": worker if worker >= 0 else None,
+                      "end_signal": signalled,
                       "last_step": _last_step(r), "last_ts": last_ts, "hang": st,
                       "step_kind": r.get("step_kind"), "last_sync": r.get("last_sync") or [],
-                      "_steps_raw": (r.get("steps"), r.get("step_fields"))})
+                      "_steps_raw": r.get("steps")})
     return procs
 
 
@@ -621,22 +628,21 @@ def dead_last_steps(results: List[Dict[str, Any]]) -> Dict[str, int]:
 MARK_ID = (1 << 53) - 1  # an id no tracer writes (ids count up from 1)
 
 
-def mark_file(path: str, h: Dict[str, Any]) -> None:
-    """Appends to a trace file (.pfw.gz: one gzip member; .pfw: one line) a
-    global instant event `HANG` at the moment the first rank began to wait,
-    which Perfetto draws across every track, with the message and the
-    ranks in its args."""
+def mark_event(h: Dict[str, Any], pid_of: Callable[[str], Optional[int]]) -> Dict[str, Any]:
+    """The global instant event `HANG` at the moment the first rank began
+    to wait, which Perfetto draws across every track, with the message and
+    the ranks in its args; on the track of the first stuck rank with a file
+    (pid_of: a source file's path -> its pid in the merged file).  `merge`
+    writes it before every process's events, so that each `end` stays its
+    process's last event (docs/trace-format.md, rule 5): a rank its launcher
+    killed has one (its signal in it)."""
     ev = {"id": MARK_ID, "name": "HANG", "cat": "hang", "pid": 0, "tid": 0,
           "ts": h["since_ts"], "ph": "i", "s": "g",
           "args": {"message": h["message"], "stuck_ranks": h["stuck_ranks"],
                    "waiting_ranks": h["waiting_ranks"], "collective": h["collective"],
                    "group": h["group"], "seq": h["seq"], "since_s": h["since_s"]}}
-    pids = [s["pid"] for s in h["stuck"] if s.get("pid")]
-    if pids:  # on a stuck rank's track (merge keeps the pids)
+    pids = [pid for s in h["stuck"] if s.get("path")
+            for pid in [pid_of(s["path"])] if pid is not None]
+    if pids:
         ev["pid"] = ev["tid"] = pids[0]
-    line = (line_keys.dumps(ev) + "\n").encode("utf-8")
-    if path.endswith(".gz"):
-        z = zlib.compressobj(6, zlib.DEFLATED, 31)  # one gzip member
-        line = z.compress(line) + z.flush()
-    with open(path, "ab") as fh:
-        fh.write(line)
+    return ev

@@ -2,6 +2,9 @@
 reader takes for a file without its `end` event (docs/cli.md, "Still running
 or ended"): `dftracer top`'s dead and stopped processes, `summary --memory`'s
 and `report`'s `end` column, and the dead ranks of the hang post mortem.
+And how a process ended: an `end` that names a signal (`"signal":15`,
+docs/trace-format.md) was written by a process that signal then ended (a
+launcher, a scheduler, `kill`): asked to stop, never finished normally.
 
 A trace names its host and its pid (its name and its `HH`/`start` events,
 docs/trace-format.md).  On this host the pid decides: a process with that pid
@@ -18,6 +21,7 @@ has a new mtime but old times)."""
 from __future__ import annotations
 
 import os
+import signal
 import time
 from typing import Optional
 
@@ -122,15 +126,32 @@ def process_state(host: Optional[str], pid: object, path: Optional[str],
     return "running" if recently_written(path, newest_us, now) else "gone"
 
 
+def signal_name(sig: object) -> str:
+    """`SIGTERM` for 15; `signal 40` for a number without a name here."""
+    try:
+        return signal.Signals(int(sig)).name  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        return f"signal {sig}"
+
+
+def end_signal(r: dict) -> int:
+    """The signal a reader pass's result says its `end` names (0: none, or
+    no `end`): the process was ended by it after finalizing."""
+    sig = r.get("end_signal") if r.get("finalized") else 0
+    return sig if isinstance(sig, int) and not isinstance(sig, bool) and sig > 0 else 0
+
+
 def ending(finalized: bool, sigterm: bool, host: Optional[str], pid: object,
-           path: Optional[str], newest_us: Optional[int], now: Optional[float] = None) -> str:
+           path: Optional[str], newest_us: Optional[int], now: Optional[float] = None,
+           signalled: int = 0) -> str:
     """How a trace's process ended (docs/cli.md, "summary --memory", End):
-    `finalized` (its `end` event), `exited` (its SIGTERM stacks: asked to
-    stop), `running` (neither yet, and its process runs or is stopped:
-    process_state), `killed` (neither, and gone), `unknown` (gone, and no
-    event with a time)."""
+    `finalized` (its `end` event, naming no signal), `exited` (asked to
+    stop: its `end` names the signal that ended it, `signalled`, or no `end`
+    but its SIGTERM stacks), `running` (neither yet, and its process runs or
+    is stopped: process_state), `killed` (neither, and gone), `unknown`
+    (gone, and no event with a time)."""
     if finalized:
-        return "finalized"
+        return "exited" if signalled else "finalized"
     if sigterm:
         return "exited"
     if process_state(host, pid, path, newest_us, now) != "gone":

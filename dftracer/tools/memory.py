@@ -14,7 +14,7 @@ import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dftracer import _core
-from dftracer.tools import common, liveness, runner
+from dftracer.tools import common, liveness, runner, work
 
 MIB = 1 << 20
 CREEP_BYTES_PER_STEP = MIB  # a robust slope at least this ...
@@ -30,9 +30,7 @@ def memory_file(path: str) -> Dict[str, Any]:
     try:
         return _core._memory_file(path)
     except OSError as exc:
-        missing = isinstance(exc, FileNotFoundError)
-        return {"path": path, "status": "missing" if missing else "error",
-                "message": exc.strerror or str(exc), "events": 0}
+        return work.failure(path, exc)
 
 
 def theil_sen(points: List[Tuple[int, int]]) -> float:
@@ -46,11 +44,19 @@ def theil_sen(points: List[Tuple[int, int]]) -> float:
 
 
 def _end(r: Dict[str, Any]) -> str:
-    """finalized, exited (asked to stop: its SIGTERM stacks), running (no
-    `end` yet: the one rule of tools/liveness.py), killed or unknown."""
+    """finalized, exited (asked to stop: its `end` names the signal that
+    ended it, or no `end` but its SIGTERM stacks), running (no `end` yet:
+    the one rule of tools/liveness.py), killed or unknown."""
     return liveness.ending(bool(r.get("finalized")), bool(r.get("sigterm")), r.get("host"),
                            r.get("pid"), r.get("path"),
-                           r.get("ts_max") if r.get("has_ts") else None)
+                           r.get("ts_max") if r.get("has_ts") else None,
+                           signalled=liveness.end_signal(r))
+
+
+def _end_cell(p: Dict[str, Any]) -> str:
+    """The `end` column: `exited (SIGTERM)` when the `end` names the signal."""
+    sig = p.get("end_signal")
+    return f"{p['end']} ({liveness.signal_name(sig)})" if sig else p["end"]
 
 
 def _role(r: Dict[str, Any], ranks_by_ppid: Dict[int, int]) -> str:
@@ -106,6 +112,7 @@ def _process(r: Dict[str, Any], ranks_by_ppid: Dict[int, int]) -> Dict[str, Any]
         "growth_bytes_per_step": int(round(slope)),
         "limit_bytes": r["limit_bytes"] if r.get("limit_bytes", -1) > 0 else None,
         "end": _end(r),
+        "end_signal": liveness.end_signal(r) or None,  # the signal its `end` names
     }
     p["_points"] = steps
     p["_span"] = _span(r)
@@ -173,9 +180,7 @@ def _who(p: Dict[str, Any]) -> str:
 
 def size_text(n: Optional[int]) -> str:
     """Bytes as `1.2 GiB` or `20 MiB` (the memory reports' and the hang line's)."""
-    if n is None:
-        return "?"
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / MIB:.0f} MiB"
+    return "?" if n is None else common.fmt_bytes(n, coarse=True)
 
 
 def _oom_message(p: Dict[str, Any], growing: bool) -> str:
@@ -193,7 +198,7 @@ def render(a: Dict[str, Any]) -> str:
     rows = [[_who(p), p["role"], common.fmt_bytes(p["first_rss_bytes"] or 0),
              common.fmt_bytes(p["last_rss_bytes"] or 0), common.fmt_bytes(p["peak_rss_bytes"] or 0),
              str(p["steps"]), common.fmt_bytes(p["growth_bytes_per_step"])
-             if p["growth_bytes_per_step"] > 0 else "-", p["end"]] for p in a["processes"]]
+             if p["growth_bytes_per_step"] > 0 else "-", _end_cell(p)] for p in a["processes"]]
     out = ["Memory (resident)\n" + common.table(
         ["process", "role", "first", "last", "peak", "steps", "growth/step", "end"], rows,
         [2, 3, 4, 5, 6])]
@@ -227,7 +232,7 @@ def html_section(a: Dict[str, Any]) -> List[Tuple[str, List[str], List[List[str]
             ["process", "role", "first", "last", "peak", "steps", "growth/step", "end"],
             [[_who(p), p["role"], common.fmt_bytes(p["first_rss_bytes"] or 0),
               common.fmt_bytes(p["last_rss_bytes"] or 0), common.fmt_bytes(p["peak_rss_bytes"] or 0),
-              str(p["steps"]), common.fmt_bytes(p["growth_bytes_per_step"]), p["end"]]
+              str(p["steps"]), common.fmt_bytes(p["growth_bytes_per_step"]), _end_cell(p)]
              for p in a["processes"]])]
     if a["creep"]:
         out.append(("Memory creep", ["process", "growth/step", "from step", "steps", "span"],

@@ -11,7 +11,7 @@ import tempfile
 import zlib
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from dftracer.tools import common, line_keys, ranks, runner, work
+from dftracer.tools import clock_align, common, line_keys, runner, work
 
 MERGE_EXAMPLE = """example:
   dftracer merge ./traces -o run1.pfw.gz      # then open run1.pfw.gz in ui.perfetto.dev
@@ -155,9 +155,9 @@ def main(args: argparse.Namespace) -> int:
     infos = [identity(s, procs) for s in syncs]
     offsets: Dict[str, int] = {}
     if not getattr(args, "no_align", False):
-        alignment = ranks.align(syncs)
-        offsets = ranks.file_offsets(syncs, alignment)
-        for line in ranks.describe_alignment(alignment):
+        alignment = clock_align.align(syncs)
+        offsets = clock_align.file_offsets(syncs, alignment)
+        for line in clock_align.describe_alignment(alignment):
             common.err(line)
     pid_maps = assign_pids(infos)
     out_dir = os.path.dirname(os.path.abspath(out_path))
@@ -180,6 +180,10 @@ def main(args: argparse.Namespace) -> int:
                           "pid": new, "tid": new, "ph": "M",
                           "args": {"name": "process_sort_index", "value": sort_index(info),
                                    "sort_index": sort_index(info)}})
+        marks = getattr(args, "marks", None)  # view's HANG: before every process's events
+        if marks:
+            new_pid = {os.path.realpath(f): new for f, (_old, new) in zip(files, pid_maps)}
+            names.extend(marks(lambda path: new_pid.get(os.path.realpath(path))))
         lines = [line_keys.dumps(e, ensure_ascii=False) for e in names]
         if args.fmt == "pfw":
             header = "[\n" + "".join(line + "\n" for line in lines)

@@ -1,62 +1,64 @@
 """The ranks of one job side by side (``dftracer summary --ranks``, the report's
-Ranks section) and the clock alignment of ``merge``, ``view`` and ``report``.
+Ranks section).
 
 The per-file work is ``_core._rank_file`` (src/reader/ranks.c): a file's
-identity (host, pid, ppid, the ``rank`` metadata), its steps with the self
-time of their events split into classes (compute, data wait, I/O,
-communication, checkpoint, other) and the top event of each class, and its
-sync points (collectives matched across ranks by group, sequence number and
-name).  This module combines the files:
+identity (host, pid, ppid, the ``rank`` metadata), its steps (a
+``_core.RankSteps`` of named columns: the self time of their events split
+into classes -- compute, data wait, I/O, communication, checkpoint, other --
+the top event of each class, the step thread's CPU time and run-queue wait),
+its (cat, name) keys (``_core.RankKey``) and its sync points (collectives
+matched across ranks by group, sequence number and name; the clock
+alignment is dftracer/tools/clock_align.py).  This module combines the files:
 
 - ranks: each rank's main process is the file that names the rank and whose
   parent does not; files started by it (DataLoader workers) are its workers.
-- stragglers: the straggler is the rank the others wait for (docs/cli.md,
-  "Stragglers").  A rank's time in a step is split so that waiting for the
+- leads (leads()): a rank's time in a step is split so that waiting for the
   others is communication (reader/ranks_steps.c), so its time outside
-  communication is what it did itself.  Per step, a rank's lead is that time,
-  less its run-queue wait (the machine's doing), minus the median of the
-  other ranks' (paired within the step, so what
-  slows the whole machine cancels).  Over the steps, a rank is named when
-  its mean lead is evidence, not noise -- T_MIN standard errors above 0
-  (winsorized, widened for correlated steps), or the slowest rank in so
-  many steps that chance (1 / ranks a step) gives it at most P_SLOWEST /
-  ranks -- and its typical and mean lead reach a practical floor
-  (STEP_SHARE of the median step, STEP_MIN_US), and so does its lead with
-  the waits left in (the others did wait for it), named with the class whose
-  typical excess over the others holds most of it and that class's top
-  event.  The step's straggler is the rank with the largest lead when it
-  reaches the floor.  A balanced job's leads are noise around 0: no
-  straggler, however many ranks or however loaded the machine.  The
-  medians of the others come from one sort per step and class: linear in
-  the ranks.
-- clock alignment: one offset per host, the median over the collectives it
-  shares with an aligned host of the difference of their ends.
+  communication is what it did itself.  Per step, a rank's lead is that
+  time, less the machine's part of its run-queue wait (machine_waits: the
+  wait the others share, or that its own extra CPU time does not explain;
+  never the wait its own extra work caused), minus the median of the other
+  ranks' (paired within the step, so what slows the whole machine cancels);
+  its wall lead is the same with the waits left in (what the others waited
+  for).
+- the verdict (verdict()): over the steps, a rank is named when its mean
+  lead is evidence, not noise -- above 0 by Student's t at ALPHA over the
+  ranks (winsorized, widened for correlated steps), or the slowest rank in
+  so many steps that chance (1 / ranks a step) gives it at most that -- and its
+  typical and mean lead reach a practical floor (STEP_SHARE of the median
+  step, STEP_MIN_US), and so does its wall lead (the others did wait for
+  it), named with the class whose typical excess over the others holds most
+  of it and that class's top event.  A rank whose wall lead is evidence
+  while its own lead is not, and whose run-queue wait over the others' is
+  what the others waited for, is slowed by its machine: named with the
+  cause "waiting for a CPU", never a class.  The step's straggler is the
+  rank with the largest lead when it reaches the floor.  A balanced job's
+  leads are noise around 0: no straggler, however many ranks or however
+  loaded the machine.
 
-Memory: per file, the steps (21 int64 each) and distinct (cat, name) keys; no
-events.  The same numbers whether the files were read locally or with --dask.
+Memory: per file, the steps (21 int64 each, in columns) and distinct (cat,
+name) keys; no events.  The same numbers whether the files were read locally
+or with --dask.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from array import array
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from dftracer import _core
-from dftracer.tools import common
+from dftracer.tools import clock_align, common
 from dftracer.tools.lead_stats import (binom_tail, lead_t, mad, medians_of_others, t_tail,
                                        typical_lead)
 
 CLASSES: Tuple[str, ...] = tuple(_core._RANK_CLASSES)
+CPU_WAIT = "cpu_wait"  # the cause of a rank slowed by its machine alone (not a class)
 LABELS = {"compute": "compute", "data": "data wait", "io": "I/O", "comm": "comm",
-          "checkpoint": "checkpoint", "other": "other"}
+          "checkpoint": "checkpoint", "other": "other", CPU_WAIT: "waiting for a CPU"}
 COMM = CLASSES.index("comm")
 OTHER = CLASSES.index("other")
 NCLS = len(CLASSES)
-FIELDS = _core._RANK_STEP_FIELDS  # number, ts, dur, by class, top key by class, top us by class,
-CPU = 3 + 3 * NCLS                 # the step thread's CPU time, its run-queue wait (-1: unknown)
-WAIT = CPU + 1
 STEP_SHARE = 0.05    # a straggler's lead: at least this share of the median step (practical floor)
 STEP_MIN_US = 100    # ... and at least this
 MIN_STEPS = 3        # steps compared before anyone is named
@@ -64,35 +66,53 @@ ALPHA = 1e-3         # evidence: a rank's mean lead above 0, or its count of slo
                      # above chance, at this significance over all the ranks tested (Bonferroni)
 NOISE_K = 3          # or: a typical lead of NOISE_K x the job's step-to-step noise ...
 HALF = 0.5           # ... in at least half of the steps
+BUSY_SHARE = 0.10    # a run-queue wait of this share of the step is said (a busy machine)
 MAX_TABLE_RANKS = 16                 # wider step x rank tables only in --json and the report
 WORLD_MAX = 1 << 24                  # a world size past this is no real job's
-PLAUSIBLE_US = 978_307_200_000_000   # 2001-01-01: a clock before it is not set
-DAY_US = 86_400_000_000              # a host this far off the reference is warned about
 
 Result = Dict[str, Any]
 
 
-def _ok(r: Result) -> bool:
-    return r.get("status") in ("ok", "truncated") and "sync" in r
-
-
-def _own_rank(r: Result) -> Optional[int]:
-    """The pass's `own_rank` (reader/identity.c applies the rank rule), None
-    for none."""
-    k = r.get("own_rank", -1)
-    return k if k >= 0 else None
-
-
-def _int64s(data: bytes) -> array:
-    a = array("q")
-    a.frombytes(data)
-    return a
+_ok = clock_align.ok
+_own_rank = clock_align.own_rank
+_int64s = clock_align.int64s
 
 
 # ---- who is who --------------------------------------------------------------
 
+class Steps:
+    """A rank's steps by name: the _core.RankSteps columns of the ranks pass
+    (reader/ranks_py.c) as int64 views, no copy."""
+
+    __slots__ = ("number", "ts", "dur", "cpu", "wait", "by_class", "top_key", "top_us")
+
+    def __init__(self, seq: Any) -> None:
+        def col(b: bytes) -> Sequence[int]:
+            return memoryview(b).cast("q")
+        if not isinstance(seq, _core.RankSteps):  # none (a sync-only or crafted result)
+            seq = _NO_STEPS
+        self.number, self.ts, self.dur = col(seq.number), col(seq.ts), col(seq.dur)
+        self.cpu, self.wait = col(seq.cpu_us), col(seq.wait_us)
+        self.by_class = [col(c) for c in seq.by_class]
+        self.top_key = [col(c) for c in seq.top_key]
+        self.top_us = [col(c) for c in seq.top_us]
+
+    def __len__(self) -> int:
+        return len(self.number)
+
+
+_NO_STEPS = _core.RankSteps((b"", b"", b"", b"", b"", (b"",) * NCLS, (b"",) * NCLS,
+                             (b"",) * NCLS))
+
+
+def nsteps(r: Result) -> int:
+    """The steps of a ranks-pass result."""
+    s = r.get("steps")
+    return len(s.number) // 8 if isinstance(s, _core.RankSteps) else 0
+
+
 class Rank:
-    """A rank: its main process's result, its workers' results."""
+    """A rank: its main process's result, its workers' results, its steps."""
 
     __slots__ = ("rank", "main", "workers", "steps", "index", "nsteps")
 
@@ -100,21 +120,26 @@ class Rank:
         self.rank = rank
         self.main = main
         self.workers = workers
-        self.steps = _int64s(main.pop("steps", b""))  # the bytes are not kept twice
-        n = len(self.steps) // FIELDS
-        numbers = [self.steps[i * FIELDS] for i in range(n)]
+        self.steps = Steps(main.pop("steps", None))  # not kept twice
+        n = len(self.steps)
+        numbers = list(self.steps.number)
         # steps 0..n-1 in order (the usual case) need no index: memory per rank
         self.index: Optional[Dict[int, int]] = (
             None if numbers == list(range(n)) else {s: i for i, s in enumerate(numbers)})
         self.nsteps = n
 
-    def row(self, step: int) -> Optional[Sequence[int]]:
-        i = (step if 0 <= step < self.nsteps else None) if self.index is None \
-            else self.index.get(step)
-        return None if i is None else self.steps[i * FIELDS:(i + 1) * FIELDS]
+    def at(self, step: int) -> Optional[int]:
+        """The index of step number `step` in the columns, None: not a step of it."""
+        if self.index is None:
+            return step if 0 <= step < self.nsteps else None
+        return self.index.get(step)
 
     def numbers(self) -> Iterable[int]:
         return range(self.nsteps) if self.index is None else self.index.keys()
+
+    def own_us(self, i: int) -> int:
+        """Step i's time outside communication: what the rank did itself."""
+        return sum(self.steps.by_class[c][i] for c in range(NCLS) if c != COMM)
 
 
 def identify(results: Iterable[Result]) -> Tuple[List[Rank], List[Result], List[str]]:
@@ -149,7 +174,7 @@ def identify(results: Iterable[Result]) -> Tuple[List[Rank], List[Result], List[
     for k in sorted(groups):
         members = groups[k]
         roots = [r for r in members if not (parent(r) is not None and rank_of(parent(r)) == k)]
-        roots.sort(key=lambda r: (-len(r.get("steps", b"")), -r.get("events", 0), r["path"]))
+        roots.sort(key=lambda r: (-nsteps(r), -r.get("events", 0), r["path"]))
         if len(roots) > 1:
             claim = ", ".join(f"{r['host']}:{r['pid']}" for r in roots)
             warnings.append(f"rank {k}: {len(roots)} processes claim it ({claim}); using "
@@ -194,63 +219,141 @@ def rank_data_warnings(ranks: Sequence["Rank"]) -> List[str]:
 
 # ---- stragglers --------------------------------------------------------------
 
-def analyze(results: Iterable[Result]) -> Dict[str, Any]:
-    """The dict `summary --ranks --json` prints (docs/cli.md, "Ranks")."""
-    results = list(results)
-    ranks, loose, warnings = identify(results)
-    kinds = sorted({r.main.get("step_kind") for r in ranks if r.main.get("step_kind")})
+class Leads:
+    """What the rule compares, per rank and step (leads()): each rank's lead
+    over the others with the machine's contention taken out, its wall lead
+    (what the others waited for), its excess per class, its CPU time and its
+    run-queue wait over the others'."""
+
+    def __init__(self, ranks: Sequence[Rank]) -> None:
+        # per rank: [(step, lead, per-class excess over the others' median)]
+        self.by_rank: Dict[int, List[Tuple[int, float, List[float]]]] = {r.rank: [] for r in ranks}
+        self.walls: Dict[int, List[float]] = {r.rank: [] for r in ranks}  # waits left in
+        self.cpu_over: Dict[int, List[float]] = {r.rank: [] for r in ranks}  # CPU time over the others
+        self.wait_over: Dict[int, List[float]] = {r.rank: [] for r in ranks}  # run-queue wait over
+        self.slowest: Dict[int, int] = {r.rank: 0 for r in ranks}  # steps with the largest lead
+        self.chance: Dict[int, float] = {r.rank: 0.0 for r in ranks}  # sum of 1 / ranks compared
+        self.waits: List[float] = []  # per step, the median rank's run-queue wait
+        self.steps: List[Tuple[int, List[Optional[int]], List[Optional[float]],
+                               Optional[List[float]]]] = []  # (step, durs, leads, mean by class)
+
+
+def machine_waits(cpu: Sequence[float], wait: Sequence[float]) -> List[float]:
+    """Per rank of one step, the part of its run-queue wait that is the
+    machine's, never the part its own extra work caused.  A rank that did
+    more CPU work than the others (a spin, a slower kernel) used up its share
+    of a contended machine and waits for a CPU longer: of its wait, the share
+    that goes with its extra CPU time (its wait scaled by the others' CPU
+    time over its own) is its own doing and stays in its time (a spinning
+    rank's lead would otherwise go out with its wait: issue 68).  What is
+    the machine's: the wait the others share (the others' median, up to its
+    own), or all of it when its CPU time is no more than theirs (its core
+    shared with another job: it waits, it does not work)."""
+    c_other = medians_of_others(cpu)
+    w_other = medians_of_others(wait)
+    out = []
+    for c, w, co, wo in zip(cpu, wait, c_other, w_other):
+        scaled = w * min(1.0, co / c) if c > 0 and co >= 0 else w
+        out.append(max(min(w, wo), scaled))
+    return out
+
+
+def leads(ranks: Sequence[Rank]) -> Leads:
+    """Per step, each rank's lead: its time outside communication less the
+    machine's part of its run-queue wait (machine_waits), minus the median
+    of the other ranks' (paired within the step, so what slows the whole
+    machine cancels); its wall lead (the waits left in); its excess per
+    class, CPU time and wait over the others'.  The medians of the others
+    come from one sort per step and class: linear in the ranks."""
+    out = Leads(ranks)
     numbers = sorted(set().union(*(r.numbers() for r in ranks))) if ranks else []
     pos = {r.rank: i for i, r in enumerate(ranks)}
-    # per rank: [(step, lead, per-class excess over the others' median)]
-    leads: Dict[int, List[Tuple[int, float, List[float]]]] = {r.rank: [] for r in ranks}
-    walls: Dict[int, List[float]] = {r.rank: [] for r in ranks}  # leads before the waits are taken out
-    slowest: Dict[int, int] = {r.rank: 0 for r in ranks}  # steps with the largest lead
-    chance: Dict[int, float] = {r.rank: 0.0 for r in ranks}  # sum of 1 / ranks compared
-    per_step = []  # (step, durs, leads by position, mean time by class)
-    usual_wait = _usual_waits(ranks)
+    usual = _usual_counters(ranks)
     for n in numbers:
-        present = [(r, r.row(n)) for r in ranks]
-        present = [(r, row) for r, row in present if row is not None]
+        present = [(r, r.at(n)) for r in ranks]
+        present = [(r, i) for r, i in present if i is not None]
         durs: List[Optional[int]] = [None] * len(ranks)
         lead_at: List[Optional[float]] = [None] * len(ranks)
-        for r, row in present:
-            durs[pos[r.rank]] = row[2]
+        for r, i in present:
+            durs[pos[r.rank]] = r.steps.dur[i]
+        cls = [[r.steps.by_class[c][i] for c in range(NCLS)] for r, i in present]
         # the step's split by class, the mean over the ranks that have it
-        mean_cls = [sum(row[3 + c] for _, row in present) / len(present)
-                    for c in range(NCLS)] if present else None
+        mean_cls = [sum(v[c] for v in cls) / len(cls) for c in range(NCLS)] if cls else None
         if len(present) >= 2:
-            cls = [row[3:3 + NCLS] for _, row in present]
-            own = [sum(v[c] for c in range(NCLS) if c != COMM) for v in cls]
+            own = [float(r.own_us(i)) for r, i in present]
             med_wall = medians_of_others(own)
-            for i, (r, _) in enumerate(present):
-                walls[r.rank].append(own[i] - med_wall[i])
-            waits = [row[WAIT] if row[WAIT] >= 0 else usual_wait[r.rank] for r, row in present]
-            if all(w is not None for w in waits):
-                # time waiting for a CPU is the machine's, not the rank's work
-                own = [max(0, o - w) for o, w in zip(own, waits)]
+            for k, (r, _) in enumerate(present):
+                out.walls[r.rank].append(own[k] - med_wall[k])
+            counters = [_counters(r, i, usual) for r, i in present]
+            if all(c is not None for c in counters):
+                cpu = [c[0] for c in counters]  # type: ignore[index]
+                wait = [c[1] for c in counters]  # type: ignore[index]
+                mw = machine_waits(cpu, wait)
+                own = [o - m for o, m in zip(own, mw)]
+                c_other, w_other = medians_of_others(cpu), medians_of_others(wait)
+                for k, (r, _) in enumerate(present):
+                    out.cpu_over[r.rank].append(cpu[k] - c_other[k])
+                    out.wait_over[r.rank].append(wait[k] - w_other[k])
+                out.waits.append(statistics.median(wait))
             med_own = medians_of_others(own)
             med_cls = [medians_of_others([v[c] for v in cls]) for c in range(NCLS)]
             best = None
-            for i, (r, _) in enumerate(present):
-                lead = own[i] - med_own[i]
-                over = [cls[i][c] - med_cls[c][i] for c in range(NCLS)]
+            for k, (r, _) in enumerate(present):
+                lead = own[k] - med_own[k]
+                over = [cls[k][c] - med_cls[c][k] for c in range(NCLS)]
                 lead_at[pos[r.rank]] = lead
-                leads[r.rank].append((n, lead, over))
-                chance[r.rank] += 1.0 / len(present)
+                out.by_rank[r.rank].append((n, lead, over))
+                out.chance[r.rank] += 1.0 / len(present)
                 if best is None or lead > best[0]:
                     best = (lead, r.rank)
-            slowest[best[1]] += 1
-        per_step.append((n, durs, lead_at, mean_cls))
-    compared = sum(1 for _, _, la, _ in per_step if any(x is not None for x in la))
-    spreads = [mad([x[1] for x in v]) for v in leads.values() if len(v) >= 2]
+            out.slowest[best[1]] += 1  # type: ignore[index]
+        out.steps.append((n, durs, lead_at, mean_cls))
+    return out
+
+
+def noise_of(ld: Leads) -> float:
+    """The job's step-to-step noise: the median over the ranks of the spread
+    (1.4826 MAD) of their leads; where most leads are equal (MAD 0) their
+    standard deviation, then the spread of the step times: never 0 when the
+    steps differ."""
+    spreads = [mad([x[1] for x in v]) for v in ld.by_rank.values() if len(v) >= 2]
     noise = statistics.median(spreads) if spreads else 0.0
-    med_step = statistics.median(d for _, ds, _, _ in per_step for d in ds if d is not None) \
-        if per_step else 0
+    if noise > 0:
+        return noise
+    sds = [statistics.pstdev([x[1] for x in v]) for v in ld.by_rank.values() if len(v) >= 2]
+    noise = statistics.median(sds) if sds else 0.0
+    if noise > 0:
+        return noise
+    durs = [d for _, ds, _, _ in ld.steps for d in ds if d is not None]
+    if len(set(durs)) > 1:
+        return max(mad(durs), statistics.pstdev(durs), 1.0)
+    return 0.0
+
+
+def _evidence(v: Sequence[float], slowest: int, chance: float, tested: int
+              ) -> Tuple[float, float, float, float, float]:
+    """(typical, mean, stderr, p of the mean, p of the slowest count) of one
+    rank's leads v."""
+    typical = typical_lead(v)
+    mean, se, n_eff = lead_t(v)
+    t = math.inf if se == 0 and mean > 0 else (mean / se if se > 0 else 0.0)
+    p_mean = t_tail(t, n_eff - 1)
+    p_slowest = binom_tail(slowest, len(v), chance / len(v)) if v else 1.0
+    return typical, mean, se, p_mean, p_slowest
+
+
+def verdict(ranks: List[Rank], ld: Leads) -> Dict[str, Any]:
+    """Who the others waited for (docs/cli.md, "Stragglers"): the named
+    ranks with their causes, each step's straggler, the floor and the noise."""
+    compared = sum(1 for _, _, la, _ in ld.steps if any(x is not None for x in la))
+    noise = noise_of(ld)
+    all_durs = [d for _, ds, _, _ in ld.steps for d in ds if d is not None]
+    med_step = statistics.median(all_durs) if all_durs else 0
     floor = max(STEP_SHARE * med_step, STEP_MIN_US)
-    steps_out = []
     straggled: Dict[int, int] = {r.rank: 0 for r in ranks}
     who: Dict[int, int] = {}  # step -> its straggler
-    for n, durs, lead_at, mean_cls in per_step:
+    steps_out = []
+    for n, durs, lead_at, mean_cls in ld.steps:
         straggler = None
         known = [(x, -ranks[i].rank, i) for i, x in enumerate(lead_at) if x is not None]
         if known:
@@ -265,17 +368,13 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
                           "by_class_us": None if mean_cls is None else
                           {c: int(v) for c, v in zip(CLASSES, mean_cls)}})
     stragglers = []
-    tested = max(1, sum(1 for v in leads.values() if len(v) >= MIN_STEPS))
+    tested = max(1, sum(1 for v in ld.by_rank.values() if len(v) >= MIN_STEPS))
     for r in ranks:
-        v = leads[r.rank]
+        v = ld.by_rank[r.rank]
         if compared < MIN_STEPS or len(v) < MIN_STEPS:
             continue
-        typical = typical_lead([x[1] for x in v])
-        mean, se, n_eff = lead_t([x[1] for x in v])
-        t = math.inf if se == 0 and mean > 0 else (mean / se if se > 0 else 0.0)
-        p_mean = t_tail(t, n_eff - 1)
-        p0 = chance[r.rank] / len(v)
-        p_slowest = binom_tail(slowest[r.rank], len(v), p0)
+        typical, mean, se, p_mean, p_slowest = _evidence(
+            [x[1] for x in v], ld.slowest[r.rank], ld.chance[r.rank], tested)
         # evidence over the steps, either test at ALPHA for all the ranks
         # tested; or the lead is so large that it holds the others back in
         # half of the steps (a lead every other step, as prefetching
@@ -283,53 +382,109 @@ def analyze(results: Iterable[Result]) -> Dict[str, Any]:
         evidence = min(p_mean, p_slowest) <= ALPHA / tested or (
             typical >= NOISE_K * noise and straggled[r.rank] >= HALF * compared)
         # ... and the others waited for it, at least the floor: taking the
-        # waits out may not make a straggler of a rank that waited for them
-        # (a spin to a deadline, as a host's wait for its GPU, is not
+        # machine's waits out may not make a straggler of a rank that waited
+        # for them (a spin to a deadline, as a host's wait for its GPU, is not
         # stretched by the run queue: the rank the machine preempted there
         # only looks faster); a wall lead of a few us is noise, not a wait
-        wall = typical_lead(walls[r.rank])
+        wall = typical_lead(ld.walls[r.rank])
+        cpu_over = typical_lead(ld.cpu_over[r.rank]) if ld.cpu_over[r.rank] else None
+        wait_over = typical_lead(ld.wait_over[r.rank]) if ld.wait_over[r.rank] else None
+        common_fields = {"wall_lead_us": int(wall),
+                         "cpu_lead_us": None if cpu_over is None else int(cpu_over),
+                         "wait_lead_us": None if wait_over is None else int(wait_over)}
+        p0 = ld.chance[r.rank] / len(v)
         if typical >= floor and mean >= floor and evidence and wall >= floor:
             held = [x for x in v if who.get(x[0]) == r.rank] or v
             s = _straggler(r, v, held, compared, ranks)
-            s.update({"mean_lead_us": int(mean), "stderr_us": int(se),
-                      "p_mean": p_mean,
-                      "slowest_steps": slowest[r.rank], "p_slowest": p_slowest,
-                      "chance_steps": round(p0 * len(v), 1), "wall_lead_us": int(wall)})
+            s.update({"mean_lead_us": int(mean), "stderr_us": int(se), "p_mean": p_mean,
+                      "slowest_steps": ld.slowest[r.rank], "p_slowest": p_slowest,
+                      "chance_steps": round(p0 * len(v), 1), **common_fields})
             stragglers.append(s)
-    stragglers.sort(key=lambda s: (-s["mean_lead_us"], s["rank"]))
+            continue
+        # slowed by its machine alone: the others waited for it (its wall
+        # lead, with evidence) while its own lead is the machine's wait for a
+        # CPU, not work of its own -- named with that cause, never a class
+        if wait_over is None or wall < floor or wait_over < floor / 2:
+            continue
+        walls = ld.walls[r.rank]
+        w_slowest = sum(1 for x in walls if x > 0)  # (not the slowest count: the others' leads)
+        w_typ, w_mean, w_se, w_p, _ = _evidence(walls, 0, 0.0, tested)
+        if w_mean >= floor and w_p <= ALPHA / tested:
+            stragglers.append({
+                "rank": r.rank, "steps": 0, "of_steps": compared, "excess_us": int(w_typ),
+                "cause_class": CPU_WAIT, "cause_cat": "", "cause_name": "(run queue)",
+                "cause_excess_us": int(wait_over), "cause_io_bytes": 0, "workers": None,
+                "mean_lead_us": int(w_mean), "stderr_us": int(w_se), "p_mean": w_p,
+                "slowest_steps": w_slowest, "p_slowest": 1.0,
+                "chance_steps": round(len(walls) / 2, 1), **common_fields})
+    stragglers.sort(key=lambda s: (s["cause_class"] == CPU_WAIT, -s["mean_lead_us"], s["rank"]))
+    return {"steps": steps_out, "stragglers": stragglers, "noise_us": int(math.ceil(noise)),
+            "straggler_bound_us": int(floor), "median_step_us": int(med_step),
+            "straggled": straggled, "compared": compared,
+            "cpu_wait": _cpu_wait(ld, med_step)}
+
+
+def _cpu_wait(ld: Leads, med_step: float) -> Optional[Dict[str, Any]]:
+    """The median rank's run-queue wait per step, and its share of the
+    median step (None: no counters)."""
+    if not ld.waits:
+        return None
+    w = statistics.median(ld.waits)
+    return {"median_us": int(w), "share": (w / med_step) if med_step else 0.0}
+
+
+def analyze(results: Iterable[Result]) -> Dict[str, Any]:
+    """The dict `summary --ranks --json` prints (docs/cli.md, "Ranks"): the
+    leads, then the verdict on them."""
+    results = list(results)
+    ranks, loose, warnings = identify(results)
+    kinds = sorted({r.main.get("step_kind") for r in ranks if r.main.get("step_kind")})
+    ld = leads(ranks)
+    v = verdict(ranks, ld)
     return {
         "step_kind": kinds[0] if len(kinds) == 1 else kinds,
         "job_ids": sorted({r.main.get("job_id") for r in ranks if r.main.get("job_id")}),
         "rank_order": [r.rank for r in ranks],
-        "ranks": [_rank_row(r, straggled[r.rank], slowest[r.rank]) for r in ranks],
-        "steps": steps_out,
-        "stragglers": stragglers,
-        "noise_us": int(noise), "straggler_bound_us": int(floor),
-        "median_step_us": int(med_step),
+        "ranks": [_rank_row(r, v["straggled"][r.rank], ld.slowest[r.rank]) for r in ranks],
+        "steps": v["steps"],
+        "stragglers": v["stragglers"],
+        "noise_us": v["noise_us"], "straggler_bound_us": v["straggler_bound_us"],
+        "median_step_us": v["median_step_us"],
+        "cpu_wait": v["cpu_wait"],
         "other_processes": [{"host": p["host"], "pid": p["pid"], "process_name":
                              p.get("process_name", "")} for p in loose],
-        "alignment": align(results),
+        "alignment": clock_align.align(results),
         "warnings": warnings,
     }
 
 
-def _usual_waits(ranks: Sequence[Rank]) -> Dict[int, Optional[float]]:
-    """Each rank's median run-queue wait over its steps that have one (None:
-    none has): what a step of it without one is taken to have waited, so that
-    one rank's missing counters do not leave every rank's wait in its step."""
-    out: Dict[int, Optional[float]] = {}
+def _usual_counters(ranks: Sequence[Rank]) -> Dict[int, Optional[Tuple[float, float]]]:
+    """Each rank's median CPU time and run-queue wait over its steps that
+    have them (None: none has): what a step of it without them is taken to
+    have, so that one rank's missing counters do not leave every rank's wait
+    in its step."""
+    out: Dict[int, Optional[Tuple[float, float]]] = {}
     for r in ranks:
-        known = [r.steps[i * FIELDS + WAIT] for i in range(r.nsteps)
-                 if r.steps[i * FIELDS + WAIT] >= 0]
-        out[r.rank] = statistics.median(known) if known else None
+        known = [i for i in range(r.nsteps) if r.steps.wait[i] >= 0 and r.steps.cpu[i] >= 0]
+        out[r.rank] = (statistics.median(r.steps.cpu[i] for i in known),
+                       statistics.median(r.steps.wait[i] for i in known)) if known else None
     return out
+
+
+def _counters(r: Rank, i: int, usual: Dict[int, Optional[Tuple[float, float]]]
+              ) -> Optional[Tuple[float, float]]:
+    if r.steps.wait[i] >= 0 and r.steps.cpu[i] >= 0:
+        return float(r.steps.cpu[i]), float(r.steps.wait[i])
+    return usual[r.rank]
 
 
 def _rank_row(r: Rank, straggler_steps: int, slowest_steps: int) -> Dict[str, Any]:
     m = r.main
-    durs = [r.steps[i * FIELDS + 2] for i in range(r.nsteps)]
-    by = [sum(r.steps[i * FIELDS + 3 + c] for i in range(r.nsteps)) for c in range(NCLS)]
+    durs = list(r.steps.dur)
+    by = [sum(r.steps.by_class[c]) for c in range(NCLS)]
     total = sum(by)
+    cpu = [x for x in r.steps.cpu if x >= 0]
+    wait = [x for x in r.steps.wait if x >= 0]
     return {
         "rank": r.rank, "host": m["host"], "pid": m["pid"],
         "local_rank": m["local_rank"] if m.get("local_rank", -1) >= 0 else None,
@@ -342,29 +497,35 @@ def _rank_row(r: Rank, straggler_steps: int, slowest_steps: int) -> Dict[str, An
         "step_median_us": statistics.median(durs) if durs else 0,
         "by_class_us": dict(zip(CLASSES, by)),
         "share": {c: (v / total if total else 0.0) for c, v in zip(CLASSES, by)},
+        "cpu_median_us": statistics.median(cpu) if cpu else None,
+        "wait_median_us": statistics.median(wait) if wait else None,
         "straggler_steps": straggler_steps, "slowest_steps": slowest_steps,
     }
 
 
-def _keys(results: Iterable[Result], field: int, per: int) -> Dict[Tuple[str, str], float]:
-    """(cat, name) -> time (field 5: self, 6: self in steps) per step, over results."""
+def _keys(results: Iterable[Result], field: str, per: int) -> Dict[Tuple[str, str], float]:
+    """(cat, name) -> time (field "self_all" or "self_steps" of the RankKey) per step,
+    over results."""
     out: Dict[Tuple[str, str], float] = {}
     for res in results:
         for k in res.get("keys", ()):
-            if k[field]:
-                out[(k[0], k[1])] = out.get((k[0], k[1]), 0.0) + k[field] / max(per, 1)
+            us = getattr(k, field)
+            if us:
+                out[(k.cat, k.name)] = out.get((k.cat, k.name), 0.0) + us / max(per, 1)
     return out
 
 
 def _io_bytes(results: Iterable[Result], key: Tuple[str, str]) -> int:
-    return sum(k[7] for res in results for k in res.get("keys", ()) if (k[0], k[1]) == key)
+    return sum(k.io_bytes for res in results for k in res.get("keys", ())
+               if (k.cat, k.name) == key)
 
 
 def _class_keys(r: Rank, cls: int) -> Dict[Tuple[str, str], float]:
     """(cat, name) -> its self time in steps per step, for one class's events
     of the rank's main process."""
     per = max(r.nsteps, 1)
-    return {(k[0], k[1]): k[6] / per for k in r.main.get("keys", ()) if k[2] == cls and k[6]}
+    return {(k.cat, k.name): k.self_steps / per for k in r.main.get("keys", ())
+            if k.cls == cls and k.self_steps}
 
 
 def _grew_most(r: Rank, ranks: List[Rank],
@@ -394,12 +555,12 @@ def _straggler(r: Rank, leads: List[Tuple[int, float, List[float]]],
     per_step = [x[2][cause] for x in held]
     picks: Dict[int, float] = {}
     for n, _, over in leads:
-        key = r.row(n)[3 + NCLS + cause]
+        key = r.steps.top_key[cause][r.at(n)]  # type: ignore[index]
         if key >= 0 and over[cause] > 0:
             picks[key] = picks.get(key, 0.0) + over[cause]
     keys = r.main.get("keys", [])
     cause_cat, cause_name, io = "", "(untraced)" if cause == OTHER else "", 0
-    tops = [r.row(n)[3 + 2 * NCLS + cause] for n, _, _ in leads]
+    tops = [r.steps.top_us[cause][r.at(n)] for n, _, _ in leads]  # type: ignore[index]
     # a sampled place (hang/sampler.h) is seen in some steps only, at 100 Hz:
     # its mean over the steps is its time a step
     top_us = max(statistics.median(tops), statistics.fmean(tops) if cause == OTHER else 0)
@@ -414,8 +575,8 @@ def _straggler(r: Rank, leads: List[Tuple[int, float, List[float]]],
         # (an `other` excess mostly in time no event covers stays "(untraced)",
         # unless the stack samples found where it went)
         k = keys[max(picks, key=lambda x: picks[x])]
-        cause_cat, cause_name = k[0], k[1]
-        io = _io_bytes([r.main], (k[0], k[1]))
+        cause_cat, cause_name = k.cat, k.name
+        io = _io_bytes([r.main], (k.cat, k.name))
     out = {
         "rank": r.rank, "steps": len(held) if held is not leads else 0, "of_steps": compared,
         "excess_us": int(statistics.median(x[1] for x in held)),
@@ -425,8 +586,8 @@ def _straggler(r: Rank, leads: List[Tuple[int, float, List[float]]],
     }
     others = [o for o in ranks if o is not r and o.workers]
     if r.workers and others:  # what its workers spend more on than the other ranks' workers
-        mine = _keys(r.workers, 5, r.nsteps)
-        theirs = [_keys(o.workers, 5, o.nsteps) for o in others]
+        mine = _keys(r.workers, "self_all", r.nsteps)
+        theirs = [_keys(o.workers, "self_all", o.nsteps) for o in others]
         diff = {k: v - (statistics.median(t.get(k, 0.0) for t in theirs) if theirs else 0.0)
                 for k, v in mine.items()}
         if diff:
@@ -458,161 +619,6 @@ def _slow_worker(r: Rank, key: Tuple[str, str]) -> Dict[str, Any]:
     return {"worker": wid, "worker_share": round(share, 3)}
 
 
-# ---- clock alignment ---------------------------------------------------------
-
-def align(results: Iterable[Result]) -> Dict[str, Any]:
-    """One offset per host (us, to subtract from its ts) from the ends of the
-    collectives hosts share: the reference is the host of the lowest rank;
-    each other host's offset is the median over the collectives it shares
-    with an aligned host of the difference of their ends (each end the
-    median over the host's files).  Residual: per collective seen in two or
-    more files, max - min of its corrected ends."""
-    files = [r for r in results if _ok(r)]
-    ends: Dict[str, Dict[int, List[int]]] = {}
-    for r in files:
-        s = _int64s(r["sync"])
-        host = ends.setdefault(r["host"], {})
-        for i in range(0, len(s), 2):
-            host.setdefault(s[i], []).append(s[i + 1])
-    host_end = {h: {k: statistics.median(v) for k, v in e.items()} for h, e in ends.items()}
-    drift = max((r["clock"][3] - r["clock"][2] for r in files if r["clock"][0]), default=0)
-    out: Dict[str, Any] = {"hosts": sorted(ends), "reference": None, "offsets_us": {},
-                           "matched": {}, "unaligned": [], "spread_us": None,
-                           "collectives": 0, "clock_drift_us": drift}
-    with_sync = [h for h in sorted(host_end) if host_end[h]]
-    if not with_sync:
-        out["unaligned"] = sorted(ends) if len(ends) > 1 else []
-        return out
-    # the reference: the host of the lowest rank, among the hosts whose clock is
-    # set (one that reads 1970 must not take every other host back with it)
-    set_clock = {h for h in with_sync if statistics.median(host_end[h].values()) >= PLAUSIBLE_US}
-    ranked = sorted((r["host"] not in set_clock,
-                     _own_rank(r) if _own_rank(r) is not None else 1 << 62, r["host"])
-                    for r in files if host_end.get(r["host"]))
-    ref = ranked[0][2]
-    offsets = {ref: 0.0}
-    matched = {ref: len(host_end[ref])}
-    # Grow the aligned set one host at a time, each time by the pair (host,
-    # aligned host) sharing the most collectives (ties: the first host in
-    # name order, then the earliest aligned): Prim's way, each pair's count
-    # taken once when its second host is aligned, so hosts cost their square,
-    # not their cube.
-    order = {h: i for i, h in enumerate(with_sync)}
-    pending = [h for h in with_sync if h != ref]
-    best: Dict[str, Tuple[int, str]] = {}  # host -> (common collectives, aligned host)
-
-    def consider(g: str) -> None:
-        keys_g = host_end[g].keys()
-        for h in pending:
-            n = len(host_end[h].keys() & keys_g)
-            if n and (h not in best or n > best[h][0]):
-                best[h] = (n, g)
-
-    consider(ref)
-    while best:
-        h = max(best, key=lambda x: (best[x][0], -order[x]))
-        n, g = best.pop(h)
-        pending.remove(h)
-        common_keys = host_end[h].keys() & host_end[g].keys()
-        offsets[h] = offsets[g] + statistics.median(host_end[h][k] - host_end[g][k]
-                                                    for k in common_keys)
-        matched[h] = n
-        consider(h)
-    spreads = []
-    by_key: Dict[int, List[float]] = {}
-    for h, e in ends.items():
-        if h in offsets:
-            for k, v in e.items():
-                by_key.setdefault(k, []).extend(x - offsets[h] for x in v)
-    spreads = sorted(max(v) - min(v) for v in by_key.values() if len(v) >= 2)
-    out.update(reference=ref, offsets_us={h: round(v) for h, v in sorted(offsets.items())},
-               matched=matched, unaligned=[h for h in sorted(ends) if h not in offsets],
-               collectives=len(spreads), warnings=_clock_warnings(files, offsets, by_key, ref))
-    if spreads:
-        out["spread_us"] = {"median": spreads[len(spreads) // 2],
-                            "p95": spreads[min(len(spreads) - 1, int(0.95 * len(spreads)))],
-                            "max": spreads[-1]}
-    return out
-
-
-def _clock_warnings(files: List[Result], offsets: Dict[str, float],
-                    by_key: Dict[int, List[float]], ref: str) -> List[str]:
-    """One warning per kind of absurd clock data: hosts a day or more off the
-    reference (a clock never set reads 1970), and a file whose collectives
-    end far from the same collectives elsewhere after alignment (its
-    sequence numbers shifted: it counts its collectives differently)."""
-    out = []
-    far = sorted((h for h, v in offsets.items() if abs(v) >= DAY_US), key=lambda h: -abs(offsets[h]))
-    if far:
-        h = far[0]
-        out.append(f"host {h}'s clock is {abs(offsets[h]) / DAY_US:,.0f} days "
-                   f"{'behind' if offsets[h] < 0 else 'ahead of'} the reference host {ref}'s"
-                   + (f" ({len(far)} hosts are a day or more off)" if len(far) > 1 else "")
-                   + "; its times are moved by the offset")
-    med = {k: statistics.median(v) for k, v in by_key.items() if len(v) >= 3}
-    if len(med) < 3:
-        return out
-    # On one host (one clock) a rank whose collectives end a little late is
-    # its own timing (a later completion), not a clock's: only a file off by
-    # about one collective's gap (half the median gap between consecutive
-    # collectives) counts its collectives differently.
-    one_host = len({r["host"] for r in files if r["host"] in offsets}) < 2
-    ends = sorted(med.values())
-    gaps = [b - a for a, b in zip(ends, ends[1:]) if b > a]
-    shift_floor = statistics.median(gaps) / 2 if one_host and gaps else 0
-    devs = []  # (|median distance of a file's ends from the others'|, file)
-    for r in files:
-        if r["host"] not in offsets:
-            continue
-        s = _int64s(r["sync"])
-        dev = [s[i + 1] - offsets[r["host"]] - med[s[i]]
-               for i in range(0, len(s), 2) if s[i] in med]
-        if len(dev) >= 3:
-            devs.append((abs(statistics.median(dev)), r))
-    if len(devs) < 3:
-        return out
-    typical = statistics.median(d for d, _ in devs)
-    d, r = max(devs, key=lambda x: x[0])
-    if d >= max(10 * typical, 1000, shift_floor):
-        who = f"rank {_own_rank(r)}" if _own_rank(r) is not None else r["path"]
-        out.append(f"{who}: its collectives end {common.fmt_us(d)} away from the same ones on "
-                   "the other ranks (typical spread "
-                   f"{common.fmt_us(typical)}): are its sequence numbers shifted?")
-    return out
-
-
-def describe_alignment(a: Dict[str, Any]) -> List[str]:
-    """The lines merge, view and report print about the alignment."""
-    lines = [f"warning: clock alignment: {w}" for w in a.get("warnings", [])]
-    if a["reference"] is None:
-        if len(a["hosts"]) > 1:
-            lines.append(f"clock alignment: {len(a['hosts'])} hosts but no collectives with "
-                         "group/seq args to align them on; times left as recorded")
-        return lines
-    if len(a["offsets_us"]) > 1:
-        offs = ", ".join(f"{h} {v / 1e3:+.3f} ms ({a['matched'][h]} collectives)"
-                         for h, v in a["offsets_us"].items() if h != a["reference"])
-        lines.append(f"clock alignment: reference host {a['reference']}; offsets {offs}")
-    if a["unaligned"]:
-        lines.append("clock alignment: no collective shared with the others, left as "
-                     f"recorded: {', '.join(a['unaligned'])}")
-    if a["spread_us"]:
-        sp = a["spread_us"]
-        lines.append(f"collective ends after alignment: spread median "
-                     f"{common.fmt_us(sp['median'])}, p95 {common.fmt_us(sp['p95'])}, "
-                     f"max {common.fmt_us(sp['max'])} over {a['collectives']} collectives")
-    if a["clock_drift_us"] >= 1000:
-        lines.append(f"clock drift: the wall clock moved up to "
-                     f"{common.fmt_us(a['clock_drift_us'])} against a trace clock during the run "
-                     "(the `clock` events)")
-    return lines
-
-
-def file_offsets(results: Iterable[Result], a: Dict[str, Any]) -> Dict[str, int]:
-    """path -> us to add to its ts."""
-    return {r["path"]: -int(a["offsets_us"].get(r["host"], 0)) for r in results if _ok(r)}
-
-
 # ---- text ----------------------------------------------------------------------
 
 def _ms(us: Optional[float]) -> str:
@@ -621,6 +627,15 @@ def _ms(us: Optional[float]) -> str:
 
 def straggler_line(s: Dict[str, Any]) -> str:
     cause = LABELS[s["cause_class"]]
+    if s["cause_class"] == CPU_WAIT:
+        cpu = s.get("cpu_lead_us")
+        return (f"rank {s['rank']}: the others waited {common.fmt_us(s['mean_lead_us'])} a step "
+                f"for it (+-{common.fmt_us(s['stderr_us'])}); {cause}: it waited "
+                f"{common.fmt_us(max(0, s['cause_excess_us']))} a step more than the others "
+                "in the run queue" + (f" with its CPU time like theirs "
+                                      f"({common.fmt_us(cpu) if cpu >= 0 else '-' + common.fmt_us(-cpu)})"
+                                      if cpu is not None else "")
+                + ": its machine, not its work")
     what = f"{s['cause_cat']}/{s['cause_name']}" if s["cause_cat"] else s["cause_name"]
     err = f" +-{common.fmt_us(s['stderr_us'])}" if s.get("stderr_us") else ""
     line = (f"rank {s['rank']}: slowest in {s['slowest_steps']}/{s['of_steps']} steps "
@@ -687,5 +702,11 @@ def render(a: Dict[str, Any], top: int) -> str:
         parts.append(f"none: no rank leads the others by {common.fmt_us(a['straggler_bound_us'])} "
                      f"(5% of the median step) with evidence over the steps (the job's "
                      f"step-to-step noise is {common.fmt_us(a['noise_us'])})")
-    parts.extend(describe_alignment(a["alignment"]))
+    w = a.get("cpu_wait")
+    if w and w["share"] >= BUSY_SHARE:
+        parts.append(f"the machine was busy: the median rank's step thread waited "
+                     f"{common.fmt_us(w['median_us'])} a step for a CPU ({100 * w['share']:.0f}% "
+                     "of the median step); that wait is taken out of the leads where the "
+                     "others share it")
+    parts.extend(clock_align.describe_alignment(a["alignment"]))
     return "\n".join(parts)

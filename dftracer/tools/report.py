@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from dftracer.tools import analysis, common, hang, ranks, runner, summary, work
+from dftracer.tools import analysis, classes, clock_align, common, hang, ranks, runner, summary, work
 
 EXAMPLE = """example:
   dftracer report ./traces -o report.html
@@ -59,7 +59,7 @@ def add_parser(sub: Any) -> None:
 
 def missing_extra_message() -> str:
     return (f"dftracer report draws its charts with plotly, which is not installed; "
-            f"install the '{EXTRA}' extra: pip install '{common.distribution()}[{EXTRA}]'")
+            f"{common.install_hint(EXTRA)}")
 
 
 def _import_plotly() -> Any:
@@ -83,17 +83,20 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
     summ = summary.aggregate(results, bys, group_numbered=grouped)
     good = [r for r in results if summary.readable(r)]
     paths = [r["path"] for r in good]
-    rank_data, shift, found, dead = None, {}, None, None
+    rank_data, shift, found, dead, what_if = None, {}, None, None, None
     if len({r["host"] for r in good}) > 1 or sum(r["rank"] >= 0 for r in good) > 1:
         per_rank = runner.run(work.rank_file, paths, jobs=args.jobs, dask=args.dask,
                               label="ranks", progress=args.progress,
                               extra=(getattr(args, "step", None),))
         found = hang.post_mortem(per_rank, hang.POST_MORTEM_AFTER)  # before analyze takes the steps
         dead = hang.dead_last_steps(per_rank)  # a killed rank's steps, for the memory section
+        from dftracer.tools import whatif  # the What if section: dftracer whatif's numbers
+
+        what_if = whatif.analyze(per_rank)
         rank_data = ranks.analyze(per_rank)
         if not getattr(args, "no_align", False):
-            shift = ranks.file_offsets(per_rank, rank_data["alignment"])
-            for line in ranks.describe_alignment(rank_data["alignment"]):
+            shift = clock_align.file_offsets(per_rank, rank_data["alignment"])
+            for line in clock_align.describe_alignment(rank_data["alignment"]):
                 common.err(line)
     starts = [r["ts_min"] + shift.get(r["path"], 0) for r in good if r["has_ts"]]
     ends = [r["end_max"] + shift.get(r["path"], 0) for r in good if r["has_ts"]]
@@ -111,6 +114,7 @@ def build_data(results: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[
         "bin_us": bin_us,
         "ranks": {f"{p['host']}:{p['pid']}": p["rank"] for p in summ["processes"]},
         "rank_analysis": rank_data,
+        "whatif": what_if,
         # docs/hang.md: what the ranks were inside of when the job ended
         "hang": found if rank_data else None,
     }
@@ -445,7 +449,7 @@ def rank_figures(go: Any, ra: Any, layout: Dict[str, Any], color: Any) -> List[T
                 "Each rank's mean step split as <code>dftracer summary --ranks</code> splits "
                 "it: " + _CLASS_SPLIT))
     lines = [html.escape(ranks.straggler_line(s)) for s in ra["stragglers"]]
-    lines += [html.escape(w) for w in ranks.describe_alignment(ra["alignment"])]
+    lines += [html.escape(w) for w in clock_align.describe_alignment(ra["alignment"])]
     out.append(("rank-stragglers", "Ranks: stragglers", None,
                 "<br>".join(lines) if ra["stragglers"] else
                 "No straggler: no rank leads the others by more than the job's "
@@ -531,6 +535,10 @@ def verdict_lines(data: Dict[str, Any]) -> List[Tuple[str, bool]]:
                                     for c, v in parts if v >= 0.05 * total)
                         + " (every rank's steps, one partition: the chart \"Ranks: time per "
                         "step by class\").", False))
+    else:
+        shares = traced_line(data)
+        if shares:
+            out.append((shares, False))
     covered: Dict[Tuple[str, int], int] = {}
     for row in data.get("self_by_process_cat", []):
         key = (row["host"], row["pid"])
@@ -561,6 +569,28 @@ def verdict_lines(data: Dict[str, Any]) -> List[Tuple[str, bool]]:
     return out
 
 
+def traced_line(data: Dict[str, Any]) -> str:
+    """Where the traced time went, for a job without ranks (one process and
+    its workers): the self time of every event by class (docs/cli.md, "Event
+    classes"; the tracer's own events in none), the classes of 5 % or more,
+    largest first; "" without events."""
+    by = dict.fromkeys(classes.CLASSES, 0)
+    for r in data.get("self_by_name", []):
+        cls = classes.traced_class(r["cat"], r["name"])
+        if cls is not None:
+            by[cls] += r["self_us"]
+    total = sum(by.values())
+    if not total:
+        return ""
+    parts = [(c, v) for c, v in sorted(by.items(), key=lambda kv: -kv[1]) if v >= 0.05 * total]
+    nproc = len(data["summary"]["processes"])
+    return (f"Traced time ({common.fmt_us(total)} of events' self time"
+            + (f", {nproc} processes" if nproc > 1 else "") + "): "
+            + ", ".join(f"{100 * v / total:.0f} % {ranks.LABELS[c]}" for c, v in parts)
+            + (" (the chart \"Time per step\" below splits each step)." if data.get("steps")
+               else "."))
+
+
 def _verdict_html(data: Dict[str, Any]) -> str:
     lines = verdict_lines(data)
     if not lines:
@@ -570,12 +600,32 @@ def _verdict_html(data: Dict[str, Any]) -> str:
     return f"<h2 id=\"verdict\">Verdict</h2><ul>{items}</ul>"
 
 
+def _whatif_html(a: Any, top: int) -> str:
+    if not a:
+        return ""
+    from dftracer.tools import whatif
+
+    return whatif.html_section(a, min(top, 10) if top > 0 else 10)
+
+
 def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
     import plotly.io as pio
     import plotly.offline
 
     figures = build_figures(go, data, top)
-    data["charts"] = [cid for cid, _, fig, _ in figures if fig is not None]
+    # the answer first: the per-step chart right under the verdict, before the
+    # tables (the I/O section's files can be many rows); the rest after them
+    first = [f for f in figures if f[0] == "chart-steps"]
+    figures = [f for f in figures if f[0] != "chart-steps"]
+    data["charts"] = [cid for cid, _, fig, _ in first + figures if fig is not None]
+    config = {"displaylogo": False, "responsive": True}
+
+    def chart(cid: str, ctitle: str, fig: Any, note: str) -> List[str]:
+        return ([f"<h2>{html.escape(ctitle)}</h2>"]
+                + ([pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=cid,
+                                config=config, default_height="450px")] if fig is not None else [])
+                + [f"<p class=\"note\">{note}</p>"])
+
     ov = data["summary"]["overview"]
     parts = [
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
@@ -595,6 +645,8 @@ def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
         "".join(f"<p>{html.escape(line)}</p>" for line in _caveats(ov)),
         _hang_html(data.get("hang")),
         _verdict_html(data),
+        _whatif_html(data.get("whatif"), top),
+        *[part for f in first for part in chart(*f)],
         "<h2>By category</h2>",
         _table(["category", "count", "total", "mean", "p50", "p99", "share", "I/O"],
                [[r["cat"], f"{r['count']:,}", common.fmt_us(r["total_us"]),
@@ -621,13 +673,8 @@ def render_html(go: Any, data: Dict[str, Any], title: str, top: int) -> str:
             parts += [f"<h2>{html.escape(ttitle)}</h2>", _table(headers, rows)]
         parts.append("<p class=\"note\">The same numbers as <code>dftracer summary --memory"
                      "</code> (docs/memory.md).</p>")
-    config = {"displaylogo": False, "responsive": True}
-    for cid, ctitle, fig, note in figures:
-        parts.append(f"<h2>{html.escape(ctitle)}</h2>")
-        if fig is not None:
-            parts.append(pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=cid,
-                                     config=config, default_height="450px"))
-        parts.append(f"<p class=\"note\">{note}</p>")
+    for f in figures:
+        parts += chart(*f)
     blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     parts.append(f"<script type=\"application/json\" id=\"{DATA_ID}\">{blob}</script>")
     parts.append(f"<p class=\"note\">Written by dftracer report on "
@@ -658,7 +705,7 @@ def main(args: argparse.Namespace) -> int:
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(page)
     os.replace(tmp, args.output)
-    common.say(f"report written to {args.output} ({len(page) / 2**20:.1f} MiB, "
+    common.say(f"report written to {args.output} ({common.fmt_bytes(len(page))}, "
                f"{len(data['charts'])} charts); open it in a browser", file=sys.stderr)
     return status
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from dftracer.tools import common
 from dftracer.tools.progress import Progress
 
 
@@ -88,7 +89,7 @@ def _run_dask(func: Callable[..., Dict[str, Any]], items: Sequence[Any], extra: 
         from distributed import Client, as_completed as dask_completed
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise RuntimeError(
-            "--dask needs the dask extra: pip install 'dftracer-native[dask]'"
+            f"--dask needs dask's distributed scheduler: {common.install_hint('dask')}"
         ) from exc
     with Client(address, timeout="30s") as client:
         futures = [client.submit(func, item, *extra, pure=False) for item in items]

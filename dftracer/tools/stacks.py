@@ -56,10 +56,12 @@ def _on_this_host(name: trace_name.TraceName) -> bool:
 PID_MAX = liveness.PID_MAX  # a larger pid in a name is no process's
 
 
-def _write_request(path: str) -> Optional[str]:
+def _write_request(path: str, first_line: str = "stacks") -> Optional[str]:
     """Makes the request file of the trace at path anew (a new file renamed
     over the old one: the process sees it change however fine its
-    filesystem's clock is).  None, or why it could not."""
+    filesystem's clock is).  first_line says what is asked: "stacks", or
+    "capture [STEPS]" for a window (dftracer capture, docs/windows.md).
+    None, or why it could not."""
     req = trace_name.request_path(path)
     if req is None:
         return "not a trace file's name"
@@ -67,7 +69,8 @@ def _write_request(path: str) -> Optional[str]:
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         try:
-            os.write(fd, f"stacks asked by pid {os.getpid()} at {time.time():.6f}\n".encode())
+            os.write(fd, f"{first_line}\nasked by pid {os.getpid()} at {time.time():.6f}\n"
+                     .encode())
         finally:
             os.close(fd)
         os.replace(tmp, req)

@@ -10,7 +10,7 @@ import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dftracer import _core
-from dftracer.tools import common, runner, work
+from dftracer.tools import common, liveness, runner, work
 from dftracer.tools.line_keys import unescape
 
 EXAMPLE = """example:
@@ -52,6 +52,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--io", action="store_true",
                    help="I/O per file, per epoch (unique and re-read bytes), per rank with its "
                         "DataLoader workers, and Darshan's POSIX_*/STDIO_* counters")
+    p.add_argument("--windows", action="store_true",
+                   help="each full-detail window the processes opened: rank, trigger, steps "
+                        "and the places of its steps against the normal steps' "
+                        "(docs/windows.md)")
     p.add_argument("--memory", action="store_true",
                    help="resident memory per process (rank, DataLoader worker, launcher): "
                         "first/last/peak, growth per step, memory creep and OOM kills")
@@ -171,7 +175,7 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str],
         proc = processes.setdefault((r["host"], r["pid"]), {
             "host": r["host"], "pid": r["pid"], "rank": r["rank"] if r["rank"] >= 0 else None,
             "process_name": r["process_name"], "files": 0, "events": 0, "complete": 0,
-            "wall_us": 0, "busy_us": 0, "io_bytes": 0, "finalized": True,
+            "wall_us": 0, "busy_us": 0, "io_bytes": 0, "finalized": True, "end_signal": None,
             "ppid": r["ppid"] if r.get("ppid", -1) >= 0 else None,
             "worker": r["worker"] if r.get("worker", -1) >= 0 else None})
         proc["files"] += 1
@@ -179,6 +183,8 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str],
         proc["complete"] += r["complete"]
         proc["wall_us"] += span
         proc["finalized"] = proc["finalized"] and r["finalized"]
+        # its `end` names the signal that then ended it: asked to stop, not finished
+        proc["end_signal"] = liveness.end_signal(r) or proc["end_signal"]
         for cat, name, pid, tid, count, total, lo, hi, io, io_n, hist, module in r["groups"]:
             proc["busy_us"] += total
             proc["io_bytes"] += io
@@ -213,6 +219,7 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str],
             "truncated_files": sum(1 for r in files if r["status"] == "truncated"),
             "corrupt_files": sum(1 for r in files if r["status"] == "corrupt"),
             "unfinalized_files": sum(1 for r in files if not r["finalized"]),
+            "signalled_files": sum(1 for r in files if liveness.end_signal(r)),
             "wall_us": (ts_max - ts_min) if ts_min is not None else 0,
             "traced_us": traced,
             "io_bytes": sum(p["io_bytes"] for p in processes.values()),
@@ -300,6 +307,13 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}{'s' if n != 1 else ''}"
 
 
+def _finalized_cell(p: Dict[str, Any]) -> str:
+    """`yes`, `no`, or `yes, then SIGTERM` (its `end` names the signal)."""
+    if not p["finalized"]:
+        return "no"
+    return f"yes, then {liveness.signal_name(p['end_signal'])}" if p.get("end_signal") else "yes"
+
+
 def render(summary: Dict[str, Any], bys: List[str], top: int) -> str:
     ov = summary["overview"]
     parts = [
@@ -313,6 +327,9 @@ def render(summary: Dict[str, Any], bys: List[str], top: int) -> str:
     if ov["truncated_files"] or ov["unfinalized_files"]:
         parts.append(f"{ov['truncated_files']} files with a truncated tail, "
                      f"{ov['unfinalized_files']} without an end event")
+    if ov.get("signalled_files"):
+        parts.append(f"{ov['signalled_files']} files end with the signal that ended their "
+                     "process (asked to stop; whole all the same)")
     if ov["corrupt_files"]:
         parts.append(f"{ov['corrupt_files']} corrupt files: their events before the "
                      "corruption are counted")
@@ -339,7 +356,7 @@ def render(summary: Dict[str, Any], bys: List[str], top: int) -> str:
     body = [[str(p["rank"]) if p["rank"] is not None else "-", p["host"], str(p["pid"]),
              p["process_name"], f"{p['events']:,}", common.fmt_us(p["wall_us"]),
              common.fmt_us(p["busy_us"]), common.fmt_bytes(p["io_bytes"]),
-             "yes" if p["finalized"] else "no"] for p in shown_p]
+             _finalized_cell(p)] for p in shown_p]
     more = f" (first {len(shown_p)} of {len(procs)})" if len(shown_p) < len(procs) else ""
     parts.append(f"\nProcesses{more}\n" + common.table(
         ["rank", "host", "pid", "name", "events", "wall", "busy", "I/O", "finalized"], body,
@@ -502,6 +519,13 @@ def main(args: argparse.Namespace) -> int:
     if args.memory and (args.io or args.ranks):
         common.err("--memory, --io and --ranks are views of their own: give one")
         return common.EXIT_BAD_INPUT
+    if args.windows:
+        if args.io or args.ranks or args.memory:
+            common.err("--windows, --memory, --io and --ranks are views of their own: give one")
+            return common.EXIT_BAD_INPUT
+        from dftracer.tools import windows
+
+        return windows.main(args)
     if args.memory:
         from dftracer.tools import hang, memory
 

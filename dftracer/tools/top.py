@@ -112,8 +112,8 @@ def make_follower(args: argparse.Namespace, paths: List[str],
 
 
 def missing_extra_message() -> str:
-    return (f"the live view of dftracer top needs rich, which is not installed; install the "
-            f"'{EXTRA}' extra: pip install '{common.distribution()}[{EXTRA}]' "
+    return (f"the live view of dftracer top needs rich, which is not installed: "
+            f"{common.install_hint(EXTRA)} "
             f"(dftracer top --once [--json] works without it)")
 
 

@@ -22,6 +22,7 @@ import statistics
 from collections import deque
 from typing import Any, Dict, List, Optional, Tuple
 
+from dftracer import _core
 from dftracer.tools import classes, hang, top_steps, trace_name
 from dftracer.tools.line_keys import LINE_KEYS
 from dftracer.tools.rank_rule import count_of_value, rank_of_process_name, rank_of_value
@@ -95,23 +96,13 @@ def io_direction(cat: str, name: str) -> int:
             | (F_STRING if io & classes.IO_STRING else 0))
 
 
-def io_bytes(flags: int, ret: Optional[int], size: Optional[int], count: Optional[int]) -> int:
+def io_bytes(cat: str, name: str, ret: Optional[int], size: Optional[int],
+             count: Optional[int]) -> int:
     """Bytes a call moved (`dftracer summary`'s rule, docs/cli.md): what its
     `ret` counts when it has one (a failed call moved nothing), else what was
-    asked (`size`, else `count`; `size` x `count` for fread/fwrite)."""
-    done = None if ret is None else max(ret, 0)
-    if flags & F_CHARS:
-        return 0 if ret is None or ret < 0 else 1
-    if flags & F_STRING:
-        return 0 if count is None or (ret is not None and ret < 0) else count
-    if flags & F_ITEMS and size is not None:
-        if done is not None:
-            return size * done
-        if count is not None:
-            return size * count
-    if done is not None:
-        return done
-    return size if size is not None else (count if count is not None else 0)
+    asked (`size`, else `count`; `size` x `count` for fread/fwrite).  The
+    rule is reader/iobytes.c's, asked through _core (None: not given)."""
+    return _core._io_bytes(cat, name, ret, size, count)
 
 
 class _Key:
@@ -179,6 +170,7 @@ class Process:
         self.long_lines = 0
         self.bad_dur = 0         # complete events with a bad duration (left out of the figures)
         self.finished = False
+        self.end_signal = 0      # the signal its `end` names: it ended the process (asked to stop)
         self.first_ts: Optional[int] = None
         self.head = 0            # the newest event end seen (us)
         self.io_read = 0
@@ -422,7 +414,7 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
         if d > DUR_MAX_US or end > INT64_MAX:
             p.bad_dur += 1
             if key.flags & F_TRACER and key.name == "end":
-                p.finished = True
+                _end_event(p, args)
             continue
         if end > head:
             head = end
@@ -433,7 +425,7 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
         if flags:
             if flags & F_TRACER:
                 if key.name == "end":
-                    p.finished = True
+                    _end_event(p, args)
                 elif key.name == "start" and args:
                     m = _PPID_ARG.search(args)
                     p.ppid = int(m.group(1)) if m else p.ppid
@@ -445,7 +437,7 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
                              int(tid))
                 generic = p.step_source <= STEP_ARGS
             if flags & (F_READ | F_WRITE):
-                nbytes = _io_args(flags, args)
+                nbytes = _io_args(key, args)
                 if flags & F_READ:
                     p.io_read += nbytes
                 if flags & F_WRITE:
@@ -482,18 +474,29 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
     p.first_ts = first if first != 1 << 62 else None
 
 
-_RET_ARG = re.compile(rb',"ret":(-?\d{1,19})(?![\d.eE])')
 _PPID_ARG = re.compile(rb',"ppid":(\d{1,19})(?![\d.eE])')
+_SIGNAL_ARG = re.compile(rb',"signal":(\d{1,3})(?![\d.eE])')
+SIGNAL_MAX = 64  # reader.h's DFT_SIGNAL_MAX: a larger number is no signal
 
 
-def _io_args(flags: int, args: bytes) -> int:
+def _end_signal(sig: Any) -> int:
+    """The signal an `end` names, as the C passes read it: a JSON integer
+    from 1 to SIGNAL_MAX, else 0 (none)."""
+    return sig if type(sig) is int and 1 <= sig <= SIGNAL_MAX else 0
+
+
+def _end_event(p: "Process", args: Optional[bytes]) -> None:
+    """An `end` read on the fast path (args: its args body, or None)."""
+    p.finished = True
+    m = _SIGNAL_ARG.search(args) if args else None
+    p.end_signal = _end_signal(int(m.group(1)) if m else None)
+
+
+def _io_args(key: "_Key", args: bytes) -> int:
     """io_bytes() of a fast-path line's args body."""
-    if not flags & (F_ITEMS | F_CHARS | F_STRING):  # the common case: read, write
-        m = _RET_ARG.search(args)
-        if m is not None:
-            return max(int(m.group(1)), 0)
     a = dict(_ARG_INT.findall(args))
-    return io_bytes(flags, _int(a.get(b"ret")), _int(a.get(b"size")), _int(a.get(b"count")))
+    return io_bytes(key.cat, key.name, _int(a.get(b"ret")), _int(a.get(b"size")),
+                    _int(a.get(b"count")))
 
 
 def _int(b: Optional[bytes]) -> Optional[int]:
@@ -505,9 +508,10 @@ def _profiler_number(key: _Key) -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
-def _tracer_event(p: Process, name: str, ts: int) -> None:
+def _tracer_event(p: Process, name: str, ts: int, args: Dict[str, Any]) -> None:
     if name == "end":
         p.finished = True
+        p.end_signal = _end_signal(args.get("signal"))
 
 
 def _spread(p: Process, key: _Key, t0: int, d: int, end: int, nbytes: int, window: int,
@@ -578,6 +582,7 @@ def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
         p.bad_dur += 1
         if str(ev["name"]) == "end" and ev.get("cat") == "dftracer":
             p.finished = True
+            p.end_signal = _end_signal(args.get("signal"))
         return False
     name = str(ev["name"]).encode("utf-8", "replace")
     cat = str(ev.get("cat", "")).encode("utf-8", "replace")
@@ -586,7 +591,7 @@ def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
     end = ts + dur
     p.head = max(p.head, end)
     if key.flags & F_TRACER:
-        _tracer_event(p, key.name, ts)
+        _tracer_event(p, key.name, ts, args)
         if key.name == "start":
             p.ppid = _as_int(args.get("ppid"))
         return False
@@ -602,7 +607,7 @@ def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
         p.step_event(STEP_ARGS, step, ts, end)
     nbytes = 0
     if key.flags & (F_READ | F_WRITE):
-        nbytes = io_bytes(key.flags, _as_int(args.get("ret"), signed=True),
+        nbytes = io_bytes(key.cat, key.name, _as_int(args.get("ret"), signed=True),
                           _as_int(args.get("size"), signed=True),
                           _as_int(args.get("count"), signed=True))
         if key.flags & F_READ:

@@ -79,10 +79,12 @@ def sort_rows(procs: List[Dict[str, Any]], by: str, reverse: bool = False) -> Li
                 worker if isinstance(worker, int) else -1, p["pid"] or 0, p["path"])
 
     def done(p: Dict[str, Any]) -> bool:
-        return p["state"] == "finished"
+        # finished, or exited without an end event (follow.snapshot's "ended",
+        # by liveness' rule): the rows of earlier jobs, after the live job's
+        return p["state"] == "finished" or bool(p.get("ended"))
 
     keys = {
-        "rank": lambda p: (done(p),) + ident(p),  # finished processes after the others
+        "rank": lambda p: (done(p),) + ident(p),  # ended processes after the others
         "pid": lambda p: (p["pid"] or 0, p["host"], p["path"]),
         "events": lambda p: (-p["events_per_s"], -p["events"]) + ident(p),
         "step": lambda p: (-(p["step_last_us"] or 0),) + ident(p),

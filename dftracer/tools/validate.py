@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from dftracer.tools import common, runner, work
+from dftracer.tools import common, liveness, runner, work
 from dftracer.tools.trace_name import is_trace_name
 
 EXAMPLE = """example:
@@ -265,6 +265,8 @@ def main(args: argparse.Namespace) -> int:
         if v == "ok":
             if not args.quiet:
                 end = "" if r["finalized"] else " (no end event: the process did not finalize)"
+                if liveness.end_signal(r):  # whole all the same: its end then the signal
+                    end = f" (then ended by {liveness.signal_name(r['end_signal'])})"
                 common.say(f"OK         {path}: {fmt}, {r['events']:,} events, {r['members']} gzip "
                       f"members{end}{inherited_note(r)}")
         elif v == "parent-missing":

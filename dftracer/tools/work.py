@@ -11,7 +11,9 @@ from typing import Any, Dict, Optional, Tuple
 
 from dftracer import _core
 
-def _failure(path: str, exc: OSError) -> Dict[str, Any]:
+def failure(path: str, exc: OSError) -> Dict[str, Any]:
+    """The dict of a file that could not be opened: every pass's (here, and
+    analysis.py's and memory.py's), one rule."""
     missing = isinstance(exc, FileNotFoundError)
     return {"path": path, "status": "missing" if missing else "error",
             "message": exc.strerror or str(exc), "events": 0}
@@ -21,14 +23,14 @@ def summarize_file(path: str) -> Dict[str, Any]:
     try:
         return _core._summarize_file(path)
     except OSError as exc:
-        return _failure(path, exc)
+        return failure(path, exc)
 
 
 def validate_file(path: str) -> Dict[str, Any]:
     try:
         return _core._validate_file(path)
     except OSError as exc:
-        return _failure(path, exc)
+        return failure(path, exc)
 
 
 def rank_file(path: str, step: Optional[str] = None) -> Dict[str, Any]:
@@ -36,7 +38,7 @@ def rank_file(path: str, step: Optional[str] = None) -> Dict[str, Any]:
     try:
         return _core._rank_file(path, step)
     except OSError as exc:
-        return _failure(path, exc)
+        return failure(path, exc)
 
 
 def sync_points(path: str) -> Dict[str, Any]:
@@ -46,7 +48,7 @@ def sync_points(path: str) -> Dict[str, Any]:
     try:
         return _core._rank_file(path, None, True)
     except OSError as exc:
-        return _failure(path, exc)
+        return failure(path, exc)
 
 
 def rewrite_file(path: str, part: str, fmt: str, pid_map: Tuple[int, int],
@@ -60,7 +62,7 @@ def rewrite_file(path: str, part: str, fmt: str, pid_map: Tuple[int, int],
         return _core._rewrite_file(path, part, fmt, pid_map[0], pid_map[1], ids[0], ids[1],
                                    ts_offset)
     except OSError as exc:
-        return _failure(path, exc)
+        return failure(path, exc)
 
 
 def io_file(item: Tuple[str, Optional[bytes]], epoch_from: Optional[str] = None) -> Dict[str, Any]:
@@ -70,7 +72,7 @@ def io_file(item: Tuple[str, Optional[bytes]], epoch_from: Optional[str] = None)
     try:
         return _core._io_file(path, epoch_from, bounds)
     except OSError as exc:
-        return _failure(path, exc)
+        return failure(path, exc)
 
 
 def defined_hashes(item: Tuple[str, Any]) -> Dict[str, Any]:
@@ -81,4 +83,4 @@ def defined_hashes(item: Tuple[str, Any]) -> Dict[str, Any]:
     try:
         return _core._defined_hashes(path, hashes)
     except OSError as exc:
-        return _failure(path, exc)
+        return failure(path, exc)

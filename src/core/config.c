@@ -180,10 +180,11 @@ static size_t decimal_len(const char *v)
 }
 
 /* Seconds, a decimal number with an optional "s" or "ms" suffix; 0 (or off)
- * turns the time-based flush off. */
-static double parse_interval(const char *var, double dflt, double lo, double hi)
+ * turns the time-based flush off.  The one reading of the grammar: v's
+ * seconds, or the value used instead with *why saying what was wrong. */
+double dft_config_interval(const char *v, double dflt, double lo, double hi, const char **why)
 {
-    const char *v = getenv(var);
+    *why = NULL;
     if (!v || !*v)
         return dflt;
     if (!strcasecmp(v, "off"))
@@ -201,18 +202,26 @@ static double parse_interval(const char *var, double dflt, double lo, double hi)
     } else if (end != v && !strcasecmp(end, "s")) {
         end += 1;
     }
-    char used[32];
     if (end == v || *end || errno || !(x >= 0) || x * scale > 1e9) {
-        snprintf(used, sizeof used, "%g", dflt);
-        warn_env(var, v, "is not a decimal number of seconds (e.g. 1, 0.5, 200ms, 0 for off)", used);
+        *why = "is not a decimal number of seconds (e.g. 1, 0.5, 200ms, 0 for off)";
         return dflt;
     }
     x *= scale;
     if (x != 0 && (x < lo || x > hi)) {
-        double c = x < lo ? lo : hi;
-        snprintf(used, sizeof used, "%g", c);
-        warn_env(var, v, "is out of range", used);
-        return c;
+        *why = "is out of range";
+        return x < lo ? lo : hi;
+    }
+    return x;
+}
+
+static double parse_interval(const char *var, double dflt, double lo, double hi)
+{
+    const char *v = getenv(var), *why;
+    double x = dft_config_interval(v, dflt, lo, hi, &why);
+    if (why) {
+        char used[32];
+        snprintf(used, sizeof used, "%g", x);
+        warn_env(var, v, why, used);
     }
     return x;
 }
@@ -247,6 +256,8 @@ static int parse_init(void)
 
 int dft_config_env_enabled(void) { return parse_bool("DFTRACER_ENABLE", 0); }
 
+int dft_config_init_mode(void) { return parse_init(); }
+
 int dft_config_flag(const char *var, int dflt) { return parse_bool(var, dflt); }
 
 int dft_config_clock_tsc(void)
@@ -264,6 +275,23 @@ static char *env_dup(const char *var)
 {
     const char *v = getenv(var);
     return (v && *v) ? strdup(v) : NULL;
+}
+
+/* The suffixes a stem loses: a log file named like a trace file (the tail
+ * core/trace_name.c puts on a stem). */
+char *dft_config_stem(const char *log_file)
+{
+    size_t n = strlen(log_file);
+    if (n >= 7 && !strcmp(log_file + n - 7, ".pfw.gz"))
+        n -= 7;
+    else if (n >= 4 && !strcmp(log_file + n - 4, ".pfw"))
+        n -= 4;
+    char *s = malloc(n + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, log_file, n);
+    s[n] = '\0';
+    return s;
 }
 
 void dft_config_load(dft_config *c)

@@ -41,11 +41,22 @@ void dft_config_free(dft_config *c);
 /* DFTRACER_ENABLE as it is in the environment now. */
 int dft_config_env_enabled(void);
 
+/* DFTRACER_INIT as it is in the environment now: DFT_INIT_FUNCTION or
+ * DFT_INIT_PRELOAD (an unusable value: FUNCTION, with one warning line). */
+int dft_config_init_mode(void);
+
 /* The boolean variable var as it is in the environment now, by the one rule
  * every DFTRACER_* boolean follows (1/true/yes/on/y, 0/false/no/off/n, any
  * case; unset or empty: dflt; anything else: dflt, with one warning line
  * naming the variable and the value used).  Any thread, no GIL. */
 int dft_config_flag(const char *var, int dflt);
+
+/* DFTRACER_FLUSH_INTERVAL's grammar (docs/configuration.md) applied to v:
+ * its seconds (0: off; NULL or empty: dflt), else the value used instead
+ * (dflt, or lo/hi for a value out of range) with *why the reason (NULL when
+ * v is usable).  Pure: any thread, no GIL (dftracer top reads a job's
+ * variable by it: _core._parse_interval). */
+double dft_config_interval(const char *v, double dflt, double lo, double hi, const char **why);
 
 /* DFTRACER_CLOCK: 1 for auto/tsc (the default: the TSC when the kernel keeps
  * time with it), 0 for monotonic.  Read once, at import. */

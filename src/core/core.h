@@ -98,14 +98,15 @@ static inline uint64_t dft_trace_gen(void)
     return atomic_load_explicit(&dft_trace.gen, memory_order_acquire);
 }
 
-/* 1 when tracing is active or has just started lazily (dft_lazy_start).
+/* ---- what the trace is (core/tracer.c; dft_trace_pid: core/state.c) -------- */
+
+/* 1 when tracing is active or has just started lazily (dft_lazy_start):
+ * the status read inline, then tracer.c's start, among tracer.c's calls.
  * Any thread, no GIL. */
 static inline int dft_trace_ready(void)
 {
     return dft_trace_active() || dft_lazy_start() == 0;
 }
-
-/* ---- what the trace is (core/tracer.c; dft_trace_pid: core/state.c) -------- */
 
 /* The pid written in events (initialize_log's process_id, else getpid()). */
 int64_t dft_trace_pid(void);
@@ -215,6 +216,12 @@ int64_t dft_inflight_missed(void);
  * sets, which the flusher calls with why ("request" or "SIGTERM") and the
  * request's number.  No GIL. */
 void dft_set_stack_dumper(void (*dump)(const char *why, unsigned req));
+/* Windows (torch/windows.c, docs/windows.md) through the same request file:
+ * capture(steps) when a request's first line is "capture[ STEPS]" (steps
+ * 0: the default), instead of the stacks; watch(now) at each flusher wake
+ * (the stall check: a few loads when nothing fires), returning 1 when the
+ * stacks should be written now too (why "stall").  The flusher, no GIL. */
+void dft_set_window_hooks(void (*capture)(int steps), int (*watch)(int64_t now_us));
 /* The handler now installed for sig (SIGTERM or SIGHUP) ends the process
  * when it runs, as torch's DataLoader worker handler does with _exit(): the
  * tracer's handler, bound again over it when needed, finalizes the trace

@@ -9,8 +9,8 @@
  * while the handler waits: the handler itself takes no lock and allocates
  * nothing, and the flush runs on a thread that holds no lock of the
  * interrupted one; when the signal ends the process, the flusher finalizes
- * the trace instead (through the function tracer.c sets: the `end` event is
- * written before the process goes).  Each wake also looks once at the stacks request file
+ * the trace instead (through the function tracer.c sets: the `end` event,
+ * carrying the signal, is written before the process goes).  Each wake also looks once at the stacks request file
  * (core/stacks.c); with the time-based flush off it still wakes every
  * STACKS_POLL_S for that alone.  All signals are blocked here; no GIL, never
  * Python. */
@@ -44,9 +44,9 @@ static struct {
     _Atomic int alive;    /* the thread runs and serves requests */
     _Atomic unsigned req; /* flush requests from signal handlers */
     _Atomic unsigned done;
-    _Atomic int final;    /* a request's process ends after it: finalize */
+    _Atomic int final;    /* a request's process ends after it by this signal: finalize */
     _Atomic long long final_deadline_ns;
-    _Atomic(int (*)(long long deadline_ns)) finalize; /* tracer.c's, for a signal */
+    _Atomic(int (*)(long long deadline_ns, int sig)) finalize; /* tracer.c's, for a signal */
     double period;        /* seconds between ticks; 0: requests only */
 } flusher;
 
@@ -64,10 +64,10 @@ static void *flusher_main(void *arg)
         if (req != atomic_load(&flusher.done)) {
             if (flusher.period > 0 && atomic_load(&dft_trace.active))
                 dft_open_spans_tick((int64_t)(flusher.period * 2e6), 0, 1); /* at the kill */
-            int (*finalize)(long long) = atomic_load(&flusher.final) ? atomic_load(&flusher.finalize)
-                                                                     : NULL;
+            int final_sig = atomic_load(&flusher.final);
+            int (*finalize)(long long, int) = final_sig ? atomic_load(&flusher.finalize) : NULL;
             /* finalize stops this thread (the loop ends after the store below) */
-            if (!finalize || !finalize(atomic_load(&flusher.final_deadline_ns))) {
+            if (!finalize || !finalize(atomic_load(&flusher.final_deadline_ns), final_sig)) {
                 dft_flush_all_threads(1); /* every thread's records, and the queue drained */
                 /* A process killed before its first member still leaves its
                  * header: it lived (an exec'd child never gets here). */
@@ -169,20 +169,25 @@ void dft_flusher_wake(void)
 /* Async-signal-safe. */
 int dft_flusher_alive(void) { return atomic_load(&flusher.alive); }
 
+/* Async-signal-safe. */
+int dft_flusher_stopping(void) { return atomic_load(&flusher.stop); }
+
 /* Any thread, no GIL. */
-void dft_flusher_set_finalize(int (*finalize)(long long deadline_ns))
+void dft_flusher_set_finalize(int (*finalize)(long long deadline_ns, int sig))
 {
     atomic_store(&flusher.finalize, finalize);
 }
 
 /* Async-signal context. */
-int dft_flusher_flush_for_signal(long long deadline_ns, int final)
+int dft_flusher_flush_for_signal(long long deadline_ns, int final_sig)
 {
     if (!atomic_load(&flusher.alive))
         return 0;
-    if (final) {
+    if (final_sig > 0) {
         atomic_store(&flusher.final_deadline_ns, deadline_ns);
-        atomic_store(&flusher.final, 1); /* never cleared: the process is ending */
+        /* never cleared: the process is ending (by the first such signal) */
+        int none = 0;
+        atomic_compare_exchange_strong(&flusher.final, &none, final_sig);
     }
     unsigned mine = atomic_fetch_add(&flusher.req, 1) + 1;
     sem_post(&flusher.wake);

@@ -15,4 +15,9 @@ void dft_mem_tick(void);
  * its `worker` event: dft_mem_batch samples from now on.  Any thread. */
 void dft_mem_set_worker(int64_t id, int64_t num_workers);
 
+/* Closes the statm descriptor this process opened (finalize: the tracer
+ * holds no descriptor past its trace; a later read opens it again).  A
+ * reader racing with it reads -1 once.  Any thread, no GIL. */
+void dft_mem_statm_close(void);
+
 #endif

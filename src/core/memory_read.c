@@ -72,6 +72,18 @@ static int statm_get(void)
     return atomic_load(&statm_pid) == me ? atomic_load(&statm_fd) : -1;
 }
 
+/* Any thread, no GIL (core/memory.h). */
+void dft_mem_statm_close(void)
+{
+    int fd = atomic_load(&statm_fd);
+    if (fd < 0 || atomic_load(&statm_pid) != getpid())
+        return; /* none, or the parent's (a forked child never closes it) */
+    dft_owned_fd kept = {.fd = fd, .dev = atomic_load(&statm_dev), .ino = atomic_load(&statm_ino)};
+    /* the number may be the program's by now: then it is only forgotten */
+    if (atomic_compare_exchange_strong(&statm_fd, &fd, -1) && dft_owned_fd_check(&kept))
+        close(fd);
+}
+
 int64_t dft_mem_rss(void)
 {
     long ps = atomic_load(&page_size);

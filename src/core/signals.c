@@ -6,12 +6,14 @@
  * for it (at most SIGNAL_WAIT_NS), then does what the signal would have done
  * without dftracer: the program's own handler runs, or the default action (the
  * process dies by the signal, so its exit status is kept).  When what comes
- * next is a handler known to end the process (torch's DataLoader worker
- * handler, which calls _exit(): dft_signals_handler_ends_process), the
- * flusher finalizes the trace instead, so the worker's file has its `end`.
- * A handler the program installed may return and go on, and a file without
- * `end` after the default action is how readers know a process was asked to
- * stop: before those only the flush runs.
+ * next ends the process -- the default action of SIGTERM, SIGHUP or SIGINT, or
+ * a handler known to end it (torch's DataLoader worker handler, which calls
+ * _exit(): dft_signals_handler_ends_process) -- the flusher finalizes the
+ * trace instead, and its `end` carries the signal (`"signal":15`), so that
+ * readers tell a process asked to stop or killed (a hung job's ranks its
+ * launcher ended: docs/hang.md) from one that finished.  A handler the
+ * program installed may return and go on, so before one of those only the
+ * flush runs.
  * DFTRACER_BIND_SIGNALS=1 adds SIGINT, SIGABRT and SIGSEGV (the last two are
  * only flushed: a crash may have broken the heap).  A signal ignored when
  * tracing starts is left alone (so exec'd children still inherit SIG_IGN). */
@@ -61,22 +63,27 @@ static int chained_ends_process(size_t i)
 {
     const struct sigaction *old = &old_actions[i];
     void *h = handler_address(old);
-    /* Only a handler known to end the process: after the default action
-     * (a job's ranks killed by their launcher or scheduler, pool workers)
-     * the file keeps no `end`, so that readers tell a process asked to stop
-     * (its SIGTERM stacks, no end: docs/hang.md's post mortem) from one that
-     * finished. */
-    return h && h == atomic_load(&ending_handler[i]);
+    if (h && h == atomic_load(&ending_handler[i]))
+        return 1;
+    if (!(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_DFL)
+        return bound_signals[i] == SIGTERM || bound_signals[i] == SIGHUP ||
+               bound_signals[i] == SIGINT;
+    return 0;
 }
 
-/* Has the flusher write everything (finalize, with ends) and waits for it; if
- * finalize runs on another thread, waits for it instead.  Async-signal
- * context. */
-static void flush_from_signal(int ends)
+/* Has the flusher write everything (finalize, when end_sig is the signal
+ * that ends the process; 0: flush only) and waits for it; if finalize runs
+ * on another thread, waits for it instead.  Async-signal context. */
+static void flush_from_signal(int end_sig)
 {
     long long deadline = dft_signal_clock_ns() + SIGNAL_WAIT_NS;
-    if (atomic_load(&dft_trace.active) && dft_flusher_flush_for_signal(deadline, ends))
+    if (atomic_load(&dft_trace.active) && dft_flusher_flush_for_signal(deadline, end_sig)) {
+        /* flushed; a finalize another thread runs (a worker's own exit,
+         * signals held there) writes the end: the default action waits */
+        while (atomic_load(&dft_finalizing) && dft_signal_clock_ns() < deadline)
+            dft_signal_nap_1ms();
         return;
+    }
     if (atomic_load(&dft_finalizing)) {
         while (atomic_load(&dft_finalizing) && dft_signal_clock_ns() < deadline)
             dft_signal_nap_1ms();
@@ -106,7 +113,7 @@ static void on_signal(int sig, siginfo_t *info, void *uctx)
         (pid_t)dft_g.real_pid == getpid()) {
         if ((sig == SIGTERM || sig == SIGHUP) && atomic_load(&dft_trace.active))
             dft_stacks_request_from_signal(); /* where each thread was, before the flush */
-        flush_from_signal(chained_ends_process((size_t)i));
+        flush_from_signal(chained_ends_process((size_t)i) ? sig : 0);
     }
     struct sigaction *old = &old_actions[i];
     if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction) {

@@ -18,13 +18,16 @@
  * flusher wake. */
 #include "core/stacks.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/state.h"
 #include "core/trace_name.h"
 
@@ -34,6 +37,9 @@
 static _Atomic(void (*)(const char *why, unsigned req)) dumper;
 static _Atomic unsigned requests, served;
 static _Atomic int at_term; /* the pending request comes from SIGTERM */
+static _Atomic int at_stall; /* the pending request comes from a stall (watch) */
+static _Atomic(void (*)(int steps)) capture_hook;   /* torch/windows.c's */
+static _Atomic(int (*)(int64_t now_us)) watch_hook; /* its stall check */
 
 /* The request file and what it was when last looked at: written while the
  * flusher does not run (dft_stacks_arm), then by the flusher only. */
@@ -51,6 +57,34 @@ static req_state req_seen;
 void dft_set_stack_dumper(void (*dump)(const char *why, unsigned req))
 {
     atomic_store(&dumper, dump);
+}
+
+void dft_set_window_hooks(void (*capture)(int steps), int (*watch)(int64_t now_us))
+{
+    atomic_store(&capture_hook, capture);
+    atomic_store(&watch_hook, watch);
+}
+
+/* A request file's first line when it asks for a window ("capture" or
+ * "capture STEPS"): its steps (0: the default), else -1 (the stacks).  One
+ * open and read of at most 63 bytes, only when the file changed.  The
+ * flusher, no GIL. */
+static int capture_steps(const char *path)
+{
+    char buf[64];
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n < 7)
+        return -1;
+    buf[n] = 0;
+    if (strncmp(buf, "capture", 7) != 0 || (buf[7] != ' ' && buf[7] != '\n' && buf[7] != 0))
+        return -1;
+    char *end;
+    long steps = buf[7] == ' ' ? strtol(buf + 8, &end, 10) : 0;
+    return steps > 0 && steps < 1000000 ? (int)steps : 0;
 }
 
 /* The flusher thread (or its starter), no GIL. */
@@ -112,16 +146,26 @@ void dft_stacks_serve(void)
 {
     req_state now = look(req_path);
     if (!same(&now, &req_seen)) {
-        if (now.exists) /* created or replaced; a removal asks nothing */
+        void (*capture)(int) = atomic_load(&capture_hook);
+        int steps = now.exists && capture ? capture_steps(req_path) : -1;
+        if (steps >= 0 && atomic_load(&dft_trace.active))
+            capture(steps); /* a window asked for, not the stacks */
+        else if (now.exists) /* created or replaced; a removal asks nothing */
             atomic_fetch_add(&requests, 1);
         req_seen = now;
+    }
+    int (*watch)(int64_t) = atomic_load(&watch_hook);
+    if (watch && atomic_load(&dft_trace.active) && watch(dft_clock_us())) {
+        atomic_store(&at_stall, 1);
+        atomic_fetch_add(&requests, 1);
     }
     unsigned r = atomic_load(&requests);
     if (r == atomic_load(&served))
         return;
     int term = atomic_exchange(&at_term, 0);
+    int stall = atomic_exchange(&at_stall, 0);
     void (*dump)(const char *, unsigned) = atomic_load(&dumper);
     if (dump && atomic_load(&dft_trace.active))
-        dump(term ? "SIGTERM" : "request", r);
+        dump(term ? "SIGTERM" : stall ? "stall" : "request", r);
     atomic_store(&served, r);
 }

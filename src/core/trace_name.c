@@ -1,6 +1,6 @@
 /* core/trace_name.c: the trace file's name "<stem>-<host>-<pid>[.<k>]-app.pfw[.gz]"
- * (docs/trace-format.md, "Files"), built and taken apart here only: the stem
- * from a log file (dft_config_stem, declared in config.h), the process's name,
+ * (docs/trace-format.md, "Files"), built and taken apart here only
+ * (config.c's dft_config_stem makes the stem of a log file), the process's name,
  * the numbered names of later traces, and whether a name is a process's.
  * dftracer/tools/trace_name.py is the same rule in Python.  All pure: any thread,
  * no GIL. */
@@ -10,26 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config.h"
-
 #define TAIL "-app.pfw"
 #define GZ ".gz"
-
-/* The suffixes a stem loses: a log file named like a trace file. */
-char *dft_config_stem(const char *log_file)
-{
-    size_t n = strlen(log_file);
-    if (n >= 7 && !strcmp(log_file + n - 7, ".pfw" GZ))
-        n -= 7;
-    else if (n >= 4 && !strcmp(log_file + n - 4, ".pfw"))
-        n -= 4;
-    char *s = malloc(n + 1);
-    if (!s)
-        return NULL;
-    memcpy(s, log_file, n);
-    s[n] = '\0';
-    return s;
-}
 
 char *dft_trace_name_build(const char *stem, const char *host, int64_t pid, int compressed)
 {

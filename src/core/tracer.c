@@ -18,6 +18,7 @@
 #include "core/identity.h"
 #include "core/inflight.h"
 #include "core/intern.h"
+#include "core/memory.h"
 #include "core/park.h"
 #include "core/sigmask.h"
 #include "core/signals.h"
@@ -237,7 +238,7 @@ static int open_file(int open_now, uint64_t gen)
     return dft_writer_open(&o, open_now);
 }
 
-static void finalize_locked(void);
+static void finalize_locked(int sig);
 static void install_process_hooks(void);
 
 static int start_held(const char *log_file, const char *data_dir, int64_t process_id,
@@ -322,7 +323,7 @@ static int start_held(const char *log_file, const char *data_dir, int64_t proces
             pthread_mutex_unlock(&dft_g.life_lock);
             return 0;
         }
-        finalize_locked(); /* it could not: a file of its own, then */
+        finalize_locked(0); /* it could not: a file of its own, then */
     }
     if (!explicit_init && state != DFT_STATE_UNINIT) {
         pthread_mutex_unlock(&dft_g.life_lock);
@@ -414,8 +415,9 @@ int dft_lazy_start(void)
 /* How long finalize waits for threads in the middle of recording an event. */
 #define FINALIZE_WAIT_NS 100000000LL
 
-/* Caller holds life_lock; no GIL. */
-static void finalize_locked(void)
+/* Caller holds life_lock; no GIL.  sig: the signal that ends the process
+ * after this (its `end` says so: docs/trace-format.md), 0 for any other end. */
+static void finalize_locked(int sig)
 {
     if (atomic_load(&dft_trace.state) != DFT_STATE_ACTIVE)
         return;
@@ -436,7 +438,7 @@ static void finalize_locked(void)
     dft_flush_all_threads(1);
     dft_tstate *ts = dft_tstate_get();
     int64_t id = ts ? atomic_fetch_add(&dft_g.next_id_block, 1) : 0;
-    dft_arg a[3] = {
+    dft_arg a[4] = {
         {.key = "num_events", .type = DFT_ARG_INT, .v.i = (int64_t)dft_writer_lines()},
     };
     int na = 1;
@@ -445,11 +447,14 @@ static void finalize_locked(void)
         a[na++] = (dft_arg){.key = "num_dropped", .type = DFT_ARG_INT, .v.i = dropped};
     if (args_dropped > 0)
         a[na++] = (dft_arg){.key = "num_args_dropped", .type = DFT_ARG_INT, .v.i = args_dropped};
+    if (sig > 0) /* killed by it: readers never take this end for a normal one */
+        a[na++] = (dft_arg){.key = "signal", .type = DFT_ARG_INT, .v.i = sig};
     dft_event end = {.name = "end", .name_len = 3, .cat = "dftracer", .cat_len = 8,
                      .ts = dft_clock_us(), .ph = DFT_PH_COMPLETE, .tid = ts ? ts->tid : 0,
                      .args = a, .nargs = na};
     dft_writer_write_now(&end, id);
     dft_writer_close();
+    dft_mem_statm_close(); /* the flusher, its one reader here, has stopped */
     atomic_store(&dft_trace.state, DFT_STATE_FINALIZED);
     atomic_store(&dft_finalizing, 0);
     dft_signals_release(&saved);
@@ -460,25 +465,28 @@ static void finalize_locked(void)
 void dft_finalize(void)
 {
     pthread_mutex_lock(&dft_g.life_lock);
-    finalize_locked();
+    finalize_locked(0);
     pthread_mutex_unlock(&dft_g.life_lock);
 }
 
 /* C atexit: after Python's own atexit handlers (which finalize first), no GIL. */
 static void at_exit(void) { dft_finalize(); }
 
-/* The finalize of a signal that ends the process (core/signals.c), run by the
- * flusher while the handler waits.  The interrupted thread may hold
+/* The finalize of signal sig, which ends the process (core/signals.c), run
+ * by the flusher while the handler waits.  The interrupted thread may hold
  * life_lock, and would never let it go: it is only tried until deadline_ns
  * (0: the handler flushes what it can instead).  The flusher, no GIL. */
-static int finalize_for_signal(long long deadline_ns)
+static int finalize_for_signal(long long deadline_ns, int sig)
 {
     while (pthread_mutex_trylock(&dft_g.life_lock) != 0) {
-        if (dft_signal_clock_ns() >= deadline_ns)
+        /* The holder may be finalizing (a worker's exit: it writes the end)
+         * or waiting to join this thread (that, or a fork): flush instead. */
+        if (dft_signal_clock_ns() >= deadline_ns || dft_flusher_stopping() ||
+            atomic_load(&dft_finalizing))
             return 0;
         dft_signal_nap_1ms();
     }
-    finalize_locked();
+    finalize_locked(sig);
     pthread_mutex_unlock(&dft_g.life_lock);
     return 1;
 }

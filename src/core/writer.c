@@ -28,6 +28,7 @@
 
 #include "core/kept_lines.h"
 #include "core/trace_file.h"
+#include "core/writer.h"
 #include "core/writer_state.h"
 
 /* ---- chunks ------------------------------------------------------------ */

@@ -10,7 +10,7 @@
 
 #include "core/compress.h"
 #include "core/owned_fd.h"
-#include "core/writer.h"
+#include "core/writer_file.h"
 #include "format/lines.h"
 
 #define PIECE ((size_t)1 << 20)   /* JSON bytes per gzip member */

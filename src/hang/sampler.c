@@ -65,6 +65,14 @@ static struct {
     stretch st[MAX_STRETCHES];    /* oldest first, st[0] from the step's start */
     int nst;
     int64_t period_us;
+    /* an open window (dft_sample_window_begin): its period (0: none) and
+     * tally; the tally behind the spin flag */
+    _Atomic int64_t win_period_us;
+    _Atomic int win_on;
+    _Atomic int64_t win_cpu_ns;
+    int win_hz;
+    stretch win;
+    int64_t win_timed;
     char stdlib[512]; /* the standard library's folder, with its final '/' */
     size_t stdlib_len;
 } S = {.busy = ATOMIC_FLAG_INIT};
@@ -203,7 +211,8 @@ enum { TICK_PLACE, TICK_TIMED, TICK_DROPPED };
 /* Counts the tick at `at` (prev: the one before) in its stretch: the last
  * that starts at or before it.  key: its place (TICK_PLACE).  The sampler
  * thread, no GIL. */
-static void record(int64_t at, int64_t prev, int what, const char *key, int cut, int64_t missed)
+static void record(int64_t at, int64_t prev, int64_t period_us, int what, const char *key,
+                   int cut, int64_t missed)
 {
     lock();
     int i = S.nst - 1;
@@ -212,18 +221,31 @@ static void record(int64_t at, int64_t prev, int what, const char *key, int cut,
     stretch *t = &S.st[i];
     t->samples++;
     t->missed += missed;
+    int64_t us = 0;
     if (what == TICK_PLACE) {
         /* its weight: the time since the previous tick (a tick the sampler
          * woke late for weighs the grid points it missed too), from a period
          * before the stretch's start at most: the stretch's first sample
          * stands for the time before it, as its last leaves the time after
          * it to the next stretch's first (sampled_us is cut to the step) */
-        int64_t floor = t->from - S.period_us;
-        int64_t us = at - (prev > floor ? prev : floor);
-        if (stretch_add(t, key, 1, cut, us > 0 ? us : 0) != 0)
+        int64_t floor = t->from - period_us;
+        us = at - (prev > floor ? prev : floor);
+        if (us < 0)
+            us = 0;
+        if (stretch_add(t, key, 1, cut, us) != 0)
             t->dropped++;
     } else if (what == TICK_DROPPED) {
         t->dropped++;
+    }
+    if (atomic_load_explicit(&S.win_on, memory_order_relaxed)) { /* the window's tally too */
+        S.win.samples++;
+        S.win.missed += missed;
+        if (what == TICK_PLACE && stretch_add(&S.win, key, 1, cut, us) != 0)
+            S.win.dropped++;
+        else if (what == TICK_DROPPED)
+            S.win.dropped++;
+        else if (what == TICK_TIMED)
+            S.win_timed++;
     }
     unlock();
 }
@@ -443,12 +465,20 @@ static void *sampler_main(void *arg)
         thread_ends();
         return NULL;
     }
-    const int64_t period = S.period_us * 1000;
+    int64_t period = S.period_us * 1000;
     int64_t next = ns_of(&now), prev = dft_clock_us(), skipped = 0, cpu_was = -1;
     char key[DFT_SAMPLE_KEY];
     while (atomic_load(&S.pid) == me) {
         /* the next point of the grid: the walk's time is not added to the
-         * period (Austin's loop subtracts it from its sleep) */
+         * period (Austin's loop subtracts it from its sleep); a window's
+         * period while one is open */
+        int64_t win = atomic_load_explicit(&S.win_period_us, memory_order_relaxed);
+        int64_t want = (win > 0 ? win : S.period_us) * 1000;
+        if (want != period) { /* a window opened or closed: a new grid from now */
+            period = want;
+            if (clock_gettime(CLOCK_MONOTONIC, &now) == 0)
+                next = ns_of(&now);
+        }
         next += period;
         if (!nap_until(next))
             break;
@@ -467,7 +497,7 @@ static void *sampler_main(void *arg)
             continue;
         int cut = 0;
         int what = look(&w, ts, frames, key, sizeof key, &cut);
-        record(at, before, what, key, cut, missed);
+        record(at, before, period / 1000, what, key, cut, missed);
         /* a twentieth of a CPU at most: a tick that took long (a walk of a
          * stack thousands of frames deep, slow copies) moves the next one
          * on, and the grid points it passes count as missed (their time is
@@ -478,6 +508,8 @@ static void *sampler_main(void *arg)
             clock_gettime(CLOCK_MONOTONIC, &now) == 0) {
             int64_t spent = cpu_was >= 0 ? ns_of(&cpu) - cpu_was : 0;
             cpu_was = ns_of(&cpu);
+            if (atomic_load_explicit(&S.win_on, memory_order_relaxed))
+                atomic_fetch_add_explicit(&S.win_cpu_ns, spent, memory_order_relaxed);
             int64_t earliest = ns_of(&now) + 19 * spent;
             if (earliest > next + period) {
                 skipped = (earliest - next) / period;
@@ -580,5 +612,57 @@ void dft_sample_take(int64_t end, dft_sample_step *out)
         out->missed = t->missed;
         stretches_shift(k, end);
     }
+    unlock();
+}
+
+/* ---- a window ----------------------------------------------------------- */
+
+void dft_sample_window_begin(int hz)
+{
+    lock();
+    if (!atomic_load_explicit(&S.win_on, memory_order_relaxed)) {
+        stretch_open(&S.win, dft_clock_us());
+        S.win_timed = 0;
+        atomic_store(&S.win_cpu_ns, 0);
+        S.win_hz = 0;
+        atomic_store(&S.win_on, 1);
+    }
+    if (hz > 0 && hz > S.win_hz) {
+        S.win_hz = hz;
+        atomic_store(&S.win_period_us, 1000000 / hz);
+    }
+    unlock();
+}
+
+void dft_sample_window_end(dft_sample_window *out)
+{
+    memset(out, 0, sizeof *out);
+    lock();
+    if (!atomic_load_explicit(&S.win_on, memory_order_relaxed)) {
+        unlock();
+        return;
+    }
+    atomic_store(&S.win_on, 0);
+    atomic_store(&S.win_period_us, 0);
+    /* the heaviest places, heaviest first (a selection: 16 at most) */
+    int taken[MAX_PLACES] = {0};
+    for (int k = 0; k < DFT_WINDOW_PLACES; k++) {
+        int best = -1;
+        for (int i = 0; i < S.win.nplaces; i++)
+            if (!taken[i] && (best < 0 || S.win.places[i].us > S.win.places[best].us))
+                best = i;
+        if (best < 0)
+            break;
+        taken[best] = 1;
+        snprintf(out->place[k], sizeof out->place[k], "%s", S.win.places[best].key);
+        out->place_us[k] = S.win.places[best].us;
+    }
+    out->samples = S.win.samples;
+    out->timed = S.win_timed;
+    out->dropped = S.win.dropped;
+    out->missed = S.win.missed;
+    out->cpu_us = atomic_load(&S.win_cpu_ns) / 1000;
+    /* the rate the window had, where a sampler runs in this process */
+    out->hz = atomic_load(&S.pid) == getpid() && atomic_load(&T.running) ? S.win_hz : 0;
     unlock();
 }

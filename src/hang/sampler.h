@@ -59,4 +59,27 @@ void dft_sample_cut(int64_t ts);
  * thread, the GIL held. */
 void dft_sample_take(int64_t end, dft_sample_step *out);
 
+/* ---- a window (torch/windows.c, docs/windows.md) -------------------------
+ * While a window is open the sampler wakes hz times a second instead of
+ * DFTRACER_SAMPLE_HZ (still at most a twentieth of a CPU) and also counts
+ * every sample into the window's own tally: the places (as the steps'),
+ * the samples in code the events time, and the sampler's CPU time. */
+#define DFT_WINDOW_PLACES 5 /* places a window reports */
+
+typedef struct {
+    char place[DFT_WINDOW_PLACES][DFT_SAMPLE_KEY]; /* heaviest first; "" past the last */
+    int64_t place_us[DFT_WINDOW_PLACES];
+    int64_t samples, timed, dropped, missed; /* stacks read; of them in timed code; ... */
+    int64_t cpu_us;                          /* the sampler thread's CPU time in the window */
+    int hz;                                  /* the rate asked (0: no sampler runs) */
+} dft_sample_window;
+
+/* Opens the window's tally and raises the rate (hz <= 0: the rate stays).
+ * Any thread, no GIL (the flusher opens one at a stall): atomics and the
+ * stretches' spin flag only. */
+void dft_sample_window_begin(int hz);
+/* Closes it: the tally into out (zeros when none was open) and the rate
+ * back to DFTRACER_SAMPLE_HZ.  Any thread, no GIL. */
+void dft_sample_window_end(dft_sample_window *out);
+
 #endif

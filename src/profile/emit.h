@@ -3,7 +3,7 @@
 #ifndef DFT_PROFILE_EMIT_H
 #define DFT_PROFILE_EMIT_H
 
-#include "profile/profile.h"
+#include "profile/fn_object.h"
 
 extern PyObject *dft_sa_names[DFT_SA_N];        /* interned "epoch", "step", ... */
 extern const char *const dft_sa_keys[DFT_SA_N]; /* the same as C strings */

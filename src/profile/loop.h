@@ -2,7 +2,7 @@
 #ifndef DFT_PROFILE_LOOP_H
 #define DFT_PROFILE_LOOP_H
 
-#include "profile/profile.h"
+#include "profile/fn_object.h"
 
 int dft_loop_ready(void);
 PyObject *dft_loop_new(ProfileObject *p, PyObject *iterable, PyObject *iter_name,

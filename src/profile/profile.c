@@ -6,7 +6,7 @@
  * keep their state on the C stack and `with` blocks on a per-thread stack, so
  * one object can be used from many threads at once.  All functions need the
  * GIL. */
-#include "profile/profile.h"
+#include "profile/fn_object.h"
 #include "format/grow.h"
 #include "profile/emit.h"
 #include "profile/loop.h"

@@ -6,6 +6,7 @@
 #include <Python.h>
 
 #include "reader/classify.h"
+#include "reader/reader.h"
 #include "reader/tools.h"
 
 static PyObject *classify(PyObject *module, PyObject *args)
@@ -25,7 +26,54 @@ static PyObject *classify(PyObject *module, PyObject *args)
                          dft_cls_io(cat, (size_t)cn, name, (size_t)nn));
 }
 
+/* One of ret, size, count: an int, or None (not given). */
+static int io_arg(PyObject *o, const char *what, unsigned bit, int64_t *out, unsigned *have)
+{
+    if (o == Py_None)
+        return 0;
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%s must be an int or None, not %.100s", what,
+                         Py_TYPE(o)->tp_name);
+        }
+        return -1;
+    }
+    *out = (int64_t)v;
+    *have |= bit;
+    return 0;
+}
+
+/* _io_bytes(cat, name, ret, size, count): reader/iobytes.c's rule for
+ * Python (dftracer top's live tail), so it is written once. */
+static PyObject *io_bytes(PyObject *module, PyObject *args)
+{
+    PyObject *cat_o, *name_o, *ret_o, *size_o, *count_o;
+    Py_ssize_t cn, nn;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "UUOOO:_io_bytes", &cat_o, &name_o, &ret_o, &size_o, &count_o))
+        return NULL;
+    const char *cat = PyUnicode_AsUTF8AndSize(cat_o, &cn);
+    const char *name = cat ? PyUnicode_AsUTF8AndSize(name_o, &nn) : NULL;
+    if (!name)
+        return NULL;
+    dft_io_args a = {0};
+    if (io_arg(ret_o, "ret", DFT_IO_RET, &a.ret, &a.have) < 0 ||
+        io_arg(size_o, "size", DFT_IO_SIZE, &a.size, &a.have) < 0 ||
+        io_arg(count_o, "count", DFT_IO_COUNT, &a.count, &a.have) < 0)
+        return NULL;
+    int64_t bytes = 0;
+    dft_sv c = {cat, (size_t)cn}, n = {name, (size_t)nn};
+    if (!dft_io_bytes(c, n, &a, &bytes) || bytes < 0)
+        bytes = 0;
+    return PyLong_FromLongLong((long long)bytes);
+}
+
 static PyMethodDef classify_methods[] = {
+    {"_io_bytes", io_bytes, METH_VARARGS,
+     "_io_bytes(cat, name, ret, size, count) -> int\n\nThe bytes an event moved (docs/cli.md, "
+     "\"I/O bytes\"; None: the argument is not given); 0 when it moves none."},
     {"_classify", classify, METH_VARARGS,
      "_classify(cat, name) -> (class, flags, step kind, io)\n\nWhat an event is: its index "
      "in _CLASSES, _CLS_* flags, its index in _STEP_KINDS (0: not a step) and the _IO_* "

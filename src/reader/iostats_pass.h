@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "reader/iostats.h"
+#include "reader/iostats_result.h"
 #include "reader/ivset.h"
 #include "reader/reader.h"
 

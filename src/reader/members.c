@@ -1,8 +1,8 @@
 /* reader/members.c: the passes' reading of an event's args: dft_line_args
  * hands each member of the args object the parser found to a callback (a
  * plain object in one scan, any other through reader/scan.c's member walk),
- * and dft_arg_table_read puts a member into the field a table names.  Pure;
- * no GIL. */
+ * dft_arg_table_read puts a member into the field a table names, and
+ * dft_end_signal reads the signal of an `end` event.  Pure; no GIL. */
 #include "reader/reader.h"
 
 #include <stdatomic.h>
@@ -71,6 +71,24 @@ int dft_line_args(const dft_line *l, dft_arg_fn fn, void *ctx)
     if (dft_members_open(&args, l->args.p, l->args.p + l->args.n) < 0)
         return -1;
     return args_walk(&args, fn, ctx);
+}
+
+static void end_signal_arg(void *ctx, dft_sv key, const char *v, const char *vend, dft_sv str,
+                           int is_str)
+{
+    (void)str;
+    int64_t x;
+    if (!is_str && key.n == 6 && memcmp(key.p, "signal", 6) == 0 &&
+        dft_members_int(v, vend, &x) == 0)
+        *(int64_t *)ctx = x;
+}
+
+int dft_end_signal(const dft_line *l)
+{
+    int64_t sig = 0;
+    if (dft_line_args(l, end_signal_arg, &sig) < 0)
+        sig = 0; /* a malformed object: the line's own problem, no signal read */
+    return sig >= 1 && sig <= DFT_SIGNAL_MAX ? (int)sig : 0;
 }
 
 /* The bit of a key in a table's signature (bit 63 also marks it computed:

@@ -1,7 +1,7 @@
 /* reader/memory.c: the memory pass.  One streaming read of a trace keeps
  * its `memory` counter samples (docs/trace-format.md, "Memory"), the memory
- * limit, whether it finalized (`end`) or wrote the SIGTERM marker (a
- * `stack` event with why SIGTERM), the span of its events' times, and the
+ * limit, whether it finalized (`end`, and the signal it names) or wrote the
+ * SIGTERM marker (a `stack` event with why SIGTERM), the span of its events' times, and the
  * complete events that took most time (per cat/name).  Pure C; no GIL, no
  * Python. */
 #include "reader/memory.h"
@@ -196,8 +196,10 @@ static int line(pass *ps, const dft_line *l)
     }
     see_ts(r, l->ts, l->ts + l->dur);
     if (SV_IS(l->cat, "dftracer")) {
-        if (SV_IS(l->name, "end"))
+        if (SV_IS(l->name, "end")) {
             r->finalized = 1;
+            r->end_signal = dft_end_signal(l);
+        }
         return 0;
     }
     return add_span(ps, l->cat, l->name, l->dur);

@@ -31,6 +31,7 @@ typedef struct dft_mp_result {
     dft_rd_bad bad;
     dft_ident who;
     int finalized, sigterm, have_ts, have_limit;
+    int end_signal; /* the signal its `end` names (0: none): killed after it */
     int64_t ts_min, ts_max; /* over every event with a ts (ends of complete events) */
     int64_t limit;          /* the `memory` metadata event's limit_bytes */
     char limit_source[16];

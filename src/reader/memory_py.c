@@ -61,11 +61,11 @@ static PyObject *memory_file(PyObject *module, PyObject *path)
         return PyErr_NoMemory();
     }
     PyObject *out = Py_BuildValue(
-        "{s:O,s:s,s:s,s:K,s:K,s:K,s:O,s:O,s:O,s:L,s:L,s:L,s:s,s:N,s:K,s:N}", "path", path,
+        "{s:O,s:s,s:s,s:K,s:K,s:K,s:O,s:i,s:O,s:O,s:L,s:L,s:L,s:s,s:N,s:K,s:N}", "path", path,
         "status", dft_rd_status_name(r.status), "message", r.err, "members",
         (unsigned long long)r.members, "events", (unsigned long long)r.events, "long_lines",
         (unsigned long long)r.long_lines, "finalized", r.finalized ? Py_True : Py_False,
-        "sigterm", r.sigterm ? Py_True : Py_False, "has_ts", r.have_ts ? Py_True : Py_False,
+        "end_signal", r.end_signal, "sigterm", r.sigterm ? Py_True : Py_False, "has_ts", r.have_ts ? Py_True : Py_False,
         "ts_min", (long long)r.ts_min, "ts_max", (long long)r.ts_max, "limit_bytes",
         (long long)(r.have_limit ? r.limit : -1), "limit_source", r.limit_source, "samples",
         samples_bytes(&r), "samples_dropped", (unsigned long long)r.dropped, "spans",

@@ -359,8 +359,10 @@ static int read_lines(pass *ps, dft_rd *rd)
             r->end_max = l.ts + l.dur;
         r->have_ts = 1;
         if (SV_IS(l.cat, "dftracer")) {
-            if (SV_IS(l.name, "end"))
+            if (SV_IS(l.name, "end")) {
                 r->finalized = 1;
+                r->end_signal = dft_end_signal(&l);
+            }
             continue;
         }
         if ((l.have & DFT_HAVE_PID) && l.pid != r->who.pid)

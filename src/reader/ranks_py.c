@@ -1,12 +1,19 @@
 /* reader/ranks_py.c: _core._rank_file(path, step=None, sync_only=False), the Python
  * face of reader/ranks.c (used by dftracer/tools/ranks.py and merge's clock
- * alignment), and _core._RANK_CLASSES.
+ * alignment, tools/clock_align.py), and _core._RANK_CLASSES.
  *
- * Arrays go back as bytes of native int64 (array('q') reads them):
- *   steps: per step number, ts, dur, the self time of each class, the top
- *          key of each class (-1: none) and its self time, the step thread's
- *          CPU time and run-queue wait (-1: unknown) (_RANK_STEP_FIELDS);
- *   sync:  per sync point its key (a hash, as int64) and its end.
+ * What Python reads by name is a struct sequence (as CPython's _lsprof hands
+ * its entries), never a position to compute:
+ *   steps: _core.RankSteps, the file's steps as columns, each bytes of native
+ *          int64 (memoryview(...).cast("q") reads them): number, ts, dur,
+ *          cpu_us and wait_us (the step thread's CPU time and run-queue
+ *          wait, -1: unknown), and by_class, top_key, top_us (a tuple of one
+ *          column per class: the self time of each class, its top key, -1:
+ *          none, and that key's self time).  Columns keep a step at 21 int64
+ *          whatever the classes, as the flat rows did;
+ *   keys:  [_core.RankKey(cat, name, cls, count, total, self_all,
+ *          self_steps, io_bytes)];
+ *   sync:  per sync point its key (a hash, as int64) and its end (bytes).
  * "last_sync" is [(group, seq, end)]: each group's newest sync point (the
  * group as written, escapes kept).
  * "hang" is reader/ranks_hang.h's state (hang_dict below). */
@@ -23,28 +30,101 @@
 
 #define STEP_FIELDS (5 + 3 * DFT_RK_CLASSES)
 
+/* The struct sequence types, made once at module set-up (one interpreter). */
+static PyTypeObject *steps_type, *key_type;
 
-static PyObject *steps_bytes(const dft_rk_result *r)
+static PyStructSequence_Field steps_fields[] = {
+    {"number", "the step numbers (bytes of int64)"},
+    {"ts", "each step's start, us"},
+    {"dur", "each step's duration, us"},
+    {"cpu_us", "the step thread's CPU time in the step, -1: unknown"},
+    {"wait_us", "the step thread's run-queue wait in the step, -1: unknown"},
+    {"by_class", "per class (_RANK_CLASSES), the self time of its events in each step"},
+    {"top_key", "per class, the index into keys of its top event in each step, -1: none"},
+    {"top_us", "per class, that event's self time in each step"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc steps_desc = {
+    "dftracer._core.RankSteps", "A trace's steps as named int64 columns (reader/ranks_py.c).",
+    steps_fields, 8};
+
+static PyStructSequence_Field key_fields[] = {
+    {"cat", "the category, as written"},
+    {"name", "the name, as written"},
+    {"cls", "its class, an index into _RANK_CLASSES"},
+    {"count", "its events"},
+    {"total", "their total time, us"},
+    {"self_all", "their self time, us"},
+    {"self_steps", "their self time inside steps, us"},
+    {"io_bytes", "the bytes its I/O calls moved"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc key_desc = {
+    "dftracer._core.RankKey", "One (cat, name) of a trace, summed (reader/ranks_py.c).",
+    key_fields, 8};
+
+enum { COL_NUMBER, COL_TS, COL_DUR, COL_CPU, COL_WAIT };
+
+/* One int64 column of the steps: one field's value in each step. */
+static PyObject *step_column(const dft_rk_result *r, int which)
 {
-    PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(r->nsteps * STEP_FIELDS * 8));
+    PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(r->nsteps * 8));
     if (!b)
         return NULL;
     int64_t *o = (int64_t *)PyBytes_AS_STRING(b);
     for (size_t i = 0; i < r->nsteps; i++) {
         const dft_rk_step *s = &r->steps[i];
-        *o++ = s->number;
-        *o++ = s->ts;
-        *o++ = s->dur;
-        for (int c = 0; c < DFT_RK_CLASSES; c++)
-            *o++ = s->by_class[c];
-        for (int c = 0; c < DFT_RK_CLASSES; c++)
-            *o++ = s->top_key[c];
-        for (int c = 0; c < DFT_RK_CLASSES; c++)
-            *o++ = s->top_us[c];
-        *o++ = s->cpu_us;
-        *o++ = s->wait_us;
+        o[i] = which == COL_NUMBER ? s->number : which == COL_TS ? s->ts
+             : which == COL_DUR ? s->dur : which == COL_CPU ? s->cpu_us : s->wait_us;
     }
     return b;
+}
+
+enum { COL_BY_CLASS, COL_TOP_KEY, COL_TOP_US };
+
+/* Per class, one column of the steps: its self time, top key or top key's
+ * self time in each step. */
+static PyObject *class_columns(const dft_rk_result *r, int which)
+{
+    PyObject *t = PyTuple_New(DFT_RK_CLASSES);
+    if (!t)
+        return NULL;
+    for (int c = 0; c < DFT_RK_CLASSES; c++) {
+        PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(r->nsteps * 8));
+        if (!b) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        int64_t *o = (int64_t *)PyBytes_AS_STRING(b);
+        for (size_t i = 0; i < r->nsteps; i++) {
+            const dft_rk_step *s = &r->steps[i];
+            o[i] = which == COL_BY_CLASS ? s->by_class[c]
+                 : which == COL_TOP_KEY ? (int64_t)s->top_key[c] : s->top_us[c];
+        }
+        PyTuple_SET_ITEM(t, c, b);
+    }
+    return t;
+}
+
+static PyObject *steps_seq(const dft_rk_result *r)
+{
+    PyObject *cols[8] = {step_column(r, COL_NUMBER), step_column(r, COL_TS),
+                         step_column(r, COL_DUR), step_column(r, COL_CPU),
+                         step_column(r, COL_WAIT), class_columns(r, COL_BY_CLASS),
+                         class_columns(r, COL_TOP_KEY), class_columns(r, COL_TOP_US)};
+    PyObject *s = PyStructSequence_New(steps_type);
+    int ok = s != NULL;
+    for (int i = 0; i < 8; i++)
+        ok = ok && cols[i] != NULL;
+    if (!ok) {
+        for (int i = 0; i < 8; i++)
+            Py_XDECREF(cols[i]);
+        Py_XDECREF(s);
+        return NULL;
+    }
+    for (int i = 0; i < 8; i++)
+        PyStructSequence_SET_ITEM(s, i, cols[i]);
+    return s;
 }
 
 static PyObject *sync_bytes(const dft_rk_result *r)
@@ -85,15 +165,30 @@ static PyObject *keys_list(const dft_rk_result *r)
         return NULL;
     for (size_t i = 0; i < r->nkeys; i++) {
         const dft_rk_key *k = &r->keys[i];
-        PyObject *t = Py_BuildValue("(NNiKLLLL)", dft_rd_text(k->cat, k->cat_len),
-                                    dft_rd_text(k->name, k->name_len), k->cls,
-                                    (unsigned long long)k->count, (long long)k->total,
-                                    (long long)k->self_all, (long long)k->self_steps,
-                                    (long long)k->io_bytes);
-        if (!t) {
+        PyObject *t = PyStructSequence_New(key_type);
+        PyObject *v[8] = {NULL};
+        if (t) {
+            v[0] = dft_rd_text(k->cat, k->cat_len);
+            v[1] = dft_rd_text(k->name, k->name_len);
+            v[2] = PyLong_FromLong(k->cls);
+            v[3] = PyLong_FromUnsignedLongLong((unsigned long long)k->count);
+            v[4] = PyLong_FromLongLong((long long)k->total);
+            v[5] = PyLong_FromLongLong((long long)k->self_all);
+            v[6] = PyLong_FromLongLong((long long)k->self_steps);
+            v[7] = PyLong_FromLongLong((long long)k->io_bytes);
+        }
+        int ok = t != NULL;
+        for (int f = 0; f < 8; f++)
+            ok = ok && v[f] != NULL;
+        if (!ok) {
+            for (int f = 0; f < 8; f++)
+                Py_XDECREF(v[f]);
+            Py_XDECREF(t);
             Py_DECREF(list);
             return NULL;
         }
+        for (int f = 0; f < 8; f++)
+            PyStructSequence_SET_ITEM(t, f, v[f]);
         PyList_SET_ITEM(list, (Py_ssize_t)i, t);
     }
     return list;
@@ -243,15 +338,15 @@ static PyObject *rank_file(PyObject *module, PyObject *args, PyObject *kwargs)
         return PyErr_NoMemory();
     }
     PyObject *out = Py_BuildValue(
-        "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:O,s:O,s:L,s:L,s:z,s:N,s:i,s:N,s:N,s:N,"
+        "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:O,s:i,s:O,s:L,s:L,s:z,s:N,s:i,s:N,s:N,s:N,"
         "s:(KLLL),s:N}",
         "path", path, "status", dft_rd_status_name(r.status), "message", r.err, "members",
         (unsigned long long)r.members, "events", (unsigned long long)r.events, "long_lines",
         (unsigned long long)r.long_lines, "first_long_line",
         (unsigned long long)r.first_long_line, "finalized",
-        r.finalized ? Py_True : Py_False, "has_ts", r.have_ts ? Py_True : Py_False, "ts_min",
+        r.finalized ? Py_True : Py_False, "end_signal", r.end_signal, "has_ts", r.have_ts ? Py_True : Py_False, "ts_min",
         (long long)r.ts_min, "end_max", (long long)r.end_max, "step_kind", r.step_kind,
-        "steps", steps_bytes(&r), "step_fields", STEP_FIELDS, "sync", sync_bytes(&r), "last_sync", last_list(&r), "keys",
+        "steps", steps_seq(&r), "step_fields", STEP_FIELDS, "sync", sync_bytes(&r), "last_sync", last_list(&r), "keys",
         keys_list(&r), "clock", (unsigned long long)r.clock_pairs, (long long)r.clock_first,
         (long long)r.clock_min, (long long)r.clock_max, "hang", hang_dict(&r.hang));
     if (out && (dft_rd_bad_add_to(out, &r.bad) < 0 || dft_ident_add_to(out, &r.who) < 0))
@@ -283,7 +378,14 @@ int dft_tools_register_ranks(PyObject *module)
     }
     int rc = PyModule_AddObjectRef(module, "_RANK_CLASSES", t);
     Py_DECREF(t);
-    if (rc < 0 ||
+    if (rc < 0)
+        return -1;
+    if (!steps_type && !(steps_type = PyStructSequence_NewType(&steps_desc)))
+        return -1;
+    if (!key_type && !(key_type = PyStructSequence_NewType(&key_desc)))
+        return -1;
+    if (PyModule_AddObjectRef(module, "RankSteps", (PyObject *)steps_type) < 0 ||
+        PyModule_AddObjectRef(module, "RankKey", (PyObject *)key_type) < 0 ||
         PyModule_AddIntConstant(module, "_RANK_STEP_FIELDS", STEP_FIELDS) < 0 ||
         PyModule_AddIntConstant(module, "_RANK_SYNC_MAX", DFT_RK_SYNC_MAX) < 0)
         return -1;

@@ -13,7 +13,7 @@
  * not compute; the comm events of other threads are not added on top (they
  * are in no step), so a step's classes partition its wall-clock time
  * (docs/cli.md, "How a rank's time is split").  No GIL, no Python. */
-#include "reader/ranks.h"
+#include "reader/ranks_steps.h"
 
 #include <stdlib.h>
 #include <string.h>

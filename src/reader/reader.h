@@ -278,6 +278,12 @@ typedef void (*dft_arg_fn)(void *ctx, dft_sv key, const char *v, const char *ven
                            int is_str);
 int dft_line_args(const dft_line *l, dft_arg_fn fn, void *ctx);
 
+/* The signal an `end` event's args name (`"signal":N`, docs/trace-format.md:
+ * the process was ended by signal N after writing it): N, or 0 when it names
+ * none (a normal end) or no signal number (1 to DFT_SIGNAL_MAX).  No GIL. */
+#define DFT_SIGNAL_MAX 64
+int dft_end_signal(const dft_line *l);
+
 /* A JSON integer value (at most 18 digits, optional '-') spanning exactly
  * [p, end) into *v: 0, or -1 (nothing changed).  Pure; no GIL. */
 int dft_members_int(const char *p, const char *end, int64_t *v);

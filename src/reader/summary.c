@@ -39,6 +39,7 @@ typedef struct summary {
     uint64_t lines, events, ph_x, ph_i, ph_c, ph_m, other;
     int64_t ts_min, end_max, num_events;
     int have_ts, finalized;
+    int end_signal; /* the signal its `end` names (0: none): killed after it */
     dft_ident who; /* host, pid, process name, rank: reader/identity.c */
     dft_rd_bad bad;
     uint64_t bad_dur, first_bad_dur_line; /* complete events with a bad duration */
@@ -220,6 +221,7 @@ static int summarize(dft_rd *r, summary *s)
             if (l.name.n == 3 && memcmp(l.name.p, "end", 3) == 0) {
                 s->finalized = 1;
                 s->num_events = (l.have & DFT_HAVE_NUM_EVENTS) ? l.num_events : -1;
+                s->end_signal = dft_end_signal(&l);
             }
             continue;
         }
@@ -370,7 +372,7 @@ PyObject *dft_tools_summarize_file(PyObject *module, PyObject *arg)
     }
     result = Py_BuildValue(
         "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:z,s:K,s:N,s:N,s:L,s:L,s:O,s:L,s:L,"
-        "s:O,s:L,s:K,s:K,s:K,s:K,s:L,s:N,s:L,s:L}",
+        "s:O,s:i,s:L,s:K,s:K,s:K,s:K,s:L,s:N,s:L,s:L}",
         "path", arg, "status", status_name(rc), "message", r.err, "members",
         (unsigned long long)r.members, "lines", (unsigned long long)s.lines, "events",
         (unsigned long long)s.events, "bad_lines", (unsigned long long)s.bad.lines, "complete",
@@ -379,7 +381,8 @@ PyObject *dft_tools_summarize_file(PyObject *module, PyObject *arg)
         s.bad.first, "first_bad_line", (unsigned long long)s.bad.first_line, "host", host, "process_name", pname,
         "pid", (long long)s.who.pid, "rank", (long long)dft_ident_own_rank(&s.who), "has_ts",
         s.have_ts ? Py_True : Py_False, "ts_min", (long long)s.ts_min, "end_max",
-        (long long)s.end_max, "finalized", s.finalized ? Py_True : Py_False, "num_events",
+        (long long)s.end_max, "finalized", s.finalized ? Py_True : Py_False, "end_signal",
+        s.end_signal, "num_events",
         (long long)s.num_events, "long_lines", (unsigned long long)r.long_lines,
         "first_long_line", (unsigned long long)r.first_long_line, "bad_durations",
         (unsigned long long)s.bad_dur, "first_bad_duration_line",

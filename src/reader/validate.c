@@ -70,6 +70,7 @@ typedef struct vstate {
     uint64_t id_events; /* dftracer 2.x: events with an id (not metadata) before end */
     uint64_t events_before_end, lines_after_end;
     int64_t num_events;
+    int end_signal; /* the signal the last `end` names (0: none) */
     int header_seen, oom;
     enum format format;
     uint64_t numeric_ph_lines, string_ph_lines;
@@ -246,6 +247,7 @@ static int validate(dft_rd *r, vstate *v)
                 v->events_before_end = ref ? v->id_events : v->events - 1;
                 v->lines_after_end = 0;
                 v->num_events = (l.have & DFT_HAVE_NUM_EVENTS) ? l.num_events : -1;
+                v->end_signal = dft_end_signal(&l); /* a complete file all the same */
             }
         }
         if (counted && !is_end)
@@ -453,14 +455,14 @@ PyObject *dft_tools_validate_file(PyObject *module, PyObject *arg)
                          : ref          ? "dftracer-2.x"
                          : merged       ? "dftracer-merged"
                                         : "dftracer";
-    result = Py_BuildValue("{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:O,s:O,s:O,s:z,s:K,s:N,s:N,s:N,"
-                           "s:L,s:L,s:L}", "path", arg,
+    result = Py_BuildValue("{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:O,s:i,s:O,s:O,s:z,s:K,s:N,s:N,"
+                           "s:N,s:L,s:L,s:L}", "path", arg,
                            "status", status_name(rc), "message", torn ? r.err : "", "members",
                            (unsigned long long)r.members, "lines", (unsigned long long)v->lines,
                            "events", (unsigned long long)v->events, "bad_lines",
                            (unsigned long long)v->bad_lines, "duplicate_ids",
                            (unsigned long long)v->dup_ids, "finalized",
-                           v->end ? Py_True : Py_False, "header", v->header_seen ? Py_True : Py_False,
+                           v->end ? Py_True : Py_False, "end_signal", v->end_signal, "header", v->header_seen ? Py_True : Py_False,
                            "merged", merged ? Py_True : Py_False, "format", format, "problem_count",
                            (unsigned long long)v->problem_count, "problems",
                            problems, "undefined_hashes", undefined, "host",

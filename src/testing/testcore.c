@@ -23,19 +23,6 @@
 #include "integrations.h"
 #include "testing/writer_bench.h"
 
-int dft_testing_dict_i64(PyObject *d, const char *what, const char *key, int64_t *out)
-{
-    PyObject *v = PyDict_GetItemString(d, key); /* borrowed */
-    if (!v)
-        return 0;
-    if (!PyLong_Check(v)) {
-        PyErr_Format(PyExc_TypeError, "%s['%s'] must be an int, not %.100s", what, key,
-                     Py_TYPE(v)->tp_name);
-        return -1;
-    }
-    return dft_pyargs_int64(v, key, out);
-}
-
 /* _json_string(bytes) -> str: the JSON string dftracer writes for bytes. */
 static PyObject *json_string(PyObject *m, PyObject *arg)
 {

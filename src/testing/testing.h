@@ -22,7 +22,7 @@ int dft_testing_torch_register(PyObject *module); /* testing/torch.c */
 int dft_testing_walk_register(PyObject *module);  /* testing/walk.c */
 
 /* dict[key] as an int64 into *out when present (else *out is kept); 0, or
- * -1 with TypeError naming what['key'] (testing/testcore.c). */
+ * -1 with TypeError naming what['key'] (testing/dict_args.c). */
 int dft_testing_dict_i64(PyObject *d, const char *what, const char *key, int64_t *out);
 
 #endif

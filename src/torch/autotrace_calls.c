@@ -20,7 +20,8 @@
  * pickling by name are the original function's, as functools.wraps gave.
  * A failure of ours turns the part off (dft_at_fail) and the call runs
  * once, untouched.  Everything needs the GIL. */
-#include "torch/autotrace_calls.h"
+#include "torch/autotrace_comm.h"
+#include "torch/parts.h"
 
 #include <string.h>
 #include <sys/stat.h>

@@ -11,7 +11,7 @@
  * Work's future completes: a _CommLanded (C) on that future ends it.
  * Everything needs the GIL, but _CommLanded runs where the future
  * completes (gloo's worker thread, taking the GIL). */
-#include "torch/autotrace_calls.h"
+#include "torch/autotrace_comm.h"
 
 #include "core/clock.h"
 #include "torch/comm_seq.h"

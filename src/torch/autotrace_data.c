@@ -20,7 +20,8 @@
  * and forward the call untouched when their part is off.  A failure of ours
  * turns the part off (dft_at_fail); the program's exceptions pass through.
  * Everything needs the GIL. */
-#include "torch/autotrace.h"
+#include "torch/autotrace_steps.h"
+#include "torch/parts.h"
 
 #include <pthread.h>
 #include <string.h>

@@ -16,7 +16,9 @@
  * bound method it stands for.  A module the program puts forward hooks on
  * later is handed back to modules.py (_at_forward_rehook), which times it by
  * hooks around the program's.  Everything needs the GIL. */
-#include "torch/autotrace.h"
+#include "torch/autotrace_steps.h"
+#include "torch/autotrace_hooks.h"
+#include "torch/parts.h"
 
 #include <string.h>
 

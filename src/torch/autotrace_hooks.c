@@ -19,7 +19,9 @@
  *
  * A hook that fails turns its part off (dft_at_fail) and never raises into
  * the program.  Everything needs the GIL (torch calls hooks with it). */
-#include "torch/autotrace.h"
+#include "torch/autotrace_steps.h"
+#include "torch/autotrace_hooks.h"
+#include "torch/parts.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* torch/autotrace_steps.c: the shared state of the zero-code torch hooks in
- * C (torch/autotrace.h) and the training iterations (`pipeline/iteration`
+ * C (torch/autotrace_steps.h) and the training iterations (`pipeline/iteration`
  * events), as dftracer/_autotrace/steps.py describes them: an iteration runs
  * from the end of one optimizer step to the end of the next (with several
  * optimizers, until all of one iteration's optimizers stepped), or, in a
@@ -7,7 +7,8 @@
  * next; the first batch iteration is held back until a second one closes.
  * Everything needs the GIL (it guards the global iteration state) unless
  * noted. */
-#include "torch/autotrace.h"
+#include "torch/autotrace_steps.h"
+#include "torch/parts.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -21,6 +22,7 @@
 #include "core/clock.h"
 #include "format/grow.h"
 #include "hang/sampler.h"
+#include "torch/windows.h"
 
 int dft_at_on[DFT_AT_NPARTS];
 
@@ -312,6 +314,7 @@ static void close_at(int64_t end, sched_sample to)
     S.start = end;
     S.at_start = to;
     reopen(1, end);
+    dft_window_step_end(step, start, end); /* a few comparisons unless a window fires */
     if (S.mode == MODE_LOADER && !S.loader_sure) {
         if (!S.has_held) {
             S.has_held = 1;
@@ -517,6 +520,7 @@ static PyObject *py_steps_exit(PyObject *m, PyObject *unused)
         S.batch_pending = 0;
         close_at(S.last_activity, sched_at(S.last_activity));
     }
+    dft_window_exit();
     Py_RETURN_NONE;
 }
 

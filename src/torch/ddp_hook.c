@@ -30,7 +30,7 @@
  * only in its slow cases (DFT_DDP_SLOW). */
 #include "core/core.h"
 #include "torch/parts.h"
-#include "torch/autotrace.h"
+#include "torch/autotrace_steps.h"
 #include "torch/comm_seq.h"
 #include "torch/ddp_native_api.h"
 

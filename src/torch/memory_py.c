@@ -5,7 +5,6 @@
  * GIL held on entry; the reads run with it released. */
 #include "torch/parts.h"
 #include "core/core.h"
-#include "torch/autotrace.h"
 
 /* ---- the CUDA allocator at each step's end ------------------------------- */
 

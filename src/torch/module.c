@@ -2,10 +2,10 @@
  * (integrations.h's dft_torch_register): torch.profiler's handler, the
  * torch.compile timing and frame hook, DDP's bucket hook, then the
  * zero-code hooks' parts (autotrace_steps.c, the state they share, first, so
- * that no part registers another), then MemoryTracker.  GIL held
+ * that no part registers another), then MemoryTracker and the triggered
+ * windows' hooks in the core.  GIL held
  * (PyInit__core). */
 #include "integrations.h"
-#include "torch/autotrace.h"
 #include "torch/parts.h"
 
 int dft_torch_register(PyObject *module)
@@ -18,5 +18,5 @@ int dft_torch_register(PyObject *module)
         dft_at_forward_register(module) < 0 || dft_at_data_register(module) < 0 ||
         dft_at_calls_register(module) < 0)
         return -1;
-    return dft_memory_register(module);
+    return dft_memory_register(module) < 0 ? -1 : dft_windows_register(module);
 }

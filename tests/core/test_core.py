@@ -529,7 +529,7 @@ time.sleep(60)
     assert not tr.of("X", name="end")
 
 
-def test_bind_signals_flushes_on_sigterm_then_dies_by_it(tmp_path):
+def test_bind_signals_finalizes_on_sigterm_then_dies_by_it(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-c", f"""
 import os, signal
@@ -543,8 +543,10 @@ os.kill(os.getpid(), signal.SIGTERM)
                  DFTRACER_BIND_SIGNALS="1", **ENABLED),
     )
     assert proc.wait(timeout=60) == -signal.SIGTERM
-    tr = read_trace(only_trace(tmp_path), require_end=False)
+    tr = read_trace(only_trace(tmp_path))  # finalized by the flusher: `end` is the last line
     assert len(tr.of("X", name="pending")) == 1000
+    (end,) = tr.of("X", cat="dftracer", name="end")
+    assert end["args"]["signal"] == signal.SIGTERM  # docs/trace-format.md: ended by it
 
 
 # ---- configuration ------------------------------------------------------------

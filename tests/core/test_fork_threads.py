@@ -112,11 +112,12 @@ def test_no_more_threads_at_fork_than_untraced(tmp_path, data_dir):
     if sys.version_info >= (3, 12):
         assert len(untraced_warnings) == 1  # the control's own thread
     assert len(traced["warned"]) == len(untraced_warnings), traced["warned"]
-    # Nothing lost: the parent's file and each child's file are whole traces
-    # (the pool's workers end by SIGTERM, leaving `with`: no end event).
+    # Nothing lost: the parent's file and each child's file are whole traces,
+    # each with its `end` (the pool's workers end by SIGTERM, leaving `with`:
+    # the flusher finalizes their traces before the default action).
     files = find_traces(str(tmp_path / "traced"))
     assert len(files) == 1 + 3 + 2 + 1, files
-    traces = [read_trace(f, require_end=False) for f in files]
+    traces = [read_trace(f) for f in files]
     (main,) = [t for t in traces if t.of("X", name="many")]
     assert len(read_trace(main.path).of("X", cat="work")) == 2000 + 3
     assert sum(len(t.of("X", cat="work")) for t in traces if t is not main) == 3 + 8

@@ -70,7 +70,9 @@ def test_random_kills_lose_nothing_flushed_and_duplicate_nothing(tmp_path):
         # decodes, unique ids, header complete; a SIGKILL inside a member's
         # write() tears that last member (the kernel ends a regular file's
         # write early on a fatal signal), which readers report as a torn tail
-        tr = read_trace(files[0], require_end=False, torn_tail=run["sig"] == "SIGKILL")
+        # SIGTERM (default action) is finalized by the flusher: its `end` is last
+        tr = read_trace(files[0], require_end=run["sig"] != "SIGKILL",
+                        torn_tail=run["sig"] == "SIGKILL")
         seqs = defaultdict(list)
         for e in tr.of("X", cat="stress"):
             seqs[e["name"]].append(e["dur"])
@@ -83,5 +85,7 @@ def test_random_kills_lose_nothing_flushed_and_duplicate_nothing(tmp_path):
         if run["sig"] == "SIGTERM":
             for name, s in seqs.items():
                 assert sorted(s) == list(range(len(s))), f"{where}: {name} has a gap"
+            (end,) = tr.of("X", cat="dftracer", name="end")
+            assert end["args"]["signal"] == signal.SIGTERM, where  # ended by it
         checked += 1
     assert checked >= 3 * ROUNDS  # most children were tracing when killed

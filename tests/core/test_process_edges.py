@@ -1,14 +1,16 @@
 """Every event survives every way a process ends, and the tracer never
 writes into a file of the program's (issue 66, docs/configuration.md "What
-survives what"): SIGTERM and SIGHUP with their default action keep every
-committed event and the exit status; `with Pool()` ends its workers with
-SIGTERM and each worker's file is whole; a program that closes
+survives what"): SIGTERM and SIGHUP with their default action finalize the
+trace, its `end` naming the signal (readers say "asked to stop", never
+"finished"), and keep the exit status; `with Pool()` ends its workers with
+SIGTERM and each worker's file is whole, with its `end`; a program that closes
 every descriptor above 2 and writes its own files gets them byte for byte as
 untraced, and the trace keeps every event."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -51,8 +53,16 @@ time.sleep(60)
 """
 
 
+def dft_json(*argv: str) -> dict:
+    """`dftracer ARGV... --json`'s one object."""
+    proc = subprocess.run([sys.executable, "-m", "dftracer", *argv, "--json"],
+                          capture_output=True, text=True, timeout=120, env=env_with())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
-def test_a_terminating_signal_with_its_default_action_keeps_every_committed_event(tmp_path, sig):
+def test_a_terminating_signal_with_its_default_action_finalizes_with_the_signal(tmp_path, sig):
     script = tmp_path / "prog.py"
     script.write_text(SIGNALLED)
     proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "t.pfw")],
@@ -61,13 +71,28 @@ def test_a_terminating_signal_with_its_default_action_keeps_every_committed_even
     proc.send_signal(sig)
     assert proc.wait(timeout=60) == -sig  # the process still dies by the signal
     (path,) = find_traces(str(tmp_path), "t")
-    # every event logged before the signal, and no `end`: readers tell a
-    # process asked to stop from one that finished (docs/configuration.md)
-    tr = read_trace(path, require_end=False)
-    assert not tr.of("X", cat="dftracer", name="end")
+    tr = read_trace(path)  # whole, its `end` the last line, num_events right
     assert len(tr.of("X", name="step")) == 300
-    assert len(tr.of("X", name="side")) >= 21  # the side thread's, before the signal
-    assert [v["verdict"] for v in validate(path)] == ["ok"]
+    # the side thread's events before the signal are all there (it goes on
+    # logging while the flusher finalizes: those are counted in num_dropped)
+    assert len(tr.of("X", name="side")) >= 21
+    # docs/trace-format.md: end's args end with "signal":N, after num_events
+    # and num_dropped (when some were refused)
+    (end,) = tr.of("X", cat="dftracer", name="end")
+    keys = [k for k in end["args"] if k not in ("hhash", "level", "p_idx")]
+    assert keys in (["num_events", "signal"], ["num_events", "num_dropped", "signal"]), keys
+    assert end["args"]["signal"] == int(sig) and end["args"].get("num_dropped", 1) >= 1
+    # a whole file (validate: ok), whose end says a signal ended the process
+    (v,) = validate(path)
+    assert (v["verdict"], v["finalized"], v["end_signal"]) == ("ok", True, int(sig))
+    # every reader says asked to stop by the signal, never finished normally
+    (mem,) = dft_json("summary", "--memory", path)["processes"]
+    assert (mem["end"], mem["end_signal"]) == ("exited", int(sig))
+    (sp,) = dft_json("summary", path)["processes"]
+    assert (sp["finalized"], sp["end_signal"]) == (True, int(sig))
+    (top,) = dft_json("top", "--once", str(tmp_path))["processes"]
+    assert (top["state"], top["end_signal"]) == ("finished", int(sig))
+    assert top["mark"] == f"ended by {signal.Signals(sig).name}"
 
 
 def test_a_program_handler_installed_before_tracing_still_runs_and_keeps_events(tmp_path):
@@ -122,7 +147,7 @@ def test_pool_workers_ended_by_leaving_with_pool_keep_every_event(tmp_path):
                        env=env_with(**ENABLED), cwd=out, timeout=120, capture_output=True)
         items = 0
         for path in find_traces(str(out), "t"):
-            tr = read_trace(path, require_end=False)  # each file whole
+            tr = read_trace(path)  # each file whole, with its end
             items += len(tr.of("X", name="item"))
         assert items == 40, method
 

@@ -139,6 +139,40 @@ def _open_fds():
     return len(os.listdir("/proc/self/fd"))
 
 
+def test_finalize_leaves_no_descriptor_of_the_tracers_open(tmp_path):
+    # The memory counters read /proc/self/statm through a descriptor of their
+    # own (core/memory_read.c); finalize closes it with the trace file, so a
+    # program that counts its descriptors (or closes them) after the trace
+    # sees only its own.  The flush interval makes the samples certain.
+    proc = run_python(
+        f"""
+        import os, time
+        from dftracer.python import dftracer
+        def fds():
+            out = []
+            for fd in os.listdir("/proc/self/fd"):
+                try:
+                    out.append(fd + "=" + os.readlink("/proc/self/fd/" + fd))
+                except OSError:
+                    pass
+            return ",".join(sorted(out))
+        before = fds()
+        for i in range(2):
+            log = dftracer.initialize_log({str(tmp_path / 'fd.pfw')!r})
+            log.log_event("e", "c", log.get_time(), 1)
+            time.sleep(0.3)  # several flusher ticks, each a memory sample
+            log.finalize()
+            print("after", i, fds() == before, fds())
+        print("before", before)
+        """,
+        dict(ENABLED, DFTRACER_FLUSH_INTERVAL="0.02"),
+    )
+    assert [l.split()[2] for l in proc.stdout.splitlines() if l.startswith("after")] == \
+        ["True", "True"], proc.stdout
+    for path in find_traces(str(tmp_path)):  # the samples were taken, so statm was open
+        assert read_trace(path).of("C", name="memory"), path
+
+
 @pytest.mark.no_asan
 def test_first_write_failure_reported_once_and_the_file_closed(tmp_path):
     # The "[" line travels with the first events (docs/trace-format.md, member
@@ -150,7 +184,14 @@ def test_first_write_failure_reported_once_and_the_file_closed(tmp_path):
         import os, resource, signal
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         from dftracer.python import dftracer
-        fds = lambda: len(os.listdir("/proc/self/fd"))
+        def fds():  # what each open descriptor is (listdir's own is gone when read)
+            out = []
+            for fd in os.listdir("/proc/self/fd"):
+                try:
+                    out.append(fd + "=" + os.readlink("/proc/self/fd/" + fd))
+                except OSError:
+                    pass
+            return ",".join(sorted(out))
         before = fds()
         soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
         resource.setrlimit(resource.RLIMIT_FSIZE, (8, hard))

@@ -107,9 +107,7 @@ def test_pool_workers_leave_the_warning_to_their_program(tmp_path, method):
     assert proc.returncode == 0, proc.stderr
     assert warnings_in(proc.stderr) == [one_line(missing)], proc.stderr
     # the workers traced their I/O all the same: the program opens no file
-    # (a pool worker's file may have no `end`: leaving `with Pool()` is SIGTERM)
-    opened = [e for p in find_traces(str(tmp_path / "logs"))
-              for e in read_trace(p, require_end=False).events
+    opened = [e for p in find_traces(str(tmp_path / "logs")) for e in read_trace(p).events
               if e.get("cat") == "POSIX" and e["name"].startswith("open")]
     assert len(opened) >= 8
 

@@ -109,9 +109,14 @@ def _pth_imports(env):
 
 @pytest.mark.parametrize("value", SPELLINGS)
 def test_the_pth_line_follows_the_rule(value):
-    on = expected(value, False)
+    # on, or not a boolean: _preload starts the trace, or says the value used
+    # (test_start_env_warning.py); an off spelling imports nothing
+    on = value not in OFF
     assert _pth_imports({"DFTRACER_ENABLE": value, "DFTRACER_INIT": "PRELOAD"}) is on
     assert _pth_imports({"DFTRACER_ENABLE": value, "DFTRACER_INIT": "preload"}) is on
+    # an INIT that is not FUNCTION or PRELOAD: _preload says so
+    assert _pth_imports({"DFTRACER_ENABLE": value, "DFTRACER_INIT": "BOGUS"}) is on
+    assert _pth_imports({"DFTRACER_ENABLE": value, "DFTRACER_INIT": "function"}) is False
     # DFTRACER_TORCH: anything but an off spelling or unset lets _autotrace
     # decide (and warn about a value that is not a boolean)
     assert _pth_imports({"DFTRACER_ENABLE": "1", "DFTRACER_TORCH": value}) is (value not in OFF)

@@ -5,13 +5,16 @@ does), no explicit collective (DDP's gradient all-reduce is the only one),
 gradient accumulation off, an optimizer step per iteration.
 
     torchrun --standalone --nproc_per_node 4 lm_ddp_prog.py DATA_DIR
-        [--iters N] [--slow-rank R --slow forward|get_batch --slow-ms MS]
+        [--iters N] [--slow-rank R --slow forward|spin|get_batch --slow-ms MS]
 
 --slow forward: rank R's model spends MS more in its forward (a wait to a
 deadline inside the model, as a slower device would); --slow get_batch:
 rank R's get_batch spends MS more reading its token file (the same wait,
 between opening the memmap and slicing it).  A wait to a deadline, not a
 CPU spin, so that a loaded machine does not stretch the injected delay.
+--slow spin: rank R's forward pre-hook spins on the CPU for MS (to a
+deadline): extra work of its own, which on a contended machine makes it wait
+longer in the run queue too.
 """
 
 from __future__ import annotations
@@ -33,6 +36,14 @@ VOCAB, BLOCK, BATCH, WIDTH = 256, 32, 8, 64
 def wait(ms: float) -> None:
     if ms > 0:
         time.sleep(ms / 1e3)
+
+
+def spin_hook(ms: float):
+    def hook(module: nn.Module, args: tuple) -> None:
+        end = time.perf_counter() + ms / 1e3
+        while time.perf_counter() < end:
+            pass
+    return hook
 
 
 class Block(nn.Module):
@@ -78,7 +89,7 @@ def main() -> None:
     p.add_argument("data_dir")
     p.add_argument("--iters", type=int, default=60)
     p.add_argument("--slow-rank", type=int, default=-1)
-    p.add_argument("--slow", choices=("forward", "get_batch"), default="forward")
+    p.add_argument("--slow", choices=("forward", "spin", "get_batch"), default="forward")
     p.add_argument("--slow-ms", type=float, default=0.0)
     a = p.parse_args()
     dist.init_process_group("gloo")
@@ -92,7 +103,10 @@ def main() -> None:
         os.replace(tmp, path)
     dist.barrier()
     slow = a.slow_ms if rank == a.slow_rank else 0.0
-    model = DDP(TinyLM(slow if a.slow == "forward" else 0.0))
+    lm = TinyLM(slow if a.slow == "forward" else 0.0)
+    if a.slow == "spin" and slow > 0:
+        lm.register_forward_pre_hook(spin_hook(slow))
+    model = DDP(lm)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     for it in range(a.iters):
         x, y = get_batch(path, slow if a.slow == "get_batch" else 0.0)

@@ -157,7 +157,7 @@ def test_a_busier_machine_is_told_from_more_work(tmp_path):
     d = diff(base, new)
     assert d["sched"]["wait"]["significant"] and not d["sched"]["cpu"]["significant"], d["sched"]
     assert 3500 <= d["sched"]["wait"]["change_us_per_step"] <= 4500, d["sched"]
-    assert "the machine was busier: the step threads waited +4.0 ms a step more for a CPU" \
+    assert "the machine was busier: the step threads waited 4.0 ms a step more for a CPU" \
         in d["verdict"], d["verdict"]
     assert d["stragglers"]["new"] == []
     # the same work done by one more forward's CPU time: not a busier machine

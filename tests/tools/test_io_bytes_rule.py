@@ -1,7 +1,8 @@
-"""The bytes an I/O call moved are counted by one rule written twice: in C
-for the passes (src/reader/iobytes.c, through the line parser) and in
-Python for `dftracer top`'s live tail (dftracer/tools/top_figures.py,
-io_bytes). This holds the two equal on every data-moving POSIX/STDIO call of
+"""The bytes an I/O call moved are counted by one rule, written once in C
+(src/reader/iobytes.c): the passes reach it through the line parser,
+`dftracer top`'s live tail (dftracer/tools/top_figures.py, io_bytes)
+through _core._io_bytes with the arguments it took from the line. This
+holds the two paths equal on every data-moving POSIX/STDIO call of
 reader/classify.c's table and every combination of ret (absent, failed,
 zero, positive), size and count (absent or present), as docs/cli.md,
 "I/O bytes", states the rule."""
@@ -55,7 +56,7 @@ def test_c_and_python_count_the_same_bytes(tmp_path):
             continue  # top counts no bytes for it; the C passes may count a declared size
         moving += 1
         c_bytes = max(e[6], 0)  # -1: the pass found nothing to count
-        py_bytes = top_figures.io_bytes(flags, ret, size, count)
+        py_bytes = top_figures.io_bytes(cat, name, ret, size, count)
         if c_bytes != py_bytes:
             diffs.append(f"{cat}/{name} ret={ret} size={size} count={count}: C {e[6]}, top {py_bytes}")
     assert moving >= 10 * len(RET) * len(SIZE) * len(COUNT), moving

@@ -313,20 +313,20 @@ def sync_result(host, rank, ends, path=None):
 
 
 def test_alignment_is_the_median_and_ignores_outliers():
-    from dftracer.tools import ranks
+    from dftracer.tools import clock_align
 
     keys = range(1, 41)
     a = {k: 1_000_000 + 10_000 * k for k in keys}
     b = {k: v + 50_000 + (k % 3) for k, v in a.items()}  # 50 ms ahead, 0-2 us jitter
     b[7] += 5_000_000  # one collective that a rank left late, seconds after the others
     c = {k: v - 20_000 for k, v in a.items() if k > 30}  # shares only a few with a
-    res = ranks.align([sync_result("a", 0, a), sync_result("b", 1, b),
+    res = clock_align.align([sync_result("a", 0, a), sync_result("b", 1, b),
                        sync_result("c", 2, c), sync_result("d", 3, {})])
     assert res["reference"] == "a"
     assert res["offsets_us"] == {"a": 0, "b": 50_001, "c": -20_000}
     assert res["matched"] == {"a": 40, "b": 40, "c": 10} and res["unaligned"] == ["d"]
     assert res["spread_us"]["median"] <= 2 and res["spread_us"]["max"] >= 4_000_000
-    lines = ranks.describe_alignment(res)
+    lines = clock_align.describe_alignment(res)
     assert any("b +50.001 ms (40 collectives)" in ln for ln in lines), lines
     assert any("left as recorded: d" in ln for ln in lines), lines
 
@@ -451,8 +451,12 @@ def test_the_cause_is_the_event_that_grew_most():
     compute = ranks.CLASSES.index("compute")
 
     def rank(fwd_ms, bwd_ms, steps=10):
-        keys = [("compute", "forward", compute, steps, 0, 0, int(fwd_ms * 1000 * steps), 0),
-                ("compute", "backward", compute, steps, 0, 0, int(bwd_ms * 1000 * steps), 0)]
+        from dftracer import _core  # the pass's keys, with named fields
+
+        keys = [_core.RankKey(("compute", "forward", compute, steps, 0, 0,
+                               int(fwd_ms * 1000 * steps), 0)),
+                _core.RankKey(("compute", "backward", compute, steps, 0, 0,
+                               int(bwd_ms * 1000 * steps), 0))]
         return SimpleNamespace(main={"keys": keys}, nsteps=steps)
 
     slow = rank(6.4, 20.0)  # forward +3.4 ms; backward as long as the others'

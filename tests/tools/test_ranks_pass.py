@@ -43,17 +43,22 @@ def write(directory, events, env=None, tail="", stem="trace", at_zero=False):
 
 
 def steps_of(r):
-    a = array("q")
-    a.frombytes(r["steps"])
-    f = r["step_fields"]
-    n = len(CLASSES)
+    """The steps of a pass result, by the names of its _core.RankSteps."""
+    s = r["steps"]
+    assert isinstance(s, _core.RankSteps)
+
+    def col(b):
+        return list(memoryview(b).cast("q"))
+    num, ts, dur = col(s.number), col(s.ts), col(s.dur)
+    by = [col(c) for c in s.by_class]
+    key = [col(c) for c in s.top_key]
+    us = [col(c) for c in s.top_us]
     out = []
-    for i in range(0, len(a), f):
-        row = a[i:i + f]
-        out.append({"step": row[0], "ts": row[1], "dur": row[2],
-                    "by": dict(zip(CLASSES, row[3:3 + n])),
-                    "top": {c: (r["keys"][k][:2] if k >= 0 else None, us)
-                            for c, k, us in zip(CLASSES, row[3 + n:3 + 2 * n], row[3 + 2 * n:])}})
+    for i in range(len(num)):
+        out.append({"step": num[i], "ts": ts[i], "dur": dur[i],
+                    "by": {c: by[k][i] for k, c in enumerate(CLASSES)},
+                    "top": {c: (r["keys"][key[k][i]][:2] if key[k][i] >= 0 else None, us[k][i])
+                            for k, c in enumerate(CLASSES)}})
     return out
 
 
@@ -104,7 +109,7 @@ def test_self_time_of_each_class_in_each_step(tmp_path):
     # the sync all_reduce and DDP's bucket (it ends when its all-reduce is done): their ends
     assert sorted(sync[1::2]) == [s0["ts"] + 630, s0["ts"] + 700]
     light = _core._rank_file(path, sync_only=True)
-    assert light["sync"] == r["sync"] and light["steps"] == b"" and light["keys"] == []
+    assert light["sync"] == r["sync"] and ranks.nsteps(light) == 0 and light["keys"] == []
 
 
 def test_step_kinds_by_priority_and_by_name(tmp_path):
@@ -229,9 +234,10 @@ def test_a_rank_without_counters_in_some_steps_leaves_the_others_waits_out(tmp_p
     others wait for them in the all_reduce.  Rank 3's iterations lack the
     counters in every third step (a trace of an older build, or a file that
     could not be read): its usual wait stands in for them, so ranks 0 and 1
-    lead in no step and nobody is named.  Without that, those steps would
-    count ranks 0 and 1's waits as their work: 3 ms leads in a third of the
-    steps."""
+    lead in no step and nobody is named for its work (they are, as waiting
+    for a CPU: the others waited for them, their CPU time like theirs).
+    Without that, those steps would count ranks 0 and 1's waits as their
+    work: 3 ms leads in a third of the steps."""
     d = tmp_path / "job"
     for rank in range(4):
         busy = rank in (0, 1)
@@ -246,7 +252,9 @@ def test_a_rank_without_counters_in_some_steps_leaves_the_others_waits_out(tmp_p
                        ev("all_reduce", "comm", t + fwd, 9000 - fwd, seq=k, group="world")]
         write(d, events, env={"RANK": str(rank)})
     a = ranks.analyze(_core._rank_file(p) for p in find_traces(str(d)))
-    assert a["stragglers"] == []
+    assert sorted((s["rank"], s["cause_class"]) for s in a["stragglers"]) == [
+        (0, "cpu_wait"), (1, "cpu_wait")], a["stragglers"]
+    assert all(2900 <= s["wait_lead_us"] <= 3100 for s in a["stragglers"]), a["stragglers"]
     assert max(max(s["excess_us"]) for s in a["steps"]) < 100, a["steps"]
     # the same job with rank 0 given 2 ms more work (CPU, not waiting) names it
     d2 = tmp_path / "slow"

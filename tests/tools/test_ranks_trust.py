@@ -10,7 +10,7 @@ import subprocess
 import sys
 from array import array
 
-from dftracer.tools import ranks, work
+from dftracer.tools import clock_align, ranks, work
 
 YEAR_US = 365 * 86_400_000_000
 T0 = 1_800_000_000_000_000
@@ -46,7 +46,7 @@ def test_bad_durations_are_no_sync_points(tmp_path):
         bad[s] = (s, bad[s][1], (400 * 86_400_000_000, -5_000_000, 40 * YEAR_US, 2**63 - 1,
                                  -1)[s])
     b = trace(tmp_path / f"t-b-101-app.pfw", "b", 1, bad)
-    res = ranks.align([work.sync_points(a), work.sync_points(b)])
+    res = clock_align.align([work.sync_points(a), work.sync_points(b)])
     assert res["offsets_us"] == {"a": 0, "b": shift}
     assert res["matched"]["b"] == 15
     assert res["spread_us"]["max"] == 0
@@ -66,16 +66,16 @@ def test_a_host_whose_clock_reads_1970_does_not_pull_the_others_back():
     keys = range(1, 31)
     ok = {k: T0 + 10_000 * k for k in keys}
     epoch = {k: 5_000_000 + 10_000 * k for k in keys}  # 1970, and rank 0
-    res = ranks.align([sync_result("old", 0, epoch), sync_result("b", 1, ok),
+    res = clock_align.align([sync_result("old", 0, epoch), sync_result("b", 1, ok),
                        sync_result("c", 2, {k: v + 30 for k, v in ok.items()})])
     assert res["reference"] == "b"
     assert res["offsets_us"]["c"] == 30
     assert res["offsets_us"]["old"] == 5_000_000 - T0  # moved forward to the others
     (w,) = res["warnings"]
     assert w.startswith("host old's clock is 20,833 days behind the reference host b's")
-    lines = ranks.describe_alignment(res)
+    lines = clock_align.describe_alignment(res)
     assert lines[0] == "warning: clock alignment: " + w
-    files = ranks.file_offsets([sync_result("old", 0, epoch), sync_result("b", 1, ok)], res)
+    files = clock_align.file_offsets([sync_result("old", 0, epoch), sync_result("b", 1, ok)], res)
     assert files == {"b-1": 0, "old-0": T0 - 5_000_000}
 
 
@@ -86,7 +86,7 @@ def test_shifted_sequence_numbers_on_one_rank_are_warned_about():
     results = [sync_result("h", r, {k: v + r for k, v in ok.items()}) for r in range(4)]
     # rank 3 counts one collective more: its seq k is the others' k - 1
     results[3] = sync_result("h", 3, {k: ok[k - 1] for k in keys if k > 1})
-    res = ranks.align(results)
+    res = clock_align.align(results)
     assert any("rank 3: its collectives end 100.00 ms away" in w or
                ("rank 3: its collectives end" in w and "shifted" in w) for w in res["warnings"]), \
         res["warnings"]

@@ -107,8 +107,9 @@ def test_numbers_agree_with_summary(train, tmp_path):
     proc = cli("summary", str(d), "--by", "cat", "--by", "name", "--by", "pid", "--json")
     assert proc.returncode == 0, proc.stderr
     assert data["summary"] == json.loads(proc.stdout)
-    assert data["charts"] == ["chart-category", "chart-process", "chart-top-total",
-                              "chart-top-self", "chart-io", "chart-steps", "chart-wait",
+    # page order: the steps chart under the verdict (issue 71), then the rest
+    assert data["charts"] == ["chart-steps", "chart-category", "chart-process", "chart-top-total",
+                              "chart-top-self", "chart-io", "chart-wait",
                               "chart-rank-steps", "chart-rank-breakdown"]  # three ranks
 
 
@@ -247,7 +248,9 @@ def test_missing_plotly_names_the_extra(train, tmp_path):
                env={"PYTHONPATH": os.pathsep.join(
                    p for p in (str(blocker), os.environ.get("PYTHONPATH")) if p)})
     assert proc.returncode == 3
-    assert "[report]" in proc.stderr and "pip install" in proc.stderr
+    # The hint is a command that works where the package is (a clone's or a
+    # local wheel's NAME[report] is on no index): the extra's requirements.
+    assert "pip install 'plotly>=5.0' (the 'report' extra)" in proc.stderr, proc.stderr
     assert not (tmp_path / "r.html").exists()
 
 
@@ -376,3 +379,61 @@ def test_sort_spans_orders_by_start_longest_first():
         _core._sort_spans(ts, dur, bytes(48))  # not writable
     with pytest.raises(TypeError):
         _core._sort_spans(ts, dur)
+
+
+# One process, no rank: a train loop whose every step reads one of 20 sample
+# files of the same size (the I/O section's table of files has 20 rows)
+SAMPLES = """
+import os, time
+from dftracer.python import ai, dftracer
+log = dftracer.initialize_log({stem!r}, None, -1)
+for i in range(20):
+    with open(os.path.join("data", f"sample{{i:02d}}.bin"), "wb") as f:
+        f.write(bytes(4096))
+for step in ai.pipeline.train.iter(range(20)):
+    with open(os.path.join("data", f"sample{{step:02d}}.bin"), "rb") as f:
+        f.read()
+    with ai.compute.forward:
+        time.sleep(0.005)
+log.finalize()
+"""
+
+
+@needs_plotly
+def test_a_single_process_report_answers_first(tmp_path):
+    """issue 71: the first screen of one process's report says where its
+    traced time went (the classes' shares of the events' self time, as the
+    events give them) and the per-step chart comes right after, before the
+    tables (the 20 identical sample files of the I/O section)."""
+    import re
+
+    from dftracer.tools import classes, ranks
+
+    d = tmp_path / "job"
+    (d / "data").mkdir(parents=True)
+    run_python(SAMPLES.format(stem=str(d / "trace")),
+               env={"DFTRACER_ENABLE": "1", "DFTRACER_DATA_DIR": str(d / "data")}, cwd=str(d))
+    (path,) = find_traces(str(d))
+    data = report([path], tmp_path / "r.html")
+    assert data["rank_analysis"] is None and len(data["steps"]) == 20
+    page = (tmp_path / "r.html").read_text()
+    page = re.sub(r"<script.*?</script>", "", page, flags=re.S)  # plotly.js, the data
+    heads = re.findall(r"<h2[^>]*>(.*?)</h2>", page)
+    assert heads[:3] == ["Verdict", "Time per step", "By category"], heads
+    files_head = next(h for h in heads if h.startswith("I/O: top files"))
+    assert heads.index("Time per step") < heads.index(files_head)
+    files_table = page.split(files_head, 1)[1].split("</table>", 1)[0]
+    assert files_table.count("<tr>") == 1 + 20  # the tables' rows come after the chart
+    # the shares, from the events: self time per class, the tracer's own in none
+    by = dict.fromkeys(classes.CLASSES, 0)
+    for (cat, name), v in self_times(read_trace(path).user_events()).items():
+        cls = classes.traced_class(cat, name)
+        if cls is not None:
+            by[cls] += v
+    total = sum(by.values())
+    assert by["compute"] >= 0.5 * total  # the sleeps: 20 x 5 ms
+    items = re.findall(r"<li[^>]*>(.*?)</li>", page.split("<h2>Time per step</h2>", 1)[0])
+    (line,) = [i for i in items if i.startswith("Traced time")]
+    want = [f"{100 * v / total:.0f} % {ranks.LABELS[c]}"
+            for c, v in sorted(by.items(), key=lambda kv: -kv[1]) if v >= 0.05 * total]
+    assert re.findall(r"\d+ % [a-zI/ ]+?(?=, |\s\(|\.$)", line.replace("&#x27;", "'")) == want, line

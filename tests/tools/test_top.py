@@ -758,3 +758,50 @@ def test_plain_pfw_files_are_read_by_whole_lines(tmp_path):
         f.write(lines[1][30:] + "".join(lines[2:]))
     fol.refresh()
     assert st.proc.events == 7 and st.proc.cats() == {"compute": [5, 5]}
+
+
+def test_the_live_job_comes_before_the_ended_processes_of_earlier_jobs(tmp_path):
+    """The README's order (issue 71): runs/ holds the ranks of earlier jobs,
+    some finished (their end event), some killed (silent, their pids gone),
+    then a job that runs now, without a rank.  --once lists the live one
+    first, then the ended ones (each group by rank), in the table as in the
+    JSON rows' order."""
+    host = socket.gethostname()
+    dead = []
+    for _ in range(3):
+        p = subprocess.Popen([sys.executable, "-c", "pass"])
+        p.wait()
+        dead.append(p.pid)
+    sleeper = subprocess.Popen(["sleep", "60"])  # the live job's process
+    t0 = 1_800_000_000_000_000
+    end = line(9, "end", "dftracer", t0 + 1000, 0).replace('"pid":42,"tid":42',
+                                                            '"pid":77,"tid":77')
+    old = time.time() - 600
+    try:
+        files = {"live": (sleeper.pid, head_of(host, sleeper.pid, "python watch.py"), False)}
+        for r, pid in enumerate(dead):  # killed ranks 0..2 of an earlier job
+            files[f"killed{r}"] = (pid, head_of(host, pid, f"python rank {r}"), True)
+        files["finished"] = (77, head_of(host, 77, "python rank 0") + end, True)
+        for tag, (pid, text, earlier) in files.items():
+            path = tmp_path / f"w-{host}-{pid}-app.pfw.gz"
+            path.write_bytes(gz(text))
+            if earlier:
+                os.utime(path, (old, old))
+        snap = top_json(tmp_path, extra=("--flush-interval", "1"))
+        text = top_cli("--once", str(tmp_path), "--flush-interval", "1").stdout
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    rows = {p["pid"]: p for p in snap["processes"]}
+    assert rows[sleeper.pid]["state"] == "running" and not rows[sleeper.pid]["ended"]
+    assert rows[77]["state"] == "finished" and rows[77]["ended"]
+    for pid in dead:
+        assert rows[pid]["state"] == "silent" and rows[pid]["ended"], rows[pid]
+        assert rows[pid]["mark"] == "exited without an end event"
+    order = [p["pid"] for p in top_rows.sort_rows(snap["processes"], "rank")]
+    assert order[0] == sleeper.pid and sorted(order[1:]) == sorted(dead + [77]), order
+    # the ended ones by rank (rank 0: the finished and the killed, by pid)
+    assert order[1:] == sorted([77, dead[0]]) + dead[1:], order
+    table = [ln.split() for ln in text.splitlines()[1:]]  # below the headline
+    pids = [int(c[2]) for c in table if len(c) > 4 and c[2].isdigit()]
+    assert pids == order, text

@@ -1,12 +1,12 @@
-/* profile/profile.h: the dft_fn ("Profile") type, shared by its files, each
+/* profile/fn_object.h: the dft_fn ("Profile") type's layout and inline helpers, shared by its files (named for no file: no code of profile.c is declared here), each
  * layered on the ones below it:
  *   profile.c  the dft_fn object: state, update(), context manager, flush
  *   wrap.c     decorated-callable wrappers and generator/coroutine proxies
  *   loop.c     p.iter() loops
  *   emit.c     values and event writing that all of them use
  * Everything here needs the GIL. */
-#ifndef DFT_PROFILE_H
-#define DFT_PROFILE_H
+#ifndef DFT_PROFILE_FN_OBJECT_H
+#define DFT_PROFILE_FN_OBJECT_H
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

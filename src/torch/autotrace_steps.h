@@ -1,14 +1,15 @@
-/* torch/autotrace.h: what the zero-code torch hooks in C share
+/* torch/autotrace_steps.h: what the zero-code torch hooks in C share
  * (dftracer/_autotrace; docs/ai.md, "Events of an unchanged script"):
  * the parts' switches, each thread's hook state, the iteration counter
- * (autotrace_steps.c) and event writing.  The hooks themselves are in
+ * and event writing, autotrace_steps.c's code (named for it: the hooks
+ * call into it, it calls none of them).  The hooks themselves are in
  * autotrace_hooks.c (modules, backward, optimizer), autotrace_forward.c (the
  * C forward of top-level modules) and autotrace_data.c (DataLoader fetch
  * and item) and autotrace_calls.c with autotrace_comm.c (collectives,
- * torch.save/load: autotrace_calls.h).
+ * torch.save/load: autotrace_comm.h).
  * Everything here needs the GIL. */
-#ifndef DFT_TORCH_AUTOTRACE_H
-#define DFT_TORCH_AUTOTRACE_H
+#ifndef DFT_TORCH_AUTOTRACE_STEPS_H
+#define DFT_TORCH_AUTOTRACE_STEPS_H
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -85,9 +86,6 @@ const char *dft_at_type_name(PyTypeObject *tp);
 /* The iterations (autotrace_steps.c; dftracer/_autotrace/steps.py). */
 int64_t dft_at_step(void);
 
-/* The CUDA allocator's figures at the end of iteration step, once torch.cuda
- * is initialized (torch/memory_py.c).  The stepping thread, GIL held. */
-void dft_at_cuda_mem_step(int64_t step);
 void dft_at_activity(int64_t start, int64_t end);
 /* The step thread's scheduler counters now, kept for a boundary at ts (the
  * clock just read) that the step code may find a moment later.  The GIL. */
@@ -100,22 +98,5 @@ void dft_at_loader_exhausted(int64_t ts);
 /* 0, or -1 with an exception set (out of memory). */
 int dft_at_optimizer_begin(uintptr_t opt, int64_t ts);
 int dft_at_optimizer_end(uintptr_t opt, int64_t ts);
-
-/* A hooked module's forward begins / ends (autotrace_hooks.c): the thread's
- * depth; the outermost one's end writes `forward`.  output may be None. */
-void dft_at_forward_pre(PyObject *module);
-void dft_at_forward_post(PyObject *module, PyObject *output);
-
-/* Registration of each file's types and functions (torch/module.c calls
- * them in turn).  0, or -1 with an exception set. */
-int dft_at_steps_register(PyObject *module);
-int dft_at_hooks_register(PyObject *module);
-int dft_at_data_register(PyObject *module);
-int dft_at_forward_register(PyObject *module);
-int dft_at_calls_register(PyObject *module);
-
-/* The next number of key in the dict seq (0 first), counted there: 0, or
- * -1 with an exception set (autotrace_calls.c; the DDP hook's too). */
-int dft_at_next_seq(PyObject *seq, PyObject *key, int64_t *out);
 
 #endif

@@ -1,10 +1,10 @@
-/* torch/autotrace_calls.h: _core._AtCall, a torch function timed per call
+/* torch/autotrace_comm.h: _core._AtCall, a torch function timed per call
  * (autotrace_calls.c: the wrapper, its arguments, torch.save/load;
  * autotrace_comm.c: the collectives).  Everything needs the GIL. */
-#ifndef DFT_TORCH_AUTOTRACE_CALLS_H
-#define DFT_TORCH_AUTOTRACE_CALLS_H
+#ifndef DFT_TORCH_AUTOTRACE_COMM_H
+#define DFT_TORCH_AUTOTRACE_COMM_H
 
-#include "torch/autotrace.h"
+#include "torch/autotrace_steps.h"
 
 enum { CALL_COLLECTIVE, CALL_P2P, CALL_FUNCOL, CALL_SAVE, CALL_LOAD, CALL_NKINDS };
 
@@ -83,5 +83,9 @@ PyObject *dft_at_comm_call(AtCall *w, dft_at_thread *t, PyObject *const *args, s
                            PyObject *kwnames);
 /* Interns the names autotrace_comm.c reads: 0, or -1 with an exception. */
 int dft_at_comm_init(void);
+
+/* The next number of key in the dict seq (0 first), counted there: 0, or
+ * -1 with an exception set (autotrace_comm.c: its point-to-point calls). */
+int dft_at_next_seq(PyObject *seq, PyObject *key, int64_t *out);
 
 #endif

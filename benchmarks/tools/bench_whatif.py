@@ -1,0 +1,214 @@
+"""`dftracer whatif`'s projections against reruns (docs/whatif.md, "Accuracy").
+
+Each scenario runs tests/tools/whatif_prog.py (a 4-rank DDP loop on CPU +
+gloo, plain PyTorch) under `dftracer run -- torchrun` with one fault put in
+from its command line, then `dftracer whatif --json` on its traces; then the
+same job without the fault (the balanced run, shared by all scenarios).  The
+measured saving is the fault run's mean step minus the clean run's, each
+from its own traces: the aligned end of the last rank's last step minus that
+of its first step (start-up), over the steps between.  The projection is the
+top finding's `saving_us`.
+
+    PYTHONPATH=. python3 benchmarks/tools/bench_whatif.py [--steps 60]
+        [--repeat 1] [--slow-ms 15] [--json OUT] [--keep DIR] [--only SCENARIO]
+
+Scenarios: forward (rank 3's forward spins SLOW_MS more), data (rank 3's
+items sleep SLOW_MS a batch in __getitem__), checkpoint (rank 0 saves 32 MB
+every 10 steps), untraced (rank 3's get_batch, a plain function the loop
+calls before forward, sleeps SLOW_MS: untraced time the stack sampler
+places), balanced (no fault: no finding may reach 2 % of the step).
+Prints one row per scenario and run: the top finding, projected and measured
+saving, and whether the top finding names the fault and is within +-10 % or
++-2 ms of the measured saving."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from typing import Any, Dict, List, Optional, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PROG = os.path.join(ROOT, "tests", "tools", "whatif_prog.py")
+SLOW_RANK = 3
+# scenario -> (program args, the (rank, class) the top finding must name)
+SCENARIOS: Dict[str, Tuple[List[str], Optional[Tuple[Optional[int], str]]]] = {
+    "forward": (["--fault", "forward", "--slow-rank", str(SLOW_RANK)], (SLOW_RANK, "compute")),
+    "data": (["--fault", "data", "--slow-rank", str(SLOW_RANK)], (SLOW_RANK, "data")),
+    "checkpoint": (["--fault", "checkpoint"], (0, "checkpoint")),
+    "untraced": (["--fault", "batch", "--slow-rank", str(SLOW_RANK)], (SLOW_RANK, "other")),
+    "balanced": (["--fault", "none"], None),
+}
+
+
+def env() -> Dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    e["PYTHONPATH"] = ROOT + os.pathsep + e.get("PYTHONPATH", "")
+    return e
+
+
+def traced_run(base: str, args: List[str], steps: int, slow_ms: float,
+               reuse: bool = False) -> str:
+    if reuse and os.path.isdir(os.path.join(base, "runs")):
+        return os.path.join(base, "runs")
+    os.makedirs(base)
+    cmd = [sys.executable, "-m", "dftracer", "run", "-q", "--log-file", "runs/trace", "--",
+           sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+           "4", PROG, "--steps", str(steps), "--slow-ms", str(slow_ms), *args]
+    p = subprocess.run(cmd, cwd=base, env=env(), capture_output=True, text=True, timeout=900)
+    if p.returncode:
+        raise SystemExit(f"{' '.join(args)}: exit {p.returncode}\n{p.stderr[-3000:]}")
+    return os.path.join(base, "runs")
+
+
+def whatif(runs: str) -> Dict[str, Any]:
+    p = subprocess.run([sys.executable, "-m", "dftracer", "whatif", runs, "--json", "-j", "1",
+                        "--no-progress"], env=env(), capture_output=True, text=True, timeout=600)
+    if p.returncode:
+        raise SystemExit(f"whatif {runs}: exit {p.returncode}\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout)
+
+
+def mean_step_us(runs: str) -> float:
+    """The run's mean step from its traces: the last rank's end of its last
+    step minus the last rank's end of its first, over the steps between."""
+    sys.path.insert(0, ROOT)
+    from dftracer.tools import ranks, whatif as wi, work
+
+    res = [work.rank_file(f) for f in sorted(glob.glob(os.path.join(runs, "*.pfw*")))]
+    offsets = ranks.file_offsets(res, ranks.align(res))
+    rk, _, _ = ranks.identify(res)
+    steps = wi.build_steps(rk, offsets, [wi.rank_steps(r) for r in rk])
+    return (max(steps[-1].end) - max(steps[0].end)) / (len(steps) - 1)
+
+
+def synthetic_results(nranks: int, nsteps: int) -> List[Dict[str, Any]]:
+    """The ranks pass's results of a job of nranks x nsteps as the pass
+    returns them (one file per rank, 8 ranks a host; rank 7's data wait 20 ms
+    longer), without the files: the replay's own time at the issue's size."""
+    import random
+    from array import array
+
+    sys.path.insert(0, ROOT)
+    from dftracer.tools import ranks
+
+    rnd = random.Random(7)
+    ncls, fields = ranks.NCLS, ranks.FIELDS
+    data, comm = ranks.CLASSES.index("data"), ranks.COMM
+    out = []
+    for r in range(nranks):
+        rows = array("q")
+        t = 1_800_000_000_000_000
+        for n in range(nsteps):
+            cls = [int(rnd.gauss(30_000, 1_000)) if c == 0 else int(abs(rnd.gauss(500, 100)))
+                   for c in range(ncls)]
+            if r == 7:
+                cls[data] += 20_000
+            cls[comm] = 5_000 + (0 if r == 7 else 20_000)
+            dur = sum(cls)
+            row = [n, t, dur] + cls + [2] * ncls + [c // 2 for c in cls] + [dur // 2, 100]
+            row += [0] * (fields - len(row))
+            rows.extend(row)
+            t += dur + 50
+        sync = array("q")
+        for n in range(min(nsteps, 2048)):
+            sync.extend([n * 7919 + 1, 1_800_000_000_000_000 + n * 56_000])
+        out.append({"path": f"rank{r}.pfw.gz", "status": "ok", "events": 100_000,
+                    "steps": rows.tobytes(), "sync": sync.tobytes(), "clock": (0, 0, 0, 0),
+                    "keys": [("compute", "forward", 0, 1, 1, 1, 1, 0),
+                             ("dataloader", "fetch", 1, 1, 1, 1, 1, 0),
+                             ("comm", "all_reduce", 3, 1, 1, 1, 1, 0)],
+                    "host": f"node{r // 8:04d}", "pid": 20000 + r, "ppid": 1, "own_rank": r,
+                    "world_size": nranks, "job_id": "bench", "step_kind": "iteration"})
+    return out
+
+
+def speed(spec: str) -> int:
+    import time
+
+    sys.path.insert(0, ROOT)
+    from dftracer.tools import whatif as wi
+
+    nranks, nsteps = (int(x) for x in spec.split(","))
+    res = synthetic_results(nranks, nsteps)
+    t, c = time.perf_counter(), time.process_time()
+    a = wi.analyze(res)
+    dt, dc = time.perf_counter() - t, time.process_time() - c
+    top = a["findings"][0] if a["findings"] else None
+    print(f"whatif's replay on {nranks} ranks x {nsteps} steps (no files): {dt:.1f} s wall, "
+          f"{dc:.1f} s CPU "
+          f"(load average {os.getloadavg()[0]:.1f}); top: "
+          f"{top and (top['rank'], top['what'], top['saving_us'])} (expected rank 7 data wait, "
+          f"20000 us less the others' noise: the next latest rank is then the last)")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--slow-ms", type=float, default=15.0)
+    ap.add_argument("--only", action="append", choices=sorted(SCENARIOS))
+    ap.add_argument("--json", metavar="OUT", default=None)
+    ap.add_argument("--keep", metavar="DIR", default=None,
+                    help="write the runs under DIR and keep them (default: a temp dir)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="with --keep: analyse the runs already under DIR instead of rerunning")
+    ap.add_argument("--speed", metavar="RANKS,STEPS", default=None,
+                    help="time the replay alone on a synthetic job of RANKS x STEPS (the "
+                         "issue's 1,024 ranks x 100k events: 1024,510) and exit")
+    a = ap.parse_args()
+    if a.speed:
+        return speed(a.speed)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-whatif-") as scratch:
+        tmp = os.path.abspath(a.keep) if a.keep else scratch
+        for rep in range(a.repeat):
+            clean = traced_run(os.path.join(tmp, f"clean{rep}"), ["--fault", "none"],
+                               a.steps, a.slow_ms, a.reuse)
+            clean_us = mean_step_us(clean)
+            for name in a.only or list(SCENARIOS):
+                args, want = SCENARIOS[name]
+                runs = clean if name == "balanced" else traced_run(
+                    os.path.join(tmp, f"{name}{rep}"), args, a.steps, a.slow_ms, a.reuse)
+                w = whatif(runs)
+                fault_us = mean_step_us(runs)
+                top = w["findings"][0] if w["findings"] else None
+                proj = top["saving_us"] if top else 0
+                meas = fault_us - clean_us if want else 0.0
+                if want is None:
+                    ok = proj <= 0.02 * w["step_us"]
+                    named = top is None
+                else:
+                    named = top is not None and ((top["rank"], top["class"]) == want or (
+                        want[1] == "checkpoint" and top["class"] == "checkpoint"))
+                    ok = named and abs(proj - meas) <= max(0.10 * abs(meas), 2000)
+                row = {"scenario": name, "run": rep, "step_us": w["step_us"],
+                       "mean_step_us": int(fault_us), "clean_mean_step_us": int(clean_us),
+                       "top": None if top is None else
+                       f"rank {top['rank']} {top['what']}" if top["rank"] is not None
+                       else top["what"],
+                       "projected_us": proj, "measured_us": int(meas), "named": named,
+                       "ok": ok, "path_error": w["path_error"],
+                       "model_error_median": w["model_error_median"]}
+                rows.append(row)
+                err = "-" if row["path_error"] is None else f"{100 * row['path_error']:.1f}%"
+                print(f"{name:10s} run {rep}: step {fault_us / 1e3:6.1f} ms (clean "
+                      f"{clean_us / 1e3:.1f}), top: {row['top']}; projected "
+                      f"{proj / 1e3:6.2f} ms, measured {meas / 1e3:6.2f} ms; path {err}; "
+                      f"{'ok' if ok else 'MISS'}", flush=True)
+    print(f"{sum(r['ok'] for r in rows)}/{len(rows)} within +-10 % or +-2 ms, top finding right")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
