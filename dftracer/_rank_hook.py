@@ -21,12 +21,17 @@ import importlib.machinery
 import os
 import sys
 from types import ModuleType
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Tuple
 
 from dftracer import _core
 
 _MODULE = "torch.distributed"
 _JOB_VARS = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID")
+# the rank this process learnt from torch.distributed: (rank, world size,
+# local rank or -1); a forked child has it too, a spawned one (a DataLoader
+# worker of multiprocessing_context="spawn") gets it through WORKER_RANK_VAR
+learnt: Optional[Tuple[int, int, int]] = None
+WORKER_RANK_VAR = "DFTRACER_WORKER_RANK"
 
 
 def _record(dist: Any) -> None:
@@ -41,10 +46,25 @@ def _record(dist: Any) -> None:
                 break
         job = next((os.environ[v] for v in _JOB_VARS
                     if os.environ.get(v) not in (None, "", "none")), None)
-        _core._record_rank(dist.get_rank(), dist.get_world_size(),
-                           -1 if local is None else local, job)
+        global learnt
+        rank, world = int(dist.get_rank()), int(dist.get_world_size())
+        _core._record_rank(rank, world, -1 if local is None else local, job)
+        learnt = (rank, world, -1 if local is None else local)
     except Exception:  # the traced program goes on whatever happens here
         pass
+
+
+def parent_rank() -> Optional[Tuple[int, int, int]]:
+    """In a spawned DataLoader worker of a process that learnt its rank from
+    torch.distributed (no RANK in its environment): that rank, from
+    WORKER_RANK_VAR (data.py sets it while the workers start); else None."""
+    if learnt is not None:
+        return None  # this process knows its own (a forked child: its parent's)
+    parts = os.environ.get(WORKER_RANK_VAR, "").split(",")
+    if len(parts) != 3 or not all(p.lstrip("-").isdigit() and len(p) < 12 for p in parts):
+        return None
+    rank, world, local = (int(p) for p in parts)
+    return (rank, world, local) if rank >= 0 else None
 
 
 def _wrap(dist: ModuleType) -> None:

@@ -4,8 +4,9 @@ the main process).
 
 The iterator's __next__ is wrapped on the base class every DataLoader
 iterator derives from; DataLoader.__iter__ is wrapped to count epochs (the
-passes over each loader that ran to the end, so a peek with
-next(iter(loader)) is no epoch).  The fetchers of torch.utils.data._utils.fetch
+passes over each loader that ran to the end or yielded len(loader) batches,
+as a trainer that stops at len(loader) leaves them (Lightning), so a peek
+with next(iter(loader)) is no epoch).  The fetchers of torch.utils.data._utils.fetch
 are replaced by versions that time each __getitem__ (torch's code with a
 clock read around each access, or, for a batch read sample by sample,
 torch's own fetch over indices that read the clock as they are handed out);
@@ -31,13 +32,13 @@ import operator
 import os
 import threading
 import weakref
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from torch.utils.data import dataloader as dl
 from torch.utils.data import get_worker_info
 from torch.utils.data._utils import fetch as fetch_module
 
-from dftracer import _core
+from dftracer import _core, _rank_hook
 from dftracer._autotrace import modules
 from dftracer._autotrace._base import data_enter, emit, now, part, patch
 
@@ -94,10 +95,13 @@ def _wrap_iter(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
             except TypeError:  # a loader that cannot be weakly referenced
                 number = -1
         _starting.loader = number
+        passed = _pass_rank(self) if P.on else None
         try:
             it = original(self)
         finally:
             _starting.loader = -1
+            if passed is not None:
+                _restore_env(*passed)
         modules.search_again()
         if P.on:
             try:
@@ -106,6 +110,9 @@ def _wrap_iter(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
                 epoch = _epochs.get(self, 0)
                 it._dftracer_epoch = epoch
                 it._dftracer_loader = weakref.ref(self)
+                # the pass's length: its last batch ends the pass though the
+                # iterator is not exhausted (a trainer stopping at len(loader))
+                it._dftracer_batches = _length(self)
                 ints = {"epoch": epoch, "workers": int(getattr(self, "num_workers", 0) or 0)}
                 if number >= 0:
                     ints["loader"] = number
@@ -118,8 +125,45 @@ def _wrap_iter(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return __iter__
 
 
+def _length(loader: Any) -> int:
+    """len(loader), the batches of a pass; -1 when it has none (an
+    IterableDataset without __len__) or it raises."""
+    try:
+        n = len(loader)
+        return n if isinstance(n, int) and n > 0 else -1
+    except Exception:  # the program's len: its error is not ours to raise
+        return -1
+
+
+def _pass_rank(loader: Any) -> Optional[Tuple[str, Optional[str]]]:
+    """A process that learnt its rank from torch.distributed (no RANK in its
+    environment, as under Lightning's own launcher or mp.spawn) passes it to
+    the workers its loader starts in __iter__, in _rank_hook.WORKER_RANK_VAR:
+    a spawned worker is a new interpreter that knows nothing of it (a forked
+    one has it already).  Returns (the variable, its value before) to put
+    back once they started, or None when nothing was set."""
+    got = _rank_hook.learnt
+    try:
+        if got is None or not int(getattr(loader, "num_workers", 0) or 0):
+            return None
+    except (TypeError, ValueError):
+        return None
+    var = _rank_hook.WORKER_RANK_VAR
+    before = os.environ.get(var)
+    os.environ[var] = ",".join(str(x) for x in got)
+    return var, before
+
+
+def _restore_env(var: str, before: Optional[str]) -> None:
+    if before is None:
+        os.environ.pop(var, None)
+    else:
+        os.environ[var] = before
+
+
 def _epoch_done(it: Any) -> None:
-    """An iterator ran to its end: the next pass over its loader is the next epoch."""
+    """An iterator ran to its end or yielded its pass's last batch: the next
+    pass over its loader is the next epoch."""
     try:
         loader = it._dftracer_loader()
         if loader is not None:
@@ -144,6 +188,9 @@ def _note_worker() -> None:
     _Once.noted = True
     try:
         info = get_worker_info()
+        parent = _rank_hook.parent_rank() if info is not None else None
+        if parent is not None:  # a spawned worker: its rank is its parent's
+            _core._record_rank(parent[0], parent[1], parent[2])
         if info is not None:
             _core._record_worker(int(info.id), int(info.num_workers), _starting.loader,
                                  _dataset_name(info.dataset) or None)

@@ -63,6 +63,20 @@ def _shares(by_group: Dict[str, float], step_us: float, window_us: float) -> Dic
     return out
 
 
+def _step_shares(p: Any, window: int) -> Optional[Dict[str, float]]:
+    """Each class's share of the steps that ended in the window, split as
+    `summary --ranks` splits a rank's steps (Process.step_shares: the step
+    thread's events inside each step; what they leave is other), so they add
+    up to 100%; None without such steps (the window's shares instead)."""
+    got = p.step_shares(window)
+    if got is None:
+        return None
+    total, split = got
+    out = {g: max(0.0, v) / total for g, v in split.items()}
+    out["other"] = max(0.0, out["other"] + 1.0 - sum(out.values()))
+    return out
+
+
 def silent_after(flush_interval: float) -> float:
     return SILENT_FLUSHES * flush_interval if flush_interval > 0 else FLUSH_OFF_SILENT
 
@@ -550,6 +564,9 @@ class Follower:
                 "path": path, "host": p.host, "pid": p.pid, "rank": p.rank,
                 "local_rank": p.local_rank, "world_size": p.world_size, "job_id": p.job_id,
                 "ppid": p.ppid, "worker_of": worker_of, "worker": p.worker, "name": p.name,
+                # a rank's main process, a worker (of a rank or not), or neither (a launcher)
+                "role": "worker" if p.worker is not None or worker_of is not None else
+                        "rank" if p.rank is not None else None,
                 "state": state, "mark": mark, "end_signal": p.end_signal or None,
                 # its process is over (its end read, or silent and gone by
                 # liveness' rule): an earlier job's, listed after the live ones
@@ -560,7 +577,8 @@ class Follower:
                 "window_s": length,
                 "step": p.step, "step_source": STEP_SOURCES.get(p.step_source),
                 "step_last_us": p.step_last, "step_median_us": p.step_median(),
-                "by_cat": _shares(by_group, step_us, secs * US if length else 0.0),
+                "by_cat": _step_shares(p, self.window) or
+                          _shares(by_group, step_us, secs * US if length else 0.0),
                 "cats": {c: {"count": v[0], "total_us": v[1]} for c, v in sorted(cats.items())},
                 "io_read_bytes": p.io_read, "io_write_bytes": p.io_write,
                 "io_read_mb_s": io_r / 1e6 / secs if length else 0.0,
@@ -580,6 +598,8 @@ class Follower:
             "window_s": self.window,
             "flush_interval_s": self.flush_interval,
             "files": len(procs),
+            "ranks": sum(1 for p in procs if p["role"] == "rank"),
+            "workers": sum(1 for p in procs if p["role"] == "worker"),
             "running": states.count("running"),
             "finished": states.count("finished"),
             "silent": states.count("silent"),

@@ -34,7 +34,7 @@ import os
 import re
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from dftracer.tools import dead_steps, liveness, memory
+from dftracer.tools import dead_steps, hang_workers, liveness, memory
 from dftracer.tools.line_keys import unescape
 
 DEFAULT_AFTER = 60.0       # s: top's --hang-after
@@ -50,8 +50,7 @@ _CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
 _GROUP_RANKS = re.compile(r"\[([\d,\-+]*)\]$")
 _INTS = ("depth", "since", "seq", "step", "bucket")
 _STRS = ("value", "span_cat", "group", "fhash")
-_PASSIVE = ("pipeline", "compute", "dataloader")  # spans that say when, not what blocks
-
+from dftracer.tools.hang_workers import PASSIVE as _PASSIVE, batch_text as _batch_text
 
 def _int(v: Any) -> Optional[int]:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
@@ -298,38 +297,6 @@ def _where(p: Dict[str, Any], st: ProcHang, now_us: int) -> Dict[str, Any]:
     return out
 
 
-def _fetch_since(st: ProcHang) -> Optional[int]:
-    """When the process's open DataLoader `fetch` (waiting for a batch) began."""
-    for _, spans in st.open_spans():
-        for s in spans:
-            if s.get("value") == "fetch" and s.get("span_cat") == "dataloader" and "since" in s:
-                return s["since"]
-    return None
-
-
-def _batch_wait(p: Dict[str, Any], now_us: int) -> Optional[Dict[str, Any]]:
-    """A rank waiting in `fetch` for its DataLoader workers: the worker that
-    shows something open (an item, an I/O call) or a stack, and where."""
-    since = _fetch_since(p["hang"])
-    if since is None:
-        return None
-    best = None
-    for w in p.get("workers", []):
-        st = w["hang"]
-        spans = [s for _, ss in st.open_spans() for s in ss]
-        busy = (any(s.get("span_cat") not in _PASSIVE for s in spans), len(spans), bool(st.stacks))
-        if (spans or st.stacks) and (best is None or busy > best[0]):
-            best = (busy, w)
-    out: Dict[str, Any] = {"since_s": round((now_us - since) / 1e6, 1), "worker": None}
-    if best is not None:
-        w = best[1]
-        info = _where(w, w["hang"], now_us)
-        info["worker"] = w.get("worker")
-        info.pop("rank", None)
-        out["worker"] = info
-    return out
-
-
 def _pick_main(procs: List[Dict[str, Any]]) -> Tuple[Dict[int, Dict[str, Any]], int]:
     """Per rank, its main process (the file of that rank whose parent is not
     a process of the same rank on its host, and that wrote no `worker` event:
@@ -456,7 +423,7 @@ def detect(procs: Iterable[Dict[str, Any]], now_us: int, hang_after: float,
         w = _collective_wait(p["hang"])
         if w is not None:
             info["in_collective"] = {"name": w["value"], "group": w["group"], "seq": w["seq"]}
-        batch = _batch_wait(p, now_us)
+        batch = hang_workers.batch_wait(p, now_us, _where)
         if batch is not None:
             info["batch_wait"] = batch
         stuck.append(info)
@@ -492,26 +459,6 @@ def _frame_text(s: Dict[str, Any]) -> str:
     elif s.get("call"):
         where = f" in {s['call']}"
     return where
-
-
-def _batch_text(b: Dict[str, Any]) -> str:
-    """`waiting 40.0 s for a batch: worker 0 (pid 123) stopped in dataset.py:31
-    __getitem__ (open /data/x.fifo)`."""
-    text = f" waiting {b['since_s']:.1f} s for a batch"
-    w = b.get("worker")
-    if not w:
-        return text
-    who = f"worker {w['worker']}" if w.get("worker") is not None and w["worker"] >= 0 else "worker"
-    text += f": {who} (pid {w.get('pid')}) stopped"
-    if w.get("file"):
-        text += f" in {os.path.basename(str(w['file']))}:{w['line']} {w.get('function') or ''}".rstrip()
-    inner = [o for o in w.get("open", []) if o.get("cat") not in _PASSIVE]
-    if inner:
-        o = inner[-1]
-        text += f" ({o['name']}" + (f" {o['file']}" if o.get("file") else "") + ")"
-    elif not w.get("file") and w.get("call"):
-        text += f" in {w['call']}"
-    return text
 
 
 def _stuck_text(s: Dict[str, Any]) -> str:

@@ -594,8 +594,29 @@ def _straggler(r: Rank, leads: List[Tuple[int, float, List[float]]],
             k = max(diff, key=lambda x: diff[x])
             if diff[k] > 0:
                 out["workers"] = {"cat": k[0], "name": k[1], "excess_us": int(diff[k]),
-                                  "io_bytes": _io_bytes(r.workers, k)}
+                                  "io_bytes": _io_bytes(r.workers, k), **_slow_worker(r, k)}
     return out
+
+
+def _slow_worker(r: Rank, key: Tuple[str, str]) -> Dict[str, Any]:
+    """Which worker id (the processes that were worker N over the epochs)
+    holds most of the rank's workers' time in key: `worker` and its
+    `worker_share`, when it holds half again its even share (1 / workers),
+    else `worker` null: the time is spread over them."""
+    by_id: Dict[int, float] = {}
+    for w in r.workers:
+        wid = w.get("worker", -1)
+        t = sum(k[5] for k in w.get("keys", ()) if (k[0], k[1]) == key)
+        if wid is not None and wid >= 0 and t:
+            by_id[wid] = by_id.get(wid, 0.0) + t
+    total = sum(by_id.values())
+    if len(by_id) < 2 or total <= 0:
+        return {"worker": None, "worker_share": None}
+    wid = max(by_id, key=lambda i: (by_id[i], -i))
+    share = by_id[wid] / total
+    if share < 1.5 / len(by_id):
+        return {"worker": None, "worker_share": round(share, 3)}
+    return {"worker": wid, "worker_share": round(share, 3)}
 
 
 # ---- text ----------------------------------------------------------------------
@@ -626,6 +647,8 @@ def straggler_line(s: Dict[str, Any]) -> str:
     if w:
         line += (f"; in its workers: {w['cat']}/{w['name']} "
                  f"+{common.fmt_us(w['excess_us'])} a step")
+        if w.get("worker") is not None:
+            line += f" (mostly worker {w['worker']}: {100 * w['worker_share']:.0f} %)"
         if w["io_bytes"]:
             line += f" ({common.fmt_bytes(w['io_bytes'])})"
     return line
@@ -638,7 +661,8 @@ def render(a: Dict[str, Any], top: int) -> str:
     hosts = sorted({r["host"] for r in ranks})
     workers = sum(len(r["workers"]) for r in ranks)
     kind = a["step_kind"] if isinstance(a["step_kind"], str) else "/".join(a["step_kind"]) or "-"
-    parts = [f"Ranks: {len(ranks)} ranks on {len(hosts)} host{'s' if len(hosts) > 1 else ''}"
+    parts = [f"Ranks: {len(ranks)} rank{'s' if len(ranks) != 1 else ''} on "
+             f"{len(hosts)} host{'s' if len(hosts) > 1 else ''}"
              f"{', job ' + ', '.join(a['job_ids']) if a['job_ids'] else ''}, "
              f"{len(a['steps'])} steps ({kind}), {workers} worker processes"]
     steps = a["steps"]
@@ -653,7 +677,9 @@ def render(a: Dict[str, Any], top: int) -> str:
                 cells.append(mark + _ms(s["dur_us"][i]))
             body.append(cells)
         more = f" (first {len(shown)} of {len(steps)})" if len(shown) < len(steps) else ""
-        parts.append(f"\nStep time per rank, ms; * the step's straggler{more}\n" + common.table(
+        parts.append(f"\nStep time per rank, ms; * the step's straggler: the rank the others "
+                     f"waited for (its time out of communication led theirs), not always the "
+                     f"longest step{more}\n" + common.table(
             ["step"] + [f"rank {r}" for r in order], body, range(len(order) + 1)))
     elif steps:
         parts.append(f"\n(step x rank table: {len(ranks)} ranks; see --json or the report)")
@@ -670,7 +696,9 @@ def render(a: Dict[str, Any], top: int) -> str:
         + ["straggler"], body, [0, 2, 3, 4, 5] + list(range(6, 7 + NCLS))))
     parts.append("\nStragglers")
     parts.extend(straggler_line(s) for s in a["stragglers"])
-    if not a["stragglers"]:
+    if not a["stragglers"] and len(ranks) == 1:
+        parts.append("none: one rank, no other to compare it with")
+    elif not a["stragglers"]:
         parts.append(f"none: no rank leads the others by {common.fmt_us(a['straggler_bound_us'])} "
                      f"(5% of the median step) with evidence over the steps (the job's "
                      f"step-to-step noise is {common.fmt_us(a['noise_us'])})")

@@ -149,8 +149,13 @@ def _process_labels(summ: Dict[str, Any]) -> Dict[Tuple[str, int], str]:
     labels = {}
     for p in procs:
         where = f"{p['host']} pid {p['pid']}" if len(hosts) > 1 else f"pid {p['pid']}"
-        labels[(p["host"], p["pid"])] = (f"rank {p['rank']} ({where})" if p["rank"] is not None
-                                         else where)
+        if p.get("role") == "worker":  # a rank's DataLoader worker is not that rank
+            who = f"rank {p['rank']} " if p["rank"] is not None else ""
+            w = f"worker {p['worker']}" if p.get("worker") is not None else "worker"
+            labels[(p["host"], p["pid"])] = f"{who}{w} ({where})"
+        else:
+            labels[(p["host"], p["pid"])] = (f"rank {p['rank']} ({where})"
+                                             if p["rank"] is not None else where)
     return labels
 
 
@@ -538,7 +543,9 @@ def verdict_lines(data: Dict[str, Any]) -> List[Tuple[str, bool]]:
     for row in data.get("self_by_process_cat", []):
         key = (row["host"], row["pid"])
         covered[key] = covered.get(key, 0) + row["self_us"]
-    mains = [p for p in data["summary"]["processes"] if p["rank"] is not None] or \
+    # the ranks' main processes (not their DataLoader workers, nor the launcher)
+    mains = [p for p in data["summary"]["processes"] if p.get("role") == "rank"] or \
+        [p for p in data["summary"]["processes"] if p.get("role") is None][:1] or \
         data["summary"]["processes"][:1]
     low = []  # (who, wall, covered) of the main processes mostly untraced
     for p in mains:

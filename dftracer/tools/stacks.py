@@ -283,8 +283,12 @@ def ask_stacks(fol: Any, h: Optional[Dict[str, Any]]) -> None:
         return
     asked = fol.__dict__.setdefault("hang_asked", set())
     whom = [s for s in h["stuck"] if s.get("state") not in ("dead", "stopped")]
-    whom += [s["batch_wait"]["worker"] for s in h["stuck"]
-             if (s.get("batch_wait") or {}).get("worker")]  # the worker a rank waits for
+    for s in h["stuck"]:
+        b = s.get("batch_wait") or {}
+        if b.get("worker"):  # the worker a rank waits for
+            whom.append(b["worker"])
+        else:  # none shows a sample: ask those not seen parked, to tell by their stacks
+            whom += [w for w in b.get("workers", []) if w.get("parked") is not True]
     for s in whom:
         pid, path = s.get("pid"), s.get("path")
         if not pid or not path or s.get("file") or (pid, h["since_ts"]) in asked:

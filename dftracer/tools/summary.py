@@ -7,7 +7,7 @@ import json
 import math
 import re
 import sys
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dftracer import _core
 from dftracer.tools import common, liveness, runner, work
@@ -175,7 +175,9 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str],
         proc = processes.setdefault((r["host"], r["pid"]), {
             "host": r["host"], "pid": r["pid"], "rank": r["rank"] if r["rank"] >= 0 else None,
             "process_name": r["process_name"], "files": 0, "events": 0, "complete": 0,
-            "wall_us": 0, "busy_us": 0, "io_bytes": 0, "finalized": True, "end_signal": None})
+            "wall_us": 0, "busy_us": 0, "io_bytes": 0, "finalized": True, "end_signal": None,
+            "ppid": r["ppid"] if r.get("ppid", -1) >= 0 else None,
+            "worker": r["worker"] if r.get("worker", -1) >= 0 else None})
         proc["files"] += 1
         proc["events"] += r["events"]
         proc["complete"] += r["complete"]
@@ -198,10 +200,15 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str],
                     g = tables[by][key] = Group()
                 g.add(count, total, lo, hi, io, io_n, hist)
                 g.files |= bit
+    roles = process_roles(list(processes.values()))
+    for key, proc in processes.items():
+        proc["role"] = roles[key]
     out: Dict[str, Any] = {
         "overview": {
             "files": len(files),
             "processes": len(processes),
+            "ranks": sum(1 for v in roles.values() if v == "rank"),
+            "workers": sum(1 for v in roles.values() if v == "worker"),
             "events": sum(r["events"] for r in files),
             "complete_events": sum(r["complete"] for r in files),
             "instant_events": sum(r["instant"] for r in files),
@@ -257,6 +264,29 @@ def aggregate(results: List[Dict[str, Any]], bys: List[str],
     return out
 
 
+def process_roles(procs: List[Dict[str, Any]]) -> Dict[Tuple[Any, Any], Optional[str]]:
+    """{(host, pid): "rank", "worker" or None} (docs/cli.md, "Ranks"): a
+    process is a rank when it names one (its `rank` event or process name)
+    and is neither a DataLoader worker (its `worker` event) nor a child of a
+    process of the same rank (a worker whose loader wrote no `worker` event
+    yet).  The rest (a launcher, a single process without a rank,
+    multiprocessing's resource tracker) is neither."""
+    by = {(p["host"], p["pid"]): p for p in procs}
+    out: Dict[Tuple[Any, Any], Optional[str]] = {}
+    for p in procs:
+        parent = by.get((p["host"], p.get("ppid"))) if p.get("ppid") is not None else None
+        parent = parent if parent is not p else None
+        r = p.get("rank")
+        if p.get("worker") is not None or (parent is not None and parent.get("rank") is not None
+                                            and parent.get("rank") == r):
+            out[(p["host"], p["pid"])] = "worker"
+        elif r is not None:
+            out[(p["host"], p["pid"])] = "rank"
+        else:
+            out[(p["host"], p["pid"])] = None
+    return out
+
+
 def _tie(v: Any) -> Tuple[int, Any]:
     """A group field as a sort key: numbers in their order, then text, None first."""
     if isinstance(v, int):
@@ -271,6 +301,10 @@ def _cell(row: Dict[str, Any], key: str) -> str:
         name = row["name"] if row.get("module") is None else f"{row['name']} [{row['module']}]"
         return f"{name} ({row['names']} names)" if row.get("names", 1) > 1 else name
     return str(row[key])
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
 
 
 def _finalized_cell(p: Dict[str, Any]) -> str:
@@ -288,6 +322,8 @@ def render(summary: Dict[str, Any], bys: List[str], top: int) -> str:
         f"traced time {common.fmt_us(ov['traced_us'])} (all processes), "
         f"I/O {common.fmt_bytes(ov['io_bytes'])}"
     ]
+    if ov.get("ranks"):
+        parts[0] += f"; {_count(ov['ranks'], 'rank')}, {_count(ov.get('workers', 0), 'worker')}"
     if ov["truncated_files"] or ov["unfinalized_files"]:
         parts.append(f"{ov['truncated_files']} files with a truncated tail, "
                      f"{ov['unfinalized_files']} without an end event")
@@ -394,8 +430,11 @@ def _main_ranks(args: argparse.Namespace) -> int:
     found = hang.post_mortem([r for r in results if r.get("status") != "error"],
                              hang.POST_MORTEM_AFTER if args.hang_after is None
                              else args.hang_after)
+    one = one_process_as_rank(results)
     analysis = ranks.analyze(results)
     analysis["hang"] = found
+    analysis["single_process"] = None if one is None else \
+        {"host": one["host"], "pid": one["pid"], "path": one.get("path")}
     for w in analysis["warnings"]:
         common.err(f"warning: {w}")
     if args.json:
@@ -404,8 +443,50 @@ def _main_ranks(args: argparse.Namespace) -> int:
     else:
         if analysis["hang"]:
             print(common.printable(analysis["hang"]["message"]))
+        if one is not None:
+            print(f"One process without a rank ({one['host']}:{one['pid']}): its steps are "
+                  "split as a rank's, shown as rank 0")
         print(ranks.render(analysis, args.top))
+        if one is not None and analysis["steps"]:
+            print(step_split_table(analysis, args.top))
     return status
+
+
+def one_process_as_rank(results: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """A job of one process that names no rank (a single-process training
+    loop, its DataLoader workers beside it): that process, given rank 0 in
+    its ranks-pass result so that its steps are split as a rank's
+    (docs/cli.md, "dftracer summary --ranks"); None when a process names a
+    rank, or when not exactly one process (not a worker, not started by
+    another traced process) has steps."""
+    ok = [r for r in results if r.get("status") in ("ok", "truncated") and "sync" in r]
+    if any(r.get("own_rank", -1) >= 0 for r in ok):
+        return None
+    procs = {(r.get("host"), r.get("pid")) for r in ok}
+    roots = [r for r in ok if r.get("worker", -1) < 0 and r.get("steps")
+             and (r.get("host"), r.get("ppid")) not in procs]
+    if len(roots) != 1:
+        return None
+    roots[0]["own_rank"] = 0
+    return roots[0]
+
+
+def step_split_table(analysis: Dict[str, Any], top: int) -> str:
+    """Each step's time by class, ms (one rank: its own split)."""
+    from dftracer.tools import ranks
+
+    steps = analysis["steps"]
+    shown = steps if top <= 0 else steps[:top]
+    body = []
+    for st in shown:
+        cls = st["by_class_us"] or {}
+        dur = st["dur_us"][0] if st["dur_us"] else None
+        body.append([str(st["step"]), "-" if dur is None else f"{dur / 1e3:.1f}"]
+                    + [f"{cls.get(c, 0) / 1e3:.1f}" for c in ranks.CLASSES])
+    more = f" (first {len(shown)} of {len(steps)})" if len(shown) < len(steps) else ""
+    return (f"\nStep split, ms{more}\n"
+            + common.table(["step", "time"] + [ranks.LABELS[c] for c in ranks.CLASSES], body,
+                           list(range(len(ranks.CLASSES) + 2))))
 
 
 def _main_io(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ from collections import deque
 from typing import Any, Dict, List, Optional, Tuple
 
 from dftracer import _core
-from dftracer.tools import classes, hang, trace_name
+from dftracer.tools import classes, hang, top_steps, trace_name
 from dftracer.tools.line_keys import LINE_KEYS
 from dftracer.tools.rank_rule import count_of_value, rank_of_process_name, rank_of_value
 
@@ -41,6 +41,7 @@ RECENT_SPANS = 256      # recent collectives and compute events kept for the com
 SCAN_SPANS = RECENT_SPANS  # of which the newest are matched against a new event
 
 GROUPS = classes.CLASSES
+PENDING_MAX = top_steps.PENDING_MAX
 
 # A complete event as dftracer writes it (docs/trace-format.md "Event kinds"),
 # or any other line.  Groups: name, cat, tid, ts, dur, args body, other line.
@@ -193,12 +194,24 @@ class Process:
         self.comm_spans: deque = deque(maxlen=RECENT_SPANS)  # [ts, end, tid, key, left, sec]
         self.compute_spans: deque = deque(maxlen=RECENT_SPANS)
         self.span_end = [0, 0]  # the latest end among the comm, the compute spans
+        # the steps' split (as summary --ranks splits a rank's): each event's
+        # [ts, end, tid, group, its record in the spans above or None, share]
+        # until the step it is in ends (a step is written after its events),
+        # then per second a step ended in: [{group: share time}, the steps'
+        # time, the comm and compute events' (record, part inside, share)]
+        self.pending: deque = deque(maxlen=PENDING_MAX)
+        self.last_rec: Optional[List[Any]] = None  # _share's record of the last comm/compute event
+        self.last_own = 0  # and its self time
+        self.step_split: Dict[int, List[Any]] = {}
 
     # ---- steps -------------------------------------------------------------
 
-    def step_event(self, source: int, number: Optional[int], ts: int, end: int) -> None:
+    def step_event(self, source: int, number: Optional[int], ts: int, end: int,
+                   tid: Optional[int] = None) -> None:
         if source < self.step_source:
             return
+        if source != STEP_ARGS and tid is not None:
+            top_steps.split_step(self, ts, end, tid)
         if source > self.step_source:
             self.step_source, self.step, self.step_last, self.step_span = source, None, None, None
             self.step_times.clear()
@@ -219,6 +232,12 @@ class Process:
         if self.step is None or number >= self.step:
             self.step = number
         self._step_done(end - ts)
+
+    def pend(self, ts: int, end: int, tid: int, group: str, own: int) -> None:
+        top_steps.pend(self, ts, end, tid, group, own)
+
+    def step_shares(self, window: int) -> Optional[Tuple[float, Dict[str, float]]]:
+        return top_steps.step_shares(self, window)
 
     def _step_done(self, dur: int) -> None:
         self.step_last = dur
@@ -245,6 +264,8 @@ class Process:
             self.low = low
         for sec in [s for s in self.buckets if s < self.low]:
             self._fold(self.buckets.pop(sec))
+        for sec in [s for s in self.step_split if s < self.low]:
+            del self.step_split[sec]
         if self.late:
             self._fold(self.late)
             self.late = {}
@@ -305,6 +326,7 @@ def _share(p: Process, key: _Key, tid: int, t0: int, d: int, keys: "KeyTable") -
         del lst[:OPEN_MAX // 2]
     own = d - inner if d > inner else 0
     group = key.group
+    p.last_rec = None
     if not own or group not in ("comm", "compute"):
         return own
     end = t0 + d
@@ -325,6 +347,7 @@ def _share(p: Process, key: _Key, tid: int, t0: int, d: int, keys: "KeyTable") -
         if group == "compute":
             _add_wait(p, keys, key, rec[5], w)
     mine.append(rec)
+    p.last_rec, p.last_own = rec, own
     side = group == "comm"
     if end > p.span_end[not side]:
         p.span_end[not side] = end
@@ -409,7 +432,9 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
                 continue
             if key.step:
                 m = _STEP_ARG.search(args) if args else None
-                p.step_event(key.step, int(m.group(1)) if m else _profiler_number(key), t0, end)
+                own = _share(p, key, int(tid), t0, d, keys)  # its children's nesting, first
+                p.step_event(key.step, int(m.group(1)) if m else _profiler_number(key), t0, end,
+                             int(tid))
                 generic = p.step_source <= STEP_ARGS
             if flags & (F_READ | F_WRITE):
                 nbytes = _io_args(key, args)
@@ -422,7 +447,10 @@ def consume(p: Process, text: bytes, keys: KeyTable, window: int) -> None:
             if m:
                 p.step_event(STEP_ARGS, int(m.group(1)), t0, end)
                 generic = p.step_source <= STEP_ARGS
-        own = _share(p, key, int(tid), t0, d, keys)
+        if not key.step:
+            own = _share(p, key, int(tid), t0, d, keys)
+            if own and key.group is not None:
+                p.pend(t0, end, int(tid), key.group, own)
         if end >= hi or end < lo:
             lo = end - end % US
             hi = lo + US
@@ -568,8 +596,13 @@ def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
             p.ppid = _as_int(args.get("ppid"))
         return False
     step = _as_int(args.get("step"), signed=True)
+    tid = ev.get("tid")
+    tid = tid if isinstance(tid, int) and not isinstance(tid, bool) else 0
+    own = _share(p, key, tid, ts, dur, keys)
+    if own and key.group is not None and not key.step:
+        p.pend(ts, end, tid, key.group, own)
     if key.step:
-        p.step_event(key.step, step if step is not None else _profiler_number(key), ts, end)
+        p.step_event(key.step, step if step is not None else _profiler_number(key), ts, end, tid)
     elif step is not None and p.step_source <= STEP_ARGS:
         p.step_event(STEP_ARGS, step, ts, end)
     nbytes = 0
@@ -583,9 +616,7 @@ def _slow_line(p: Process, line: bytes, keys: KeyTable, window: int) -> bool:
             p.io_write += nbytes
     if p.first_ts is None or ts < p.first_ts:
         p.first_ts = ts
-    tid = ev.get("tid")
-    tid = tid if isinstance(tid, int) and not isinstance(tid, bool) else 0
-    _spread(p, key, ts, dur, end, nbytes, window, _share(p, key, tid, ts, dur, keys))
+    _spread(p, key, ts, dur, end, nbytes, window, own)
     return True
 
 

@@ -98,7 +98,9 @@ def sort_rows(procs: List[Dict[str, Any]], by: str, reverse: bool = False) -> Li
 
 def headline(snap: Dict[str, Any]) -> str:
     n = snap["files"]
-    return (f"{n} process{'es' if n != 1 else ''} ({snap['running']} running, "
+    nr, nw = snap.get("ranks", 0), snap.get("workers", 0)
+    who = f"{nr} rank{'s' if nr != 1 else ''}, {nw} worker{'s' if nw != 1 else ''}; " if nr else ""
+    return (f"{n} process{'es' if n != 1 else ''} ({who}{snap['running']} running, "
             f"{snap['finished']} finished, {snap['silent']} silent"
             + (f", {snap['waiting']} waiting" if snap.get("waiting") else "") + "), "
             f"{fmt_rate(snap['events_per_s'])} events/s, window {snap['window_s']:g} s")

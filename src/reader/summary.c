@@ -372,7 +372,7 @@ PyObject *dft_tools_summarize_file(PyObject *module, PyObject *arg)
     }
     result = Py_BuildValue(
         "{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:z,s:K,s:N,s:N,s:L,s:L,s:O,s:L,s:L,"
-        "s:O,s:i,s:L,s:K,s:K,s:K,s:K,s:L,s:N}",
+        "s:O,s:i,s:L,s:K,s:K,s:K,s:K,s:L,s:N,s:L,s:L}",
         "path", arg, "status", status_name(rc), "message", r.err, "members",
         (unsigned long long)r.members, "lines", (unsigned long long)s.lines, "events",
         (unsigned long long)s.events, "bad_lines", (unsigned long long)s.bad.lines, "complete",
@@ -387,7 +387,8 @@ PyObject *dft_tools_summarize_file(PyObject *module, PyObject *arg)
         "first_long_line", (unsigned long long)r.first_long_line, "bad_durations",
         (unsigned long long)s.bad_dur, "first_bad_duration_line",
         (unsigned long long)s.first_bad_dur_line, "first_bad_duration",
-        (long long)s.first_bad_dur, "groups", groups);
+        (long long)s.first_bad_dur, "groups", groups, "ppid", (long long)s.who.ppid, "worker",
+        (long long)s.who.worker);
 done:
     summary_free(&s);
     dft_rd_close(&r);

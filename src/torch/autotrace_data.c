@@ -33,7 +33,7 @@ static struct {
     PyObject *note_worker; /* data._note_worker(): once per process */
     PyObject *epoch_done;  /* data._epoch_done(iterator) */
     PyObject *num_yielded, *num_workers, *epoch, *dataset, *auto_collation, *getitems,
-        *collate_fn, *ended, *dataset_iter, *drop_last, *items;
+        *collate_fn, *ended, *dataset_iter, *drop_last, *items, *batches;
 } D;
 
 static int worker_noted; /* reset in a forked child */
@@ -70,6 +70,15 @@ static int64_t int_attr(PyObject *obj, PyObject *name, int64_t dflt, int *found)
 
 /* ---- fetch: next() on a DataLoader iterator ------------------------------ */
 
+/* data._epoch_done(it): its loader's next pass is the next epoch (ours: an
+ * error of it is not the program's) */
+static void epoch_done(PyObject *it)
+{
+    PyObject *r = D.epoch_done ? PyObject_CallOneArg(D.epoch_done, it) : NULL;
+    Py_XDECREF(r);
+    PyErr_Clear();
+}
+
 static PyObject *next_call(DataWrapper *w, PyObject *it)
 {
     if (!dft_at_on[DFT_AT_DATALOADER])
@@ -86,9 +95,7 @@ static PyObject *next_call(DataWrapper *w, PyObject *it)
             dft_at_loader_exhausted(start);
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
-            PyObject *r = D.epoch_done ? PyObject_CallOneArg(D.epoch_done, it) : NULL;
-            Py_XDECREF(r);
-            PyErr_Clear();
+            epoch_done(it);
             PyErr_Restore(type, value, tb);
         }
         return NULL;
@@ -103,6 +110,10 @@ static PyObject *next_call(DataWrapper *w, PyObject *it)
                     {DFT_AT_KEY("epoch"), .type = DFT_ARG_INT, .v.i = epoch}};
     dft_at_emit("fetch", "dataloader", start, end, a, has_epoch ? 3 : 2);
     dft_at_fetch_end(start, end, has_epoch, epoch);
+    /* the pass's last batch (len(loader), set at iter()) ends its epoch: a
+     * trainer may stop there without exhausting the iterator (Lightning) */
+    if (has_epoch && n > 0 && int_attr(it, D.batches, -1, &found) == n && found)
+        epoch_done(it);
     return batch;
 }
 
@@ -142,14 +153,8 @@ static int index_of(PyObject *idx, int64_t *out)
  * evicts it (benchmarks/torch/bench_autotrace_instructions.py).  Each
  * sample's times are taken when it is read. */
 #define ITEMS_HELD 32
-typedef struct {
-    int64_t start, end, index;
-    int has_index;
-} held_item;
-typedef struct {
-    int n;
-    held_item at[ITEMS_HELD];
-} held_items;
+typedef struct { int64_t start, end, index; int has_index; } held_item;
+typedef struct { int n; held_item at[ITEMS_HELD]; } held_items;
 
 static void items_write(held_items *h)
 {
@@ -164,11 +169,7 @@ static void items_write(held_items *h)
 /* One sample read from start to end. */
 static void item_held(held_items *h, int64_t start, int64_t end, int has_index, int64_t index)
 {
-    held_item *it = &h->at[h->n];
-    it->end = end;
-    it->start = start;
-    it->index = index;
-    it->has_index = has_index;
+    h->at[h->n] = (held_item){.start = start, .end = end, .index = index, .has_index = has_index};
     if (++h->n == ITEMS_HELD)
         items_write(h);
 }
@@ -179,13 +180,20 @@ static void item_done(held_items *h, int64_t start, int has_index, int64_t index
     item_held(h, start, dft_clock_us(), has_index, index);
 }
 
+/* A sample being read is marked open (`item`, its index as the span's
+ * number): the hang rule names the worker blocked in one (docs/hang.md). */
+#define item_open(start, has, index) \
+    dft_at_span_open("item", "data", start, (has) && (index) >= 0 ? (index) : -1)
+
 /* dataset[idx] timed: a new reference, or NULL with the program's exception. */
 static PyObject *timed_getitem(held_items *h, PyObject *dataset, PyObject *idx)
 {
     int64_t index = 0;
     int has = index_of(idx, &index);
     int64_t start = dft_clock_us();
+    int64_t tok = item_open(start, has, index);
     PyObject *v = PyObject_GetItem(dataset, idx);
+    dft_at_span_close(&tok);
     if (v)
         item_done(h, start, has, index);
     return v;
@@ -203,6 +211,7 @@ typedef struct {
     int in_data;       /* counted in the thread's in_data (until the samples end) */
     int has_index;
     int64_t index, start;
+    int64_t tok; /* the pending sample's open span */
     held_items h;
 } TimedIndices;
 
@@ -223,6 +232,7 @@ static PyObject *timed_indices_next(PyObject *self)
     TimedIndices *s = (TimedIndices *)self;
     if (s->pending) {
         s->pending = 0;
+        dft_at_span_close(&s->tok);
         item_held(&s->h, s->start, dft_clock_us(), s->has_index, s->index);
     }
     PyObject *idx = s->it ? Py_TYPE(s->it)->tp_iternext(s->it) : NULL;
@@ -234,6 +244,7 @@ static PyObject *timed_indices_next(PyObject *self)
     s->has_index = index_of(idx, &s->index);
     s->pending = 1;
     s->start = dft_clock_us();
+    s->tok = item_open(s->start, s->has_index, s->index);
     return idx;
 }
 
@@ -281,6 +292,7 @@ static PyObject *map_fetch_timed(DataWrapper *w, PyObject *fetcher, PyObject *in
     }
     s->it = it;
     s->pending = 0;
+    s->tok = 0;
     s->h.n = 0;
     s->in_data = 1;
     dft_at_thread_get()->in_data++;
@@ -289,6 +301,7 @@ static PyObject *map_fetch_timed(DataWrapper *w, PyObject *fetcher, PyObject *in
     PyObject *r = PyObject_Vectorcall(w->original, args, 2, NULL);
     items_write(&s->h); /* C only: a pending exception stays as it is */
     samples_end(s);
+    dft_at_span_close(&s->tok); /* a sample that raised: its span ends with the fetch */
     s->pending = 0;     /* a traceback may keep it: nothing more is timed */
     Py_CLEAR(s->it);
     Py_DECREF(s);
@@ -347,7 +360,9 @@ static PyObject *map_data(held_items *h, PyObject *dataset, PyObject *getitems, 
         Py_DECREF(first);
     }
     int64_t start = dft_clock_us();
+    int64_t tok = item_open(start, has, index);
     PyObject *v = PyObject_CallOneArg(getitems, indices);
+    dft_at_span_close(&tok);
     if (v)
         item_done(h, start, has, index);
     return v;
@@ -411,7 +426,9 @@ static PyObject *timed_next(held_items *h, PyObject *it, int64_t *count)
         return PyErr_Format(PyExc_TypeError, "'%.200s' object is not an iterator",
                             Py_TYPE(it)->tp_name);
     int64_t start = dft_clock_us();
+    int64_t tok = item_open(start, 1, *count);
     PyObject *v = Py_TYPE(it)->tp_iternext(it);
+    dft_at_span_close(&tok);
     if (!v) {
         if (!PyErr_Occurred())
             PyErr_SetNone(PyExc_StopIteration);
@@ -687,7 +704,8 @@ int dft_at_data_register(PyObject *module)
         intern(&D.auto_collation, "auto_collation") < 0 ||
         intern(&D.getitems, "__getitems__") < 0 || intern(&D.collate_fn, "collate_fn") < 0 ||
         intern(&D.ended, "ended") < 0 || intern(&D.dataset_iter, "dataset_iter") < 0 ||
-        intern(&D.drop_last, "drop_last") < 0 || intern(&D.items, "_dftracer_items") < 0)
+        intern(&D.drop_last, "drop_last") < 0 || intern(&D.items, "_dftracer_items") < 0 ||
+        intern(&D.batches, "_dftracer_batches") < 0)
         return -1;
     if (PyType_Ready(&NextType) < 0 || PyType_Ready(&MapFetchType) < 0 ||
         PyType_Ready(&IterFetchType) < 0 || PyType_Ready(&TimedIndicesType) < 0)
