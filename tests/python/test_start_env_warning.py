@@ -14,9 +14,11 @@ import sys
 
 import pytest
 
+import dftracer
 from tracefile import find_traces, read_trace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HOME = os.path.dirname(os.path.dirname(os.path.abspath(dftracer.__file__)))
 WARNING = re.compile(r"^dftracer: warning: (DFTRACER_[A-Z_]+)='([^']*)' (.*); using (\S+)$")
 
 # the program: its site folder's .pth runs first, then a read and, when asked,
@@ -44,7 +46,10 @@ def _run(tmp_path, env, mode="none"):
     shutil.copy(os.path.join(ROOT, "dftracer-preload.pth"), site_dir)
     full = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
     full.update(env)
-    full["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
+    # python -S has no site-packages: the folder dftracer is imported from
+    # here (the installed package's, or the source tree's in place), never
+    # the source tree itself (an installed run's tree has no extension)
+    full["PYTHONPATH"] = os.pathsep.join(p for p in (HOME, os.environ.get("PYTHONPATH")) if p)
     full["DFTRACER_LOG_FILE"] = str(tmp_path / "pre")
     full["OUT_LOG"] = str(tmp_path / "fn")
     full["DFTRACER_DATA_DIR"] = str(site_dir)
