@@ -471,6 +471,9 @@ def job_steps(results: Iterable[ranks_mod.Result], align: bool = True
 TRACK_PID = 0x7FFFFFF0   # the "critical path" track's pid in view's trace (no real pid is so high)
 
 
+TRACK_ID_TOP = (1 << 53) - 2  # hang.MARK_ID - 1
+
+
 def track_events(results: Iterable[ranks_mod.Result],
                  align: bool = True) -> List[Dict[str, Any]]:
     """The critical path of every step (but the first, which has no step
@@ -501,6 +504,15 @@ def track_events(results: Iterable[ranks_mod.Result],
                         "args": {"step": s.number, "rank": seg["rank"], "class": seg["class"],
                                  "event": seg["event"]}})
             t += seg["dur_us"]
+    if len(out) > 3:  # the track's own `start`, as each process of a merge has (rule 3)
+        out.insert(3, {"name": "start", "cat": "dftracer", "ph": "X", "pid": TRACK_PID,
+                       "tid": TRACK_PID, "ts": out[3]["ts"], "dur": 0,
+                       "args": {"name": "critical path"}})
+    # the format's keys on every line (docs/trace-format.md, rule 1): ids
+    # counted down from below hang's mark, where no tracer's ids reach
+    for i, e in enumerate(out):
+        e.setdefault("cat", "dftracer")
+        e["id"] = TRACK_ID_TOP - i
     return out
 
 

@@ -9,36 +9,28 @@ iterations outside every window): a place that takes 60 % of the window's
 steps and 1 % of the normal ones is where the window went wrong.
 
 This pass reads only the `window`, `iteration` and `rank` lines of each
-file (a byte test before any JSON is parsed), in Python, one file at a
-time."""
+file (picked by the C reader, reader/event_lines.c), one file at a time."""
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
-import zlib
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
+from dftracer import _core
 from dftracer.tools import common, paths as _paths
 
 TOP_PLACES = 5
 
-_WANTED = (b'"window"', b'"iteration"', b'"rank"')
+_WANTED = ("window", "iteration", "rank")
 
 
-def _lines(path: str) -> Iterator[bytes]:
-    """The file's lines; a torn last gzip member (a killed process) ends them."""
-    if not path.endswith(".gz"):
-        with open(path, "rb") as fh:
-            yield from fh
-        return
-    try:
-        with gzip.open(path, "rb") as fh:
-            yield from fh
-    except (EOFError, zlib.error, gzip.BadGzipFile):
-        return
+def _lines(path: str) -> List[bytes]:
+    """The file's `window`, `iteration` and `rank` lines, as written, by the
+    C reader (reader/event_lines.c: one trace reader per language); a torn
+    last gzip member (a killed process) ends them."""
+    return _core._event_lines(path, _WANTED)
 
 
 def read_file(path: str) -> Dict[str, Any]:
@@ -46,8 +38,6 @@ def read_file(path: str) -> Dict[str, Any]:
     out: Dict[str, Any] = {"path": path, "rank": None, "pid": None, "windows": [],
                            "iterations": []}
     for line in _lines(path):
-        if not any(w in line for w in _WANTED):
-            continue
         try:
             ev = json.loads(line)
         except ValueError:

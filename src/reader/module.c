@@ -148,6 +148,7 @@ int dft_tools_register(PyObject *module)
     if (dft_tools_register_events(module) < 0 || dft_tools_register_ranks(module) < 0 ||
         dft_tools_register_io(module) < 0 || dft_tools_register_classify(module) < 0 ||
         dft_tools_register_stacks_tail(module) < 0 ||
+        dft_tools_register_event_lines(module) < 0 ||
         dft_tools_register_memory(module) < 0)
         return -1;
     return PyModule_AddFunctions(module, tools_methods);

@@ -39,6 +39,7 @@ int dft_tools_register_io(PyObject *module);     /* reader/iostats_py.c */
 int dft_tools_register_io_fold(PyObject *module); /* reader/iostats_fold.c */
 int dft_tools_register_classify(PyObject *module); /* reader/classify_py.c */
 int dft_tools_register_stacks_tail(PyObject *module); /* reader/stacks_tail.c */
+int dft_tools_register_event_lines(PyObject *module); /* reader/event_lines.c */
 int dft_tools_register_memory(PyObject *module);   /* reader/memory_py.c */
 
 /* What the readers' Python objects share (reader/pyreader.c). */

@@ -370,7 +370,9 @@ def test_report_leads_with_the_straggler_and_its_cause(job, tmp_path):
     assert proc.returncode == 0, proc.stderr
     page = out.read_text()
     verdict = page.index('<h2 id="verdict">')
-    assert verdict < page.index("<h2>By category</h2>") < page.index('class="plotly-graph-div"')
+    # the verdict first, then what a fix would save, then the per-step chart
+    # (issue 71: near the top), then the tables
+    assert verdict < page.index('class="plotly-graph-div"') < page.index("<h2>By category</h2>")
     block = page[verdict:page.index("</ul>", verdict)]
     d = ranks_json(base)
     assert f"Straggler: rank {SLOW_RANK}: slowest in" in block, block

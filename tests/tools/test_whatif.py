@@ -203,7 +203,10 @@ def test_view_draws_each_steps_critical_path_on_its_own_track(slowed):
     names = {e["pid"]: e["args"]["name"] for e in events
              if e.get("ph") == "M" and e["name"] == "process_name"}
     (pid,) = [p for p, n in names.items() if n == "critical path"]
-    segs = [e for e in events if e.get("ph") == "X" and e["pid"] == pid]
+    track = [e for e in events if e.get("ph") == "X" and e["pid"] == pid]
+    # the track's own start (a merge's rule 3: each process has one), then its segments
+    assert [e["name"] for e in track if e["cat"] == "dftracer"] == ["start"], track[:3]
+    segs = [e for e in track if e["cat"] != "dftracer"]
     assert segs and all(e["cat"] == "critical_path" for e in segs), segs[:3]
     by_step = {}
     for e in segs:
