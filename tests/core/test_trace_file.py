@@ -14,6 +14,10 @@ import pytest
 from tracefile import find_traces, read_trace, run_python, validate
 
 ENABLED = {"DFTRACER_ENABLE": "1"}
+# In a test program: what each open descriptor is ("3=/path", comma-joined;
+# listdir's own descriptor is closed, so no link, by the time it is looked at).
+FDS = ('fds = lambda: ",".join(sorted(fd + "=" + os.readlink("/proc/self/fd/" + fd) '
+       'for fd in os.listdir("/proc/self/fd") if os.path.islink("/proc/self/fd/" + fd)))')
 
 
 def members(path):
@@ -148,14 +152,7 @@ def test_finalize_leaves_no_descriptor_of_the_tracers_open(tmp_path):
         f"""
         import os, time
         from dftracer.python import dftracer
-        def fds():
-            out = []
-            for fd in os.listdir("/proc/self/fd"):
-                try:
-                    out.append(fd + "=" + os.readlink("/proc/self/fd/" + fd))
-                except OSError:
-                    pass
-            return ",".join(sorted(out))
+        {FDS}
         before = fds()
         for i in range(2):
             log = dftracer.initialize_log({str(tmp_path / 'fd.pfw')!r})
@@ -184,14 +181,7 @@ def test_first_write_failure_reported_once_and_the_file_closed(tmp_path):
         import os, resource, signal
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         from dftracer.python import dftracer
-        def fds():  # what each open descriptor is (listdir's own is gone when read)
-            out = []
-            for fd in os.listdir("/proc/self/fd"):
-                try:
-                    out.append(fd + "=" + os.readlink("/proc/self/fd/" + fd))
-                except OSError:
-                    pass
-            return ",".join(sorted(out))
+        {FDS}
         before = fds()
         soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
         resource.setrlimit(resource.RLIMIT_FSIZE, (8, hard))
