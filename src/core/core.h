@@ -371,6 +371,11 @@ void dft_mem_batch(void);
 /* Microseconds a thread sleeps between handing a full buffer off and queuing
  * it, to make that window wide (core/buffer.c). */
 extern _Atomic int dft_test_handoff_delay_us;
+
+/* Microseconds the writer sleeps after finding that the program closed the
+ * trace file's descriptor, before opening the file again: the window in which
+ * other threads hand chunks to the writer (core/writer_file.c). */
+extern _Atomic int dft_test_reclaim_delay_us;
 #endif
 
 #endif

@@ -33,20 +33,23 @@ dft_writer_state dft_writer = {
 
 /* ---- writing ----------------------------------------------------------- */
 
-/* Appends one whole member (buf) with write() calls, retrying short writes and
- * EINTR.  On a failure (disk full, file too large) the file is cut back to the
- * end of the last whole member, so a torn member never sits between two good
- * ones; if it cannot be cut back, writing stops for good.  The first failure
- * is reported once.  Caller holds file_lock (or is in a signal handler:
- * write, ftruncate and the log's one write() are async-signal-safe). */
 /* The trace file's descriptor was closed by the program, or its number now
  * names a file of the program's (os.closerange, then an open()): opens the
  * trace file again by name, for appending, when it is still the same file;
  * else writing stops, with one line.  Nothing is ever written through the
  * old number.  Caller holds file_lock (or is in a signal handler: open,
  * fstat and fcntl are async-signal-safe). */
+#ifdef DFT_TESTING
+_Atomic int dft_test_reclaim_delay_us;
+#endif
+
 static int reclaim_file(void)
 {
+#ifdef DFT_TESTING
+    int delay = atomic_load_explicit(&dft_test_reclaim_delay_us, memory_order_relaxed);
+    if (delay > 0)
+        usleep((useconds_t)delay);
+#endif
     const char *path = dft_writer.actual ? dft_writer.actual : dft_writer.path;
     int fd = path ? open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW) : -1;
     if (fd >= 0 && dft_owned_fd_same_file(&dft_writer.file, fd)) {
@@ -68,11 +71,21 @@ static int reclaim_file(void)
     return -1;
 }
 
+/* Appends one whole member (buf) with write() calls, retrying short writes and
+ * EINTR.  On a failure (disk full, file too large) the file is cut back to the
+ * end of the last whole member, so a torn member never sits between two good
+ * ones; if it cannot be cut back, writing stops for good.  The first failure
+ * is reported once.  Caller holds file_lock (or is in a signal handler:
+ * write, ftruncate and the log's one write() are async-signal-safe). */
 static int write_all(const char *buf, size_t n)
 {
     if (dft_writer.file.fd < 0 || dft_writer.dead)
         return -1;
-    if (!dft_owned_fd_check(&dft_writer.file) && reclaim_file() != 0)
+    /* Checked on a copy: dft_writer.file.fd goes from the old number to the
+     * new one without ever being -1, which dft_writer_submit (no file_lock)
+     * would take for "no file" and drop the chunk it holds. */
+    dft_owned_fd now = dft_writer.file;
+    if (!dft_owned_fd_check(&now) && reclaim_file() != 0)
         return -1;
     size_t done = 0;
     while (done < n) {

@@ -103,11 +103,10 @@ static PyObject *clock_skew(PyObject *m, PyObject *arg)
     return PyBool_FromLong(dft_clock_skew_for_test((int64_t)ns));
 }
 
-/* _handoff_delay_for_test(delay_us): each hand-off of a buffer sleeps that
- * long between leaving its thread and reaching the writer queue. */
-static PyObject *handoff_delay(PyObject *m, PyObject *arg)
+/* A delay in microseconds from arg into *slot; NULL with ValueError when out
+ * of range. */
+static PyObject *set_delay(_Atomic int *slot, PyObject *arg)
 {
-    (void)m;
     long us = PyLong_AsLong(arg);
     if (us == -1 && PyErr_Occurred())
         return NULL;
@@ -115,8 +114,24 @@ static PyObject *handoff_delay(PyObject *m, PyObject *arg)
         PyErr_SetString(PyExc_ValueError, "delay_us must be within 0..10000000");
         return NULL;
     }
-    atomic_store(&dft_test_handoff_delay_us, (int)us);
+    atomic_store(slot, (int)us);
     Py_RETURN_NONE;
+}
+
+/* _handoff_delay_for_test(delay_us): each hand-off of a buffer sleeps that
+ * long between leaving its thread and reaching the writer queue. */
+static PyObject *handoff_delay(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    return set_delay(&dft_test_handoff_delay_us, arg);
+}
+
+/* _reclaim_delay_for_test(delay_us): the writer sleeps that long between
+ * finding the trace file's descriptor closed and opening the file again. */
+static PyObject *reclaim_delay(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    return set_delay(&dft_test_reclaim_delay_us, arg);
 }
 
 /* The int64 items of seq (a tuple) into a new array; NULL with an exception. */
@@ -346,6 +361,8 @@ static PyMethodDef testcore_methods[] = {
      "Moves the fitted TSC clock by ns; False when there is none."},
     {"_handoff_delay_for_test", handoff_delay, METH_O,
      "_handoff_delay_for_test(delay_us): widens the hand-off window."},
+    {"_reclaim_delay_for_test", reclaim_delay, METH_O,
+     "_reclaim_delay_for_test(delay_us): widens the window of reopening a closed trace file."},
     {"_bench_writer", (PyCFunction)(void (*)(void))bench_writer, METH_VARARGS | METH_KEYWORDS,
      "_bench_writer(n, names, durations_us, input_sizes, compress=True, args=True, "
      "encoder='auto') -> dict: format + compress of n events of the op mix, timed."},
