@@ -36,9 +36,10 @@ def cli(*args, timeout=300):
                           text=True, env=env(), timeout=timeout)
 
 
-def job(base, *extra):
+def job(base, *extra, data_dir=False):
+    io = ["--data-dir", str(base)] if data_dir else []
     proc = subprocess.run(
-        [sys.executable, "-m", "dftracer", "run", "-q", "--log-file", "runs/trace", "--",
+        [sys.executable, "-m", "dftracer", "run", "-q", "--log-file", "runs/trace", *io, "--",
          sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "4",
          PROG, "--steps", str(STEPS), "--device-ms", str(DEVICE_MS), "--slow-ms", str(SLOW_MS),
          *extra], cwd=str(base), env=env(), capture_output=True, text=True, timeout=600)
@@ -260,3 +261,23 @@ def test_untraced_code_is_named_from_the_sampled_place(untraced):
     assert top["evidence"]["queue_folded_us"] == 0, top
     line = cli("whatif", str(untraced[0])).stdout.splitlines()[1]
     assert line.startswith(f"if rank {SLOW_RANK}'s untraced time were") and place in line, line
+
+
+@pytest.fixture(scope="module")
+def slow_file(tmp_path_factory):
+    return job(tmp_path_factory.mktemp("whatif-file"), "--fault", "file",
+               "--slow-rank", str(SLOW_RANK), data_dir=True)
+
+
+def test_a_slow_file_is_the_rank_s_io(slow_file):
+    """Every rank reads a small file of its own each step (traced with
+    --data-dir); rank 3's is a named pipe whose bytes come SLOW_MS late, as
+    on a slow file system: the top finding is rank 3's I/O, its evidence the
+    read, its saving about the delay."""
+    _, a = slow_file
+    top = a["findings"][0]
+    assert (top["rank"], top["class"]) == (SLOW_RANK, "io"), a["findings"]
+    assert top["evidence"]["events"][0]["event"] == "POSIX/read", top
+    assert 0.5 * SLOW_MS * 1e3 <= top["saving_us"] <= 2 * SLOW_MS * 1e3, top
+    line = cli("whatif", str(slow_file[0])).stdout.splitlines()[1]
+    assert line.startswith(f"if rank {SLOW_RANK}'s I/O were"), line
