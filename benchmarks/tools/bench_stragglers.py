@@ -17,6 +17,13 @@ counted apart (cpu).
         [--shares 0,5,10,25] [--where forward,spin,get_batch] [--loads 2,6]
         [--ranks 4] [--keep DIR] [--keep-wrong DIR]
     python benchmarks/tools/bench_stragglers.py --analyze DIR   # re-read kept runs
+    python benchmarks/tools/bench_stragglers.py --script train.py --module GPT \
+        --script-args "--device=cpu ..." --where spin,forward   # a third-party script
+
+With --script, the job is that script, unchanged, under torchrun in its own
+folder, and the fault is put in from outside it (fault_inject.py: torch's
+global forward pre-hook on the model class --module, a spin or a wait);
+--where takes spin and forward there.
 
 Run it with the interpreter that has dftracer and torch installed (the
 package, not a source tree: `make setup-test`, then `.venv/bin/python
@@ -45,6 +52,9 @@ from bench_tools import run_cli  # this script's folder is sys.path[0]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROG = os.path.join(HERE, "..", "..", "tests", "tools", "lm_ddp_prog.py")
+INJECT = os.path.join(HERE, "fault_inject.py")
+# --script: (path, its arguments, the model class slowed); None: PROG
+SCRIPT: Optional[Tuple[str, List[str], str]] = None
 
 
 WORK = ("compute", "data", "io", "comm", "checkpoint", "other")  # cause classes of work
@@ -60,10 +70,21 @@ def job(out: str, data: str, ranks: int, iters: int, slow: Optional[tuple]) -> N
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     cmd = [sys.executable, "-m", "dftracer", "run", "-q", "--log-file",
            os.path.join(out, "t"), "--", torchrun, "--standalone", "--nproc_per_node",
-           str(ranks), PROG, data, "--iters", str(iters)]
-    if slow:
-        cmd += ["--slow-rank", str(slow[0]), "--slow", slow[1], "--slow-ms", f"{slow[2]:.2f}"]
-    subprocess.run(cmd, cwd=out, check=True, capture_output=True, timeout=900)
+           str(ranks)]
+    cwd = out
+    if SCRIPT:
+        path, args, module = SCRIPT
+        cmd += [INJECT, "--module", module]
+        if slow:
+            kind = "--spin-ms" if slow[1] == "spin" else "--wait-ms"
+            cmd += ["--rank", str(slow[0]), kind, f"{slow[2]:.2f}"]
+        cmd += ["--", path] + args
+        cwd = os.path.dirname(path)
+    else:
+        cmd += [PROG, data, "--iters", str(iters)]
+        if slow:
+            cmd += ["--slow-rank", str(slow[0]), "--slow", slow[1], "--slow-ms", f"{slow[2]:.2f}"]
+    subprocess.run(cmd, cwd=cwd, check=True, capture_output=True, timeout=900)
 
 
 def summarize(out: str) -> Dict[str, Any]:
@@ -156,19 +177,32 @@ def main() -> None:
     p.add_argument("--keep-wrong", metavar="DIR", default=None,
                    help="move the traces of each run that named a rank it should not have "
                         "(balanced: any) under DIR, to see why")
+    p.add_argument("--script", default=None,
+                   help="a third-party training script, run unchanged (in its folder)")
+    p.add_argument("--script-args", default="", help="its arguments, one string")
+    p.add_argument("--module", default="", help="with --script: the model class slowed")
     p.add_argument("--analyze", metavar="DIR", default=None,
                    help="run no job: the table of the runs kept under DIR by --keep")
     a = p.parse_args()
     if a.analyze:
         analyze(a.analyze)
         return
+    if a.script:
+        if not a.module:
+            p.error("--script needs --module (the model class its forward slows)")
+        bad = set(a.where.split(",")) - {"spin", "forward"}
+        if bad:
+            p.error(f"--where {','.join(sorted(bad))}: with --script, spin or forward")
+        global SCRIPT
+        SCRIPT = (os.path.abspath(a.script), a.script_args.split(), a.module)
     loads = [a.burners] if a.burners is not None else [int(x) for x in a.loads.split(",")]
     base = tempfile.mkdtemp(prefix="bench-stragglers-")
     data = os.path.join(base, "data")
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
                 if ln.startswith("model name")), "?")
     slow_rank = a.ranks // 2
-    print(f"CPU: {cpu}, {os.cpu_count()} cores; {a.ranks} ranks, {a.iters} iterations a run; "
+    what = (f"{a.script} {a.script_args}" if a.script else f"{a.iters} iterations a run")
+    print(f"CPU: {cpu}, {os.cpu_count()} cores; {a.ranks} ranks, {what}; "
           f"slowed rank {slow_rank}", flush=True)
     try:
         for burners in loads:
