@@ -33,16 +33,16 @@ dft_writer_state dft_writer = {
 
 /* ---- writing ----------------------------------------------------------- */
 
+#ifdef DFT_TESTING
+_Atomic int dft_test_reclaim_delay_us;
+#endif
+
 /* The trace file's descriptor was closed by the program, or its number now
  * names a file of the program's (os.closerange, then an open()): opens the
  * trace file again by name, for appending, when it is still the same file;
  * else writing stops, with one line.  Nothing is ever written through the
  * old number.  Caller holds file_lock (or is in a signal handler: open,
  * fstat and fcntl are async-signal-safe). */
-#ifdef DFT_TESTING
-_Atomic int dft_test_reclaim_delay_us;
-#endif
-
 static int reclaim_file(void)
 {
 #ifdef DFT_TESTING
