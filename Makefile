@@ -183,12 +183,18 @@ setup-readme: setup
 	$(PIP) install -q "$$(ls build/pkg/$(DIST_NAME)-*.whl)[report,top]"
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q torch==$(TORCH_VERSION)
 
-# Tests also exercise the torch integrations: the CPU build of torch.
+# Tests also exercise the torch integrations: the CPU build of torch, and
+# PyTorch Lightning's own DDP launcher (tests/torch_integration/
+# test_lightning_launcher.py), installed without its dependencies so that it
+# never pulls another torch; the pure-Python ones it imports follow.
+LIGHTNING_REQS := lightning==2.6.6 lightning-utilities==0.15.3 torchmetrics==1.9.0
 setup-test: setup-readme
 	$(PIP) install -q "$$(ls build/pkg/$(DIST_NAME)-*.whl)[test]"
 	$(PY) -c "import distributed" 2>/dev/null || $(PIP) install -q 'dask[distributed]' || true
 	$(PY) -c "import numpy" 2>/dev/null || $(PIP) install -q numpy || true
 	$(PY) -c "import plotly" 2>/dev/null || $(PIP) install -q 'plotly>=5.0'
+	$(PY) -c "import lightning" 2>/dev/null || { $(PIP) install -q --no-deps $(LIGHTNING_REQS) && \
+	  $(PIP) install -q 'fsspec[http]' pyyaml tqdm; }
 
 # The test extension for .venv's Python (make test, the benchmarks).
 testcore: $(VENV)/.ready

@@ -298,7 +298,7 @@ void dft_writer_submit(dft_chunk *c)
     dft_writer_open_pending_locked();
     /* A file that could not be opened yet still gets the chunk: the writer
      * keeps the lines the file needs for when it opens. */
-    if ((dft_writer.file.fd < 0 && !dft_writer.pending) || ensure_workers_locked() != 0) {
+    if ((!atomic_load(&dft_writer.has_file) && !dft_writer.pending) || ensure_workers_locked() != 0) {
         atomic_fetch_sub(&dft_writer.in_flight, 1);
         pthread_cond_broadcast(&dft_writer.idle);
         pthread_mutex_unlock(&dft_writer.lock);
@@ -345,7 +345,7 @@ void dft_writer_drain(void)
 {
     void *h = gil_release();
     pthread_mutex_lock(&dft_writer.lock);
-    if (dft_writer.head && !dft_writer.running && dft_writer.file.fd >= 0)
+    if (dft_writer.head && !dft_writer.running && atomic_load(&dft_writer.has_file))
         ensure_workers_locked(); /* chunks queued while the writers were stopped for a fork */
     while (((dft_writer.head || dft_writer.busy || dft_writer.waiting) && dft_writer.running) ||
            atomic_load(&dft_writer.in_flight))
@@ -404,6 +404,7 @@ void dft_writer_close(void)
     dft_writer_stop_workers(unused, MAX_WORKERS);
     pthread_mutex_lock(&dft_writer.file_lock);
     dft_writer.pending = 0;
+    atomic_store(&dft_writer.has_file, 0);
     if (dft_owned_fd_close(&dft_writer.file) != 0) /* only while it is still ours */
         dft_log(DFT_LOG_ERROR, "closing %s: %s", dft_writer.path ? dft_writer.path : "trace",
                 strerror(errno));
@@ -453,6 +454,7 @@ void dft_writer_atfork_child(void)
     for (int i = 0; i < MAX_WORKERS; i++)
         dft_writer.workers[i].started = 0;
     dft_owned_fd_close(&dft_writer.file); /* the parent's file, if still the one it opened */
+    atomic_store(&dft_writer.has_file, 0);
     dft_writer.pending = 0;
     dft_kept_reset(0); /* the parent's file's */
     dft_trace_file_forget_owned(); /* the parent's files: never appended to here */

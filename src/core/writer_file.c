@@ -53,13 +53,14 @@ static int reclaim_file(void)
     const char *path = dft_writer.actual ? dft_writer.actual : dft_writer.path;
     int fd = path ? open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW) : -1;
     if (fd >= 0 && dft_owned_fd_same_file(&dft_writer.file, fd)) {
-        if (dft_owned_fd_adopt(&dft_writer.file, fd) == 0) {
+        if (dft_owned_fd_adopt(&dft_writer.file, fd) == 0) { /* has_file stays 1 */
             struct stat st;
             if (fstat(dft_writer.file.fd, &st) == 0)
                 dft_writer.good_end = st.st_size;
             return 0;
         }
         fd = -1; /* closed by adopt */
+        atomic_store(&dft_writer.has_file, 0);
     }
     int e = fd >= 0 ? ESTALE : errno;
     if (fd >= 0)
@@ -81,9 +82,8 @@ static int write_all(const char *buf, size_t n)
 {
     if (dft_writer.file.fd < 0 || dft_writer.dead)
         return -1;
-    /* Checked on a copy: dft_writer.file.fd goes from the old number to the
-     * new one without ever being -1, which dft_writer_submit (no file_lock)
-     * would take for "no file" and drop the chunk it holds. */
+    /* Checked on a copy: the file keeps its old number until reclaim_file
+     * has the new one (has_file stays set: a hand-off meanwhile is queued). */
     dft_owned_fd now = dft_writer.file;
     if (!dft_owned_fd_check(&now) && reclaim_file() != 0)
         return -1;
@@ -243,7 +243,8 @@ void dft_writer_process_chunk(worker *wk, dft_chunk *c)
 
 /* Opens the configured file (or its fallback name, core/trace_file.c); when
  * the file is new, the first piece written will start with the "[" line.
- * Caller holds dft_writer.lock or runs before any writer thread exists. */
+ * Caller holds dft_writer.lock (not file_lock, taken here) or runs before
+ * any writer thread exists. */
 static int open_file_locked(void)
 {
     char *used;
@@ -251,22 +252,28 @@ static int open_file_locked(void)
     int fd = dft_trace_file_open(dft_writer.path, &used, &size);
     if (fd < 0)
         return -1;
+    /* file_lock too: a writer thread may be writing the lines kept while
+     * the file could not be opened (write_piece reads file under it). */
+    pthread_mutex_lock(&dft_writer.file_lock);
     free(dft_writer.actual);
     dft_writer.actual = used;
     dft_writer.pending = 0;
-    if (dft_owned_fd_adopt(&dft_writer.file, fd) != 0)
-        return -1;
-    dft_writer.dead = 0;
-    dft_writer.good_end = size;
-    atomic_store(&dft_writer.need_bracket, size == 0);
-    return 0;
+    int rc = dft_owned_fd_adopt(&dft_writer.file, fd);
+    if (rc == 0) {
+        dft_writer.dead = 0;
+        dft_writer.good_end = size;
+        atomic_store(&dft_writer.need_bracket, size == 0);
+        atomic_store(&dft_writer.has_file, 1);
+    }
+    pthread_mutex_unlock(&dft_writer.file_lock);
+    return rc;
 }
 
 /* Opens the file a trace waits for (opened at the first write), reporting
  * a failure once per trace.  Caller holds dft_writer.lock. */
 void dft_writer_open_pending_locked(void)
 {
-    if (dft_writer.file.fd < 0 && dft_writer.pending && open_file_locked() != 0 &&
+    if (!atomic_load(&dft_writer.has_file) && dft_writer.pending && open_file_locked() != 0 &&
         !dft_writer.write_error_reported) {
         dft_writer.write_error_reported = 1;
         dft_log(DFT_LOG_ERROR, "cannot open %s: %s; events are being dropped", dft_writer.path,
@@ -358,7 +365,7 @@ void dft_writer_write_now(const dft_event *ev, int64_t id)
         return;
     dft_rec_place at = {.id = id, .level = 1, .p_idx = -1, .tid = ev->tid};
     dft_record_encode(rec, ev, size, &at);
-    if (dft_writer.file.fd < 0 && dft_writer.pending && open_file_locked() != 0)
+    if (!atomic_load(&dft_writer.has_file) && dft_writer.pending && open_file_locked() != 0)
         return;
     worker *wk = &dft_writer.sync;
     size_t pos = 0;
@@ -455,7 +462,7 @@ int dft_writer_emergency_prepare(void)
  * skips the write if another thread holds the file lock. */
 int dft_writer_emergency(const char *data, size_t start, size_t end)
 {
-    if (!dft_writer.emergency_ready || dft_writer.file.fd < 0 ||
+    if (!dft_writer.emergency_ready || !atomic_load(&dft_writer.has_file) ||
         atomic_exchange(&dft_writer.emergency_busy, 1))
         return -1;
     worker *wk = &dft_writer.emergency;

@@ -44,6 +44,9 @@ typedef struct dft_writer_state {
 
     pthread_mutex_t file_lock; /* the file and the write of one member */
     dft_owned_fd file; /* the trace file, checked before each member (core/owned_fd.c) */
+    _Atomic int has_file; /* file.fd >= 0, for readers without file_lock (a hand-off,
+                           * a drain, a signal's write): file.fd itself is written
+                           * under file_lock when the writer reopens its file */
     char *path;      /* the file asked for */
     char *actual;    /* the file written: path, or its fallback name */
     off_t good_end;  /* end of the last whole member written */
