@@ -182,6 +182,8 @@ $(PKG_STAMP): $(VENV)/.ready $(PKG_INPUTS)
 setup-readme: setup
 	$(PIP) install -q "$$(ls build/pkg/$(DIST_NAME)-*.whl)[report,top]"
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q torch==$(TORCH_VERSION)
+	@# (torch warns "Failed to initialize NumPy" at every import without it)
+	$(PY) -c "import numpy" 2>/dev/null || $(PIP) install -q numpy
 
 # Tests also exercise the torch integrations: the CPU build of torch, and
 # PyTorch Lightning's own DDP launcher (tests/torch_integration/
@@ -191,7 +193,6 @@ LIGHTNING_REQS := lightning==2.6.6 lightning-utilities==0.15.3 torchmetrics==1.9
 setup-test: setup-readme
 	$(PIP) install -q "$$(ls build/pkg/$(DIST_NAME)-*.whl)[test]"
 	$(PY) -c "import distributed" 2>/dev/null || $(PIP) install -q 'dask[distributed]' || true
-	$(PY) -c "import numpy" 2>/dev/null || $(PIP) install -q numpy || true
 	$(PY) -c "import plotly" 2>/dev/null || $(PIP) install -q 'plotly>=5.0'
 	$(PY) -c "import lightning" 2>/dev/null || { $(PIP) install -q --no-deps $(LIGHTNING_REQS) && \
 	  $(PIP) install -q 'fsspec[http]' pyyaml tqdm; }

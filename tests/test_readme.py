@@ -137,9 +137,11 @@ def workdir(tmp_path_factory):
     for name, text in tools.items():
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
-    work = d / "work"
-    work.mkdir()
-    shutil.copytree(ROOT / "examples", work / "examples")  # as in a clone
+    # the README's folder of one's own, in a clone: its examples are ../examples
+    clone = d / "clone"
+    work = clone / "try"
+    work.mkdir(parents=True)
+    shutil.copytree(ROOT / "examples", clone / "examples")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
     env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
                BROWSER="true")  # dftracer view opens no browser here
