@@ -111,9 +111,9 @@ def install() -> None:
 
     imports.when_imported("multiprocessing.util", _register_after_fork)
     imports.when_imported("torch.utils.data._utils.signal_handling", _wrap_worker_signals)
-    # The parent's helper threads come back at once after os.fork() through
-    # the after_in_parent hook _core installs at import (src/module.c; not on
-    # 3.13, which counts threads for its fork warning after the hooks).
+    # The parent's helper threads come back when os.fork() returns, through
+    # the wrapper _core installs at import (src/module.c): after CPython's
+    # thread count for its fork warning and the program's own after-fork hooks.
     # torch events of an unchanged program (dftracer run, DFTRACER_TORCH=1):
     # waits for torch to be imported, never imports it.
     from dftracer import _autotrace

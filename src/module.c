@@ -510,27 +510,27 @@ static PyObject *mod_signal_ends_process(PyObject *m, PyObject *arg)
 /* ---- the tracer's threads after os.fork() (core/park.c) -------------------
  *
  * The helper threads parked for a fork start again once CPython has counted
- * the threads for its fork warning (3.12+): 3.12 counts right after fork(),
- * before the after-fork hooks (3.14 too; 3.10 and 3.11 do not count), so
- * os.fork()'s after_in_parent hook resumes them; 3.13 counts after the
- * hooks, so there os.fork and os.forkpty are wrapped (as _lifecycle.py wraps
- * os._exit) and resume them when the real call returns.  A C function: the
- * warning names the program's line, as untraced. */
+ * the threads for its fork warning (3.12+: 3.12 and 3.14 count right after
+ * fork(), 3.13 after the after-fork hooks) and the program's own
+ * after_in_parent hooks have run (they may count threads too, and ours,
+ * registered at import, would run first): os.fork and os.forkpty are
+ * wrapped (as _lifecycle.py wraps os._exit) and resume them when the real
+ * call returns.  The after_in_parent hook resumes them after the forks that
+ * do not go through os.fork (subprocess's with a preexec_fn).  A C
+ * function: the warning names the program's line, as untraced. */
 
-/* Inside the 3.13 wrapper on this thread: the count is still to come. */
+/* Inside the os.fork wrapper on this thread: the resume comes when it returns. */
 static __thread int in_os_fork;
 
 /* _after_fork_parent(): the after_in_parent hook.  GIL held. */
 static PyObject *mod_after_fork_parent(PyObject *m, PyObject *unused)
 {
     (void)m, (void)unused;
-    if (!in_os_fork) /* subprocess's fork with a preexec_fn on 3.13: no count follows */
+    if (!in_os_fork) /* subprocess's fork with a preexec_fn: no wrapper resumes */
         dft_threads_resume_after_fork();
     Py_RETURN_NONE;
 }
 
-#if PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x030E0000
-#define WRAP_OS_FORK 1
 static PyObject *real_fork, *real_forkpty;
 
 /* The real call, then (in the parent) the resume.  GIL held. */
@@ -590,7 +590,6 @@ static int wrap_os(PyObject *os, PyObject *m, PyMethodDef *def, PyObject **real)
     *real = fn;
     return 0;
 }
-#endif
 
 /* Once per process; GIL held, at import. */
 static int install_fork_resume(PyObject *m)
@@ -605,10 +604,8 @@ static int install_fork_resume(PyObject *m)
     PyObject *args = kw ? PyTuple_New(0) : NULL;
     PyObject *r = args ? PyObject_Call(reg, args, kw) : NULL;
     int ok = r != NULL;
-#ifdef WRAP_OS_FORK
     ok = ok && wrap_os(os, m, &fork_wrappers[0], &real_fork) == 0 &&
          wrap_os(os, m, &fork_wrappers[1], &real_forkpty) == 0;
-#endif
     Py_XDECREF(r);
     Py_XDECREF(args);
     Py_XDECREF(kw);

@@ -19,10 +19,10 @@
  * and a resume (later, in the parent: start again if there is work).
  *
  * Nothing resumes in the after-fork handlers themselves.  The parked helpers
- * resume once the interpreter has counted (dft_threads_resume_after_fork):
- * from os.fork()'s after_in_parent hook where it counts before the hooks
- * run or not at all, and on 3.13, which counts after them, when os.fork()
- * returns (module.c installs both).  A fork that neither sees (a C
+ * resume once the interpreter has counted and run the program's own
+ * after-fork hooks (dft_threads_resume_after_fork): when os.fork() returns,
+ * or from the after_in_parent hook for a fork that does not go through
+ * os.fork (module.c installs both).  A fork that neither sees (a C
  * extension's fork()) resumes them at the next event recorded
  * (dft_threads_resume, from the hot path while dft_threads_parked is set)
  * or at a helper's own next call (a MemoryTracker block's start or end).

@@ -210,22 +210,76 @@ void dft_trace_file_forget_owned(void)
 }
 
 /* Caller holds the writer's lock; no GIL. */
-int dft_trace_file_rename(const char *from, const char *to)
+/* Appends all of the file at `from` to fd.  0, or -1 with errno. */
+static int copy_into(const char *from, int fd)
 {
+    int in = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (in < 0)
+        return -1;
+    char buf[65536];
+    int rc = 0;
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = n < 0 ? -1 : 0;
+            break;
+        }
+        for (ssize_t done = 0; done < n;) {
+            ssize_t w = write(fd, buf + done, (size_t)(n - done));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                if (w == 0)
+                    errno = ENOSPC;
+                rc = -1;
+                break;
+            }
+            done += w;
+        }
+        if (rc != 0)
+            break;
+    }
+    int e = errno;
+    close(in);
+    errno = e;
+    return rc;
+}
+
+int dft_trace_file_rename(const char *from, const char *to, int *moved_fd)
+{
+    *moved_fd = -1;
     if (was_written(to)) {
         errno = EEXIST;
         return -1;
     }
-    /* link() never replaces what is at `to` (rename() would); the two names
-     * must be on one file system, else the caller starts a new file. */
-    if (link(from, to) != 0)
+    /* link() never replaces what is at `to` (rename() would). */
+    if (link(from, to) == 0) {
+        if (unlink(from) != 0) {
+            int e = errno;
+            unlink(to);
+            errno = e;
+            return -1;
+        }
+        remember_written(to);
+        return 0;
+    }
+    if (errno != EXDEV)
         return -1;
-    if (unlink(from) != 0) {
+    /* Another file system (a working directory on tmpfs): the bytes move,
+     * so that nothing is left where the trace started. */
+    int fd = create_trace_fd(to);
+    if (fd < 0)
+        return -1;
+    if (copy_into(from, fd) != 0 || unlink(from) != 0) {
         int e = errno;
+        close(fd);
         unlink(to);
         errno = e;
         return -1;
     }
     remember_written(to);
+    *moved_fd = fd;
     return 0;
 }

@@ -24,10 +24,14 @@ int dft_trace_file_open(const char *path, char **actual, off_t *size);
 int dft_trace_file_make_dir(const char *path, char *dir, size_t cap);
 
 /* Gives the file this process is writing at `from` the name `to`, never over
- * anything there (EEXIST), on the same file system only (EXDEV): a trace
- * that started by itself takes the name initialize_log gives it.  0, or -1
- * with errno.  Caller holds the writer's lock; no GIL. */
-int dft_trace_file_rename(const char *from, const char *to);
+ * anything there (EEXIST): a trace that started by itself takes the name
+ * initialize_log gives it.  On one file system the file itself moves
+ * (*moved_fd = -1: a descriptor on it stays good); across file systems its
+ * bytes are copied to a new file at `to` and `from` removed (*moved_fd: the
+ * new file, open for appending, the caller's to keep).  0, or -1 with errno
+ * (nothing changed).  Caller holds the writer's locks (no write runs); no
+ * GIL. */
+int dft_trace_file_rename(const char *from, const char *to, int *moved_fd);
 /* In a forked child: the names the parent wrote are the parent's business
  * (the child's own pid is in its names).  Single-threaded. */
 void dft_trace_file_forget_owned(void);

@@ -321,6 +321,24 @@ int dft_writer_open(const dft_writer_opts *o, int open_now)
     return open_now ? open_file_locked() : 0;
 }
 
+/* The trace file's bytes were copied to fd, a new file (another file
+ * system): fd replaces the old descriptor, whose file is gone.  Under both
+ * writer locks. */
+static void adopt_moved_locked(int fd)
+{
+    dft_owned_fd_close(&dft_writer.file);
+    if (dft_owned_fd_adopt(&dft_writer.file, fd) != 0) {
+        atomic_store(&dft_writer.has_file, 0);
+        dft_writer.dead = 1;
+        dft_log(DFT_LOG_ERROR, "cannot keep %s open after moving it there: %s; no more events "
+                "are written to it", dft_writer.actual, strerror(errno));
+        return;
+    }
+    struct stat st;
+    if (fstat(dft_writer.file.fd, &st) == 0)
+        dft_writer.good_end = st.st_size;
+}
+
 /* Any thread, no GIL (under dft_g.life_lock). */
 int dft_writer_rename(const char *new_path)
 {
@@ -334,7 +352,8 @@ int dft_writer_rename(const char *new_path)
     int rc = 0;
     if (dft_writer.actual) { /* opened: the file itself takes the name */
         char *actual = strdup(new_path);
-        if (!actual || dft_trace_file_rename(dft_writer.actual, new_path) != 0) {
+        int moved = -1;
+        if (!actual || dft_trace_file_rename(dft_writer.actual, new_path, &moved) != 0) {
             int e = actual ? errno : ENOMEM;
             free(actual);
             free(path);
@@ -344,6 +363,8 @@ int dft_writer_rename(const char *new_path)
         } else {
             free(dft_writer.actual);
             dft_writer.actual = actual;
+            if (moved >= 0) /* copied to another file system: write on in the copy */
+                adopt_moved_locked(moved);
         }
     }
     if (path) {

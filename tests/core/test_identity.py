@@ -286,31 +286,65 @@ def test_events_carry_the_os_pid_and_a_forked_child_names_it_as_ppid(tmp_path):
     assert start["args"]["ppid"] == parent_pid
 
 
-def test_events_logged_before_initialize_log_go_to_the_file_it_names(tmp_path):
+def _other_file_system(tmp_path):
+    """A folder on another file system than tmp_path's (/dev/shm), or None."""
+    shm = "/dev/shm"
+    if not os.path.isdir(shm) or not os.access(shm, os.W_OK) or \
+            os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
+        return None
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="dft-cwd-", dir=shm)
+
+
+EARLY = 3000  # events before initialize_log: some already written when it renames
+
+
+@pytest.mark.parametrize("where", ["same-fs", "other-fs"])
+def test_events_logged_before_initialize_log_go_to_the_file_it_names(tmp_path, where):
     # DLIO decorates its classes' __init__ with @dlp.log_init and calls
     # initialize_log later: the trace that started by itself goes on in the
-    # file initialize_log names, and nothing is left in the current folder.
-    cwd, logs = tmp_path / "cwd", tmp_path / "logs"
-    cwd.mkdir()
-    run_python(f"""
-        from dftracer.python import dftracer, dft_fn
-        class Storage:
-            @dft_fn("storage").log_init
-            def __init__(self):
-                with dft_fn("work", name="early"):
+    # file initialize_log names, and nothing is left in the current folder,
+    # also when that folder is on another file system (a tmpfs working
+    # directory: the file's bytes are copied, not linked).
+    logs = tmp_path / "logs"
+    if where == "same-fs":
+        cwd = tmp_path / "cwd"
+        cwd.mkdir()
+    else:
+        other = _other_file_system(tmp_path)
+        if other is None:
+            pytest.skip("no writable /dev/shm on another file system")
+        cwd = __import__("pathlib").Path(other)
+    try:
+        proc = run_python(f"""
+            from dftracer.python import dftracer, dft_fn
+            class Storage:
+                @dft_fn("storage").log_init
+                def __init__(self):
+                    for _ in range({EARLY}):
+                        with dft_fn("work", name="early"):
+                            pass
+            Storage()
+            import time
+            time.sleep(0.3)  # the flusher writes the early events: the file has members
+            log = dftracer.initialize_log({str(logs / 'trace-0-of-2.pfw')!r}, None, 0)
+            for _ in range({EARLY}):
+                with dft_fn("work", name="late"):
                     pass
-        Storage()
-        log = dftracer.initialize_log({str(logs / 'trace-0-of-2.pfw')!r}, None, 0)
-        with dft_fn("work", name="late"):
-            pass
-        print(log.trace_path)
-        log.finalize()
-        """, dict(NO_LAUNCHER, DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1"), cwd=str(cwd))
-    assert os.listdir(cwd) == []
+            print(log.trace_path)
+            log.finalize()
+            """, dict(NO_LAUNCHER, DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1",
+                      DFTRACER_FLUSH_INTERVAL="0.05"), cwd=str(cwd))
+        assert os.listdir(cwd) == []
+    finally:
+        if where == "other-fs":
+            __import__("shutil").rmtree(cwd, ignore_errors=True)
+    assert proc.stderr == "", proc.stderr
     (path,) = find_traces(str(logs), "trace-0-of-2")
-    tr = read_trace(path)
+    tr = read_trace(path)  # one header, one `end`, every line checked
     names = [e["name"] for e in tr.user_events()]
-    assert names.count("early") == 1 and names.count("late") == 1
+    assert names.count("early") == EARLY and names.count("late") == EARLY
     assert len(tr.of("X", cat="storage")) == 1
 
 
