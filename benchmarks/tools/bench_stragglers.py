@@ -84,7 +84,9 @@ def job(out: str, data: str, ranks: int, iters: int, slow: Optional[tuple]) -> N
         cmd += [PROG, data, "--iters", str(iters)]
         if slow:
             cmd += ["--slow-rank", str(slow[0]), "--slow", slow[1], "--slow-ms", f"{slow[2]:.2f}"]
-    subprocess.run(cmd, cwd=cwd, check=True, capture_output=True, timeout=900)
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        sys.exit(f"the job failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-4000:]}")
 
 
 def summarize(out: str) -> Dict[str, Any]:
