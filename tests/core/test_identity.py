@@ -5,9 +5,12 @@ gives a process started without one, and the (trace clock, wall clock) pairs."""
 from __future__ import annotations
 
 import os
+import pathlib
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -292,8 +295,6 @@ def _other_file_system(tmp_path):
     if not os.path.isdir(shm) or not os.access(shm, os.W_OK) or \
             os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
         return None
-    import tempfile
-
     return tempfile.mkdtemp(prefix="dft-cwd-", dir=shm)
 
 
@@ -315,7 +316,7 @@ def test_events_logged_before_initialize_log_go_to_the_file_it_names(tmp_path, w
         other = _other_file_system(tmp_path)
         if other is None:
             pytest.skip("no writable /dev/shm on another file system")
-        cwd = __import__("pathlib").Path(other)
+        cwd = pathlib.Path(other)
     try:
         proc = run_python(f"""
             from dftracer.python import dftracer, dft_fn
@@ -339,7 +340,7 @@ def test_events_logged_before_initialize_log_go_to_the_file_it_names(tmp_path, w
         assert os.listdir(cwd) == []
     finally:
         if where == "other-fs":
-            __import__("shutil").rmtree(cwd, ignore_errors=True)
+            shutil.rmtree(cwd, ignore_errors=True)
     assert proc.stderr == "", proc.stderr
     (path,) = find_traces(str(logs), "trace-0-of-2")
     tr = read_trace(path)  # one header, one `end`, every line checked
