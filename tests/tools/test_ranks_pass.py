@@ -228,6 +228,57 @@ def test_stragglers_from_results(tmp_path):
     assert "rank 3" in ranks.render(a, 20)
 
 
+WORKER_ITEMS = """
+pid = os.fork()
+if pid == 0:
+    for k in range(10):
+        log.log_event("item", "data", T + k * 1000, {item})
+    log.finalize()
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+@pytest.mark.parametrize("item_extra", [0, 400])
+def test_a_data_wait_its_workers_do_not_explain_is_the_machine(tmp_path, item_extra):
+    """Rank 3 waits 300 us longer for its data in 8 of 10 steps.  When its
+    worker's items take as long as the other ranks' workers' (item_extra 0:
+    on a contended machine the workers waited for a CPU, and items carry no
+    run-queue wait), the others waited for its machine: named `waiting for a
+    CPU` through its workers, never a data straggler.  When its worker's
+    items take 400 us longer each, their work explains the wait: a data
+    straggler, the workers' data/item named."""
+    d = tmp_path / "job"
+    for rank in range(4):
+        events = []
+        for k in range(10):
+            t = k * 1000
+            slow = 300 if rank == 3 and k % 5 else 0
+            events += [ev("iteration", "pipeline", t, 900, step=k),
+                       ev("fetch", "dataloader", t, 100 + slow),
+                       ev("all_reduce", "comm", t + 500, 300 - slow, seq=k, group="world")]
+        item = 50 + (item_extra if rank == 3 else 0)
+        write(d, events, env={"RANK": str(rank)}, tail=WORKER_ITEMS.format(item=item))
+    a = ranks.analyze(_core._rank_file(p) for p in find_traces(str(d)))
+    assert [len(r["workers"]) for r in a["ranks"]] == [1, 1, 1, 1], a["ranks"]
+    (s,) = a["stragglers"]
+    assert s["rank"] == 3 and s["mean_lead_us"] == 240, s
+    line = ranks.straggler_line(s)
+    if item_extra:
+        assert (s["cause_class"], s["cause_cat"], s["cause_name"]) == ("data", "dataloader",
+                                                                       "fetch"), s
+        assert (s["workers"]["cat"], s["workers"]["name"]) == ("data", "item"), s
+        assert s["workers"]["excess_us"] == 400, s  # 10 items x 400 us over 10 steps
+        assert "in its workers: data/item +400 us a step" in line, line
+    else:
+        assert (s["cause_class"], s["cause_name"]) == ("cpu_wait", "(its workers' run queue)"), s
+        assert s["workers"] is None, s  # no event of its workers is longer
+        assert line == ("rank 3: the others waited 240 us a step for it (+-40 us); waiting for "
+                        "a CPU: data wait +300 us that its workers' own work does not explain "
+                        "(none of their events longer a step): its workers waited for a CPU, "
+                        "its machine, not its work"), line
+
+
 def test_a_rank_without_counters_in_some_steps_leaves_the_others_waits_out(tmp_path):
     """Ranks 0 and 1 share their CPUs with busy programs: each step their
     forward is 3 ms longer, all of it waiting for a CPU (wait_us), and the

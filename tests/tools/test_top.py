@@ -586,7 +586,12 @@ def test_top_live_view_in_tmux(tmp_path):
             n1, n2 = int(r1[t][5].replace(",", "")), int(r2[t][5].replace(",", ""))
             assert n2 > n1 > 0  # events keep coming
             assert int(r2[t][7]) > int(r1[t][7])  # so do steps
-            assert re.search(r" [1-9]\d?% ", r2[t][8])  # the compute share
+            # the compute share, the first share after the step's last and median
+            # times: the 4 ms forward is most of each step (a 4 KiB read the rest),
+            # so anything from half to all of it, 100% included (sleep runs long
+            # on a busy machine)
+            share = re.search(r"\d (?:us|ms|s)\s+(\d+)% ", r2[t][8])
+            assert share and 50 <= int(share.group(1)) <= 100, r2[t][8]
         assert re.search(r"compute\s+forward", second)  # top functions
         tm.tmux("send-keys", "-t", "t", "s")  # sort: rank -> events
         tm.wait_for(lambda s: "sorted by events" in s, timeout=10)
