@@ -25,7 +25,17 @@ step minus that run's), balanced (no fault: no finding may reach 2 % of the
 step).
 Prints one row per scenario and run: the top finding, projected and measured
 saving, and whether the top finding names the fault and is within +-10 % or
-+-2 ms of the measured saving."""
++-2 ms of the measured saving.
+
+    python benchmarks/tools/bench_whatif.py --script train.py --module GPT \
+        --script-args "--device=cpu ..." [--faults spin,wait] [--slow-ms 5]
+
+With --script, the job is a third-party script, unchanged, under torchrun in
+its own folder (4 ranks), and the fault is put in from outside it
+(fault_inject.py: torch's global forward pre-hook on the model class
+--module of rank 3): `spin` (a CPU spin of --slow-ms, work of its own) or
+`wait` (a sleep, as a slower device would); balanced is the same script
+without a fault.  The top finding must name rank 3's compute."""
 
 from __future__ import annotations
 
@@ -53,9 +63,23 @@ SCENARIOS: Dict[str, Tuple[List[str], Optional[Tuple[Optional[int], str]]]] = {
     "two": (["--fault", "forward,checkpoint", "--slow-rank", str(SLOW_RANK)], (SLOW_RANK, "compute")),
     "balanced": (["--fault", "none"], None),
 }
+INJECT = os.path.join(HERE, "fault_inject.py")
+# --script: (path, its arguments, the model class slowed); None: PROG
+SCRIPT: Optional[Tuple[str, List[str], str]] = None
+SCRIPT_FAULTS = {"spin": "--spin-ms", "wait": "--wait-ms"}
 # two faults at once: each finding that may come first, and the scenario
 # whose run is the rerun without it (the other fault alone)
 TWO = {(SLOW_RANK, "compute"): "checkpoint", (0, "checkpoint"): "forward"}
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
+                        "unknown CPU")
+    except OSError:
+        name = "unknown CPU"
+    return f"{name}, {os.cpu_count()} cores"
 
 
 def env() -> Dict[str, str]:
@@ -70,10 +94,17 @@ def traced_run(base: str, args: List[str], steps: int, slow_ms: float,
         return os.path.join(base, "runs")
     os.makedirs(base)
     io = ["--data-dir", base] if "file" in " ".join(args) else []
-    cmd = [sys.executable, "-m", "dftracer", "run", "-q", "--log-file", "runs/trace", *io, "--",
-           sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-           "4", PROG, "--steps", str(steps), "--slow-ms", str(slow_ms), *args]
-    p = subprocess.run(cmd, cwd=base, env=env(), capture_output=True, text=True, timeout=900)
+    cmd = [sys.executable, "-m", "dftracer", "run", "-q", "--log-file",
+           os.path.join(base, "runs", "trace"), *io, "--",
+           sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "4"]
+    cwd = base
+    if SCRIPT is None:
+        cmd += [PROG, "--steps", str(steps), "--slow-ms", str(slow_ms), *args]
+    else:  # the script unchanged, in its own folder; args: the fault's, for fault_inject
+        path, script_args, module = SCRIPT
+        cmd += [INJECT, "--module", module, *args, "--", path, *script_args]
+        cwd = os.path.dirname(path)
+    p = subprocess.run(cmd, cwd=cwd, env=env(), capture_output=True, text=True, timeout=900)
     if p.returncode:
         raise SystemExit(f"{' '.join(args)}: exit {p.returncode}\n{p.stderr[-3000:]}")
     return os.path.join(base, "runs")
@@ -175,14 +206,38 @@ def main() -> int:
     ap.add_argument("--speed", metavar="RANKS,STEPS", default=None,
                     help="time the replay alone on a synthetic job of RANKS x STEPS (the "
                          "issue's 1,024 ranks x 100k events: 1024,510) and exit")
+    ap.add_argument("--script", metavar="PATH", default=None,
+                    help="a third-party training script, run unchanged under torchrun")
+    ap.add_argument("--module", default=None, help="with --script: the model class slowed")
+    ap.add_argument("--script-args", default="", help="with --script: its arguments, one string")
+    ap.add_argument("--faults", default="spin,wait",
+                    help="with --script: the faults, each a run (spin, wait)")
     a = ap.parse_args()
     if a.speed:
         return speed(a.speed)
+    if a.script:
+        global SCRIPT
+        if not a.module:
+            ap.error("--script needs --module (the model class whose forward is slowed)")
+        if not os.path.isfile(a.script):
+            ap.error(f"--script {a.script!r}: no such file")
+        bad = [f for f in a.faults.split(",") if f not in SCRIPT_FAULTS]
+        if bad:
+            ap.error(f"--faults {a.faults!r}: {bad[0]!r} is not one of spin, wait")
+        SCRIPT = (os.path.abspath(a.script), a.script_args.split(), a.module)
+        SCENARIOS.clear()
+        for f in a.faults.split(","):
+            SCENARIOS[f] = (["--rank", str(SLOW_RANK), SCRIPT_FAULTS[f], f"{a.slow_ms:g}"],
+                            (SLOW_RANK, "compute"))
+        SCENARIOS["balanced"] = (["--rank", "-1"], None)
+        a.only = None
+    print(f"CPU: {cpu_name()}; load average {os.getloadavg()[0]:.1f}; "
+          f"{'script ' + a.script if a.script else 'tests/tools/whatif_prog.py'}", flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-whatif-") as scratch:
         tmp = os.path.abspath(a.keep) if a.keep else scratch
         for rep in range(a.repeat):
-            clean = traced_run(os.path.join(tmp, f"clean{rep}"), ["--fault", "none"],
+            clean = traced_run(os.path.join(tmp, f"clean{rep}"), SCENARIOS["balanced"][0],
                                a.steps, a.slow_ms, a.reuse)
             clean_us = mean_step_us(clean)
             means: Dict[str, float] = {}

@@ -27,7 +27,9 @@ alignment is dftracer/tools/clock_align.py).  This module combines the files:
   so many steps that chance (1 / ranks a step) gives it at most that -- and its
   typical and mean lead reach a practical floor (STEP_SHARE of the median
   step, STEP_MIN_US), and so does its wall lead (the others did wait for
-  it), named with the class whose typical excess over the others holds most
+  it) -- or, on a machine its extra work contends for, its CPU time over
+  the others' reaches the floor while its wall lead reaches WALL_SHARE of
+  it -- named with the class whose typical excess over the others holds most
   of it and that class's top event.  A rank whose wall lead is evidence
   while its own lead is not, and whose run-queue wait over the others' is
   what the others waited for, is slowed by its machine: named with the
@@ -66,6 +68,7 @@ ALPHA = 1e-3         # evidence: a rank's mean lead above 0, or its count of slo
                      # above chance, at this significance over all the ranks tested (Bonferroni)
 NOISE_K = 3          # or: a typical lead of NOISE_K x the job's step-to-step noise ...
 HALF = 0.5           # ... in at least half of the steps
+WALL_SHARE = 0.25    # the least wall lead, a share of the floor, of a rank whose CPU lead reaches it
 BUSY_SHARE = 0.10    # a run-queue wait of this share of the step is said (a busy machine)
 MAX_TABLE_RANKS = 16                 # wider step x rank tables only in --json and the report
 WORLD_MAX = 1 << 24                  # a world size past this is no real job's
@@ -393,7 +396,16 @@ def verdict(ranks: List[Rank], ld: Leads) -> Dict[str, Any]:
                          "cpu_lead_us": None if cpu_over is None else int(cpu_over),
                          "wait_lead_us": None if wait_over is None else int(wait_over)}
         p0 = ld.chance[r.rank] / len(v)
-        if typical >= floor and mean >= floor and evidence and wall >= floor:
+        # on a machine with more runnable threads than CPUs, a rank's extra
+        # CPU work slows the others' work too (they share the CPUs): the
+        # wall lead it leaves is a fraction of that work.  Its CPU time over
+        # the others' then says what it did: a CPU lead at the floor, with a
+        # wall lead of at least WALL_SHARE of it, is the others waiting for
+        # its work (issue 68: a Lightning rank spun 10 % of the step beside
+        # six burners, CPU lead 2.4 ms, wall lead 0.83 ms, floor 2.26 ms)
+        waited = wall >= floor or (cpu_over is not None and cpu_over >= floor
+                                   and wall >= WALL_SHARE * floor)
+        if typical >= floor and mean >= floor and evidence and waited:
             held = [x for x in v if who.get(x[0]) == r.rank] or v
             s = _straggler(r, v, held, compared, ranks)
             s.update({"mean_lead_us": int(mean), "stderr_us": int(se), "p_mean": p_mean,

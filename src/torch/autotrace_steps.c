@@ -314,7 +314,11 @@ static void close_at(int64_t end, sched_sample to)
     S.start = end;
     S.at_start = to;
     reopen(1, end);
-    dft_window_step_end(step, start, end); /* a few comparisons unless a window fires */
+    /* a few comparisons unless a window fires; the CPU time as the iteration's cpu_us */
+    dft_window_step_end(step, start, end,
+                        from.ok && to.ok && to.run_ns >= from.run_ns
+                            ? (to.run_ns - from.run_ns) / 1000
+                            : -1);
     if (S.mode == MODE_LOADER && !S.loader_sure) {
         if (!S.has_held) {
             S.has_held = 1;

@@ -2,14 +2,18 @@
  * wrong (docs/windows.md; the `window` event: docs/trace-format.md).
  *
  * The step code (autotrace_steps.c) hands each iteration's times here as it
- * writes the iteration.  The always-on check is a store into a ring of the
- * last RING durations and one comparison with a threshold; every RECOMPUTE
- * steps the threshold is computed again from the ring: median + max(K x
- * 1.4826 x MAD, MARGIN x median), a robust bound a few stray steps do not
- * move.  A window opens when
- *   - SLOW_STEPS steps in a row end above the threshold ("slow step"; the
- *     window starts at the first of them: their own iterations were written
- *     already, with the sampler's place at the usual rate),
+ * writes the iteration: its wall time and the step thread's CPU time.  The
+ * always-on check is a store into a ring of the last RING of each and two
+ * comparisons with thresholds; every RECOMPUTE steps each threshold is
+ * computed again from its ring: median + max(K x 1.4826 x MAD, MARGIN x
+ * median), a robust bound a few stray steps do not move.  Two signals,
+ * because on a loaded machine the wall time's spread is the run queue's
+ * (a fifth of the step beside two burners: a rank doing a quarter more
+ * work hides in it), while the CPU time moves with the rank's own work and
+ * not with the waits, its own or its peers' in a collective.  A window opens when
+ *   - SLOW_STEPS steps in a row end above either threshold ("slow step";
+ *     the window starts at the first of them: their own iterations were
+ *     written already, with the sampler's place at the usual rate),
  *   - a step has not ended after STALL_K typical steps and STALL_MIN_S
  *     seconds ("stall"; seen by the flusher at its wakes, which also writes
  *     the stacks of every thread then, a hang's evidence before any end),
@@ -51,6 +55,7 @@
 
 enum { REQ_CAPTURE = 1, REQ_STALL = 2 };
 enum { TRIG_SLOW = 1, TRIG_STALL = 2, TRIG_REQUEST = 4 };
+enum { SIG_WALL = 1, SIG_CPU = 2 }; /* what a slow step crossed */
 
 /* The settings (docs/windows.md), read at the first step. */
 static struct {
@@ -67,14 +72,20 @@ static struct {
     int until;        /* steps until the next computation */
     int64_t slow_us;  /* the threshold (INT64_MAX while warming up) */
     int64_t median_us, mad_us;
+    int64_t cpu_ring[RING]; /* the step thread's CPU time, the steps that have it */
+    int64_t ncpu;
+    int64_t cpu_slow_us; /* its threshold (INT64_MAX while warming up) */
+    int64_t cpu_median_us, cpu_mad_us;
     int run;          /* slow steps in a row */
-    int64_t run_first, run_start, run_worst;
+    int run_by;       /* SIG_*: which signals the run's steps crossed */
+    int64_t run_first, run_start, run_worst, run_worst_cpu;
     /* a window */
     int open;
     int trigger, also; /* TRIG_*: what opened it, what else fired while open */
     int64_t first, last, ts; /* its steps (last: the step that closes it), its start */
     int64_t seen;            /* the last step it holds so far */
-    int64_t trig_step, trig_us;
+    int64_t trig_step, trig_us, trig_cpu_us;
+    int trig_by;
     int64_t last_closed; /* the last window's last step (-1: none yet) */
     int64_t opened[OPENED_KEPT]; /* the starts (us) of the last windows, for PER_MINUTE */
     int nopened;
@@ -87,7 +98,7 @@ static struct {
     _Atomic int64_t stalled_from; /* the step start a stall was said for */
     _Atomic int request;          /* REQ_* pending */
     _Atomic int capture_steps;
-} W = {.slow_us = INT64_MAX, .last_closed = -1, .until = 1};
+} W = {.slow_us = INT64_MAX, .cpu_slow_us = INT64_MAX, .last_closed = -1, .until = 1};
 
 /* ---- settings ------------------------------------------------------------ */
 
@@ -153,21 +164,38 @@ static int64_t median_of(int64_t *a, int n)
     return n % 2 ? a[n / 2] : (a[n / 2 - 1] + a[n / 2]) / 2;
 }
 
-static void recompute(void)
+/* The threshold of a ring of the last total values (its median, MAD), its
+ * least margin MARGIN x of (<= 0: of its own median); INT64_MAX before the
+ * warm-up's steps. */
+static int64_t threshold_of(const int64_t *ring, int64_t total, int64_t of, int64_t *median,
+                            int64_t *mad_out)
 {
-    int n = W.nsteps < RING ? (int)W.nsteps : RING;
-    if (W.nsteps < C.warmup || !C.on)
-        return;
+    int n = total < RING ? (int)total : RING;
+    if (total < C.warmup)
+        return INT64_MAX;
     int64_t a[RING];
-    memcpy(a, W.ring, (size_t)n * sizeof a[0]);
+    memcpy(a, ring, (size_t)n * sizeof a[0]);
     int64_t med = median_of(a, n);
     for (int i = 0; i < n; i++)
         a[i] = a[i] > med ? a[i] - med : med - a[i];
     int64_t mad = median_of(a, n);
-    double spread = C.slow_k * 1.4826 * (double)mad, floor_ = C.margin * (double)med;
-    W.median_us = med;
-    W.mad_us = mad;
-    W.slow_us = med + (int64_t)(spread > floor_ ? spread : floor_) + 1;
+    double spread = C.slow_k * 1.4826 * (double)mad,
+           floor_ = C.margin * (double)(of > 0 ? of : med);
+    *median = med;
+    *mad_out = mad;
+    return med + (int64_t)(spread > floor_ ? spread : floor_) + 1;
+}
+
+static void recompute(void)
+{
+    if (W.nsteps < C.warmup || !C.on)
+        return;
+    W.slow_us = threshold_of(W.ring, W.nsteps, 0, &W.median_us, &W.mad_us);
+    /* the CPU time's least margin is of the step (a step whose CPU time went
+     * from 0.1 to 0.2 ms of a 20 ms step is not slow) */
+    W.cpu_slow_us = threshold_of(W.cpu_ring, W.ncpu, W.median_us, &W.cpu_median_us,
+                                 &W.cpu_mad_us);
+    int64_t med = W.median_us;
     atomic_store_explicit(&W.pid, getpid(), memory_order_relaxed); /* every RECOMPUTE steps */
     atomic_store_explicit(&W.pub_median, med > 0 ? med : 1, memory_order_release);
 }
@@ -213,6 +241,11 @@ static const char *trigger_name(int t)
     return t == TRIG_SLOW ? "slow step" : t == TRIG_STALL ? "stall" : "request";
 }
 
+static const char *signal_name(int by)
+{
+    return by == (SIG_WALL | SIG_CPU) ? "wall,cpu" : by == SIG_CPU ? "cpu" : "wall";
+}
+
 /* The window's `window` event, ending at end; cut: the process ended first. */
 static void close_window(int64_t end, int64_t last_step, int cut)
 {
@@ -240,7 +273,7 @@ static void close_window(int64_t end, int64_t last_step, int cut)
     const char *trig = trigger_name(W.trigger);
     /* the event's size as written, near enough: its args and the usual fields */
     int64_t bytes = 260 + (int64_t)at + (int64_t)strlen(also) + (int64_t)strlen(trig);
-    dft_arg a[20];
+    dft_arg a[24];
     unsigned n = 0;
     a[n++] = (dft_arg){WIN_KEY("trigger"), .type = DFT_ARG_STR, .v.s = {trig, strlen(trig)}};
     a[n++] = (dft_arg){WIN_KEY("step_first"), .type = DFT_ARG_INT, .v.i = W.first};
@@ -251,6 +284,19 @@ static void close_window(int64_t end, int64_t last_step, int cut)
     a[n++] = (dft_arg){WIN_KEY("median_us"), .type = DFT_ARG_INT, .v.i = W.median_us};
     a[n++] = (dft_arg){WIN_KEY("threshold_us"), .type = DFT_ARG_INT,
                        .v.i = W.slow_us == INT64_MAX ? 0 : W.slow_us};
+    if (W.cpu_slow_us != INT64_MAX) { /* the CPU time's, where the steps have it */
+        a[n++] = (dft_arg){WIN_KEY("cpu_median_us"), .type = DFT_ARG_INT,
+                           .v.i = W.cpu_median_us};
+        a[n++] = (dft_arg){WIN_KEY("cpu_threshold_us"), .type = DFT_ARG_INT,
+                           .v.i = W.cpu_slow_us};
+    }
+    if (W.trigger == TRIG_SLOW) {
+        const char *sig = signal_name(W.trig_by);
+        a[n++] = (dft_arg){WIN_KEY("signal"), .type = DFT_ARG_STR, .v.s = {sig, strlen(sig)}};
+        if (W.trig_cpu_us >= 0)
+            a[n++] = (dft_arg){WIN_KEY("trigger_cpu_us"), .type = DFT_ARG_INT,
+                               .v.i = W.trig_cpu_us};
+    }
     a[n++] = (dft_arg){WIN_KEY("sample_hz"), .type = DFT_ARG_INT, .v.i = sw.hz};
     a[n++] = (dft_arg){WIN_KEY("samples"), .type = DFT_ARG_INT, .v.i = sw.samples};
     a[n++] = (dft_arg){WIN_KEY("samples_timed"), .type = DFT_ARG_INT, .v.i = sw.timed};
@@ -278,7 +324,7 @@ static void close_window(int64_t end, int64_t last_step, int cut)
 }
 
 /* Something may fire or a window is open: the rest of the step-end check. */
-static void step_end_slow(int64_t step, int64_t start, int64_t end, int64_t d)
+static void step_end_slow(int64_t step, int64_t start, int64_t end, int64_t d, int64_t cpu)
 {
     if (!C.read)
         read_settings();
@@ -287,7 +333,8 @@ static void step_end_slow(int64_t step, int64_t start, int64_t end, int64_t d)
         return;
     }
     int req = atomic_exchange_explicit(&W.request, 0, memory_order_acquire);
-    int slow = d >= W.slow_us;
+    int by = (d >= W.slow_us ? SIG_WALL : 0) | (cpu >= 0 && cpu >= W.cpu_slow_us ? SIG_CPU : 0);
+    int slow = by != 0;
     if (!W.open) {
         if (!slow)
             W.run = 0;
@@ -295,8 +342,14 @@ static void step_end_slow(int64_t step, int64_t start, int64_t end, int64_t d)
             W.run_first = step;
             W.run_start = start;
             W.run_worst = d;
-        } else if (d > W.run_worst) {
-            W.run_worst = d;
+            W.run_worst_cpu = cpu;
+            W.run_by = by;
+        } else {
+            if (d > W.run_worst)
+                W.run_worst = d;
+            if (cpu > W.run_worst_cpu)
+                W.run_worst_cpu = cpu;
+            W.run_by |= by;
         }
     }
     int64_t now = end;
@@ -348,6 +401,8 @@ static void step_end_slow(int64_t step, int64_t start, int64_t end, int64_t d)
     if (W.run >= C.slow_steps) {
         W.trig_step = step;
         W.trig_us = W.run_worst;
+        W.trig_cpu_us = W.run_worst_cpu;
+        W.trig_by = W.run_by;
         if (allowed(W.run_first, now, 0))
             open_window(TRIG_SLOW, W.run_first, W.run_start, step + C.steps, now);
         else
@@ -356,12 +411,14 @@ static void step_end_slow(int64_t step, int64_t start, int64_t end, int64_t d)
     }
 }
 
-void dft_window_step_end(int64_t step, int64_t start, int64_t end)
+void dft_window_step_end(int64_t step, int64_t start, int64_t end, int64_t cpu_us)
 {
     int64_t d = end - start;
     atomic_store_explicit(&W.step_start, end, memory_order_relaxed); /* the next step's */
     if (!W.open) { /* the window's steps are not the baseline */
         W.ring[W.nsteps++ & (RING - 1)] = d;
+        if (cpu_us >= 0)
+            W.cpu_ring[W.ncpu++ & (RING - 1)] = cpu_us;
         if (--W.until == 0) { /* at the warm-up's end, then every RECOMPUTE steps */
             if (!C.read)
                 read_settings();
@@ -369,10 +426,10 @@ void dft_window_step_end(int64_t step, int64_t start, int64_t end)
             recompute();
         }
     }
-    if (!W.open && !W.run && d < W.slow_us &&
+    if (!W.open && !W.run && d < W.slow_us && cpu_us < W.cpu_slow_us &&
         !atomic_load_explicit(&W.request, memory_order_relaxed))
         return; /* nothing fired: the always-on path */
-    step_end_slow(step, start, end, d);
+    step_end_slow(step, start, end, d, cpu_us);
 }
 
 void dft_window_exit(void)

@@ -377,6 +377,40 @@ def test_a_wall_lead_of_a_few_us_is_not_a_wait(tmp_path):
     assert a["stragglers"] == [], a["stragglers"]
 
 
+def test_extra_cpu_work_that_the_others_share_the_cpus_with_is_named(tmp_path):
+    """4 ranks on CPUs they oversubscribe: rank 2's forward does 1 ms more
+    CPU work each step, and because the ranks share the CPUs, the others'
+    forwards wait 1 ms in the run queue while rank 2's barely does: its wall
+    lead is only 200 us, under the floor (450 us: 5 % of the 9 ms step),
+    while its CPU lead is 1 ms.  Named, compute/forward; with a wall lead
+    under a quarter of the floor it would not be (as in
+    test_a_wall_lead_of_a_few_us_is_not_a_wait)."""
+    def job(d, wall_extra):
+        for rank in range(4):
+            events = []
+            for k in range(30):
+                t = k * 10_000
+                jitter = (k * 37 + rank * 11) % 50
+                if rank == 2:
+                    fwd, sched = 4000 + wall_extra + jitter, {"cpu_us": 4000, "wait_us": 200}
+                else:
+                    fwd, sched = 4000 + jitter, {"cpu_us": 3000, "wait_us": 1000}
+                events += [ev("iteration", "pipeline", t, 9000, step=k, **sched),
+                           ev("forward", "compute", t, fwd),
+                           ev("all_reduce", "comm", t + fwd, 9000 - fwd, seq=k, group="world")]
+            write(d, events, env={"RANK": str(rank)})
+        return ranks.analyze(_core._rank_file(p) for p in find_traces(str(d)))
+
+    a = job(tmp_path / "job", 200)
+    assert a["straggler_bound_us"] == 450, a["straggler_bound_us"]
+    (s,) = a["stragglers"]
+    assert (s["rank"], s["cause_class"], s["cause_name"]) == (2, "compute", "forward"), s
+    assert s["cpu_lead_us"] == 1000 and 150 <= s["wall_lead_us"] <= 250, s
+    # the same CPU lead, the others not waiting for it (a wall lead of 50 us)
+    a = job(tmp_path / "nowait", 50)
+    assert [x for x in a["stragglers"] if x["cause_class"] != "cpu_wait"] == [], a["stragglers"]
+
+
 def test_a_straggler_in_untraced_code(tmp_path):
     """Rank 2 spends 500 us a step where no event is (plus a 10 us `log`);
     the others wait for it in the all_reduce."""

@@ -107,6 +107,9 @@ def test_three_slow_steps_open_one_window_on_them(tmp_path):
     assert a["median_us"] < 250000 and a["median_us"] <= 2 * median
     assert a["threshold_us"] >= 2 * a["median_us"]  # the margin asked for
     assert a["sample_hz"] == 1000
+    # a sleep: the wall time crossed its threshold, the CPU time did not
+    assert a["signal"] == "wall", a
+    assert 0 < a["cpu_median_us"] < a["cpu_threshold_us"] and a["trigger_cpu_us"] >= 0, a
     # summary --windows: the slow steps' place, which the normal steps lack
     (row,) = summary_windows(tmp_path)
     assert row["trigger"] == "slow step" and row["steps"] == a["steps"]
@@ -116,6 +119,27 @@ def test_three_slow_steps_open_one_window_on_them(tmp_path):
     text = subprocess.run([sys.executable, "-m", "dftracer", "summary", "--windows",
                            str(tmp_path)], capture_output=True, text=True, timeout=300).stdout
     assert "1 window" in text and "slow step" in text and "slow_part" in text
+
+
+def test_steps_that_work_more_in_the_same_wall_time_open_a_window_on_the_cpu_time(tmp_path):
+    """Steps 30 to 32 spend 15 ms of their 20 on a CPU (the others sleep
+    the 20 ms): the wall time is as usual, so only the CPU time's threshold
+    (its median + the margin, a share of the step) sees them, as it sees a
+    rank's extra work that a loaded machine's run queue would hide."""
+    state, _ = run(tmp_path, "60", "--busy", "30,31,32",
+                   env={"DFTRACER_WINDOW_SLOW_MARGIN": "0.5"})
+    tr = trace_of(tmp_path)
+    its = iterations(tr)
+    busy = sorted(s for s, e in its.items() if e["args"].get("cpu_us", 0) >= 12_000)
+    assert busy == [30, 31, 32], [(s, e["args"].get("cpu_us")) for s, e in its.items()]
+    (w,) = windows_of(tr)
+    check_window_event(w)
+    a = w["args"]
+    assert a["trigger"] == "slow step" and "cpu" in a["signal"].split(","), a
+    assert a["step_first"] == 30 and a["trigger_step"] == 32, a
+    assert a["trigger_cpu_us"] >= 12_000 > a["cpu_threshold_us"] - a["cpu_median_us"] >= \
+        0.5 * a["median_us"] - 1, a
+    assert state["windows"] == 1
 
 
 def test_a_clean_run_opens_no_window_and_a_bad_setting_warns_once(tmp_path):

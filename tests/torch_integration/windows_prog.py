@@ -3,6 +3,9 @@
 
   --slow A,B,C   those loop indices 300 ms slower (in slow_part: the place a
                  window's detail must show);
+  --busy A,B,C   those loop indices spend 15 ms of the step's 20 on a CPU
+                 (a spin to 15 ms of CPU time, then the rest of the 20 ms
+                 asleep): their wall time as usual, their CPU time not;
   --stall I      loop index I waits in stalled_part until the tracer saw the
                  stall (its stall window is pending; 60 s at most), and 1 s more;
   --capture I    at loop index I prints "ready" and keeps stepping until the
@@ -22,10 +25,12 @@ from dftracer import _core
 ap = argparse.ArgumentParser()
 ap.add_argument("steps", type=int)
 ap.add_argument("--slow", default="")
+ap.add_argument("--busy", default="")
 ap.add_argument("--stall", type=int, default=-1)
 ap.add_argument("--capture", type=int, default=-1)
 args = ap.parse_args()
 slow = {int(s) for s in args.slow.split(",") if s}
+busy = {int(s) for s in args.busy.split(",") if s}
 
 torch.manual_seed(0)
 model = torch.nn.Linear(8, 8)
@@ -35,6 +40,15 @@ x = torch.randn(4, 8)
 
 def work():
     time.sleep(0.02)
+
+
+def busy_work():
+    t0, c0 = time.monotonic(), time.thread_time()
+    while time.thread_time() - c0 < 0.015:
+        pass
+    left = 0.02 - (time.monotonic() - t0)
+    if left > 0:
+        time.sleep(left)
 
 
 def slow_part():
@@ -50,8 +64,8 @@ def stalled_part():
     time.sleep(1)
 
 
-def step():
-    work()
+def step(i=-1):
+    busy_work() if i in busy else work()
     loss = model(x).sum()
     loss.backward()
     opt.step()
@@ -64,7 +78,7 @@ while i < args.steps:
         slow_part()
     if i == args.stall:
         stalled_part()
-    step()
+    step(i)
     if i == args.capture:
         print("ready", flush=True)
         end = time.monotonic() + 60
