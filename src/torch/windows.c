@@ -6,7 +6,7 @@
  * always-on check is a store into a ring of the last RING of each and two
  * comparisons with thresholds; every RECOMPUTE steps each threshold is
  * computed again from its ring: median + max(K x 1.4826 x MAD, MARGIN x
- * median), a robust bound a few stray steps do not move.  Two signals,
+ * the median wall step), a robust bound a few stray steps do not move.  Two signals,
  * because on a loaded machine the wall time's spread is the run queue's
  * (a fifth of the step beside two burners: a rank doing a quarter more
  * work hides in it), while the CPU time moves with the rank's own work and
