@@ -11,7 +11,8 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from dftracer.tools import analysis, classes, clock_align, common, hang, ranks, runner, summary, work
+from dftracer.tools import (analysis, classes, clock_align, common, hang, ranks, ranks_text,
+                            runner, summary, work)
 
 EXAMPLE = """example:
   dftracer report ./traces -o report.html
@@ -448,7 +449,7 @@ def rank_figures(go: Any, ra: Any, layout: Dict[str, Any], color: Any) -> List[T
     out.append(("chart-rank-breakdown", "Ranks: time per step by class", fig,
                 "Each rank's mean step split as <code>dftracer summary --ranks</code> splits "
                 "it: " + _CLASS_SPLIT))
-    lines = [html.escape(ranks.straggler_line(s)) for s in ra["stragglers"]]
+    lines = [html.escape(ranks_text.straggler_line(s)) for s in ra["stragglers"]]
     lines += [html.escape(w) for w in clock_align.describe_alignment(ra["alignment"])]
     out.append(("rank-stragglers", "Ranks: stragglers", None,
                 "<br>".join(lines) if ra["stragglers"] else
@@ -522,7 +523,7 @@ def verdict_lines(data: Dict[str, Any]) -> List[Tuple[str, bool]]:
     out: List[Tuple[str, bool]] = []
     ra = data.get("rank_analysis")
     if ra and ra.get("ranks"):
-        out += [("Straggler: " + ranks.straggler_line(s), True) for s in ra["stragglers"]]
+        out += [("Straggler: " + ranks_text.straggler_line(s), True) for s in ra["stragglers"]]
         if not ra["stragglers"]:
             out.append((f"No straggler among {len(ra['ranks'])} ranks "
                         f"({len(ra['steps'])} steps; docs/cli.md gives the rule).", False))

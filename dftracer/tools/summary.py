@@ -418,7 +418,7 @@ def rank_results(files: List[str], args: argparse.Namespace,
 
 
 def _main_ranks(args: argparse.Namespace) -> int:
-    from dftracer.tools import ranks
+    from dftracer.tools import ranks, ranks_text
 
     results, status = collect_ranks(args)
     if not results:
@@ -446,7 +446,7 @@ def _main_ranks(args: argparse.Namespace) -> int:
         if one is not None:
             print(f"One process without a rank ({one['host']}:{one['pid']}): its steps are "
                   "split as a rank's, shown as rank 0")
-        print(ranks.render(analysis, args.top))
+        print(ranks_text.render(analysis, args.top))
         if one is not None and analysis["steps"]:
             print(step_split_table(analysis, args.top))
     return status

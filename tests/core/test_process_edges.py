@@ -53,6 +53,27 @@ time.sleep(60)
 """
 
 
+def _threads(pid: int) -> list:
+    """(name, state, kernel wait channel) of each thread of a live pid."""
+    out = []
+    try:
+        for tid in sorted(os.listdir(f"/proc/{pid}/task")):
+            base = f"/proc/{pid}/task/{tid}"
+            try:
+                with open(f"{base}/comm") as f:
+                    name = f.read().strip()
+                with open(f"{base}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+                with open(f"{base}/wchan") as f:
+                    wchan = f.read().strip()
+            except OSError:
+                continue
+            out.append((name, state, wchan))
+    except OSError as e:
+        return [str(e)]
+    return out
+
+
 def dft_json(*argv: str) -> dict:
     """`dftracer ARGV... --json`'s one object."""
     proc = subprocess.run([sys.executable, "-m", "dftracer", *argv, "--json"],
@@ -69,7 +90,14 @@ def test_a_terminating_signal_with_its_default_action_finalizes_with_the_signal(
                             env=env_with(**ENABLED), stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline() == "ready\n"
     proc.send_signal(sig)
-    assert proc.wait(timeout=60) == -sig  # the process still dies by the signal
+    try:
+        rc = proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:  # once in CI (SIGHUP); not reproduced in 60 runs
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"{signal.Signals(sig).name} did not end the process in 60 s; its threads "
+                    f"then: {_threads(proc.pid)}; files: {sorted(os.listdir(tmp_path))}")
+    assert rc == -sig  # the process still dies by the signal
     (path,) = find_traces(str(tmp_path), "t")
     tr = read_trace(path)  # whole, its `end` the last line, num_events right
     assert len(tr.of("X", name="step")) == 300

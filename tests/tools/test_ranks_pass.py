@@ -13,7 +13,7 @@ from array import array
 import pytest
 
 from dftracer import _core
-from dftracer.tools import ranks
+from dftracer.tools import ranks, ranks_text
 from dftracer.tools.lead_stats import typical_lead
 from tracefile import find_traces, run_python
 
@@ -219,13 +219,13 @@ def test_stragglers_from_results(tmp_path):
     assert (s["rank"], s["steps"], s["of_steps"]) == (3, 8, 10)
     assert (s["cause_class"], s["cause_cat"], s["cause_name"]) == ("data", "dataloader", "fetch")
     assert s["excess_us"] == s["cause_excess_us"] == 300
-    line = ranks.straggler_line(s)
+    line = ranks_text.straggler_line(s)
     # the mean of its leads (300 us in 8 steps, 0 in 2) with its standard error;
     # chance: 10 steps / 4 ranks
     assert (s["mean_lead_us"], s["stderr_us"], s["slowest_steps"]) == (240, 40, 8)
     assert line == ("rank 3: slowest in 8/10 steps (chance 2.5), +240 us +-40 us a step; "
                     "data wait: dataloader/fetch +300 us"), line
-    assert "rank 3" in ranks.render(a, 20)
+    assert "rank 3" in ranks_text.render(a, 20)
 
 
 WORKER_ITEMS = """
@@ -263,7 +263,7 @@ def test_a_data_wait_its_workers_do_not_explain_is_the_machine(tmp_path, item_ex
     assert [len(r["workers"]) for r in a["ranks"]] == [1, 1, 1, 1], a["ranks"]
     (s,) = a["stragglers"]
     assert s["rank"] == 3 and s["mean_lead_us"] == 240, s
-    line = ranks.straggler_line(s)
+    line = ranks_text.straggler_line(s)
     if item_extra:
         assert (s["cause_class"], s["cause_cat"], s["cause_name"]) == ("data", "dataloader",
                                                                        "fetch"), s
@@ -432,7 +432,7 @@ def test_a_straggler_in_untraced_code(tmp_path):
     assert (s["rank"], s["steps"], s["cause_class"], s["cause_name"]) == (2, 6, "other",
                                                                          "(untraced)")
     assert s["excess_us"] == 500 and s["cause_cat"] == ""
-    assert "other: (untraced) +500 us" in ranks.straggler_line(s)
+    assert "other: (untraced) +500 us" in ranks_text.straggler_line(s)
 
 
 COMM_THREAD = """

@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 from dftracer import _core
-from dftracer.tools import ranks
+from dftracer.tools import ranks, ranks_text
 
 T0 = 1_800_000_000_000_000
 STEPS, NRANKS, COMM_US = 40, 4, 2_000
@@ -130,7 +130,7 @@ def test_a_rank_slowed_only_by_its_machine_gets_no_work_cause(tmp_path):
         assert x["cause_class"] == "cpu_wait" and x["rank"] == 1, x
         assert x["wait_lead_us"] >= 40_000 and abs(x["cpu_lead_us"]) <= 1_000, x
     assert a["stragglers"], "the others waited ~46 ms a step for rank 1: said, as its machine"
-    text = ranks.render(a, 0)
+    text = ranks_text.render(a, 0)
     assert "rank 1: the others waited" in text and "waiting for a CPU" in text, text
     assert "its machine, not its work" in text, text
 
@@ -146,7 +146,7 @@ def test_balanced_ranks_on_a_busy_machine_name_nobody_and_the_noise_is_not_zero(
         assert a["stragglers"] == [], a["stragglers"]
         assert a["noise_us"] > 0, a["noise_us"]
         assert a["cpu_wait"]["median_us"] >= 8_000, a["cpu_wait"]
-        text = ranks.render(a, 0)
+        text = ranks_text.render(a, 0)
         assert "the machine was busy" in text and "noise is 0 us" not in text, text
 
 
