@@ -259,8 +259,7 @@ def test_untraced_code_is_named_from_the_sampled_place(untraced):
     assert 0.5 * SLOW_MS * 1e3 <= top["saving_us"] <= 2 * SLOW_MS * 1e3, top
     # a rank that sleeps brings no CPU wait on itself: nothing folded but
     # the odd step where its untraced CPU time ran over the others' (a busy
-    # machine: CI's folded 43 us a step, 0.3 % of the sleep); a spin's own
-    # CPU wait, folded in the test above, is a sizeable part of it
+    # machine: CI's folded 43 us a step, 0.3 % of the sleep)
     assert 0 <= top["evidence"]["queue_folded_us"] <= 0.05 * top["saving_us"], top
     line = cli("whatif", str(untraced[0])).stdout.splitlines()[1]
     assert line.startswith(f"if rank {SLOW_RANK}'s untraced time were") and place in line, line
